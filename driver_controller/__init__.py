@@ -1,0 +1,1 @@
+"""sparkop: driver_controller."""

@@ -1,0 +1,38 @@
+"""The one place that knows sparkop's and Spark's label and annotation keys.
+
+Every object sparkop creates carries ``managed-by`` plus the keys that let a controller find
+its children through an index (never a LIST per event).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "sparkop.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGER: Final = "sparkop"
+
+# sparkop's own keys. Values are bounded with naming.label_value().
+APP: Final = f"{GROUP}/app"  # the owning SparkApplication (on SparkDrivers and everything below them)
+DRIVER: Final = f"{GROUP}/driver"  # the owning SparkDriver (driver pod, ConfigMaps, Service, executors)
+INCARNATION: Final = f"{GROUP}/incarnation"  # which driver-pod incarnation of a SparkDriver created it
+RUN: Final = f"{GROUP}/run"  # on a SparkDriver: its run number within the app (never reused)
+APP_GENERATION: Final = f"{GROUP}/app-generation"  # annotation on a SparkDriver: app generation it runs
+
+# Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.
+DRIVER_OUTCOME_FINALIZER: Final = f"{GROUP}/driver-outcome"
+
+# Spark's own keys, as spark-submit and the driver set them.
+SPARK_APP_SELECTOR: Final = "spark-app-selector"
+SPARK_APP_NAME: Final = "spark-app-name"
+SPARK_ROLE: Final = "spark-role"
+SPARK_VERSION: Final = "spark-version"
+SPARK_EXEC_ID: Final = "spark-exec-id"
+ROLE_DRIVER: Final = "driver"
+ROLE_EXECUTOR: Final = "executor"
+
+# Simulator annotations understood by devcluster's KWOK stages (tests and demo only).
+SIM_PREFIX: Final = "sim.sparkop.io/"

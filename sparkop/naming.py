@@ -1,0 +1,77 @@
+"""The one naming function family. Every name sparkop creates is deterministic, so a
+create retried after a crash hits 409 AlreadyExists instead of making a duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Final
+
+DNS_LABEL_MAX: Final = 63
+# Spark validates spark.kubernetes.executor.podNamePrefix at 47 characters so that
+# "<prefix>-exec-<id>" stays a DNS label.
+SPARK_POD_PREFIX_MAX: Final = 47
+HASH_LEN: Final = 8
+
+_INVALID = re.compile(r"[^a-z0-9-]+")
+
+
+def _digest(text: str, length: int = HASH_LEN) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def bounded(name: str, limit: int) -> str:
+    """``name`` lowercased into [a-z0-9-], or, when longer than ``limit``, cut and suffixed with a hash
+    of the whole so that two long names never collide."""
+    clean = _INVALID.sub("-", name.lower()).strip("-") or "x"
+    if len(clean) <= limit:
+        return clean
+    head = clean[: limit - HASH_LEN - 1].rstrip("-")
+    return f"{head}-{_digest(name)}"
+
+
+def dns_label(name: str, limit: int = DNS_LABEL_MAX) -> str:
+    """A DNS-1035 label (starts with a letter), as Service names require."""
+    label = bounded(name, limit)
+    if not label[0].isalpha():
+        label = bounded(f"s-{name}", limit)
+    return label
+
+
+def label_value(name: str) -> str:
+    """A label value for an object name (names may reach 253 characters, label values 63)."""
+    return bounded(name, DNS_LABEL_MAX)
+
+
+def driver_name(app_name: str, run: int) -> str:
+    """The SparkDriver of an app's ``run``-th run (runs are numbered from 1 and never reused)."""
+    suffix = f"-{run}"
+    return bounded(app_name, 253 - len(suffix)) + suffix
+
+
+def pod_prefix(driver: str, incarnation: int) -> str:
+    """Prefix of every pod, ConfigMap and Service of one driver-pod incarnation."""
+    return dns_label(f"{driver}-{incarnation}", SPARK_POD_PREFIX_MAX)
+
+
+def driver_pod_name(driver: str, incarnation: int) -> str:
+    return f"{pod_prefix(driver, incarnation)}-driver"
+
+
+def driver_service_name(driver: str, incarnation: int) -> str:
+    return f"{pod_prefix(driver, incarnation)}-driver-svc"
+
+
+def driver_configmap_name(driver: str, incarnation: int) -> str:
+    return f"{pod_prefix(driver, incarnation)}-conf-map"
+
+
+def executor_template_configmap_name(driver: str, incarnation: int) -> str:
+    return f"{pod_prefix(driver, incarnation)}-podspec-conf-map"
+
+
+def spark_app_id(driver_uid: str, incarnation: int) -> str:
+    """spark.app.id in Spark's own shape ("spark-" + 32 hex), fixed by the SparkDriver's uid and
+    incarnation so that a retried create renders byte-identical objects."""
+    return "spark-" + _digest(f"{driver_uid}/{incarnation}", 32)
