@@ -1,0 +1,3 @@
+from sparkop.cli import main
+
+raise SystemExit(main())

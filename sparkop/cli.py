@@ -1,0 +1,149 @@
+"""The ``sparkop`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from sparkop import logs
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparkop",
+        description="sparkop: a level-triggered Kubernetes operator for Apache Spark.",
+        formatter_class=_Formatter,
+        epilog="Start here:  sparkop demo        (a local cluster, three apps, a live table)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run the operator (both controllers, or one)",
+        formatter_class=_Formatter,
+        description="Run the operator against the cluster in --kubeconfig (or in-cluster config).",
+        epilog="Example:\n  sparkop run --kubeconfig ~/.kube/config --namespace spark-jobs --log-format json",
+    )
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    run.add_argument("--context", help="kubeconfig context")
+    run.add_argument(
+        "--namespace", "-n", action="append", default=[], help="namespace to watch (repeatable; default: all)"
+    )
+    run.add_argument("--controllers", default="apps,driver", help="comma-separated: apps, driver (default: both)")
+    run.add_argument("--workers", type=int, default=8, help="concurrent reconciles per controller")
+    run.add_argument(
+        "--ingress-url-format",
+        help="create an Ingress per app for its Spark UI, e.g. '{{$appName}}.spark.example.com'",
+    )
+    run.add_argument("--ingress-class-name", help="ingressClassName for those Ingresses")
+    run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port")
+    run.add_argument("--log-format", choices=["text", "json"], default="text")
+
+    crds = sub.add_parser(
+        "crds",
+        help="write the CRD YAML generated from the API models",
+        formatter_class=_Formatter,
+        epilog="Example:\n  sparkop crds --out crds/ && kubectl apply --server-side -f crds/",
+    )
+    crds.add_argument("--out", default="crds", help="directory to write into (default: crds)")
+    crds.add_argument("--check", action="store_true", help="exit 1 if the files there are stale")
+
+    validate = sub.add_parser(
+        "validate",
+        help="check manifests offline with the same rules as the API server",
+        formatter_class=_Formatter,
+        epilog="Examples:\n  sparkop validate examples/*.yaml\n  kubectl get sparkapp -o yaml | sparkop validate -",
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE", help="YAML files ('-' for stdin)")
+
+    render = sub.add_parser(
+        "render",
+        help="print what sparkop would create for a SparkApplication or SparkDriver",
+        formatter_class=_Formatter,
+        description="Offline: the SparkDriver, driver pod, ConfigMaps and Service, as YAML, for review "
+        "and GitOps diffs.",
+        epilog="Example:\n  sparkop render examples/spark-pi.yaml | less",
+    )
+    render.add_argument("file", metavar="FILE", help="a manifest ('-' for stdin)")
+    render.add_argument("--namespace", default=None, help="namespace to assume (default: the manifest's)")
+
+    status = sub.add_parser(
+        "status",
+        help="a human summary of one SparkApplication",
+        formatter_class=_Formatter,
+        epilog="Example:\n  sparkop status spark-pi -n default",
+    )
+    status.add_argument("name")
+    status.add_argument("--namespace", "-n", default="default")
+    status.add_argument("--kubeconfig")
+
+    demo = sub.add_parser(
+        "demo",
+        help="bring up a local cluster and watch sparkop run three apps",
+        formatter_class=_Formatter,
+        description="Builds (first time) and starts the local control plane, installs the CRDs, starts the "
+        "operator and applies three apps: one succeeds, one fails and is retried, one loses its "
+        "driver pod and recovers. Ctrl-C cleans up.",
+        epilog="Example:\n  sparkop demo --keep   # leave the cluster up afterwards",
+    )
+    demo.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
+    demo.add_argument("--name", default="sparkop-demo", help="devcluster name")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "crds":
+        from api.crds import main as crds_main
+
+        return crds_main(args.out, check=args.check)
+    if args.command == "validate":
+        from api.validate import main as validate_main
+
+        return validate_main(args.files)
+    if args.command == "render":
+        from sparkop.render_cli import main as render_main
+
+        return render_main(args.file, namespace=args.namespace)
+    if args.command == "status":
+        from sparkop.status_cli import main as status_main
+
+        return status_main(args.name, namespace=args.namespace, kubeconfig=args.kubeconfig)
+    if args.command == "demo":
+        from sparkop.demo import main as demo_main
+
+        return demo_main(name=args.name, keep=args.keep)
+    raise AssertionError(args.command)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sparkop.operator import Options, run_blocking
+
+    logs.configure(args.log_format)
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr="127.0.0.1")
+    run_blocking(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespaces=args.namespace,
+        controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
+        options=Options(
+            ingress_url_format=args.ingress_url_format,
+            ingress_class_name=args.ingress_class_name,
+            workers=args.workers,
+        ),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

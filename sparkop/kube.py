@@ -1,0 +1,290 @@
+"""The one Kubernetes client layer.
+
+Every write sparkop makes goes through here, so the rules for tolerated errors live in one place:
+a create that meets 409 AlreadyExists succeeded (names are deterministic), a delete that meets 404
+succeeded, and a status write carries the resourceVersion it was computed from so that a decision
+made on a stale view is refused (409 Conflict) and recomputed instead of overwriting newer facts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+import kopf
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from sparkop import labels, naming
+
+log = logging.getLogger(__name__)
+
+Body = dict[str, Any]
+PatchType = Literal["merge", "json", "strategic"]
+
+_CONTENT_TYPES: Final[dict[PatchType, str]] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: enough to build its paths without discovery."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts = [root]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+        if sub:
+            parts.append(sub)
+        return "/".join(parts)
+
+
+PODS: Final = Resource("", "v1", "pods", "Pod")
+CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
+SERVICES: Final = Resource("", "v1", "services", "Service")
+EVENTS: Final = Resource("", "v1", "events", "Event")
+NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
+SPARK_APPLICATIONS: Final = Resource(labels.GROUP, labels.VERSION, "sparkapplications", "SparkApplication")
+SPARK_DRIVERS: Final = Resource(labels.GROUP, labels.VERSION, "sparkdrivers", "SparkDriver")
+
+_BY_KIND: Final = {
+    (r.api_version, r.kind): r
+    for r in (PODS, CONFIGMAPS, SERVICES, EVENTS, NAMESPACES, INGRESSES, SPARK_APPLICATIONS, SPARK_DRIVERS)
+}
+
+
+def resource_of(body: Body) -> Resource:
+    try:
+        return _BY_KIND[(body["apiVersion"], body["kind"])]
+    except KeyError:
+        raise ValueError(f"sparkop does not manage {body.get('apiVersion')}/{body.get('kind')}") from None
+
+
+class Conflict(Exception):
+    """The object changed since it was read; recompute from a fresh view."""
+
+
+class Refused(Exception):
+    """The API server refused a write for a reason a retry will not fix (400, 403, 422)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def _refusal(exc: ApiException) -> Refused:
+    try:
+        status = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        status = {}
+    return Refused(exc.status or 0, status.get("reason") or str(exc.reason), status.get("message") or str(exc))
+
+
+def owner_reference(owner: Body, *, controller: bool = True) -> Body:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+class Kube:
+    """Async access to the API server, with sparkop's error rules."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        configuration = client.Configuration()
+        if kubeconfig is None and "KUBECONFIG" not in os.environ and "KUBERNETES_SERVICE_HOST" in os.environ:
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+        return cls(client.ApiClient(configuration))
+
+    def connection_info(self) -> kopf.ConnectionInfo:
+        """The same credentials, handed to kopf so both clients talk to one server as one user."""
+        c = self.api.configuration
+        token = (c.api_key or {}).get("BearerToken") or (c.api_key or {}).get("authorization")
+        if token and token.lower().startswith("bearer "):
+            token = token[7:]
+        return kopf.ConnectionInfo(
+            server=c.host or "",
+            ca_path=c.ssl_ca_cert,
+            insecure=not c.verify_ssl,
+            certificate_path=c.cert_file,
+            private_key_path=c.key_file,
+            token=token,
+            scheme="Bearer" if token else None,
+        )
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> Body:
+        result = await self.api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            response_types_map={200: "object", 201: "object", 202: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        return result if isinstance(result, dict) else {}
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> Body | None:
+        try:
+            return await self._call("GET", resource.path(namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(self, resource: Resource, namespace: str | None, *, selector: str | None = None) -> list[Body]:
+        """For tools and tests. Controllers read from kopf indexes instead."""
+        query = [("labelSelector", selector)] if selector else []
+        return list((await self._call("GET", resource.path(namespace), query=query)).get("items", []))
+
+    async def create(self, body: Body) -> bool:
+        """Create ``body``. True if created, False if it already existed (a retried create)."""
+        resource = resource_of(body)
+        namespace = body["metadata"].get("namespace")
+        try:
+            await self._call("POST", resource.path(namespace), body=body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            if exc.status in (400, 403, 422):
+                raise _refusal(exc) from exc
+            raise
+        return True
+
+    async def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation: Literal["Background", "Foreground", "Orphan"] = "Background",
+    ) -> bool:
+        """Delete by name (and uid, so a same-named successor is never hit). False if already gone."""
+        options: Body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        try:
+            await self._call("DELETE", resource.path(namespace, name), body=options)
+        except ApiException as exc:
+            if exc.status == 404 or (exc.status == 409 and uid):
+                return False
+            raise
+        return True
+
+    async def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+    ) -> Body | None:
+        """Patch; None when the object is gone. A failed json-patch ``test`` or a stale
+        resourceVersion raises Conflict."""
+        try:
+            return await self._call(
+                "PATCH",
+                resource.path(namespace, name, subresource),
+                body=patch,
+                content_type=_CONTENT_TYPES[patch_type],
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 409 or (exc.status == 422 and patch_type == "json"):
+                raise Conflict(str(exc.reason)) from exc
+            raise
+
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: Body, *, resource_version: str
+    ) -> Body | None:
+        """Replace the status the controller computed from the object at ``resource_version``."""
+        patch = {"metadata": {"resourceVersion": resource_version}, "status": status}
+        return await self.patch(resource, namespace, name, patch, subresource="status")
+
+    async def event(self, regarding: Body, *, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        """Post a core/v1 Event on ``regarding``; a lost Event is logged, never fatal."""
+        meta = regarding["metadata"]
+        now = datetime.now(UTC)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "namespace": meta["namespace"],
+                "name": naming.bounded(f"{meta['name']}.{int(now.timestamp() * 1e9):x}", 253),
+            },
+            "involvedObject": {
+                "apiVersion": regarding["apiVersion"],
+                "kind": regarding["kind"],
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": labels.MANAGER},
+            "reportingComponent": labels.MANAGER,
+            "reportingInstance": os.environ.get("HOSTNAME", labels.MANAGER),
+            "firstTimestamp": stamp.split(".")[0] + "Z",
+            "lastTimestamp": stamp.split(".")[0] + "Z",
+            "eventTime": stamp,
+            "action": reason,
+            "count": 1,
+        }
+        try:
+            await self._call("POST", EVENTS.path(meta["namespace"]), body=body)
+        except ApiException as exc:
+            log.warning("event %s on %s/%s not posted: %s", reason, meta["namespace"], meta["name"], exc.reason)

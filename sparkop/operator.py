@@ -1,0 +1,133 @@
+"""``sparkop run``: both controllers (or either) in one kopf operator.
+
+kopf does the watching, the initial listing and the indexes; each controller module registers a
+few handlers that enqueue keys, and a reconcile function that its WorkQueue runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from kopf._core.engines.indexing import OperatorIndexers  # public in spirit: kopf.operator() takes it
+
+from sparkop.controller import Reconcile, WorkQueue
+from sparkop.kube import Kube
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Operator-wide settings, from flags."""
+
+    ingress_url_format: str | None = None
+    ingress_class_name: str | None = None
+    unschedulable_timeout_seconds: float = 300.0
+    workers: int = 8
+
+
+@dataclass
+class Runtime:
+    """What the handlers and reconcilers of a running operator share."""
+
+    kube: Kube
+    options: Options = field(default_factory=Options)
+    indexers: OperatorIndexers = field(default_factory=OperatorIndexers)
+    queues: list[WorkQueue[Any]] = field(default_factory=list)
+
+    def index(self, name: str) -> kopf.Index[Any, Any]:
+        """A kopf index by its handler id (the indexing function's name)."""
+        return self.indexers.indices[name]
+
+    def queue(self, name: str, reconcile: Reconcile[Any]) -> WorkQueue[Any]:
+        queue: WorkQueue[Any] = WorkQueue(name, reconcile, workers=self.options.workers)
+        self.queues.append(queue)
+        return queue
+
+
+Register = Callable[[kopf.OperatorRegistry, Runtime], None]
+
+
+def controller_registrations(names: Iterable[str]) -> list[Register]:
+    from apps_controller.handlers import register as register_apps
+    from driver_controller.handlers import register as register_driver
+
+    known: dict[str, Register] = {"apps": register_apps, "driver": register_driver}
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown controller(s) {unknown}; choose from {sorted(known)}")
+    return [known[name] for name in names]
+
+
+def operator_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # sparkop posts its own Events with stable reasons; kopf's own would duplicate them.
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 30
+    return settings
+
+
+async def run_operator(
+    *,
+    kubeconfig: str | None,
+    context: str | None = None,
+    namespaces: Sequence[str] = (),
+    controllers: Sequence[str] = ("apps", "driver"),
+    options: Options | None = None,
+    stop_flag: asyncio.Event | None = None,
+    ready_flag: asyncio.Event | None = None,
+) -> None:
+    """Run until ``stop_flag`` is set (or SIGTERM/SIGINT when run from the CLI)."""
+    kube = await Kube.connect(kubeconfig, context)
+    runtime = Runtime(kube=kube, options=options or Options())
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kube.connection_info()
+
+    for register in controller_registrations(controllers):
+        register(registry, runtime)
+
+    log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
+    async with asyncio.TaskGroup() as group:
+        workers = [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
+        try:
+            await kopf.operator(
+                registry=registry,
+                settings=operator_settings(),
+                indexers=runtime.indexers,
+                standalone=True,
+                clusterwide=not namespaces,
+                namespaces=list(namespaces),
+                stop_flag=stop_flag,
+                ready_flag=ready_flag,
+            )
+        finally:
+            for task in workers:
+                task.cancel()
+            await kube.close()
+            log.info("sparkop stopped")
+
+
+def run_blocking(**kwargs: Any) -> None:
+    """Run the operator in this thread; SIGTERM and SIGINT stop it cleanly."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await run_operator(stop_flag=stop, **kwargs)
+
+    asyncio.run(main())
