@@ -1,0 +1,85 @@
+"""CLI: python -m devcluster {up,down,status,restart,build,list,prune}.
+
+Progress goes to stderr; `up` prints `export KUBECONFIG=...` as the last line of stdout,
+so `eval "$(python -m devcluster up)"` works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from devcluster.build import BuildError, ensure_built
+from devcluster.cluster import DEFAULT_NAME, Cluster, ClusterError, list_clusters, prune, remove_cluster, stderr_log
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start a cluster (building binaries first if needed)")
+    up.add_argument("--name", default=DEFAULT_NAME)
+    up.add_argument("--nodes", type=int, default=3, help="number of fake kwok nodes")
+    up.add_argument("--node-cpu", default="8", help="allocatable CPU per node (quantity)")
+    up.add_argument("--node-memory", default="32Gi", help="allocatable memory per node (quantity)")
+    up.add_argument("--no-simulator", dest="simulator", action="store_false", help="no Spark-driver simulator")
+    up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+
+    for command, text in (("down", "stop a cluster and delete its data"), ("status", "show a cluster")):
+        sub.add_parser(command, help=text).add_argument("--name", default=DEFAULT_NAME)
+
+    restart = sub.add_parser("restart", help="restart kube-apiserver and/or etcd in place")
+    restart.add_argument("--name", default=DEFAULT_NAME)
+    restart.add_argument("component", nargs="?", choices=("apiserver", "etcd", "all"), default="all")
+
+    sub.add_parser("build", help="build the control-plane binaries into the cache")
+    sub.add_parser("list", help="list known clusters")
+    prune_cmd = sub.add_parser("prune", help="remove clusters whose processes are all gone")
+    prune_cmd.add_argument("--prefix", default="")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ClusterError, BuildError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "build":
+        print(ensure_built(stderr_log))
+    elif args.command == "up":
+        cluster = Cluster.up(
+            args.name,
+            nodes=args.nodes,
+            node_cpu=args.node_cpu,
+            node_memory=args.node_memory,
+            simulator=args.simulator,
+            timeout=args.timeout,
+        )
+        print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
+    elif args.command == "down":
+        if not remove_cluster(args.name):
+            stderr_log(f"no cluster named {args.name!r}")
+    elif args.command == "status":
+        status = Cluster.load(args.name).status()
+        print(json.dumps(status, indent=2))
+        return 0 if status["apiserver_ready"] else 1
+    elif args.command == "restart":
+        Cluster.load(args.name).restart(args.component)
+    elif args.command == "list":
+        for name in list_clusters():
+            print(name)
+    elif args.command == "prune":
+        for name in prune(args.prefix):
+            print(f"removed {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

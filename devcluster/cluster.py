@@ -1,0 +1,396 @@
+"""Bring a local control plane up and down: etcd, kube-apiserver, controller-manager,
+scheduler, kwok with fake nodes, and the Spark-driver simulator.
+
+Everything a cluster owns lives in `<cache>/clusters/<name>/`: PKI, kubeconfig, etcd data,
+one log per process and `state.json` (pids, command lines, ports). `down` and a later
+`up` of the same name use that file to stop exactly the processes that were started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from devcluster import components, procs, rest
+from devcluster.build import ensure_built
+from devcluster.certs import CertPaths, write_pki
+from devcluster.paths import PACKAGE_DIR, cluster_dir, clusters_root
+from devcluster.ports import LOCALHOST, free_ports
+
+Log = Callable[[str], None]
+Component = Literal["apiserver", "etcd", "all"]
+
+DEFAULT_NAME = "dev"
+STATE_FILE = "state.json"
+# Start order; `down` stops in reverse so clients go before the servers they talk to.
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "sparksim")
+POLL_S = 0.1
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def stderr_log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class ProcessRecord:
+    pid: int
+    argv: list[str]
+    log: str
+
+    @property
+    def executable(self) -> str:
+        return self.argv[0]
+
+
+@dataclass
+class ClusterState:
+    name: str
+    directory: str
+    bin_dir: str
+    kubeconfig: str
+    server: str
+    ports: dict[str, int]
+    nodes: list[str] = field(default_factory=list)
+    processes: dict[str, ProcessRecord] = field(default_factory=dict)
+
+    def save(self) -> None:
+        path = Path(self.directory) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)  # atomic: a reader never sees half a file
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState:
+        raw = json.loads((directory / STATE_FILE).read_text())
+        raw["processes"] = {k: ProcessRecord(**v) for k, v in raw.get("processes", {}).items()}
+        return cls(**raw)
+
+
+class Cluster:
+    """A running devcluster. Create with `Cluster.up(...)`, attach with `Cluster.load(name)`.
+
+    `die_with_parent=True` (test fixtures) makes every process this object starts, including
+    ones restarted later, die with the current process.
+    """
+
+    def __init__(self, state: ClusterState, *, die_with_parent: bool = False, log: Log = stderr_log):
+        self.state = state
+        self.die_with_parent = die_with_parent
+        self._log = log
+
+    # -- paths and handles ------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.state.directory)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.state.kubeconfig)
+
+    @property
+    def server(self) -> str:
+        return self.state.server
+
+    @property
+    def bin_dir(self) -> Path:
+        return Path(self.state.bin_dir)
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin_dir / "kubectl"
+
+    @property
+    def pki(self) -> CertPaths:
+        return CertPaths.in_dir(self.directory / "pki")
+
+    @property
+    def ports(self) -> components.Ports:
+        return components.Ports(**self.state.ports)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def up(
+        cls,
+        name: str = DEFAULT_NAME,
+        *,
+        nodes: int = 3,
+        node_cpu: str = "8",
+        node_memory: str = "32Gi",
+        simulator: bool = True,
+        die_with_parent: bool = False,
+        timeout: float = 90.0,
+        log: Log = stderr_log,
+    ) -> Cluster:
+        started = time.monotonic()
+        bin_dir = ensure_built(log)
+        remove_cluster(name)  # whatever a crashed run left under this name
+        directory = cluster_dir(name)
+        directory.mkdir(parents=True)
+        ports = components.Ports.from_list(free_ports(components.count_ports()))
+        server = f"https://{LOCALHOST}:{ports.apiserver}"
+        state = ClusterState(
+            name=name,
+            directory=str(directory),
+            bin_dir=str(bin_dir),
+            kubeconfig=str(directory / "kubeconfig"),
+            server=server,
+            ports=asdict(ports),
+        )
+        state.save()
+        cluster = cls(state, die_with_parent=die_with_parent, log=log)
+        try:
+            cluster._bring_up(nodes, node_cpu, node_memory, simulator, deadline=started + timeout)
+        except BaseException:
+            cluster.down()
+            raise
+        log(f"[up] cluster {name!r} ready in {time.monotonic() - started:.1f}s")
+        return cluster
+
+    @classmethod
+    def load(cls, name: str = DEFAULT_NAME, *, die_with_parent: bool = False, log: Log = stderr_log) -> Cluster:
+        directory = cluster_dir(name)
+        if not (directory / STATE_FILE).is_file():
+            raise ClusterError(f"no cluster named {name!r} (looked in {directory})")
+        return cls(ClusterState.load(directory), die_with_parent=die_with_parent, log=log)
+
+    def down(self) -> None:
+        """Stop every process this cluster started (by pid) and delete its directory."""
+        _stop_records(self.state.processes)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def restart(self, which: Component = "all") -> None:
+        """Restart kube-apiserver and/or etcd in place (same ports, same data) for fault tests."""
+        deadline = time.monotonic() + 60.0
+        names = {"apiserver": ["kube-apiserver"], "etcd": ["etcd"], "all": ["kube-apiserver", "etcd"]}[which]
+        _stop_records({n: self.state.processes[n] for n in names})
+        if "etcd" in names:
+            self._respawn("etcd")
+            self._wait({"etcd": self._etcd_ready}, deadline)
+        if "kube-apiserver" in names:
+            self._respawn("kube-apiserver")
+        # The apiserver's readyz includes its etcd check, so this covers an etcd-only restart too.
+        self._wait({"kube-apiserver": self._apiserver_ready}, deadline)
+        self._log(f"[restart] {which} ready")
+
+    def restart_apiserver(self) -> None:
+        self.restart("apiserver")
+
+    def restart_etcd(self) -> None:
+        self.restart("etcd")
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.server,
+            "apiserver_ready": self._apiserver_ready(),
+            "processes": {
+                name: {"pid": rec.pid, "alive": _record_alive(rec), "log": rec.log}
+                for name, rec in self.state.processes.items()
+            },
+            "ports": self.state.ports,
+        }
+
+    # -- API access -----------------------------------------------------------------------
+
+    def api(self, method: str, path: str, body: Any = None) -> rest.Response:
+        """One request to the apiserver as cluster admin."""
+        context = rest.tls_context(self.pki.ca_cert, self.pki.admin_cert, self.pki.admin_key)
+        return rest.request(self.server + path, method=method, body=body, context=context)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _bring_up(self, nodes: int, cpu: str, memory: str, simulator: bool, deadline: float) -> None:
+        directory = self.directory
+        pki = write_pki(directory / "pki")
+        components.write_kubeconfig(self.kubeconfig, components.kubeconfig(self.name, self.server, pki))
+        ports, bins = self.ports, self.bin_dir
+
+        self._spawn("etcd", components.etcd_argv(bins, directory / "etcd-data", ports))
+        self._wait({"etcd": self._etcd_ready}, deadline)
+        self._spawn("kube-apiserver", components.apiserver_argv(bins, pki, ports))
+        self._wait({"kube-apiserver": self._apiserver_ready}, deadline)
+
+        # Nodes exist before kwok starts, so it adopts them on its first list.
+        self.state.nodes = self._create_nodes(nodes, cpu, memory)
+        self.state.save()
+        # These only need the apiserver, not each other: start them together.
+        kubeconfig = self.kubeconfig
+        self._spawn(
+            "kube-controller-manager",
+            components.controller_manager_argv(bins, pki, kubeconfig, ports, directory / "kcm-certs"),
+        )
+        self._spawn("kube-scheduler", components.scheduler_argv(bins, kubeconfig, ports, directory / "scheduler-certs"))
+        self._spawn("kwok", components.kwok_argv(bins, kubeconfig, ports))
+        checks: dict[str, Callable[[], bool]] = {
+            "kube-controller-manager": self._https_ready(ports.controller_manager, "/healthz"),
+            "kube-scheduler": self._https_ready(ports.scheduler, "/readyz"),
+            "kwok": lambda: rest.probe(f"http://{LOCALHOST}:{ports.kwok}/healthz"),
+            "nodes": self._nodes_ready,
+            "default service account": self._default_service_account_exists,
+        }
+        if simulator:
+            ready_file = directory / "sparksim.ready"
+            self._spawn("sparksim", components.simulator_argv(kubeconfig, ready_file), env=_python_env())
+            checks["sparksim"] = ready_file.exists
+        self._wait(checks, deadline)
+
+    def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> None:
+        log_path = self.directory / f"{name}.log"
+        pid = procs.spawn(argv, log_path, die_with_parent=self.die_with_parent, env=env, cwd=self.directory)
+        self.state.processes[name] = ProcessRecord(pid=pid, argv=argv, log=str(log_path))
+        self.state.save()  # recorded at once, so a crash right after still lets `down` find it
+
+    def _respawn(self, name: str) -> None:
+        record = self.state.processes[name]
+        env = _python_env() if name == "sparksim" else None
+        self._spawn(name, record.argv, env=env)
+
+    def _wait(self, checks: dict[str, Callable[[], bool]], deadline: float) -> None:
+        """Poll until every check passes; fail fast if one of our processes has exited."""
+        pending = dict(checks)
+        started = time.monotonic()
+        while pending:
+            for name, check in list(pending.items()):
+                if check():
+                    self._log(f"[up] {name} ready (+{time.monotonic() - started:.1f}s)")
+                    del pending[name]
+            self._raise_if_any_died()
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(f"timed out waiting for {', '.join(pending)}{self._log_tails(pending)}")
+            time.sleep(POLL_S)
+
+    def _raise_if_any_died(self) -> None:
+        for name, record in self.state.processes.items():
+            if not procs.is_alive(record.pid):
+                raise ClusterError(
+                    f"{name} exited during startup; log {record.log}:\n{procs.log_tail(Path(record.log))}"
+                )
+
+    def _log_tails(self, names: Mapping[str, object]) -> str:
+        tails = [
+            f"\n--- {name} ({rec.log}) ---\n{procs.log_tail(Path(rec.log), 1500)}"
+            for name, rec in self.state.processes.items()
+            if name in names
+        ]
+        return "".join(tails)
+
+    def _etcd_ready(self) -> bool:
+        return rest.probe(f"http://{LOCALHOST}:{self.ports.etcd_client}/health")
+
+    def _apiserver_ready(self) -> bool:
+        try:
+            return self.api("GET", "/readyz").ok
+        except OSError:
+            return False
+
+    def _https_ready(self, port: int, path: str) -> Callable[[], bool]:
+        context = rest.tls_context(None)  # components serve self-signed certs on these ports
+        return lambda: rest.probe(f"https://{LOCALHOST}:{port}{path}", context=context)
+
+    def _create_nodes(self, count: int, cpu: str, memory: str) -> list[str]:
+        names = [f"kwok-node-{i}" for i in range(count)]
+        for node_name in names:
+            response = self.api("POST", "/api/v1/nodes", components.fake_node(node_name, cpu, memory))
+            if not response.ok:
+                raise ClusterError(f"creating node {node_name}: {response.status} {response.body}")
+        return names
+
+    def _nodes_ready(self) -> bool:
+        response = self.api("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")
+        if not response.ok:
+            return False
+        ready = [
+            node
+            for node in response.body.get("items", [])
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in node.get("status", {}).get("conditions", [])
+            )
+        ]
+        return len(ready) >= len(self.state.nodes)
+
+    def _default_service_account_exists(self) -> bool:
+        # The ServiceAccount admission plugin rejects pods until this exists.
+        return self.api("GET", "/api/v1/namespaces/default/serviceaccounts/default").ok
+
+
+def _python_env() -> dict[str, str]:
+    """Let `python -m devcluster.sparksim` import this package even when it is not installed."""
+    env = dict(os.environ)
+    repo = str(PACKAGE_DIR.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _record_alive(record: ProcessRecord) -> bool:
+    return procs.is_alive(record.pid) and procs.runs_executable(record.pid, record.executable)
+
+
+def _stop_records(records: Mapping[str, ProcessRecord]) -> None:
+    ordered = sorted(records.items(), key=lambda item: -ORDER.index(item[0]) if item[0] in ORDER else 0)
+    procs.stop_all((rec.pid, rec.executable) for _, rec in ordered)
+
+
+def remove_cluster(name: str) -> bool:
+    """Stop whatever a cluster directory records and delete it. True if there was one."""
+    directory = cluster_dir(name)
+    if not directory.exists():
+        return False
+    try:
+        state = ClusterState.load(directory)
+    except (OSError, ValueError, TypeError):
+        state = None  # half-written by a crashed run: nothing we can safely signal
+    if state is not None:
+        _stop_records(state.processes)
+    shutil.rmtree(directory, ignore_errors=True)
+    return True
+
+
+def list_clusters() -> list[str]:
+    root = clusters_root()
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def prune(prefix: str = "", min_age_s: float = 600.0) -> list[str]:
+    """Remove clusters (optionally only names with `prefix`) none of whose processes is alive.
+
+    A directory without a readable state file is only removed once older than `min_age_s`,
+    so a cluster that another process is creating right now is left alone.
+    """
+    removed = []
+    for name in list_clusters():
+        if not name.startswith(prefix):
+            continue
+        directory = cluster_dir(name)
+        try:
+            state = ClusterState.load(directory)
+        except (OSError, ValueError, TypeError):
+            if time.time() - directory.stat().st_mtime < min_age_s:
+                continue
+            state = None
+        if state is not None and (any(_record_alive(r) for r in state.processes.values()) or not state.processes):
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        removed.append(name)
+    return removed

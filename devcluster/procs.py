@@ -1,0 +1,125 @@
+"""Start, watch and stop the cluster's processes (by pid, never by name)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+STOP_GRACE_S = 5.0
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+def _die_with_parent_hook() -> Callable[[], None]:
+    """A preexec_fn that makes the child get SIGKILL when the spawning thread's process dies.
+
+    Used by test fixtures so that a killed pytest leaves no control plane behind. The CLI
+    never uses it: `up` must leave the cluster running after it exits.
+    """
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def hook() -> None:
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(125)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(125)
+
+    return hook
+
+
+def spawn(
+    argv: list[str],
+    log_path: Path,
+    *,
+    die_with_parent: bool = False,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """Start `argv` in its own session (so signals to our terminal don't reach it); return its pid."""
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent_hook() if die_with_parent else None,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
+    return proc.pid
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if `pid` is our child, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def is_alive(pid: int) -> bool:
+    _reap(pid)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # The state field follows the parenthesised command name, which may itself contain ')'.
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def runs_executable(pid: int, executable: str) -> bool:
+    """Guard against pid reuse: only signal a pid that still runs the binary we started."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode()
+    except OSError:
+        return False
+    return argv0 == executable
+
+
+def stop_all(processes: Iterable[tuple[int, str]], grace: float = STOP_GRACE_S) -> None:
+    """SIGTERM every (pid, executable) still ours, wait up to `grace`, then SIGKILL the rest.
+
+    Each process leads its own process group, so the signal also reaches anything it forked.
+    """
+    targets = [pid for pid, exe in processes if is_alive(pid) and runs_executable(pid, exe)]
+    for pid in targets:
+        _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(is_alive(pid) for pid in targets):
+        time.sleep(0.05)
+    for pid in targets:
+        if is_alive(pid):
+            _signal_group(pid, signal.SIGKILL)
+    for pid in targets:
+        _wait_gone(pid, timeout=5.0)
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        os.kill(pid, sig)
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def log_tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
