@@ -1,0 +1,99 @@
+"""Run the real operator (``sparkop run``) as a child process against a devcluster, for tests that
+must survive kills and restarts the way a deployed operator does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+
+class OperatorProcess:
+    def __init__(
+        self,
+        kubeconfig: str | os.PathLike[str],
+        *,
+        controllers: Sequence[str] = ("apps", "driver"),
+        namespaces: Sequence[str] = (),
+        log_dir: Path | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.kubeconfig = str(kubeconfig)
+        self.controllers = controllers
+        self.namespaces = namespaces
+        self.extra_args = list(extra_args)
+        self.log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"sparkop-operator-{os.getpid()}-{id(self):x}.log"
+
+    def start(self) -> OperatorProcess:
+        assert self.proc is None or self.proc.poll() is not None, "operator already running"
+        args = [sys.executable, "-m", "sparkop", "run", "--kubeconfig", self.kubeconfig]
+        args += ["--controllers", ",".join(self.controllers), *self.extra_args]
+        for ns in self.namespaces:
+            args += ["--namespace", ns]
+        self.starts += 1
+        log = self.log_path.open("ab")
+        log.write(f"\n===== start #{self.starts} =====\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: the operator gets no chance to finish anything, like a node dying."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 15) -> int | None:
+        """SIGTERM and wait, as Kubernetes stops a pod."""
+        if not self.proc:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def restart(self, *, hard: bool = True) -> None:
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def __enter__(self) -> OperatorProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.stop()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it returns a truthy value; return that value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}; last value: {last!r}")

@@ -1,0 +1,99 @@
+"""The work queue's guarantees, which every controller's correctness leans on."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from sparkop.controller import WorkQueue
+from sparkop.kube import Conflict
+
+
+async def _run_briefly(queue: WorkQueue[str], seconds: float) -> None:
+    task = asyncio.create_task(queue.run())
+    await asyncio.sleep(seconds)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_enqueues_of_a_waiting_key_collapse_into_one_reconcile() -> None:
+    calls: Counter[str] = Counter()
+
+    async def reconcile(key: str) -> None:
+        calls[key] += 1
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=2)
+    for _ in range(50):
+        queue.enqueue("a")
+    queue.enqueue("b")
+    await _run_briefly(queue, 0.05)
+    assert calls == Counter({"a": 1, "b": 1})
+
+
+async def test_a_key_is_never_reconciled_concurrently_and_a_mid_run_enqueue_runs_again() -> None:
+    running = 0
+    peak = 0
+    calls = 0
+    queue: WorkQueue[str]
+
+    async def reconcile(key: str) -> None:
+        nonlocal running, peak, calls
+        running += 1
+        peak = max(peak, running)
+        calls += 1
+        if calls == 1:
+            queue.enqueue(key)  # arrives while this reconcile is in flight
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    queue = WorkQueue("t", reconcile, workers=4)
+    queue.enqueue("a")
+    await _run_briefly(queue, 0.1)
+    assert peak == 1
+    assert calls == 2
+
+
+async def test_requeue_after_and_backoff_on_errors_and_conflicts() -> None:
+    seen: list[tuple[str, float]] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def reconcile(key: str) -> float | None:
+        seen.append((key, loop.time() - start))
+        n = sum(1 for k, _ in seen if k == key)
+        if key == "requeue" and n == 1:
+            return 0.05
+        if key == "error" and n == 1:
+            raise RuntimeError("boom")
+        if key == "conflict" and n == 1:
+            raise Conflict("stale")
+        return None
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=3, base_backoff=0.01)
+    for key in ("requeue", "error", "conflict"):
+        queue.enqueue(key)
+    await _run_briefly(queue, 0.2)
+    counts = Counter(k for k, _ in seen)
+    assert counts == Counter({"requeue": 2, "error": 2, "conflict": 2})
+    second_requeue = [t for k, t in seen if k == "requeue"][1]
+    assert second_requeue >= 0.05
+
+
+async def test_an_earlier_delayed_enqueue_wins() -> None:
+    seen: list[float] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def reconcile(key: str) -> None:
+        seen.append(loop.time() - start)
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile)
+    queue.enqueue("a", after=5)
+    queue.enqueue("a", after=0.02)
+    queue.enqueue("a", after=3)
+    await _run_briefly(queue, 0.1)
+    assert len(seen) == 1
+    assert 0.02 <= seen[0] < 0.1
