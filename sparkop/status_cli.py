@@ -1,0 +1,129 @@
+"""``sparkop status NAME``: one SparkApplication, in words, for a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from sparkop import kube as k8s
+from sparkop import labels, naming
+
+Body = dict[str, Any]
+
+
+def _age(stamp: str | None, now: datetime) -> str:
+    if not stamp:
+        return "-"
+    seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _clock(stamp: str | None) -> str:
+    return stamp[11:19] if stamp else "--:--:--"
+
+
+def _executors(counts: Body | None) -> str:
+    counts = counts or {}
+    parts = [f"{counts.get(phase, 0)} {phase}" for phase in ("running", "pending", "succeeded", "failed")]
+    if counts.get("unknown"):
+        parts.append(f"{counts['unknown']} unknown")
+    return ", ".join(parts)
+
+
+def _policy(spec: Body) -> str:
+    policy = spec.get("restartPolicy") or {}
+    kind = policy.get("type", "Never")
+    if kind == "Never":
+        return "Never"
+    details = []
+    if "onFailureRetries" in policy:
+        details.append(f"{policy['onFailureRetries']} retries")
+    if "onFailureRetryInterval" in policy:
+        details.append(f"every {policy['onFailureRetryInterval']}s")
+    if "onSubmissionFailureRetries" in policy:
+        details.append(f"{policy['onSubmissionFailureRetries']} submission retries")
+    return f"{kind} ({', '.join(details)})" if details else kind
+
+
+def render_status(app: Body, drivers: list[Body], now: datetime) -> str:
+    """The summary text; pure, so tests can pin it."""
+    meta, spec, status = app["metadata"], app.get("spec", {}), app.get("status") or {}
+    state = (status.get("applicationState") or {}).get("state", "NEW")
+    lines = [
+        f"SparkApplication {meta['namespace']}/{meta['name']}: {state}",
+        f"  {spec.get('type', '?')} app, image {spec.get('image') or '-'}, "
+        f"restart policy {_policy(spec)}, age {_age(meta.get('creationTimestamp'), now)}",
+        f"  Attempts: {status.get('executionAttempts', 0)} run, {status.get('submissionAttempts', 0)} submission(s)",
+    ]
+    for record in status.get("attempts") or []:
+        outcome = record.get("outcome") or "?"
+        reason = f"  {record['reason']}" if record.get("reason") else ""
+        message = f": {record['message']}" if record.get("message") else ""
+        lines.append(
+            f"    run {record.get('run', '?'):>2}  {record.get('driver', ''):<30} {outcome:<18}"
+            f"{_clock(record.get('startTime'))} -> {_clock(record.get('finishTime'))}{reason}{message}"
+        )
+    if status.get("nextAttemptTime"):
+        lines.append(f"    next attempt at {status['nextAttemptTime']}")
+
+    current = status.get("currentDriver")
+    driver = next((d for d in drivers if d["metadata"]["name"] == current), None)
+    if driver is not None:
+        dstatus = driver.get("status") or {}
+        pod = (dstatus.get("driverPod") or {}).get("name", "-")
+        lines.append(
+            f"  Driver: SparkDriver {current} ({dstatus.get('phase', 'Pending')}), pod {pod}, "
+            f"incarnation {dstatus.get('incarnation', 0)}"
+        )
+        for record in dstatus.get("incarnations") or []:
+            why = f" ({record['reason']})" if record.get("reason") else ""
+            lines.append(
+                f"    incarnation {record.get('incarnation')}: {record.get('outcome')}{why} "
+                f"at {_clock(record.get('time'))}"
+            )
+        termination = dstatus.get("termination")
+        if termination:
+            lines.append(
+                f"    terminated: exit code {termination.get('exitCode')}, {termination.get('reason', '')}"
+                + (f": {termination['message']}" if termination.get("message") else "")
+            )
+    elif current:
+        lines.append(f"  Driver: SparkDriver {current} (not found)")
+    else:
+        lines.append("  Driver: none yet")
+    lines.append(f"  Executors: {_executors(status.get('executors'))}")
+    info = status.get("driverInfo") or {}
+    ui = info.get("webUIIngressAddress") or info.get("webUIAddress")
+    lines.append(f"  Spark UI: {ui or '-'}")
+    if status.get("sparkApplicationId"):
+        lines.append(f"  Spark application id: {status['sparkApplicationId']}")
+    error = status.get("lastError") or {}
+    message = error.get("message") or (status.get("applicationState") or {}).get("errorMessage")
+    if message:
+        lines.append(f"  Last error: {error.get('reason', 'Error')}: {message}")
+    return "\n".join(lines)
+
+
+async def _fetch(name: str, namespace: str, kubeconfig: str | None) -> tuple[Body | None, list[Body]]:
+    kube = await k8s.Kube.connect(kubeconfig)
+    try:
+        app = await kube.get(k8s.SPARK_APPLICATIONS, namespace, name)
+        drivers = await kube.list(k8s.SPARK_DRIVERS, namespace, selector=f"{labels.APP}={naming.label_value(name)}")
+    finally:
+        await kube.close()
+    return app, drivers
+
+
+def main(name: str, *, namespace: str, kubeconfig: str | None) -> int:
+    app, drivers = asyncio.run(_fetch(name, namespace, kubeconfig))
+    if app is None:
+        print(f"sparkop: no SparkApplication {namespace}/{name}", file=sys.stderr)
+        return 1
+    print(render_status(app, drivers, datetime.now(UTC)))
+    return 0
