@@ -1,0 +1,867 @@
+"""Pydantic models of sparkop's two kinds, ``SparkApplication`` and ``SparkDriver``
+(``sparkop.io/v1alpha1``).
+
+Attribute names are the manifest's camelCase JSON names, so ``model_dump(exclude_none=True)`` is
+the manifest (``mode="json"`` for timestamps). ``SparkApplication.spec`` keeps the field names and
+meanings of kubeflow spark-operator's ``sparkoperator.k8s.io/v1beta2``; see docs/api.md.
+
+The models check types, enums, patterns and bounds. Cross-field rules (e.g. "retries only with
+OnFailure/Always") live in :mod:`api.rules`, shared by the CRD (as CEL) and ``sparkop validate``;
+the models do not enforce them, so that a controller can always read what the API server stored.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sparkop.labels import API_VERSION
+
+from .types import (
+    DECIMAL_PATTERN,
+    DNS1123_SUBDOMAIN_PATTERN,
+    MAX_LIST,
+    MAX_MAP,
+    MAX_STR,
+    MAX_VALUE,
+    Affinity,
+    Container,
+    Cpu,
+    EnvFromSource,
+    EnvVar,
+    HostAlias,
+    IngressTLS,
+    Lifecycle,
+    Memory,
+    ObjectMeta,
+    PodDNSConfig,
+    PodSecurityContext,
+    PodTemplateSpec,
+    ResourceList,
+    SecurityContext,
+    Str,
+    StrMap,
+    Text,
+    Time,
+    Toleration,
+    Volume,
+    VolumeMount,
+)
+
+__all__ = [
+    "ApplicationState",
+    "ApplicationStateInfo",
+    "AttemptOutcome",
+    "AttemptRecord",
+    "BatchSchedulerConfiguration",
+    "Condition",
+    "Deps",
+    "DriverInfo",
+    "DriverPhase",
+    "DriverPodInfo",
+    "DriverSpec",
+    "DynamicAllocation",
+    "ExecutorCounts",
+    "ExecutorSpec",
+    "GPUSpec",
+    "IncarnationOutcome",
+    "IncarnationRecord",
+    "LastError",
+    "MonitoringSpec",
+    "NameKey",
+    "NamePath",
+    "Port",
+    "PrometheusSpec",
+    "RestartPolicy",
+    "RestartPolicyType",
+    "RunSpec",
+    "SecretInfo",
+    "SparkApplication",
+    "SparkApplicationSpec",
+    "SparkApplicationStatus",
+    "SparkApplicationType",
+    "SparkDriver",
+    "SparkDriverSpec",
+    "SparkDriverStatus",
+    "SparkPodSpec",
+    "SparkUIConfiguration",
+    "Termination",
+]
+
+
+class Model(BaseModel):
+    """Base of sparkop's own types: unknown fields are rejected."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest JSON of this object (camelCase, no unset optional fields)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# enums
+
+
+class SparkApplicationType(enum.StrEnum):
+    """Language of the application."""
+
+    JAVA = "Java"
+    SCALA = "Scala"
+    PYTHON = "Python"
+    R = "R"
+
+
+class RestartPolicyType(enum.StrEnum):
+    NEVER = "Never"
+    ON_FAILURE = "OnFailure"
+    ALWAYS = "Always"
+
+
+class ApplicationState(enum.StrEnum):
+    """State of a SparkApplication (kubeflow spark-operator's values)."""
+
+    NEW = "NEW"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDING = "SUCCEEDING"
+    COMPLETED = "COMPLETED"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+    SUBMISSION_FAILED = "SUBMISSION_FAILED"
+    PENDING_RERUN = "PENDING_RERUN"
+    INVALIDATING = "INVALIDATING"
+    SUSPENDING = "SUSPENDING"
+    SUSPENDED = "SUSPENDED"
+    RESUMING = "RESUMING"
+    UNKNOWN = "UNKNOWN"
+
+
+class DriverPhase(enum.StrEnum):
+    """Phase of a SparkDriver. Succeeded, Failed and SubmissionFailed are terminal."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUBMISSION_FAILED = "SubmissionFailed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED)
+
+
+class IncarnationOutcome(enum.StrEnum):
+    """How one driver-pod incarnation ended."""
+
+    LOST = "Lost"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUBMISSION_FAILED = "SubmissionFailed"
+
+
+class AttemptOutcome(enum.StrEnum):
+    """How one run (SparkDriver) of an application ended; "Running" while it has not."""
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUBMISSION_FAILED = "SubmissionFailed"
+    DELETED = "Deleted"
+    INVALIDATED = "Invalidated"
+
+
+ImagePullPolicy = Literal["Always", "Never", "IfNotPresent"]
+DeployMode = Literal["cluster", "client", "in-cluster-client"]
+
+# ---------------------------------------------------------------------------------------------
+# small spec parts
+
+
+class NamePath(Model):
+    """A ConfigMap mounted into the pod at a path."""
+
+    name: Annotated[str, Field(max_length=253, description="Name of the ConfigMap in the app's namespace.")]
+    path: Annotated[str, Field(max_length=MAX_STR, description="Absolute directory to mount it at.")]
+
+
+class SecretInfo(Model):
+    """A Secret mounted into the pod at a path."""
+
+    name: Annotated[str, Field(max_length=253, description="Name of the Secret in the app's namespace.")]
+    path: Annotated[str, Field(max_length=MAX_STR, description="Absolute directory to mount it at.")]
+    secretType: Annotated[
+        Literal["GCPServiceAccount", "HadoopDelegationToken", "Generic"],
+        Field(
+            description="Generic: just mount it. GCPServiceAccount: also set GOOGLE_APPLICATION_CREDENTIALS "
+            "to <path>/key.json. HadoopDelegationToken: also set HADOOP_TOKEN_FILE_LOCATION to "
+            "<path>/hadoop.token."
+        ),
+    ]
+
+
+class NameKey(Model):
+    """A key of a Secret."""
+
+    name: Annotated[str, Field(max_length=253, description="Name of the Secret.")]
+    key: Annotated[str, Field(max_length=253, description="Key within the Secret.")]
+
+
+class GPUSpec(Model):
+    """GPUs requested by the pod (added to the Spark container's resource limits)."""
+
+    name: Annotated[
+        str, Field(max_length=253, description="Extended resource name, e.g. nvidia.com/gpu or amd.com/gpu.")
+    ]
+    quantity: Annotated[int, Field(ge=0, description="Number of GPUs to request.")]
+
+
+class Port(Model):
+    """An extra container port on the Spark container."""
+
+    name: Annotated[str, Field(max_length=15, description="Port name (IANA_SVC_NAME, at most 15 chars).")]
+    protocol: Annotated[Literal["TCP", "UDP", "SCTP"], Field(description="TCP, UDP or SCTP.")]
+    containerPort: Annotated[int, Field(ge=1, le=65535, description="Port number, 1-65535.")]
+
+
+class SparkPodSpec(Model):
+    """What can be customised on the driver or the executor pods (kubeflow's SparkPodSpec)."""
+
+    cores: int | None = Field(
+        None,
+        ge=1,
+        description="CPU cores Spark uses for tasks: spark.driver.cores / spark.executor.cores. "
+        "Also the pod's CPU request unless coreRequest is set. At least 1.",
+    )
+    coreRequest: Cpu | None = Field(
+        None,
+        description='CPU request of the pod as a Kubernetes quantity ("500m", "1.5"): '
+        "spark.kubernetes.{driver,executor}.request.cores. Overrides cores for the request only.",
+    )
+    coreLimit: Cpu | None = Field(
+        None,
+        description='Hard CPU limit of the pod as a Kubernetes quantity ("1200m", "2"): '
+        "spark.kubernetes.{driver,executor}.limit.cores. No limit when unset.",
+    )
+    memory: Memory | None = Field(
+        None,
+        description="JVM heap: spark.driver.memory / spark.executor.memory, in Spark's syntax: an integer "
+        'with an optional unit k, m, g, t (or kb, mb, gb, tb), e.g. "512m", "2g"; no unit means MiB. '
+        'Kubernetes-style "2Gi" and fractions are not accepted by Spark. The pod\'s memory request is '
+        "memory + memoryOverhead.",
+    )
+    memoryOverhead: Memory | None = Field(
+        None,
+        description="Non-heap memory added to the pod's memory request: spark.driver.memoryOverhead / "
+        "spark.executor.memoryOverhead, same syntax as memory. Default: memoryOverheadFactor x memory, "
+        "at least 384m.",
+    )
+    gpu: GPUSpec | None = Field(None, description="GPUs to request for the Spark container.")
+    image: Str | None = Field(
+        None, description="Container image for this role; overrides spec.image. Required if spec.image is unset."
+    )
+    configMaps: list[NamePath] | None = Field(
+        None, max_length=MAX_LIST, description="ConfigMaps to mount into the Spark container."
+    )
+    secrets: list[SecretInfo] | None = Field(
+        None, max_length=MAX_LIST, description="Secrets to mount into the Spark container."
+    )
+    env: list[EnvVar] | None = Field(
+        None, max_length=MAX_LIST, description="Environment variables of the Spark container (Kubernetes EnvVar)."
+    )
+    envVars: StrMap | None = Field(
+        None, description="Deprecated (kubeflow): environment variables as a name-to-value map. Use env."
+    )
+    envFrom: list[EnvFromSource] | None = Field(
+        None,
+        max_length=MAX_LIST,
+        description="ConfigMaps/Secrets whose keys become environment variables (Kubernetes EnvFromSource).",
+    )
+    envSecretKeyRefs: dict[str, NameKey] | None = Field(
+        None,
+        max_length=MAX_MAP,
+        description="Deprecated (kubeflow): environment variable name to Secret key. Use env with "
+        "valueFrom.secretKeyRef.",
+    )
+    labels: StrMap | None = Field(None, description="Labels added to the pod.")
+    annotations: StrMap | None = Field(None, description="Annotations added to the pod.")
+    volumeMounts: list[VolumeMount] | None = Field(
+        None,
+        max_length=MAX_LIST,
+        description="Mounts of volumes from spec.volumes into the Spark container (Kubernetes VolumeMount).",
+    )
+    affinity: Affinity | None = Field(None, description="Pod (anti-)affinity and node affinity of the pod.")
+    tolerations: list[Toleration] | None = Field(
+        None, max_length=MAX_LIST, description="Tolerations of the pod (Kubernetes Toleration)."
+    )
+    podSecurityContext: PodSecurityContext | None = Field(None, description="The pod's securityContext.")
+    securityContext: SecurityContext | None = Field(None, description="The Spark container's securityContext.")
+    schedulerName: Str | None = Field(None, description="Scheduler that schedules the pod.")
+    sidecars: list[Container] | None = Field(
+        None, max_length=32, description="Extra containers running next to the Spark container."
+    )
+    initContainers: list[Container] | None = Field(
+        None, max_length=32, description="Init containers that run to completion before the Spark container."
+    )
+    hostNetwork: bool | None = Field(None, description="Run the pod in the node's network namespace.")
+    nodeSelector: StrMap | None = Field(None, description="Node labels the pod must be scheduled onto.")
+    dnsConfig: PodDNSConfig | None = Field(None, description="DNS settings of the pod.")
+    terminationGracePeriodSeconds: int | None = Field(
+        None, ge=0, description="Seconds the pod gets to stop after SIGTERM."
+    )
+    serviceAccount: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
+        None,
+        description="Service account of the pod. The driver's needs RBAC to create, watch and delete "
+        "executor pods, ConfigMaps and Services (spark.kubernetes.authenticate.driver.serviceAccountName).",
+    )
+    hostAliases: list[HostAlias] | None = Field(
+        None, max_length=MAX_LIST, description="Extra /etc/hosts entries of the pod."
+    )
+    shareProcessNamespace: bool | None = Field(
+        None, description="Share one process namespace between the pod's containers."
+    )
+    runtimeClassName: Str | None = Field(None, description="RuntimeClass the pod runs with.")
+    priorityClassName: Str | None = Field(None, description="PriorityClass of the pod.")
+    template: PodTemplateSpec | None = Field(
+        None,
+        description="A pod template (Kubernetes PodTemplateSpec) Spark starts from for this role "
+        "(spark.kubernetes.{driver,executor}.podTemplateFile); the fields above take precedence. "
+        "Needs Spark 3.0 or later.",
+    )
+    javaOptions: Text | None = Field(
+        None,
+        description="Extra JVM options: spark.{driver,executor}.extraJavaOptions, e.g. GC or logging flags. "
+        "Not for -Xmx (use memory).",
+    )
+    lifecycle: Lifecycle | None = Field(None, description="postStart/preStop hooks of the Spark container.")
+    ports: list[Port] | None = Field(None, max_length=32, description="Extra ports exposed by the Spark container.")
+
+
+class DriverSpec(SparkPodSpec):
+    """The driver pod."""
+
+    podName: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
+        None,
+        description="Not supported: kubeflow uses it only for in-cluster-client mode. sparkop names driver "
+        "pods itself (<driver>-<incarnation>-driver) so that lost pods can be replaced; leave unset.",
+    )
+    kubernetesMaster: Str | None = Field(
+        None,
+        description="API server URL the driver uses to manage executors "
+        "(spark.kubernetes.driver.master). Default https://kubernetes.default.svc.",
+    )
+    serviceAnnotations: StrMap | None = Field(
+        None, description="Annotations added to the driver's headless Service (executors connect through it)."
+    )
+    serviceLabels: StrMap | None = Field(None, description="Labels added to the driver's headless Service.")
+
+
+class ExecutorSpec(SparkPodSpec):
+    """The executor pods."""
+
+    instances: int | None = Field(
+        None,
+        ge=0,
+        description="Number of executors: spark.executor.instances. With dynamic allocation, the initial "
+        "number unless dynamicAllocation.initialExecutors is larger.",
+    )
+    deleteOnTermination: bool | None = Field(
+        None,
+        description="Delete executor pods when they end (spark.kubernetes.executor.deleteOnTermination, "
+        "default true). false keeps failed executors for debugging.",
+    )
+
+
+class Deps(Model):
+    """Dependencies distributed with the application (spark-submit --jars, --files, ...)."""
+
+    jars: list[Str] | None = Field(None, max_length=MAX_LIST, description="Extra jars: spark.jars (--jars).")
+    files: list[Str] | None = Field(
+        None, max_length=MAX_LIST, description="Files placed in each pod's working directory: spark.files."
+    )
+    pyFiles: list[Str] | None = Field(
+        None, max_length=MAX_LIST, description=".py, .zip or .egg files on the PYTHONPATH: spark.submit.pyFiles."
+    )
+    packages: list[Str] | None = Field(
+        None,
+        max_length=MAX_LIST,
+        description="Maven coordinates groupId:artifactId:version resolved with Ivy: spark.jars.packages.",
+    )
+    excludePackages: list[Str] | None = Field(
+        None,
+        max_length=MAX_LIST,
+        description="groupId:artifactId to exclude while resolving packages: spark.jars.excludes.",
+    )
+    repositories: list[Str] | None = Field(
+        None, max_length=MAX_LIST, description="Extra Maven repositories for packages: spark.jars.repositories."
+    )
+    archives: list[Str] | None = Field(
+        None,
+        max_length=MAX_LIST,
+        description="Archives extracted into each executor's working directory: spark.archives.",
+    )
+
+
+class DynamicAllocation(Model):
+    """Spark dynamic allocation (spark.dynamicAllocation.*), with shuffle tracking (Spark 3.0+)."""
+
+    enabled: bool | None = Field(None, description="Turn dynamic allocation on.")
+    initialExecutors: int | None = Field(
+        None, ge=0, description="Executors to start with: spark.dynamicAllocation.initialExecutors."
+    )
+    minExecutors: int | None = Field(None, ge=0, description="Lower bound: spark.dynamicAllocation.minExecutors.")
+    maxExecutors: int | None = Field(None, ge=0, description="Upper bound: spark.dynamicAllocation.maxExecutors.")
+    shuffleTrackingTimeout: int | None = Field(
+        None,
+        ge=0,
+        description="Milliseconds an executor holding shuffle data is kept: "
+        "spark.dynamicAllocation.shuffleTracking.timeout.",
+    )
+
+
+class PrometheusSpec(Model):
+    """Expose metrics through the Prometheus JMX exporter java agent."""
+
+    jmxExporterJar: Str = Field(description="Path of the JMX exporter jar inside the image.")
+    port: int | None = Field(None, ge=1024, le=49151, description="Exporter HTTP port (default 8090).")
+    portName: Str | None = Field(None, description="Name of the exporter port (default jmx-exporter).")
+    configFile: Str | None = Field(
+        None, description="Path of the exporter config inside the image; wins over configuration."
+    )
+    configuration: Text | None = Field(None, description="Exporter config content (YAML).")
+
+
+class MonitoringSpec(Model):
+    """Spark metrics."""
+
+    exposeDriverMetrics: bool = Field(description="Expose the driver's metrics.")
+    exposeExecutorMetrics: bool = Field(description="Expose the executors' metrics.")
+    metricsProperties: Text | None = Field(None, description="Content of metrics.properties.")
+    metricsPropertiesFile: Str | None = Field(
+        None, description="Path of metrics.properties in the image (default /etc/metrics/conf/metrics.properties)."
+    )
+    prometheus: PrometheusSpec | None = Field(None, description="Prometheus JMX exporter settings.")
+
+
+class RestartPolicy(Model):
+    """When a finished or failed run of the application is started again, as a new SparkDriver.
+
+    Independent of this, a driver pod that is lost before it finishes (deleted, evicted, preempted,
+    node lost) is replaced within the same run up to maxDriverPodReplacements times."""
+
+    type: RestartPolicyType = Field(
+        RestartPolicyType.NEVER,
+        description="Never: run once. OnFailure: start a new run after a failed run or failed submission, "
+        "up to onFailureRetries / onSubmissionFailureRetries times. Always: start a new run after every "
+        "run, successful or not (failures still count against the retry limits).",
+    )
+    onSubmissionFailureRetries: int | None = Field(
+        None,
+        ge=0,
+        description="How many times to retry a run whose driver pod could not be created (only with "
+        "OnFailure or Always). Unset: no retries.",
+    )
+    onFailureRetries: int | None = Field(
+        None,
+        ge=0,
+        description="How many times to start a new run after a failed run (only with OnFailure or Always). "
+        "Unset: no retries.",
+    )
+    onSubmissionFailureRetryInterval: int | None = Field(
+        None,
+        ge=1,
+        description="Seconds to wait before retrying a failed submission (only with OnFailure or Always).",
+    )
+    onFailureRetryInterval: int | None = Field(
+        None,
+        ge=1,
+        description="Seconds to wait before starting a new run after a failed run (only with OnFailure or Always).",
+    )
+    maxDriverPodReplacements: int = Field(
+        3,
+        ge=0,
+        description="sparkop addition: how many times, within one run, a driver pod that is lost before it "
+        "finishes (deleted, evicted, preempted, node lost) is replaced by a new driver pod. Not counted "
+        "as a failed run. 0: a lost driver pod fails the run.",
+    )
+
+
+class BatchSchedulerConfiguration(Model):
+    """Options for a batch scheduler such as Volcano or Yunikorn."""
+
+    queue: Str | None = Field(None, description="Queue the application is submitted to.")
+    priorityClassName: Str | None = Field(None, description="PriorityClass of the application's pod group.")
+    resources: ResourceList | None = Field(
+        None, description="Resources to reserve for the pod group (resource name to quantity)."
+    )
+
+
+class SparkUIConfiguration(Model):
+    """The Service (and Ingress) exposing the Spark UI."""
+
+    servicePort: int | None = Field(
+        None, ge=1, le=65535, description="Service port of the UI (target port is spark.ui.port)."
+    )
+    servicePortName: Str | None = Field(None, description="Name of the UI service port (default spark-driver-ui-port).")
+    serviceType: Literal["ClusterIP", "NodePort", "LoadBalancer"] | None = Field(
+        None, description="Type of the UI Service (default ClusterIP)."
+    )
+    serviceAnnotations: StrMap | None = Field(None, description="Annotations of the UI Service.")
+    serviceLabels: StrMap | None = Field(None, description="Labels of the UI Service.")
+    ingressAnnotations: StrMap | None = Field(None, description="Annotations of the UI Ingress.")
+    ingressTLS: list[IngressTLS] | None = Field(
+        None, max_length=32, description="TLS settings of the UI Ingress (Kubernetes IngressTLS)."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# run spec and the two specs
+
+SPARK_CONF_KEY = Annotated[str, Field(max_length=253)]
+
+
+class RunSpec(Model):
+    """Everything needed to run a Spark application once: shared by SparkApplication and SparkDriver."""
+
+    type: SparkApplicationType = Field(description="Language of the application: Java, Scala, Python or R.")
+    sparkVersion: Str | None = Field(
+        None,
+        description="Spark version of the image, e.g. 3.5.7. Informational (spark-version label); the "
+        "image decides what runs.",
+    )
+    proxyUser: Str | None = Field(
+        None, description="User to impersonate when running the application (spark-submit --proxy-user)."
+    )
+    image: Str | None = Field(
+        None,
+        description="Container image of the driver and executors, e.g. apache/spark:3.5.7. Required unless "
+        "both driver.image and executor.image are set.",
+    )
+    imagePullPolicy: ImagePullPolicy | None = Field(
+        None, description="Pull policy of the Spark containers: Always, Never or IfNotPresent."
+    )
+    imagePullSecrets: list[Annotated[str, Field(max_length=253)]] | None = Field(
+        None, max_length=32, description="Names of Secrets used to pull the images."
+    )
+    mainClass: Str | None = Field(
+        None,
+        description="Fully qualified main class, e.g. org.apache.spark.examples.SparkPi. Required for Java "
+        "and Scala; not used for Python and R.",
+    )
+    mainApplicationFile: Str | None = Field(
+        None,
+        description="The application jar, .py or .R file, e.g. "
+        "local:///opt/spark/examples/jars/spark-examples_2.12-3.5.7.jar (local:// = inside the image). "
+        "May be unset only for Java/Scala when the main class is on the image's classpath.",
+    )
+    arguments: list[Text] | None = Field(
+        None, max_length=MAX_LIST, description="Arguments passed to the application's main."
+    )
+    sparkConf: dict[SPARK_CONF_KEY, Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
+        None,
+        max_length=MAX_MAP,
+        description="Spark properties, as spark-submit --conf key=value. Fields of this spec win over "
+        "the same properties here. spark.driver.host and spark.driver.bindAddress are set by sparkop "
+        "and rejected here.",
+    )
+    hadoopConf: dict[SPARK_CONF_KEY, Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
+        None,
+        max_length=MAX_MAP,
+        description="Hadoop properties; each key is passed as spark.hadoop.<key>.",
+    )
+    sparkConfigMap: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
+        None,
+        description="ConfigMap with Spark config files (e.g. log4j2.properties), mounted in all pods with "
+        "SPARK_CONF_DIR pointing to it.",
+    )
+    hadoopConfigMap: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
+        None,
+        description="ConfigMap with Hadoop config files (e.g. core-site.xml), mounted in all pods with "
+        "HADOOP_CONF_DIR pointing to it.",
+    )
+    nodeSelector: StrMap | None = Field(
+        None,
+        description="Deprecated (kubeflow): node selector of both driver and executors. Use "
+        "driver.nodeSelector / executor.nodeSelector; not allowed together with them.",
+    )
+    volumes: list[Volume] | None = Field(
+        None,
+        max_length=MAX_LIST,
+        description="Volumes (Kubernetes Volume) the driver and executors can mount with volumeMounts.",
+    )
+    driver: DriverSpec = Field(
+        default_factory=DriverSpec, json_schema_extra={"default": {}}, description="The driver pod."
+    )
+    executor: ExecutorSpec = Field(
+        default_factory=ExecutorSpec, json_schema_extra={"default": {}}, description="The executor pods."
+    )
+    deps: Deps | None = Field(None, description="Extra jars, files, Python files and Maven packages.")
+    dynamicAllocation: DynamicAllocation | None = Field(
+        None, description="Scale executors with the workload (Spark dynamic allocation)."
+    )
+    monitoring: MonitoringSpec | None = Field(None, description="Spark metrics and Prometheus export.")
+    pythonVersion: Literal["2", "3"] | None = Field(
+        None, description="Major Python version for Python apps (spark.kubernetes.pyspark.pythonVersion)."
+    )
+    memoryOverheadFactor: Annotated[str, Field(pattern=DECIMAL_PATTERN, max_length=16)] | None = Field(
+        None,
+        description="Fraction of memory added as non-heap overhead when memoryOverhead is unset, as a "
+        'decimal string, e.g. "0.1" (Spark\'s default 0.1 for JVM apps, 0.4 for Python/R): '
+        "spark.kubernetes.memoryOverheadFactor.",
+    )
+
+    def run_spec(self) -> RunSpec:
+        """A deep copy of just the run-spec part (e.g. of a SparkApplicationSpec)."""
+        data = self.model_dump(include=set(RunSpec.model_fields), exclude_none=True)
+        return RunSpec.model_validate(data)
+
+
+class SparkApplicationSpec(RunSpec):
+    """A Spark application as kubeflow spark-operator v1beta2 describes it, plus sparkop's restart
+    handling. Each run is a SparkDriver named <app>-<run>."""
+
+    mode: DeployMode = Field(
+        "cluster",
+        description="Deploy mode. Only cluster (the driver runs in a pod) is supported; client and "
+        "in-cluster-client are rejected.",
+    )
+    restartPolicy: RestartPolicy = Field(
+        default_factory=RestartPolicy,
+        json_schema_extra={"default": {}},
+        description="Whether and when to start a new run after a run ends, and how many lost driver pods "
+        "are replaced within a run.",
+    )
+    suspend: bool | None = Field(
+        None,
+        description="true: stop the current run (its driver and executors are deleted) and start no new "
+        "one until set back to false, which starts a new run.",
+    )
+    timeToLiveSeconds: int | None = Field(
+        None,
+        ge=0,
+        description="Delete the SparkApplication this many seconds after it finished (COMPLETED or FAILED).",
+    )
+    sparkUIOptions: SparkUIConfiguration | None = Field(None, description="Service and Ingress exposing the Spark UI.")
+    batchScheduler: Str | None = Field(
+        None, description="Batch scheduler for the pods, e.g. volcano or yunikorn (sets schedulerName)."
+    )
+    batchSchedulerOptions: BatchSchedulerConfiguration | None = Field(
+        None, description="Options for the batch scheduler."
+    )
+
+
+class SparkDriverSpec(RunSpec):
+    """One run of a Spark application: created by a SparkApplication for each run, or by hand."""
+
+    appName: Annotated[str, Field(max_length=253)] | None = Field(
+        None, description="spark.app.name (default: metadata.name)."
+    )
+    attempt: int = Field(1, ge=1, description="Which run of its SparkApplication this is; 1 when written by hand.")
+    maxDriverPodReplacements: int = Field(
+        3,
+        ge=0,
+        description="How many times a driver pod lost before it finishes (deleted, evicted, preempted, "
+        "node lost) is replaced by a new incarnation. 0: a lost driver pod fails the SparkDriver.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# status parts
+
+
+class ExecutorCounts(Model):
+    """Executor pods of the current run, counted by phase."""
+
+    pending: int = Field(0, ge=0, description="Executor pods not yet running.")
+    running: int = Field(0, ge=0, description="Executor pods running.")
+    succeeded: int = Field(0, ge=0, description="Executor pods that exited 0.")
+    failed: int = Field(0, ge=0, description="Executor pods that failed.")
+    unknown: int = Field(0, ge=0, description="Executor pods whose state is unknown.")
+
+
+class Condition(Model):
+    """A condition, in metav1.Condition's shape."""
+
+    type: Annotated[str, Field(max_length=316, description="Condition type, CamelCase, e.g. Ready.")]
+    status: Annotated[Literal["True", "False", "Unknown"], Field(description="True, False or Unknown.")]
+    reason: Annotated[str, Field(max_length=1024)] | None = Field(
+        None, description="Machine-readable CamelCase reason for the last transition."
+    )
+    message: Annotated[str, Field(max_length=32768)] | None = Field(None, description="Human-readable details.")
+    lastTransitionTime: Time | None = Field(None, description="When status last changed.")
+    observedGeneration: int | None = Field(None, ge=0, description="metadata.generation the condition is for.")
+
+
+class LastError(Model):
+    """The last error sparkop hit while reconciling the object (cleared on success)."""
+
+    reason: Annotated[str, Field(max_length=1024)] = Field(description="Machine-readable CamelCase reason.")
+    message: Annotated[str, Field(max_length=32768)] | None = Field(None, description="Details.")
+    time: Time | None = Field(None, description="When it happened.")
+
+
+class Termination(Model):
+    """How the driver container ended."""
+
+    exitCode: int | None = Field(None, description="Exit code of the Spark container.")
+    reason: Annotated[str, Field(max_length=1024)] | None = Field(
+        None, description="Container termination reason, e.g. Completed, Error, OOMKilled."
+    )
+    message: Annotated[str, Field(max_length=32768)] | None = Field(
+        None, description="Termination message (tail of the driver's log when available)."
+    )
+    finishedAt: Time | None = Field(None, description="When the container ended.")
+
+
+class DriverPodInfo(Model):
+    """The current driver pod."""
+
+    name: Annotated[str, Field(max_length=253)] | None = Field(None, description="Pod name.")
+    uid: Annotated[str, Field(max_length=64)] | None = Field(None, description="Pod uid.")
+    phase: Annotated[str, Field(max_length=32)] | None = Field(None, description="Pod phase.")
+    nodeName: Annotated[str, Field(max_length=253)] | None = Field(None, description="Node it runs on.")
+    podIP: Annotated[str, Field(max_length=64)] | None = Field(None, description="Pod IP.")
+    startTime: Time | None = Field(None, description="When the kubelet acknowledged the pod.")
+
+
+class IncarnationRecord(Model):
+    """One ended driver-pod incarnation."""
+
+    incarnation: int = Field(ge=1, description="Incarnation number.")
+    podName: Annotated[str, Field(max_length=253)] | None = Field(None, description="Its driver pod.")
+    outcome: IncarnationOutcome = Field(description="Lost, Succeeded, Failed or SubmissionFailed.")
+    reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Why, CamelCase.")
+    message: Annotated[str, Field(max_length=4096)] | None = Field(None, description="Details.")
+    time: Time | None = Field(None, description="When it ended.")
+
+
+class SparkDriverStatus(Model):
+    """Observed state of a SparkDriver."""
+
+    phase: DriverPhase | None = Field(
+        None,
+        description="Pending (no driver pod running yet), Running, then Succeeded, Failed, or "
+        "SubmissionFailed (the API server refused the driver pod). Terminal phases never change.",
+    )
+    observedGeneration: int | None = Field(None, ge=0, description="metadata.generation last acted on.")
+    incarnation: int = Field(0, ge=0, description="Current driver-pod incarnation (1, 2, ...); 0 before the first pod.")
+    driverPod: DriverPodInfo | None = Field(None, description="The current driver pod.")
+    sparkApplicationId: Annotated[str, Field(max_length=256)] | None = Field(
+        None, description="spark.app.id of the current incarnation."
+    )
+    webUIAddress: Annotated[str, Field(max_length=512)] | None = Field(
+        None, description="host:port of the Spark UI of the current incarnation."
+    )
+    executors: ExecutorCounts = Field(
+        default_factory=ExecutorCounts,
+        json_schema_extra={"default": {}},
+        description="Executor pods by phase.",
+    )
+    termination: Termination | None = Field(None, description="How the last driver pod ended.")
+    incarnations: list[IncarnationRecord] | None = Field(
+        None, max_length=10, description="The last (at most 10) ended driver-pod incarnations, oldest first."
+    )
+    conditions: list[Condition] | None = Field(None, max_length=8, description="Conditions.")
+    lastError: LastError | None = Field(None, description="Last reconcile error, if any.")
+    startTime: Time | None = Field(None, description="When the first driver pod was created.")
+    completionTime: Time | None = Field(None, description="When a terminal phase was reached.")
+
+
+class ApplicationStateInfo(Model):
+    """Overall state of the application (kubeflow's applicationState)."""
+
+    state: ApplicationState = Field(description="State: NEW, SUBMITTED, RUNNING, COMPLETED, FAILED, ...")
+    errorMessage: Annotated[str, Field(max_length=32768)] | None = Field(
+        None, description="Why it failed, when it did."
+    )
+
+
+class DriverInfo(Model):
+    """The current driver (kubeflow's driverInfo)."""
+
+    podName: Annotated[str, Field(max_length=253)] | None = Field(None, description="Current driver pod.")
+    webUIServiceName: Annotated[str, Field(max_length=253)] | None = Field(
+        None, description="Service exposing the Spark UI."
+    )
+    webUIAddress: Annotated[str, Field(max_length=512)] | None = Field(None, description="host:port of the UI.")
+    webUIPort: int | None = Field(None, ge=0, le=65535, description="UI service port.")
+    webUIIngressName: Annotated[str, Field(max_length=253)] | None = Field(None, description="UI Ingress.")
+    webUIIngressAddress: Annotated[str, Field(max_length=512)] | None = Field(None, description="UI Ingress address.")
+
+
+class AttemptRecord(Model):
+    """One run (SparkDriver) of the application."""
+
+    run: int = Field(ge=1, description="Run number (never reused).")
+    attempt: int | None = Field(None, ge=1, description="Attempt counted against the restart policy.")
+    driver: Annotated[str, Field(max_length=253)] = Field(description="SparkDriver name.")
+    outcome: AttemptOutcome = Field(description="Running, Succeeded, Failed, SubmissionFailed, Deleted, Invalidated.")
+    reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Why, CamelCase.")
+    message: Annotated[str, Field(max_length=4096)] | None = Field(None, description="Details.")
+    startTime: Time | None = Field(None, description="When the SparkDriver was created.")
+    finishTime: Time | None = Field(None, description="When it ended.")
+
+
+class SparkApplicationStatus(Model):
+    """Observed state of a SparkApplication (kubeflow v1beta2 names where the meaning is the same)."""
+
+    applicationState: ApplicationStateInfo | None = Field(None, description="Overall state.")
+    observedGeneration: int | None = Field(None, ge=0, description="metadata.generation last acted on.")
+    sparkApplicationId: Annotated[str, Field(max_length=256)] | None = Field(
+        None, description="spark.app.id of the current driver."
+    )
+    lastSubmissionAttemptTime: Time | None = Field(None, description="When the current run was started.")
+    terminationTime: Time | None = Field(None, description="When the application finished.")
+    driverInfo: DriverInfo | None = Field(None, description="The current driver.")
+    executionAttempts: int = Field(
+        0, ge=0, description="Runs that reached a driver pod, counted against onFailureRetries."
+    )
+    submissionAttempts: int = Field(
+        0, ge=0, description="Runs whose driver pod could not be created, counted against onSubmissionFailureRetries."
+    )
+    lastRun: int = Field(0, ge=0, description="Highest run number used so far; run numbers are never reused.")
+    currentDriver: Annotated[str, Field(max_length=253)] | None = Field(
+        None, description="Name of the SparkDriver of the current (or last) run."
+    )
+    driverIncarnations: int = Field(
+        0, ge=0, description="Driver-pod incarnation of the current run (replacements of lost driver pods + 1)."
+    )
+    executors: ExecutorCounts = Field(
+        default_factory=ExecutorCounts,
+        json_schema_extra={"default": {}},
+        description="Executor pods of the current run by phase.",
+    )
+    nextAttemptTime: Time | None = Field(None, description="When the next run will be started, if waiting.")
+    attempts: list[AttemptRecord] | None = Field(
+        None, max_length=20, description="The last (at most 20) runs, oldest first."
+    )
+    conditions: list[Condition] | None = Field(None, max_length=8, description="Conditions.")
+    lastError: LastError | None = Field(None, description="Last reconcile error, if any.")
+
+
+# ---------------------------------------------------------------------------------------------
+# top-level kinds
+
+
+class SparkApplication(Model):
+    """A Spark application: sparkop starts a SparkDriver for each run and restarts it per restartPolicy."""
+
+    apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
+    kind: Literal["SparkApplication"] = "SparkApplication"
+    metadata: ObjectMeta = Field(default_factory=dict)
+    spec: SparkApplicationSpec
+    status: SparkApplicationStatus | None = None
+
+
+class SparkDriver(Model):
+    """One run of a Spark application: a driver pod (replaced when lost) and its executors."""
+
+    apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
+    kind: Literal["SparkDriver"] = "SparkDriver"
+    metadata: ObjectMeta = Field(default_factory=dict)
+    spec: SparkDriverSpec
+    status: SparkDriverStatus | None = None
+
+assert SparkApplication.model_fields["apiVersion"].default == API_VERSION
