@@ -1,0 +1,187 @@
+"""``sparkop demo``: the local control plane, the operator and three apps, live.
+
+One app succeeds, one fails and is retried by its restart policy, and one loses its driver pod
+mid-run and recovers inside the same attempt. The table prints a line whenever an app changes,
+like ``kubectl get -w``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkop import kube as k8s
+
+DEMO_APPS = Path(__file__).resolve().parent.parent / "examples" / "demo"
+NAMESPACE = "default"
+FINAL_STATES = {"COMPLETED", "FAILED", "SUBMISSION_FAILED"}
+VICTIM = "stream-recovers"  # the app whose driver pod the demo deletes
+VICTIM_AFTER_SECONDS = 2.0
+TIMEOUT_SECONDS = 180.0
+
+Body = dict[str, Any]
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    state: str
+    attempts: int
+    driver_pod: str
+    incarnations: int
+    executors: str
+
+    @classmethod
+    def of(cls, app: Body) -> Row:
+        status = app.get("status") or {}
+        counts = status.get("executors") or {}
+        return cls(
+            name=app["metadata"]["name"],
+            state=(status.get("applicationState") or {}).get("state", "NEW"),
+            attempts=int(status.get("executionAttempts") or 0),
+            driver_pod=(status.get("driverInfo") or {}).get("podName") or "-",
+            incarnations=int(status.get("driverIncarnations") or 0),
+            executors=f"{counts.get('running', 0)}/{counts.get('pending', 0)}/{counts.get('succeeded', 0)}",
+        )
+
+    def line(self, elapsed: float) -> str:
+        return (
+            f"{elapsed:6.1f}s  {self.name:<16} {self.state:<18} {self.attempts:>8} {self.incarnations:>4}  "
+            f"{self.executors:<9} {self.driver_pod}"
+        )
+
+
+HEADER = f"{'TIME':>7}  {'APP':<16} {'STATE':<18} {'ATTEMPTS':>8} {'INC':>4}  {'EXEC R/P/S':<9} DRIVER POD"
+
+
+def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        [str(kubectl_path), "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
+    from api.crds import write_crds
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_crds(Path(tmp))
+        kubectl(kubectl_path, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", tmp)
+    kubectl(
+        kubectl_path,
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/sparkapplications.sparkop.io",
+        "crd/sparkdrivers.sparkop.io",
+    )
+
+
+async def watch(kube: k8s.Kube, started: float) -> dict[str, Row]:
+    """Print a line whenever an app changes; delete the victim's first driver pod once it runs."""
+    rows: dict[str, Row] = {}
+    victim_running_since: float | None = None
+    victim_done = False
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        apps = await kube.list(k8s.SPARK_APPLICATIONS, NAMESPACE)
+        for app in sorted(apps, key=lambda a: a["metadata"]["name"]):
+            row = Row.of(app)
+            if rows.get(row.name) != row:
+                rows[row.name] = row
+                say(row.line(time.monotonic() - started))
+            if row.name == VICTIM and not victim_done and row.state == "RUNNING" and row.driver_pod != "-":
+                victim_running_since = victim_running_since or time.monotonic()
+                if time.monotonic() - victim_running_since >= VICTIM_AFTER_SECONDS:
+                    say(f"{time.monotonic() - started:6.1f}s  >> deleting driver pod {row.driver_pod} (a node drain)")
+                    await kube.delete(k8s.PODS, NAMESPACE, row.driver_pod)
+                    victim_done = True
+        if len(rows) >= 3 and all(r.state in FINAL_STATES for r in rows.values()):
+            return rows
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"apps not finished after {TIMEOUT_SECONDS:.0f}s")
+
+
+def summary(rows: dict[str, Row], kubeconfig: Path, total: float) -> str:
+    lines = ["", f"Summary ({total:.1f}s):"]
+    for row in rows.values():
+        lines.append(f"  {row.name:<16} {row.state:<10} attempts={row.attempts} driver incarnations={row.incarnations}")
+    lines += [
+        "",
+        "Explore:",
+        f"  export KUBECONFIG={kubeconfig}",
+        "  kubectl get spark                       # apps and their drivers",
+        "  kubectl describe sparkapp etl-retries   # events of every transition",
+        "  kubectl get pods -L spark-role,sparkop.io/incarnation",
+        "  sparkop status stream-recovers          # attempts, incarnations, executors",
+    ]
+    return "\n".join(lines)
+
+
+def main(*, name: str, keep: bool) -> int:
+    from devcluster.cluster import Cluster
+
+    started = time.monotonic()
+    say("==> starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK)")
+    cluster = Cluster.up(name, nodes=3, log=lambda m: say(f"    {m}"))
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        say("==> installing the CRDs")
+        install_crds(cluster.kubectl, cluster.kubeconfig)
+        log_path = cluster.directory / "sparkop.log"
+        say(f"==> starting the operator (log: {log_path})")
+        with log_path.open("ab") as log:
+            operator = subprocess.Popen(
+                [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(cluster.kubeconfig)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        say("==> applying three apps: pi-succeeds, etl-retries, stream-recovers")
+        kubectl(cluster.kubectl, cluster.kubeconfig, "apply", "-n", NAMESPACE, "-f", str(DEMO_APPS))
+        say("")
+        say(HEADER)
+
+        async def run() -> dict[str, Row]:
+            kube = await k8s.Kube.connect(str(cluster.kubeconfig))
+            try:
+                return await watch(kube, started)
+            finally:
+                await kube.close()
+
+        rows = asyncio.run(run())
+        say(summary(rows, cluster.kubeconfig, time.monotonic() - started))
+        if keep:
+            say(
+                f"\nThe cluster is still up (sparkop demo --keep). Stop it with: python -m devcluster down --name {name}"
+            )
+        return 0
+    except KeyboardInterrupt:
+        say("\ninterrupted; cleaning up")
+        return 130
+    finally:
+        if operator is not None and not keep:
+            operator.terminate()
+            try:
+                operator.wait(15)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+        if not keep:
+            cluster.down()
+            say(f"==> cluster {name!r} removed")
