@@ -169,7 +169,7 @@ def main(*, name: str, keep: bool) -> int:
         say(summary(rows, cluster.kubeconfig, time.monotonic() - started))
         if keep:
             say(
-                f"\nThe cluster is still up (sparkop demo --keep). Stop it with: python -m devcluster down --name {name}"
+                f"\nThe cluster and operator are still up; stop them with: python -m devcluster down --name {name}"
             )
         return 0
     except KeyboardInterrupt:
