@@ -23,5 +23,5 @@ crds: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test,conformance]'
+	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $(STAMP)
