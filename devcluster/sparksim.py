@@ -1,0 +1,425 @@
+"""A stand-in for the Spark driver's Kubernetes scheduler backend.
+
+Real drivers never run on kwok's fake nodes, so this process does what a Spark driver
+(KubernetesClusterSchedulerBackend + BasicExecutorFeatureStep) would do, the way Spark does
+it, and independently of sparkop's code:
+
+* for every Running pod labelled spark-role=driver, create `spark.executor.instances`
+  executor pods named `<prefix>-exec-<n>`, owned by the driver pod, optionally built from
+  the executor pod template mounted into the driver;
+* when the driver finishes or goes away, delete its executors (as Spark does on stop).
+
+It is level-triggered: every pass lists drivers and executors and converges, so it can be
+restarted at any time. Watch events only make the next pass come sooner.
+
+Driver annotations `sim.sparkop.io/exec-<x>` are copied to executors as `sim.sparkop.io/<x>`
+so tests can drive executor outcomes through the kwok stages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+
+from devcluster.javaprops import parse_properties
+
+log = logging.getLogger("sparksim")
+
+Obj = dict[str, Any]
+
+SPARK_CONF_DIR = "/opt/spark/conf"
+PROPERTIES_KEY = "spark.properties"
+DRIVER_CONTAINER = "spark-kubernetes-driver"
+EXECUTOR_CONTAINER = "spark-kubernetes-executor"
+SIM_PREFIX = "sim.sparkop.io/"
+SIM_EXEC_PREFIX = "sim.sparkop.io/exec-"
+EXECUTORS_ANNOTATION = "sim.sparkop.io/executors"
+DEFAULT_EXECUTORS = 2
+FINISHED = ("Succeeded", "Failed")
+RESYNC_S = 5.0
+MIN_OVERHEAD_MIB = 384
+
+
+# -- pure logic: what Spark would build -----------------------------------------------------
+
+
+def driver_container(driver: Obj) -> Obj:
+    containers: list[Obj] = driver["spec"]["containers"]
+    return next((c for c in containers if c.get("name") == DRIVER_CONTAINER), containers[0])
+
+
+@dataclass(frozen=True)
+class ConfigMapFile:
+    """A file the driver sees, backed by key `key` of ConfigMap `name`."""
+
+    name: str
+    key: str
+
+
+def configmap_file(driver: Obj, file_path: str) -> ConfigMapFile | None:
+    """Find which ConfigMap key backs `file_path` inside the driver pod, if any.
+
+    A ConfigMap volume mounted at the file's directory exposes each key as a file, or
+    only the listed `items` under their `path`s.
+    """
+    directory, basename = posixpath.split(posixpath.normpath(file_path))
+    mounts = [m for c in driver["spec"].get("containers", []) for m in c.get("volumeMounts", [])]
+    volumes = {v["name"]: v for v in driver["spec"].get("volumes", [])}
+    for mount in mounts:
+        if posixpath.normpath(mount.get("mountPath", "")) != directory:
+            continue
+        source = volumes.get(mount.get("name", ""), {}).get("configMap")
+        if not source:
+            continue
+        items = source.get("items")
+        if items:
+            key = next((i["key"] for i in items if i.get("path") == basename), None)
+            if key is None:
+                continue
+        else:
+            key = basename
+        return ConfigMapFile(source["name"], key)
+    return None
+
+
+def executor_count(props: dict[str, str], driver: Obj) -> int:
+    value = props.get("spark.executor.instances")
+    if value is None:
+        value = driver["metadata"].get("annotations", {}).get(EXECUTORS_ANNOTATION)
+    return int(value) if value is not None else DEFAULT_EXECUTORS
+
+
+def executor_name_prefix(props: dict[str, str], driver: Obj) -> str:
+    prefix = props.get("spark.kubernetes.executor.podNamePrefix")
+    if prefix:
+        return prefix
+    name: str = driver["metadata"]["name"]
+    return name.removesuffix("-driver")
+
+
+def app_id(props: dict[str, str], driver: Obj) -> str:
+    label = driver["metadata"].get("labels", {}).get("spark-app-selector")
+    return str(label or props.get("spark.app.id") or driver["metadata"]["name"])
+
+
+def app_name_label(app_name: str) -> str:
+    """Spark's KubernetesConf.getAppNameLabel: a valid label value derived from the app name."""
+    value = re.sub(r"[^a-z0-9\-.]", "-", app_name.strip().lower())[:63]
+    return value.strip("-.")
+
+
+def parse_size_mib(value: str, default_unit: str = "m") -> int:
+    """Spark memory strings ("4g", "512m", "1024") in MiB; a bare number uses `default_unit`."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmgtp]?)b?\s*", value.lower())
+    if not match:
+        raise ValueError(f"not a Spark memory size: {value!r}")
+    number, unit = int(match.group(1)), match.group(2) or default_unit
+    factor = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}[unit]
+    return int(number * factor)
+
+
+def executor_memory_mib(props: dict[str, str]) -> int:
+    memory = parse_size_mib(props.get("spark.executor.memory", "1g"))
+    if "spark.executor.memoryOverhead" in props:
+        overhead = parse_size_mib(props["spark.executor.memoryOverhead"])
+    else:
+        factor = float(
+            props.get("spark.executor.memoryOverheadFactor")
+            or props.get("spark.kubernetes.memoryOverheadFactor")
+            or 0.1
+        )
+        overhead = max(int(memory * factor), MIN_OVERHEAD_MIB)
+    return memory + overhead
+
+
+def _prefixed(props: dict[str, str], prefix: str) -> dict[str, str]:
+    return {k.removeprefix(prefix): v for k, v in props.items() if k.startswith(prefix)}
+
+
+def executor_image(props: dict[str, str], driver: Obj) -> str:
+    return str(
+        props.get("spark.kubernetes.executor.container.image")
+        or props.get("spark.kubernetes.container.image")
+        or driver_container(driver).get("image", "")
+    )
+
+
+def sim_annotations_for_executors(driver: Obj) -> dict[str, str]:
+    annotations: dict[str, str] = driver["metadata"].get("annotations", {})
+    return {
+        SIM_PREFIX + k.removeprefix(SIM_EXEC_PREFIX): v for k, v in annotations.items() if k.startswith(SIM_EXEC_PREFIX)
+    }
+
+
+def select_template_container(template: Obj, container_name: str | None) -> tuple[Obj, list[Obj]]:
+    """Spark's selectSparkContainer: the named container (else the first) and the others."""
+    containers: list[Obj] = template.get("spec", {}).get("containers", [])
+    if not containers:
+        return {}, []
+    index = next((i for i, c in enumerate(containers) if c.get("name") == container_name), 0)
+    return containers[index], containers[:index] + containers[index + 1 :]
+
+
+def build_executor_pod(driver: Obj, props: dict[str, str], exec_id: int, template: Obj | None = None) -> Obj:
+    """The executor pod Spark's driver would create, starting from the template if given.
+
+    Like Spark's PodBuilder edits: template labels/annotations/ownerReferences are kept and
+    Spark's are added on top; name, restartPolicy and image are overridden.
+    """
+    base = copy.deepcopy(template) if template else {}
+    base.pop("status", None)
+    container, sidecars = select_template_container(
+        base, props.get("spark.kubernetes.executor.podTemplateContainerName")
+    )
+
+    name = f"{executor_name_prefix(props, driver)}-exec-{exec_id}"
+    application = app_id(props, driver)
+    labels = {
+        **_prefixed(props, "spark.kubernetes.executor.label."),
+        "spark-app-selector": application,
+        "spark-app-name": app_name_label(props.get("spark.app.name", application)),
+        "spark-role": "executor",
+        "spark-exec-id": str(exec_id),
+        "spark-exec-resourceprofile-id": "0",
+    }
+    annotations = {**_prefixed(props, "spark.kubernetes.executor.annotation."), **sim_annotations_for_executors(driver)}
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": driver["metadata"]["name"],
+        "uid": driver["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    metadata = base.get("metadata") or {}
+    metadata.pop("resourceVersion", None)
+    metadata.pop("uid", None)
+    metadata.update(
+        name=name,
+        namespace=driver["metadata"]["namespace"],
+        labels={**(metadata.get("labels") or {}), **labels},
+        annotations={**(metadata.get("annotations") or {}), **annotations},
+        ownerReferences=[*(metadata.get("ownerReferences") or []), owner],
+    )
+
+    cores = props.get("spark.executor.cores", "1")
+    memory = f"{executor_memory_mib(props)}Mi"
+    resources = container.get("resources") or {}
+    requests = {**(resources.get("requests") or {}), "memory": memory}
+    requests["cpu"] = props.get("spark.kubernetes.executor.request.cores", cores)
+    limits = {**(resources.get("limits") or {}), "memory": memory}
+    if "spark.kubernetes.executor.limit.cores" in props:
+        limits["cpu"] = props["spark.kubernetes.executor.limit.cores"]
+    env = [
+        {"name": "SPARK_EXECUTOR_ID", "value": str(exec_id)},
+        {"name": "SPARK_APPLICATION_ID", "value": application},
+        {"name": "SPARK_EXECUTOR_CORES", "value": cores},
+        {"name": "SPARK_EXECUTOR_MEMORY", "value": props.get("spark.executor.memory", "1g")},
+        {"name": "SPARK_RESOURCE_PROFILE_ID", "value": "0"},
+        {"name": "SPARK_CONF_DIR", "value": SPARK_CONF_DIR},
+        {"name": "SPARK_EXECUTOR_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "SPARK_EXECUTOR_POD_NAME", "value": name},
+    ]
+    container = {
+        **container,
+        "name": container.get("name") or EXECUTOR_CONTAINER,
+        "image": executor_image(props, driver),
+        "imagePullPolicy": props.get("spark.kubernetes.container.image.pullPolicy", "IfNotPresent"),
+        "args": [*(container.get("args") or []), "executor"],
+        "env": [*(container.get("env") or []), *env],
+        "resources": {"requests": requests, "limits": limits},
+    }
+
+    spec = base.get("spec") or {}
+    node_selector = {
+        **(spec.get("nodeSelector") or {}),
+        **_prefixed(props, "spark.kubernetes.node.selector."),
+        **_prefixed(props, "spark.kubernetes.executor.node.selector."),
+    }
+    spec.update(hostname=name[-63:].lstrip("-."), restartPolicy="Never", containers=[container, *sidecars])
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    service_account = props.get("spark.kubernetes.authenticate.executor.serviceAccountName")
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def owned_by(pod: Obj, owner_uid: str) -> bool:
+    return any(ref.get("uid") == owner_uid for ref in pod["metadata"].get("ownerReferences") or [])
+
+
+def driver_owner_uid(executor: Obj) -> str | None:
+    refs = executor["metadata"].get("ownerReferences") or []
+    return next((r["uid"] for r in refs if r.get("kind") == "Pod" and r.get("controller")), None)
+
+
+# -- the control loop -----------------------------------------------------------------------
+
+
+class Simulator:
+    def __init__(self, api_client: Any, ready_file: Path | None = None):
+        from kubernetes_asyncio import client
+
+        self.core = client.CoreV1Api(api_client)
+        self.ready_file = ready_file
+        self.wake = asyncio.Event()
+
+    async def run(self) -> None:
+        watcher = asyncio.create_task(self._watch_forever())
+        try:
+            while True:
+                try:
+                    await self.reconcile_all()
+                    if self.ready_file is not None and not self.ready_file.exists():
+                        self.ready_file.touch()
+                except Exception:  # the apiserver may be restarting; the next pass retries
+                    log.exception("reconcile pass failed")
+                    await asyncio.sleep(1.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), RESYNC_S)
+                self.wake.clear()
+        finally:
+            watcher.cancel()
+
+    async def _watch_forever(self) -> None:
+        from kubernetes_asyncio import watch
+
+        while True:
+            try:
+                stream = watch.Watch().stream(
+                    self.core.list_pod_for_all_namespaces, label_selector="spark-role", timeout_seconds=120
+                )
+                async for _event in stream:
+                    self.wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.info("watch interrupted (%s); resuming", err)
+                await asyncio.sleep(1.0)
+
+    async def _list_pods(self, selector: str) -> list[Obj]:
+        # Raw JSON: plain dicts are what the pure functions above take.
+        response: Any = await self.core.list_pod_for_all_namespaces(label_selector=selector, _preload_content=False)
+        items: list[Obj] = json.loads(await response.read())["items"]
+        return items
+
+    async def reconcile_all(self) -> None:
+        drivers = await self._list_pods("spark-role=driver")
+        executors = await self._list_pods("spark-role=executor")
+        live_drivers = {d["metadata"]["uid"] for d in drivers}
+        tasks = [self.reconcile_driver(d, [e for e in executors if owned_by(e, d["metadata"]["uid"])]) for d in drivers]
+        # Executors whose driver pod is gone: Spark's stop() would have deleted them.
+        orphans = [e for e in executors if (uid := driver_owner_uid(e)) is not None and uid not in live_drivers]
+        tasks += [self._delete(e) for e in orphans]
+        await asyncio.gather(*tasks)
+
+    async def reconcile_driver(self, driver: Obj, executors: list[Obj]) -> None:
+        meta, phase = driver["metadata"], driver.get("status", {}).get("phase")
+        if meta.get("deletionTimestamp") or phase in FINISHED:
+            await asyncio.gather(*(self._delete(e) for e in executors if not e["metadata"].get("deletionTimestamp")))
+            return
+        if phase != "Running":
+            return
+        props = await self._driver_properties(driver)
+        if props is None:
+            return
+        template = await self._executor_template(driver, props)
+        existing = {e["metadata"]["name"] for e in executors}
+        wanted = [build_executor_pod(driver, props, n, template) for n in range(1, executor_count(props, driver) + 1)]
+        await asyncio.gather(*(self._create(pod) for pod in wanted if pod["metadata"]["name"] not in existing))
+
+    async def _read_configmap_key(self, namespace: str, ref: ConfigMapFile) -> str | None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            configmap = await self.core.read_namespaced_config_map(ref.name, namespace)
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        data: dict[str, str] = configmap.data or {}
+        return data.get(ref.key)
+
+    async def _driver_properties(self, driver: Obj) -> dict[str, str] | None:
+        """spark.properties from the ConfigMap at /opt/spark/conf; {} if none is mounted,
+        None if it is mounted but not readable yet (try again next pass)."""
+        ref = configmap_file(driver, f"{SPARK_CONF_DIR}/{PROPERTIES_KEY}")
+        if ref is None:
+            return {}
+        text = await self._read_configmap_key(driver["metadata"]["namespace"], ref)
+        if text is None:
+            log.info("driver %s: properties ConfigMap %s not there yet", driver["metadata"]["name"], ref.name)
+            return None
+        return parse_properties(text)
+
+    async def _executor_template(self, driver: Obj, props: dict[str, str]) -> Obj | None:
+        path = props.get("spark.kubernetes.executor.podTemplateFile")
+        if not path:
+            return None
+        ref = configmap_file(driver, path)
+        text = await self._read_configmap_key(driver["metadata"]["namespace"], ref) if ref else None
+        if text is None:
+            # Spark would fail to start the executors; say so and build without the template.
+            log.warning("driver %s: executor template %s not found", driver["metadata"]["name"], path)
+            return None
+        loaded = yaml.safe_load(text)
+        return loaded if isinstance(loaded, dict) else None
+
+    async def _create(self, pod: Obj) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            await self.core.create_namespaced_pod(pod["metadata"]["namespace"], cast(Any, pod))
+            log.info("created executor %s/%s", pod["metadata"]["namespace"], pod["metadata"]["name"])
+        except ApiException as err:
+            if err.status == 409:  # already there (another pass or a previous run made it)
+                return
+            if err.status == 403 and "being terminated" in str(err.body):
+                return  # the namespace is going away
+            raise
+
+    async def _delete(self, pod: Obj) -> None:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        meta = pod["metadata"]
+        try:
+            await self.core.delete_namespaced_pod(meta["name"], meta["namespace"])
+            log.info("deleted executor %s/%s", meta["namespace"], meta["name"])
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+
+async def _main(kubeconfig: str, ready_file: Path | None) -> None:
+    from kubernetes_asyncio import config
+
+    api_client = await config.new_client_from_config(config_file=kubeconfig)
+    async with api_client:
+        await Simulator(api_client, ready_file).run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m devcluster.sparksim", description=__doc__)
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--ready-file", type=Path, help="touched after the first full pass")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kubernetes_asyncio").setLevel(logging.WARNING)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_main(args.kubeconfig, args.ready_file))
+
+
+if __name__ == "__main__":
+    main()
