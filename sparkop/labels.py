@@ -21,6 +21,9 @@ DRIVER: Final = f"{GROUP}/driver"  # the owning SparkDriver (driver pod, ConfigM
 INCARNATION: Final = f"{GROUP}/incarnation"  # which driver-pod incarnation of a SparkDriver created it
 RUN: Final = f"{GROUP}/run"  # on a SparkDriver: its run number within the app (never reused)
 APP_GENERATION: Final = f"{GROUP}/app-generation"  # annotation on a SparkDriver: app generation it runs
+# Annotation on a SparkDriver: hash of the app spec it runs, minus suspend and timeToLiveSeconds.
+SPEC_HASH: Final = f"{GROUP}/spec-hash"
+COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for the Spark UI Service/Ingress)
 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.
 DRIVER_OUTCOME_FINALIZER: Final = f"{GROUP}/driver-outcome"

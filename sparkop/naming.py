@@ -50,6 +50,18 @@ def driver_name(app_name: str, run: int) -> str:
     return bounded(app_name, 253 - len(suffix)) + suffix
 
 
+def ui_service_name(app_name: str) -> str:
+    """The Spark UI Service of an app (kubeflow's ``<app>-ui-svc``), a DNS-1035 label."""
+    suffix = "-ui-svc"
+    return dns_label(app_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
+def ui_ingress_name(app_name: str) -> str:
+    """The Spark UI Ingress of an app (kubeflow's ``<app>-ui-ingress``)."""
+    suffix = "-ui-ingress"
+    return dns_label(app_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
 def pod_prefix(driver: str, incarnation: int) -> str:
     """Prefix of every pod, ConfigMap and Service of one driver-pod incarnation."""
     return dns_label(f"{driver}-{incarnation}", SPARK_POD_PREFIX_MAX)
