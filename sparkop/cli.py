@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--ingress-class-name", help="ingressClassName for those Ingresses")
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port")
+    run.add_argument("--metrics-address", default="127.0.0.1", help="address for --metrics-port (in a pod: 0.0.0.0)")
     run.add_argument("--log-format", choices=["text", "json"], default="text")
 
     crds = sub.add_parser(
@@ -130,7 +131,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, addr="127.0.0.1")
+        start_http_server(args.metrics_port, addr=args.metrics_address)
     run_blocking(
         kubeconfig=args.kubeconfig,
         context=args.context,
