@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from devcluster import components
+from devcluster.build import GoBuild, cache_key, go_builds, kubernetes_ldflags, read_versions
+from devcluster.paths import GOBUILD_DIR
+
+
+def test_versions_file_is_pinned() -> None:
+    versions = read_versions()
+    assert versions["KUBERNETES_VERSION"].startswith("v1.")
+    assert {"ETCD_VERSION", "KWOK_VERSION"} <= versions.keys()
+
+
+def test_ldflags_stamp_version() -> None:
+    flags = kubernetes_ldflags("v1.34.12")
+    assert flags.startswith("-s -w ")
+    assert "-X k8s.io/component-base/version.gitVersion=v1.34.12" in flags
+    assert "-X k8s.io/component-base/version.gitMinor=34" in flags
+
+
+def test_one_go_build_for_all_kubernetes_commands(tmp_path: Path) -> None:
+    kube = next(b for b in go_builds(read_versions()) if b.name == "kubernetes")
+    argv = kube.command(tmp_path)
+    assert argv[argv.index("-o") + 1] == f"{tmp_path}/"
+    assert sum(arg.startswith("k8s.io/kubernetes/cmd/") for arg in argv) == 4
+
+
+def test_cache_key_follows_versions_and_flags(tmp_path: Path) -> None:
+    copy = tmp_path / "gobuild"
+    shutil.copytree(GOBUILD_DIR, copy, ignore=shutil.ignore_patterns("*.go"))
+    builds = go_builds(read_versions())
+    key = cache_key(builds, copy)
+    assert key == cache_key(builds, copy)
+    other = [*builds[:-1], GoBuild("kubernetes", "kubernetes", builds[-1].packages, "-s", "")]
+    assert cache_key(other, copy) != key
+    (copy / "versions.env").write_text((copy / "versions.env").read_text() + "\nEXTRA=1\n")
+    assert cache_key(builds, copy) != key
+
+
+def test_component_argv_bind_localhost(tmp_path: Path) -> None:
+    ports = components.Ports.from_list(list(range(20000, 20000 + components.count_ports())))
+    pki = components.CertPaths.in_dir(tmp_path)
+    etcd = components.etcd_argv(tmp_path, tmp_path / "data", ports)
+    assert "--listen-client-urls=http://127.0.0.1:20000" in etcd and "--unsafe-no-fsync" in etcd
+    apiserver = components.apiserver_argv(tmp_path, pki, ports)
+    assert "--bind-address=127.0.0.1" in apiserver and "--secure-port=20002" in apiserver
+    assert "--etcd-servers=http://127.0.0.1:20000" in apiserver
+    kwok = components.kwok_argv(tmp_path, tmp_path / "kc", ports)
+    assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in kwok
+
+
+def test_fake_node_has_no_taints() -> None:
+    node = components.fake_node("n0", "2", "4Gi")
+    assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert node["metadata"]["labels"]["type"] == "kwok"
+    assert "taints" not in node["spec"]
+    assert node["status"]["allocatable"]["cpu"] == "2"
