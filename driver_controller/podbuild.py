@@ -1,0 +1,522 @@
+"""What Spark's submission client builds from a spark-submit request, in Python.
+
+Spark (3.5 and 4.0) builds the driver pod by loading the driver pod template (or an empty pod),
+taking its Spark container out, and folding a fixed list of feature steps over (pod, container,
+system properties): ``BasicDriverFeatureStep``, ``DriverKubernetesCredentialsFeatureStep``,
+``DriverServiceFeatureStep``, ``MountSecretsFeatureStep``, ``EnvSecretsFeatureStep``,
+``MountVolumesFeatureStep``, ``DriverCommandFeatureStep``, ``HadoopConfDriverFeatureStep``,
+``KerberosConfDriverFeatureStep``, ``PodTemplateConfigMapStep``, ``LocalDirsFeatureStep``. The
+submission client then adds the conf volume and ``SPARK_CONF_DIR``, appends the Spark container
+after the template's other containers, and writes every property into the driver ConfigMap.
+
+This module follows the same steps in the same order, so what we create matches what
+spark-submit creates (tests/conformance compares the two on a real API server). Where Spark
+would use randomness (app id, local dir) we use values fixed by the SparkDriver's uid and
+incarnation, so that a retried create renders byte-identical objects.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from driver_controller import sparkconf
+from driver_controller.submission import (
+    DRIVER_CONTAINER,
+    IN_CLUSTER_MASTER,
+    Submission,
+)
+from sparkop import labels, naming
+
+Body = dict[str, Any]
+
+SPARK_CONF_DIR: Final = "/opt/spark/conf"
+SPARK_CONF_FILE: Final = "spark.properties"
+SPARK_CONF_VOLUME: Final = "spark-conf-volume-driver"
+POD_TEMPLATE_VOLUME: Final = "pod-template-volume"
+POD_TEMPLATE_MOUNT: Final = "/opt/spark/pod-template"
+POD_TEMPLATE_FILE: Final = "pod-spec-template.yml"
+POD_TEMPLATE_KEY: Final = "podspec-configmap-key"
+HADOOP_CONF_VOLUME: Final = "hadoop-properties"
+HADOOP_CONF_DIR: Final = "/opt/hadoop/conf"
+DEFAULT_DRIVER_PORT: Final = 7078
+DEFAULT_BLOCKMANAGER_PORT: Final = 7079
+DEFAULT_UI_PORT: Final = 4040
+MEMORY_OVERHEAD_MIN_MIB: Final = 384
+NON_JVM_OVERHEAD_FACTOR: Final = 0.4
+DEFAULT_OVERHEAD_FACTOR: Final = 0.1
+MAX_SERVICE_NAME: Final = 63
+
+_RESOURCE_AMOUNT: Final = re.compile(r"^spark\.driver\.resource\.([^.]+)\.amount$")
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Operator-wide choices that spark-submit takes from its environment."""
+
+    # spark-submit puts the submitting OS user into SPARK_USER; the operator has no meaningful one.
+    spark_user: str = "spark"
+    # spark.master as the driver pod sees it (spark-submit writes the URL it was given).
+    master: str = IN_CLUSTER_MASTER
+
+
+@dataclass
+class DriverObjects:
+    """Everything one driver-pod incarnation needs, as manifests (no status, no server fields)."""
+
+    pod: Body
+    config_map: Body
+    service: Body
+    executor_template: Body | None
+    properties: dict[str, str]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def app_name_label(app_name: str) -> str:
+    """``KubernetesConf.getAppNameLabel``, trimmed to a valid label value (Spark would let a
+    leading or trailing '-' through and have the pod refused)."""
+    text = re.sub(r"[^a-z0-9\-]", "-", app_name.strip().lower())
+    text = re.sub(r"-+", "-", text)[: naming.DNS_LABEL_MAX]
+    return text.strip("-")
+
+
+def substitute_ids(value: str, app_id: str, exec_id: str = "") -> str:
+    """``Utils.substituteAppNExecIds``."""
+    return value.replace("{{APP_ID}}", app_id).replace("{{EXECUTOR_ID}}", exec_id)
+
+
+def prefixed(conf: Mapping[str, str], prefix: str) -> dict[str, str]:
+    """``KubernetesUtils.parsePrefixedKeyValuePairs``, in key order (Spark's is hash order)."""
+    n = len(prefix)
+    return {k[n:]: v for k, v in sorted(conf.items()) if k.startswith(prefix) and len(k) > n}
+
+
+def memory_overhead_factor(conf: Mapping[str, str], resource_type: str) -> tuple[float, float]:
+    """(the default factor Spark writes back as spark.kubernetes.memoryOverheadFactor, the
+    driver's factor)."""
+    general = conf.get("spark.kubernetes.memoryOverheadFactor")
+    if general is not None:
+        default = float(general)
+    else:
+        default = NON_JVM_OVERHEAD_FACTOR if resource_type != "java" else DEFAULT_OVERHEAD_FACTOR
+    driver = conf.get("spark.driver.memoryOverheadFactor")
+    return default, float(driver) if driver is not None else default
+
+
+def driver_memory_mib(conf: Mapping[str, str], resource_type: str, major_version: int) -> tuple[int, int]:
+    """(heap MiB, overhead MiB) exactly as ``BasicDriverFeatureStep`` computes them."""
+    heap = sparkconf.byte_string_as_mib(conf.get("spark.driver.memory", "1g"))
+    explicit = conf.get("spark.driver.memoryOverhead")
+    if explicit is not None:
+        return heap, sparkconf.byte_string_as_mib(explicit)
+    _, factor = memory_overhead_factor(conf, resource_type)
+    minimum = MEMORY_OVERHEAD_MIN_MIB
+    if major_version >= 4 and "spark.driver.minMemoryOverhead" in conf:
+        minimum = sparkconf.byte_string_as_mib(conf["spark.driver.minMemoryOverhead"])
+    return heap, max(int(factor * heap), minimum)
+
+
+def _int_conf(conf: Mapping[str, str], key: str, default: int) -> int:
+    value = conf.get(key)
+    return int(value) if value is not None else default
+
+
+def driver_ports(conf: Mapping[str, str]) -> tuple[int, int, int]:
+    rpc = _int_conf(conf, "spark.driver.port", DEFAULT_DRIVER_PORT)
+    block = _int_conf(
+        conf, "spark.driver.blockManager.port", _int_conf(conf, "spark.blockManager.port", DEFAULT_BLOCKMANAGER_PORT)
+    )
+    ui = _int_conf(conf, "spark.ui.port", DEFAULT_UI_PORT)
+    return rpc, block, ui
+
+
+def local_dir_path(app_id: str) -> str:
+    """Spark picks ``/var/data/spark-<random uuid>``; ours is fixed by the app id."""
+    return f"/var/data/spark-{uuid.UUID(hex=app_id.removeprefix('spark-')[:32])}"
+
+
+def select_spark_container(template: Body, name: str) -> tuple[Body, Body]:
+    """``KubernetesUtils.selectSparkContainer``: (pod without it, the Spark container)."""
+    pod = copy.deepcopy(template)
+    pod.setdefault("metadata", {})
+    spec = pod.setdefault("spec", {})
+    containers: list[Body] = spec.get("containers") or []
+    named = [c for c in containers if c.get("name") == name]
+    if len(named) == 1:
+        container = named[0]
+        rest = [c for c in containers if c is not container]
+    elif containers:
+        container, rest = containers[0], containers[1:]
+    else:
+        container, rest = {}, []
+    spec["containers"] = rest
+    return pod, container
+
+
+def _env(container: Body, name: str, value: str | None = None, value_from: Body | None = None) -> None:
+    entry: Body = {"name": name}
+    if value_from is not None:
+        entry["valueFrom"] = value_from
+    else:
+        entry["value"] = value
+    container.setdefault("env", []).append(entry)
+
+
+def _volume(pod: Body, volume: Body) -> None:
+    pod["spec"].setdefault("volumes", []).append(volume)
+
+
+def _mount(container: Body, mount: Body) -> None:
+    container.setdefault("volumeMounts", []).append(mount)
+
+
+# --- the feature steps -------------------------------------------------------------------------
+
+
+class _Build:
+    def __init__(self, sub: Submission, options: RenderOptions) -> None:
+        self.sub = sub
+        self.options = options
+        self.conf = self._submit_conf()
+        self.props: dict[str, str] = {}
+        self.app_id = sub.app_id
+        self.pod_name = sub.conf["spark.kubernetes.driver.pod.name"]
+        self.service_name = naming.driver_service_name(sub.name, sub.incarnation)
+        self.config_map_name = naming.driver_configmap_name(sub.name, sub.incarnation)
+        self.template_map_name = naming.executor_template_configmap_name(sub.name, sub.incarnation)
+        self.ports = driver_ports(self.conf)
+
+    def _submit_conf(self) -> dict[str, str]:
+        """The properties SparkSubmit itself adds before the Kubernetes client runs."""
+        sub = self.sub
+        conf = dict(sub.conf)
+        conf["spark.master"] = self.options.master
+        conf["spark.submit.deployMode"] = "cluster"
+        if sub.submit_time_ms is not None:
+            conf["spark.app.submitTime"] = str(sub.submit_time_ms)
+        if sub.resource_type == "java" and sub.resource != "spark-internal":
+            # SparkSubmit adds the primary jar to spark.jars in Kubernetes cluster mode.
+            jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+            if sub.resource not in jars:
+                conf["spark.jars"] = ",".join([*jars, sub.resource])
+        if sub.resource_type == "python" and sub.resource:
+            py_files = [p for p in conf.get("spark.submit.pyFiles", "").split(",") if p]
+            conf["spark.submit.pyFiles"] = ",".join(py_files)
+            if not py_files:
+                del conf["spark.submit.pyFiles"]
+        return conf
+
+    # KubernetesDriverConf.labels
+    def driver_labels(self) -> dict[str, str]:
+        custom = {
+            k: substitute_ids(v, self.app_id) for k, v in prefixed(self.conf, "spark.kubernetes.driver.label.").items()
+        }
+        preset = {
+            labels.SPARK_APP_SELECTOR: self.app_id,
+            labels.SPARK_APP_NAME: app_name_label(self.sub.app_name),
+            labels.SPARK_ROLE: labels.ROLE_DRIVER,
+        }
+        version = self.sub.spark_version
+        if version:
+            preset[labels.SPARK_VERSION] = version
+        return {**custom, **preset}
+
+    def basic(self, pod: Body, container: Body) -> None:
+        conf = self.conf
+        image = conf.get("spark.kubernetes.driver.container.image") or conf.get("spark.kubernetes.container.image")
+        heap, overhead = driver_memory_mib(conf, self.sub.resource_type, self.sub.major_version)
+        memory = f"{heap + overhead}Mi"
+        cores = conf.get("spark.kubernetes.driver.request.cores") or str(int(conf.get("spark.driver.cores", "1")))
+        rpc, block, ui = self.ports
+        container.setdefault("name", DRIVER_CONTAINER)
+        container["image"] = image
+        container["imagePullPolicy"] = conf.get("spark.kubernetes.container.image.pullPolicy", "IfNotPresent")
+        container["ports"] = [
+            *container.get("ports", []),
+            {"name": "driver-rpc-port", "containerPort": rpc, "protocol": "TCP"},
+            {"name": "blockmanager", "containerPort": block, "protocol": "TCP"},
+            {"name": "spark-ui", "containerPort": ui, "protocol": "TCP"},
+        ]
+        _env(container, "SPARK_USER", self.options.spark_user)
+        _env(container, "SPARK_APPLICATION_ID", self.app_id)
+        for key, value in prefixed(conf, "spark.kubernetes.driverEnv.").items():
+            _env(container, key, value)
+        _env(
+            container,
+            "SPARK_DRIVER_BIND_ADDRESS",
+            value_from={"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
+        )
+        resources = container.setdefault("resources", {})
+        requests = resources.setdefault("requests", {})
+        limits = resources.setdefault("limits", {})
+        requests["cpu"] = cores
+        if conf.get("spark.kubernetes.driver.limit.cores"):
+            limits["cpu"] = conf["spark.kubernetes.driver.limit.cores"]
+        requests["memory"] = memory
+        limits["memory"] = memory
+        for key, amount in sorted(conf.items()):
+            match = _RESOURCE_AMOUNT.match(key)
+            vendor = conf.get(f"spark.driver.resource.{match.group(1)}.vendor") if match else None
+            if match and vendor:
+                limits[f"{vendor}/{match.group(1)}"] = amount
+        meta = pod["metadata"]
+        meta["name"] = self.pod_name
+        meta["labels"] = {**(meta.get("labels") or {}), **self.driver_labels()}
+        annotations = {
+            k: substitute_ids(v, self.app_id) for k, v in prefixed(conf, "spark.kubernetes.driver.annotation.").items()
+        }
+        if annotations or meta.get("annotations"):
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        spec = pod["spec"]
+        spec["restartPolicy"] = "Never"
+        node_selector = {
+            **prefixed(conf, "spark.kubernetes.node.selector."),
+            **prefixed(conf, "spark.kubernetes.driver.node.selector."),
+        }
+        if node_selector or spec.get("nodeSelector"):
+            spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **node_selector}
+        pull_secrets = [s.strip() for s in conf.get("spark.kubernetes.container.image.pullSecrets", "").split(",")]
+        if any(pull_secrets):
+            spec["imagePullSecrets"] = [*spec.get("imagePullSecrets", []), *({"name": s} for s in pull_secrets if s)]
+        scheduler = conf.get("spark.kubernetes.driver.scheduler.name") or conf.get("spark.kubernetes.scheduler.name")
+        if scheduler:
+            spec["schedulerName"] = scheduler
+        default_factor, _ = memory_overhead_factor(conf, self.sub.resource_type)
+        self.props.update(
+            {
+                "spark.kubernetes.driver.pod.name": self.pod_name,
+                "spark.app.id": self.app_id,
+                "spark.kubernetes.submitInDriver": "true",
+                "spark.kubernetes.memoryOverheadFactor": sparkconf.java_double(default_factor),
+            }
+        )
+
+    def credentials(self, pod: Body) -> None:
+        account = self.conf.get("spark.kubernetes.authenticate.driver.serviceAccountName")
+        spec = pod["spec"]
+        if account and not spec.get("serviceAccount"):
+            spec["serviceAccount"] = account
+            spec["serviceAccountName"] = account
+
+    def service(self) -> Body:
+        rpc, block, ui = self.ports
+        self.props.update(
+            {
+                "spark.driver.host": f"{self.service_name}.{self.sub.namespace}.svc",
+                "spark.driver.port": str(rpc),
+                "spark.driver.blockManager.port": str(block),
+            }
+        )
+        conf = self.conf
+        meta: Body = {"name": self.service_name, "namespace": self.sub.namespace}
+        annotations = prefixed(conf, "spark.kubernetes.driver.service.annotation.")
+        if annotations:
+            meta["annotations"] = annotations
+        meta["labels"] = {
+            labels.SPARK_APP_SELECTOR: self.app_id,
+            **prefixed(conf, "spark.kubernetes.driver.service.label."),
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {
+                "clusterIP": "None",
+                "ipFamilyPolicy": conf.get("spark.kubernetes.driver.service.ipFamilyPolicy", "SingleStack"),
+                "ipFamilies": [
+                    f.strip() for f in conf.get("spark.kubernetes.driver.service.ipFamilies", "IPv4").split(",")
+                ],
+                "selector": self.driver_labels(),
+                "ports": [
+                    {"name": "driver-rpc-port", "port": rpc, "targetPort": rpc},
+                    {"name": "blockmanager", "port": block, "targetPort": block},
+                    {"name": "spark-ui", "port": ui, "targetPort": ui},
+                ],
+            },
+        }
+
+    def secrets(self, pod: Body, container: Body) -> None:
+        for secret, path in prefixed(self.conf, "spark.kubernetes.driver.secrets.").items():
+            volume_name = naming.dns_label(f"{secret}-volume")
+            _volume(pod, {"name": volume_name, "secret": {"secretName": secret}})
+            _mount(container, {"name": volume_name, "mountPath": path})
+
+    def env_secrets(self, container: Body) -> None:
+        for env_name, ref in prefixed(self.conf, "spark.kubernetes.driver.secretKeyRef.").items():
+            secret, _, key = ref.partition(":")
+            _env(container, env_name, value_from={"secretKeyRef": {"key": key, "name": secret}})
+
+    def volumes(self, pod: Body, container: Body) -> None:
+        prefix = "spark.kubernetes.driver.volumes."
+        specs: dict[tuple[str, str], dict[str, str]] = {}
+        for key, value in prefixed(self.conf, prefix).items():
+            parts = key.split(".", 2)
+            if len(parts) == 3:
+                specs.setdefault((parts[0], parts[1]), {})[parts[2]] = value
+        for (kind, name), opts in sorted(specs.items(), key=lambda item: item[0][1]):
+            if "mount.path" not in opts:
+                continue
+            mount: Body = {"name": name, "mountPath": opts["mount.path"]}
+            if sparkconf.parse_bool(opts.get("mount.readOnly")):
+                mount["readOnly"] = True
+            if opts.get("mount.subPath"):
+                mount["subPath"] = opts["mount.subPath"]
+            if opts.get("mount.subPathExpr"):
+                mount["subPathExpr"] = opts["mount.subPathExpr"]
+            source: Body
+            if kind == "hostPath":
+                source = {"path": opts.get("options.path", ""), "type": opts.get("options.type", "")}
+            elif kind == "emptyDir":
+                source = {}
+                if opts.get("options.medium"):
+                    source["medium"] = opts["options.medium"]
+                if opts.get("options.sizeLimit"):
+                    source["sizeLimit"] = opts["options.sizeLimit"]
+            elif kind == "nfs":
+                source = {"path": opts.get("options.path", ""), "server": opts.get("options.server", "")}
+                if sparkconf.parse_bool(opts.get("options.readOnly")):
+                    source["readOnly"] = True
+            elif kind == "persistentVolumeClaim":
+                source = {"claimName": opts.get("options.claimName", "")}
+                if sparkconf.parse_bool(opts.get("options.readOnly")):
+                    source["readOnly"] = True
+            else:
+                continue
+            _volume(pod, {"name": name, kind: source})
+            _mount(container, mount)
+
+    def command(self, container: Body) -> None:
+        sub = self.sub
+        args = [*container.get("args", []), "driver"]
+        if sub.proxy_user:
+            args += ["--proxy-user", sub.proxy_user]
+        args += ["--properties-file", f"{SPARK_CONF_DIR}/{SPARK_CONF_FILE}", "--class", sub.main_class, sub.resource]
+        args += sub.app_args
+        container["args"] = args
+        if sub.resource_type == "python":
+            python = self.conf.get("spark.pyspark.python")
+            driver_python = self.conf.get("spark.pyspark.driver.python") or python
+            if python:
+                _env(container, "PYSPARK_PYTHON", python)
+            if driver_python:
+                _env(container, "PYSPARK_DRIVER_PYTHON", driver_python)
+        self.props["spark.kubernetes.resource.type"] = sub.resource_type
+
+    def hadoop(self, pod: Body, container: Body) -> None:
+        config_map = self.conf.get("spark.kubernetes.hadoop.configMapName")
+        if not config_map:
+            return
+        _volume(pod, {"name": HADOOP_CONF_VOLUME, "configMap": {"name": config_map}})
+        _mount(container, {"name": HADOOP_CONF_VOLUME, "mountPath": HADOOP_CONF_DIR})
+        _env(container, "HADOOP_CONF_DIR", HADOOP_CONF_DIR)
+
+    def pod_template(self, pod: Body, container: Body) -> Body | None:
+        template = self.sub.executor_template
+        if not template:
+            return None
+        _volume(
+            pod,
+            {
+                "name": POD_TEMPLATE_VOLUME,
+                "configMap": {
+                    "name": self.template_map_name,
+                    "items": [{"key": POD_TEMPLATE_KEY, "path": POD_TEMPLATE_FILE}],
+                },
+            },
+        )
+        _mount(container, {"name": POD_TEMPLATE_VOLUME, "mountPath": POD_TEMPLATE_MOUNT})
+        self.props["spark.kubernetes.executor.podTemplateFile"] = f"{POD_TEMPLATE_MOUNT}/{POD_TEMPLATE_FILE}"
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.template_map_name, "namespace": self.sub.namespace},
+            # JSON is YAML: Spark's template loader reads it, and it is fast and canonical.
+            "data": {POD_TEMPLATE_KEY: json.dumps(template, sort_keys=True, separators=(",", ":"))},
+        }
+
+    def local_dirs(self, pod: Body, container: Body) -> None:
+        existing = [
+            m["mountPath"] for m in container.get("volumeMounts", []) if m["name"].startswith("spark-local-dir-")
+        ]
+        if existing:
+            dirs = existing
+        else:
+            dirs = self.conf.get("spark.local.dir", local_dir_path(self.app_id)).split(",")
+            tmpfs = sparkconf.parse_bool(self.conf.get("spark.kubernetes.local.dirs.tmpfs"))
+            for index, path in enumerate(dirs, start=1):
+                name = f"spark-local-dir-{index}"
+                _volume(pod, {"name": name, "emptyDir": {"medium": "Memory"} if tmpfs else {}})
+            for index, path in enumerate(dirs, start=1):
+                _mount(container, {"name": f"spark-local-dir-{index}", "mountPath": path})
+        _env(container, "SPARK_LOCAL_DIRS", ",".join(dirs))
+
+    def client(self, pod: Body, container: Body) -> Body:
+        """``Client.run``: conf volume, SPARK_CONF_DIR, the Spark container last, the ConfigMap."""
+        properties = {**self.conf, **self.props}
+        text = sparkconf.format_properties(
+            properties, f"Java properties built from Kubernetes config map with name: {self.config_map_name}"
+        )
+        _env(container, "SPARK_CONF_DIR", SPARK_CONF_DIR)
+        _mount(container, {"name": SPARK_CONF_VOLUME, "mountPath": SPARK_CONF_DIR})
+        pod["spec"]["containers"] = [*pod["spec"]["containers"], container]
+        _volume(
+            pod,
+            {
+                "name": SPARK_CONF_VOLUME,
+                "configMap": {
+                    "name": self.config_map_name,
+                    "items": [{"key": SPARK_CONF_FILE, "path": SPARK_CONF_FILE, "mode": 420}],
+                },
+            },
+        )
+        self.final_properties = properties
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.config_map_name, "namespace": self.sub.namespace},
+            "immutable": True,
+            "data": {SPARK_CONF_FILE: text},
+        }
+
+
+def _own(obj: Body, sub: Submission) -> None:
+    meta = obj["metadata"]
+    meta["namespace"] = sub.namespace
+    meta["labels"] = {**(meta.get("labels") or {}), **sub.sparkop_labels}
+    meta["ownerReferences"] = [dict(sub.owner)]
+
+
+def build(sub: Submission, options: RenderOptions | None = None) -> DriverObjects:
+    """The driver pod, its ConfigMap, Service and executor template ConfigMap for ``sub``."""
+    b = _Build(sub, options or RenderOptions())
+    pod, container = select_spark_container(sub.driver_template, DRIVER_CONTAINER)
+    pod["apiVersion"], pod["kind"] = "v1", "Pod"
+    b.basic(pod, container)
+    b.credentials(pod)
+    service = b.service()
+    b.secrets(pod, container)
+    b.env_secrets(container)
+    b.volumes(pod, container)
+    b.command(container)
+    b.hadoop(pod, container)
+    template = b.pod_template(pod, container)
+    b.local_dirs(pod, container)
+    config_map = b.client(pod, container)
+    for obj in (pod, config_map, service, template):
+        if obj is not None:
+            _own(obj, sub)
+    pod["metadata"]["finalizers"] = [labels.DRIVER_OUTCOME_FINALIZER]
+    return DriverObjects(
+        pod=pod,
+        config_map=config_map,
+        service=service,
+        executor_template=template,
+        properties=b.final_properties,
+    )

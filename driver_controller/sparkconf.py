@@ -1,0 +1,147 @@
+"""Spark's own value syntax: byte strings, booleans, and the spark.properties file format.
+
+Pure functions, no I/O. They reproduce what Spark's JVM code does with the same strings
+(``JavaUtils.byteStringAs``, ``java.util.Properties``) so that the renderer reaches the same
+numbers spark-submit would.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+_BYTE_UNITS: Final = {
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+    "t": 1024**4,
+    "tb": 1024**4,
+    "p": 1024**5,
+    "pb": 1024**5,
+}
+_BYTE_STRING: Final = re.compile(r"^\s*([0-9]+)\s*([a-z]+)?\s*$")
+
+
+def byte_string_as_mib(value: str, default_unit: str = "m") -> int:
+    """``Utils.byteStringAsMb``: an integer with an optional unit (no unit = ``default_unit``),
+    converted to whole MiB, truncating like Java's ``TimeUnit`` conversions."""
+    match = _BYTE_STRING.match(value.lower())
+    if not match:
+        raise ValueError(f"invalid Spark byte string {value!r} (expected e.g. 512m, 2g, 1024)")
+    number, unit = int(match.group(1)), match.group(2) or default_unit
+    if unit not in _BYTE_UNITS:
+        raise ValueError(f"invalid unit {unit!r} in Spark byte string {value!r}")
+    return number * _BYTE_UNITS[unit] // 1024**2
+
+
+def java_double(value: float) -> str:
+    """``Double.toString`` for the plain decimals Spark prints (0.1 -> "0.1", 1 -> "1.0")."""
+    return repr(float(value))
+
+
+def parse_bool(value: str | None, default: bool = False) -> bool:
+    if value is None:
+        return default
+    return value.strip().lower() == "true"
+
+
+# --- java.util.Properties -------------------------------------------------------------------------
+
+
+def _escape(text: str, *, key: bool) -> str:
+    out: list[str] = []
+    for index, char in enumerate(text):
+        if char == " " and (key or index == 0):
+            out.append("\\ ")
+        elif char == "\\":
+            out.append("\\\\")
+        elif char == "\t":
+            out.append("\\t")
+        elif char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\r")
+        elif char == "\f":
+            out.append("\\f")
+        elif char in "=:#!":
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) > 0x7E:
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def format_properties(props: Mapping[str, str], header: str | None = None) -> str:
+    """A properties file that ``java.util.Properties.load`` reads back as ``props``.
+
+    Keys are sorted so that the same properties always give the same bytes (the ConfigMap is
+    immutable and compared on retries)."""
+    lines = [f"#{header}"] if header else []
+    lines.extend(f"{_escape(k, key=True)}={_escape(v, key=False)}" for k, v in sorted(props.items()))
+    return "\n".join(lines) + "\n"
+
+
+def _logical_lines(text: str) -> Iterable[str]:
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        # A line continues when it ends with an odd number of backslashes.
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        yield pending + line
+        pending = ""
+    if pending:
+        yield pending
+
+
+_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``java.util.Properties.load`` for the files Spark writes (used by tests and conformance)."""
+    result: dict[str, str] = {}
+    for line in _logical_lines(text):
+        i = 0
+        while i < len(line):
+            char = line[i]
+            if char == "\\":
+                i += 2
+                continue
+            if char in "=: \t\f":
+                break
+            i += 1
+        key = line[:i]
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        result[_unescape(key)] = _unescape(rest)
+    return result
