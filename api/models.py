@@ -519,8 +519,6 @@ class SparkUIConfiguration(Model):
 # ---------------------------------------------------------------------------------------------
 # run spec and the two specs
 
-SPARK_CONF_KEY = Annotated[str, Field(max_length=253)]
-
 
 class RunSpec(Model):
     """Everything needed to run a Spark application once: shared by SparkApplication and SparkDriver."""
@@ -559,14 +557,14 @@ class RunSpec(Model):
     arguments: list[Text] | None = Field(
         None, max_length=MAX_LIST, description="Arguments passed to the application's main."
     )
-    sparkConf: dict[SPARK_CONF_KEY, Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
+    sparkConf: dict[str, Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
         None,
         max_length=MAX_MAP,
         description="Spark properties, as spark-submit --conf key=value. Fields of this spec win over "
         "the same properties here. spark.driver.host and spark.driver.bindAddress are set by sparkop "
         "and rejected here.",
     )
-    hadoopConf: dict[SPARK_CONF_KEY, Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
+    hadoopConf: dict[str, Annotated[str, Field(max_length=MAX_VALUE)]] | None = Field(
         None,
         max_length=MAX_MAP,
         description="Hadoop properties; each key is passed as spark.hadoop.<key>.",
@@ -863,5 +861,6 @@ class SparkDriver(Model):
     metadata: ObjectMeta = Field(default_factory=dict)
     spec: SparkDriverSpec
     status: SparkDriverStatus | None = None
+
 
 assert SparkApplication.model_fields["apiVersion"].default == API_VERSION

@@ -1,0 +1,236 @@
+"""Generate the two CRDs from the pydantic models.
+
+    python -m api crds [DIR]        (the lead wires it as ``sparkop crds``)
+
+The pydantic JSON schema is turned into a structural CRD schema: ``$ref``/``$defs`` inlined,
+``Optional`` unwrapped, ``additionalProperties: false`` dropped (a structural schema rejects unknown
+fields itself: the API server prunes them, or refuses them with strict field validation), titles
+dropped, embedded Kubernetes objects (marked ``x-sparkop-k8s``) replaced by Kubernetes' own schema from
+``api/k8s_schemas.json``, and the CEL rules of :mod:`api.rules` attached.
+
+The generated YAML is committed under ``crds/``; a unit test fails when it is stale. The CRDs are
+larger than ``kubectl apply``'s 256 KiB last-applied annotation, so install them with
+``kubectl apply --server-side`` (or ``kubectl create``).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from pydantic import BaseModel
+
+from sparkop import labels
+
+from . import k8s_openapi, rules
+from .models import SparkApplicationSpec, SparkApplicationStatus, SparkDriverSpec, SparkDriverStatus
+from .types import K8S_MARKER
+
+CRD_DIR: Final = Path(__file__).resolve().parent.parent / "crds"
+CATEGORY: Final = "spark"
+
+_DROP: Final = {"title", "additionalProperties"}
+
+
+class _Converter:
+    def __init__(self, defs: dict[str, Any]) -> None:
+        self.defs = defs
+        self.k8s = k8s_openapi.schemas()
+
+    def convert(self, node: dict[str, Any]) -> dict[str, Any]:
+        node = dict(node)
+        description = node.pop("description", None)
+        default = node.pop("default", None)
+        if "$ref" in node:
+            target = self.convert(self.defs[node.pop("$ref").rsplit("/", 1)[-1]])
+            node.pop("$defs", None)
+            out = {**target, **{k: v for k, v in node.items() if k not in _DROP}}
+        elif "anyOf" in node and any(x == {"type": "null"} for x in node["anyOf"]):
+            rest = [x for x in node.pop("anyOf") if x != {"type": "null"}]
+            if len(rest) != 1:
+                raise ValueError(f"unsupported union {rest}")
+            out = self.convert({**rest[0], **{k: v for k, v in node.items() if k not in _DROP}})
+        elif K8S_MARKER in node:
+            out = copy.deepcopy(self.k8s[node[K8S_MARKER]])
+        else:
+            out = {}
+            for key, value in node.items():
+                if key in _DROP and not (key == "additionalProperties" and isinstance(value, dict)):
+                    continue
+                if key == "properties":
+                    out[key] = {k: self.convert(v) for k, v in value.items()}
+                elif key in ("items", "additionalProperties"):
+                    out[key] = self.convert(value)
+                elif key == "const":
+                    out["enum"] = [value]
+                else:
+                    out[key] = value
+            if "enum" in out and "type" not in out:
+                out["type"] = "string"
+        if description:
+            out["description"] = description
+        if default is not None:
+            out["default"] = default
+        return out
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    raw = model.model_json_schema(mode="validation")
+    return _Converter(raw.get("$defs", {})).convert(raw)
+
+
+def _attach_rules(kind: str, root: dict[str, Any]) -> None:
+    for rule in rules.RULES:
+        if kind not in rule.kinds:
+            continue
+        for path in rule.paths:
+            node = root
+            for key in path:
+                node = node["properties"][key]
+            node.setdefault("x-kubernetes-validations", []).append(rule.crd_rule())
+
+
+KINDS: Final[dict[str, dict[str, Any]]] = {
+    "SparkApplication": {
+        "plural": "sparkapplications",
+        "singular": "sparkapplication",
+        "shortNames": ["sparkapp"],
+        "spec": SparkApplicationSpec,
+        "status": SparkApplicationStatus,
+        "description": "A Spark application (kubeflow spark-operator v1beta2 fields). sparkop runs each attempt "
+        "as a SparkDriver named <app>-<run> and starts new runs according to spec.restartPolicy.",
+        "columns": [
+            ("State", "string", ".status.applicationState.state", "Application state", 0),
+            ("Attempts", "integer", ".status.executionAttempts", "Runs counted against the restart policy", 0),
+            ("Driver", "string", ".status.currentDriver", "SparkDriver of the current run", 0),
+            ("Incarnations", "integer", ".status.driverIncarnations", "Driver pods of the current run", 0),
+            ("Executors", "integer", ".status.executors.running", "Running executor pods", 0),
+            ("Start", "date", ".status.lastSubmissionAttemptTime", "When the current run started", 1),
+            ("Finish", "date", ".status.terminationTime", "When the application finished", 1),
+        ],
+    },
+    "SparkDriver": {
+        "plural": "sparkdrivers",
+        "singular": "sparkdriver",
+        "shortNames": ["sparkdrv"],
+        "spec": SparkDriverSpec,
+        "status": SparkDriverStatus,
+        "description": "One run of a Spark application: its driver pod (replaced, as a new incarnation, when "
+        "lost), the driver's ConfigMap and Service, and its executors. Created by a SparkApplication "
+        "for each run, or written by hand.",
+        "columns": [
+            ("Phase", "string", ".status.phase", "Pending, Running, Succeeded, Failed, SubmissionFailed", 0),
+            ("Pod", "string", ".status.driverPod.name", "Current driver pod", 0),
+            ("Executors", "integer", ".status.executors.running", "Running executor pods", 0),
+            ("Attempt", "integer", ".spec.attempt", "Run of its SparkApplication", 0),
+            ("Incarnation", "integer", ".status.incarnation", "Current driver-pod incarnation", 0),
+            ("App-ID", "string", ".status.sparkApplicationId", "spark.app.id", 1),
+        ],
+    },
+}
+
+
+def crd(kind: str) -> dict[str, Any]:
+    """The CustomResourceDefinition of ``kind`` as a dict."""
+    info = KINDS[kind]
+    spec = _schema(info["spec"])
+    status = _schema(info["status"])
+    root: dict[str, Any] = {
+        "type": "object",
+        "description": info["description"],
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {
+                "type": "string",
+                "description": f"{labels.API_VERSION}. A kubeflow sparkoperator.k8s.io/v1beta2 "
+                "SparkApplication works with only this changed.",
+            },
+            "kind": {"type": "string", "description": kind},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+    _attach_rules(kind, root)
+    columns = [
+        {"name": n, "type": t, "jsonPath": p, "description": d, **({"priority": pr} if pr else {})}
+        for n, t, p, d, pr in info["columns"]
+    ]
+    columns.insert(
+        len([c for c in info["columns"] if not c[4]]),
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    )
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{info['plural']}.{labels.GROUP}",
+            "labels": {labels.MANAGED_BY: labels.MANAGER},
+        },
+        "spec": {
+            "group": labels.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": info["plural"],
+                "singular": info["singular"],
+                "shortNames": info["shortNames"],
+                "categories": [CATEGORY],
+            },
+            "versions": [
+                {
+                    "name": labels.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": root},
+                }
+            ],
+        },
+    }
+
+
+def crds() -> dict[str, dict[str, Any]]:
+    """File name -> CRD, for both kinds."""
+    return {f"{labels.GROUP}_{KINDS[k]['plural']}.yaml": crd(k) for k in KINDS}
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def render(obj: dict[str, Any]) -> str:
+    header = "# Generated by `sparkop crds` (python -m api crds) from api/models.py. Do not edit.\n"
+    return header + yaml.dump(obj, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
+def write_crds(directory: str | Path = CRD_DIR) -> list[Path]:
+    """Write both CRDs into ``directory``; returns the written paths."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, obj in crds().items():
+        path = out / name
+        path.write_text(render(obj))
+        written.append(path)
+    return written
+
+
+def stale(directory: str | Path = CRD_DIR) -> list[str]:
+    """Names of committed CRD files that differ from what the models generate."""
+    out = Path(directory)
+    return [
+        name for name, obj in crds().items() if not (out / name).exists() or (out / name).read_text() != render(obj)
+    ]

@@ -1,0 +1,193 @@
+"""Cross-field rules: one table, used twice.
+
+Each :class:`Rule` carries the CEL expression the CRD generator puts into
+``x-kubernetes-validations`` (the API server enforces it) and a Python predicate with the same
+meaning that ``sparkop validate`` runs offline. They sit side by side so they cannot drift; the
+integration tests submit every invalid manifest to a real API server and check both verdicts agree.
+
+Predicates see the object at the rule's path *after* the CRD's defaults are applied, as CEL does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+Obj = dict[str, Any]
+
+RESERVED_SPARK_CONF: Final = ("spark.driver.host", "spark.driver.bindAddress", "spark.kubernetes.driver.pod.name")
+RETRY_FIELDS: Final = (
+    "onFailureRetries",
+    "onFailureRetryInterval",
+    "onSubmissionFailureRetries",
+    "onSubmissionFailureRetryInterval",
+)
+
+APP: Final = "SparkApplication"
+DRIVER: Final = "SparkDriver"
+BOTH: Final = (APP, DRIVER)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-field rule at ``path`` (property names from the object root, e.g. ("spec", "driver"))."""
+
+    name: str
+    kinds: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
+    cel: str
+    message: str
+    predicate: Callable[[Obj], bool]
+    field_path: str | None = None  # CEL fieldPath, relative to the rule's object, e.g. ".mainClass"
+    hint: str = ""  # how to fix it (offline messages)
+    reason: str | None = None  # CEL reason (FieldValueInvalid when None)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def crd_rule(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rule": self.cel, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def _has(obj: Obj, *keys: str) -> bool:
+    cur: Any = obj
+    for key in keys:
+        if not isinstance(cur, dict) or key not in cur:
+            return False
+        cur = cur[key]
+    return True
+
+
+SPEC: Final = ("spec",)
+
+RULES: Final[tuple[Rule, ...]] = (
+    Rule(
+        name="cluster-mode-only",
+        kinds=(APP,),
+        paths=(SPEC,),
+        cel="self.mode == 'cluster'",
+        message="only mode: cluster is supported (the driver runs in its own pod); "
+        "client and in-cluster-client are not",
+        field_path=".mode",
+        hint="remove spec.mode or set it to cluster",
+        predicate=lambda s: s.get("mode", "cluster") == "cluster",
+    ),
+    Rule(
+        name="main-class-for-jvm",
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel="!(self.type in ['Java', 'Scala']) || has(self.mainClass)",
+        message="mainClass is required for Java and Scala applications",
+        field_path=".mainClass",
+        reason="FieldValueRequired",
+        hint="set spec.mainClass to the fully qualified main class, e.g. org.apache.spark.examples.SparkPi",
+        predicate=lambda s: s.get("type") not in ("Java", "Scala") or "mainClass" in s,
+    ),
+    Rule(
+        name="main-file-for-python-r",
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel="!(self.type in ['Python', 'R']) || has(self.mainApplicationFile)",
+        message="mainApplicationFile is required for Python and R applications",
+        field_path=".mainApplicationFile",
+        reason="FieldValueRequired",
+        hint="set spec.mainApplicationFile, e.g. local:///opt/spark/examples/src/main/python/pi.py",
+        predicate=lambda s: s.get("type") not in ("Python", "R") or "mainApplicationFile" in s,
+    ),
+    Rule(
+        name="image-required",
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel="has(self.image) || (has(self.driver) && has(self.driver.image) && has(self.executor) && "
+        "has(self.executor.image))",
+        message="an image is required: set spec.image, or both spec.driver.image and spec.executor.image",
+        field_path=".image",
+        reason="FieldValueRequired",
+        hint="set spec.image, e.g. apache/spark:3.5.7",
+        predicate=lambda s: "image" in s or (_has(s, "driver", "image") and _has(s, "executor", "image")),
+    ),
+    Rule(
+        name="reserved-spark-conf",
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel="!has(self.sparkConf) || (" + " && ".join(f"!('{k}' in self.sparkConf)" for k in RESERVED_SPARK_CONF) + ")",
+        message="sparkConf must not set " + ", ".join(RESERVED_SPARK_CONF) + ": sparkop sets them for each driver pod",
+        field_path=".sparkConf",
+        reason="FieldValueForbidden",
+        hint="remove these keys from spec.sparkConf",
+        predicate=lambda s: not any(k in (s.get("sparkConf") or {}) for k in RESERVED_SPARK_CONF),
+    ),
+    Rule(
+        name="node-selector-exclusive",
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel="!has(self.nodeSelector) || ((!has(self.driver) || !has(self.driver.nodeSelector)) && "
+        "(!has(self.executor) || !has(self.executor.nodeSelector)))",
+        message="spec.nodeSelector (deprecated) cannot be combined with driver.nodeSelector or executor.nodeSelector",
+        field_path=".nodeSelector",
+        reason="FieldValueForbidden",
+        hint="move spec.nodeSelector into spec.driver.nodeSelector and spec.executor.nodeSelector",
+        predicate=lambda s: (
+            "nodeSelector" not in s
+            or (not _has(s, "driver", "nodeSelector") and not _has(s, "executor", "nodeSelector"))
+        ),
+    ),
+    Rule(
+        name="retries-need-restart",
+        kinds=(APP,),
+        paths=(("spec", "restartPolicy"),),
+        cel="self.type != 'Never' || (" + " && ".join(f"!has(self.{f})" for f in RETRY_FIELDS) + ")",
+        message="onFailureRetries, onFailureRetryInterval, onSubmissionFailureRetries and "
+        "onSubmissionFailureRetryInterval only apply with type OnFailure or Always",
+        field_path=".type",
+        hint="set restartPolicy.type to OnFailure (or Always), or remove the retry fields",
+        predicate=lambda r: r.get("type", "Never") != "Never" or not any(f in r for f in RETRY_FIELDS),
+    ),
+    Rule(
+        name="driver-pod-name-unsupported",
+        kinds=BOTH,
+        paths=(("spec", "driver"),),
+        cel="!has(self.podName)",
+        message="podName is not supported: sparkop names driver pods <driver>-<incarnation>-driver so that "
+        "a lost driver pod can be replaced",
+        field_path=".podName",
+        reason="FieldValueForbidden",
+        hint="remove spec.driver.podName",
+        predicate=lambda d: "podName" not in d,
+    ),
+    Rule(
+        name="min-le-max-executors",
+        kinds=BOTH,
+        paths=(("spec", "dynamicAllocation"),),
+        cel="!has(self.minExecutors) || !has(self.maxExecutors) || self.minExecutors <= self.maxExecutors",
+        message="minExecutors must not exceed maxExecutors",
+        field_path=".minExecutors",
+        hint="lower minExecutors or raise maxExecutors",
+        predicate=lambda d: not ("minExecutors" in d and "maxExecutors" in d) or d["minExecutors"] <= d["maxExecutors"],
+    ),
+    Rule(
+        name="initial-within-bounds",
+        kinds=BOTH,
+        paths=(("spec", "dynamicAllocation"),),
+        cel="!has(self.initialExecutors) || ((!has(self.minExecutors) || self.initialExecutors >= "
+        "self.minExecutors) && (!has(self.maxExecutors) || self.initialExecutors <= self.maxExecutors))",
+        message="initialExecutors must lie between minExecutors and maxExecutors",
+        field_path=".initialExecutors",
+        hint="set initialExecutors within [minExecutors, maxExecutors]",
+        predicate=lambda d: (
+            "initialExecutors" not in d
+            or (
+                ("minExecutors" not in d or d["initialExecutors"] >= d["minExecutors"])
+                and ("maxExecutors" not in d or d["initialExecutors"] <= d["maxExecutors"])
+            )
+        ),
+    ),
+)
+
+
+def rules_at(kind: str, path: tuple[str, ...]) -> list[Rule]:
+    return [r for r in RULES if kind in r.kinds and path in r.paths]

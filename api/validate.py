@@ -1,0 +1,341 @@
+"""Offline validation with the API server's verdict: ``sparkop validate FILE...`` (``-`` = stdin).
+
+Each document is checked the way the API server checks a create with strict field validation
+(``kubectl create --validate=strict``):
+
+1. apiVersion and kind are ``sparkop.io/v1alpha1`` SparkApplication or SparkDriver;
+2. metadata: a DNS-1123 subdomain name (at most 253 characters), well-formed labels and
+   annotation keys;
+3. the CRD's openAPIV3Schema (generated from the same models as ``crds/``), evaluated with JSON
+   Schema draft 7 — the draft whose semantics match OpenAPI v3 schemas — with the Kubernetes
+   extensions handled as the API server does: unknown fields are errors (strict), except under
+   ``x-kubernetes-preserve-unknown-fields``; ``x-kubernetes-int-or-string`` accepts integers and
+   strings; ``x-kubernetes-list-type: map|set`` rejects duplicate keys/items;
+4. the CRD's defaults are applied, then the cross-field rules of :mod:`api.rules` (the same table the
+   CRD's CEL ``x-kubernetes-validations`` come from).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+import jsonschema  # type: ignore[import-untyped]
+import yaml
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore[import-untyped]
+
+from sparkop import labels
+
+from . import crds, rules
+from .types import CPU_PATTERN, MEMORY_PATTERN
+
+DNS1123_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+QUALIFIED_NAME: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+# ObjectMeta fields a client may send (strict validation rejects others).
+METADATA_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string"},
+        "generateName": {"type": "string"},
+        "namespace": {"type": "string"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+        "finalizers": {"type": "array", "items": {"type": "string"}},
+        "ownerReferences": {"type": "array", "items": {"type": "object"}},
+        "uid": {"type": "string"},
+        "resourceVersion": {"type": "string"},
+        "generation": {"type": "integer"},
+        "creationTimestamp": {"type": ["string", "null"]},
+        "deletionTimestamp": {"type": ["string", "null"]},
+        "deletionGracePeriodSeconds": {"type": "integer"},
+        "managedFields": {"type": "array", "items": {"type": "object"}},
+        "selfLink": {"type": "string"},
+    },
+}
+
+PATTERN_HINTS: Final = {
+    MEMORY_PATTERN: "use Spark's memory syntax: an integer with an optional unit k, m, g, t, e.g. 512m or 2g "
+    "(Kubernetes-style 512Mi and fractions like 1.5g are not accepted by Spark)",
+    CPU_PATTERN: "use a Kubernetes CPU quantity, e.g. 500m, 1 or 1.5",
+}
+
+
+@dataclass(frozen=True)
+class ValidationError:
+    """One problem in one document."""
+
+    source: str  # "file" or "file#2" for the second document
+    kind: str | None
+    name: str | None
+    path: str  # field path, e.g. "spec.restartPolicy.type"; "" for the whole document
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        what = f"{self.kind or '?'}/{self.name or '?'}"
+        where = f"{self.path}: " if self.path else ""
+        fix = f" (fix: {self.hint})" if self.hint else ""
+        return f"{self.source}: {what}: {where}{self.message}{fix}"
+
+
+# ------------------------------------------------------------------------------------------------
+# schema preparation
+
+
+def _strictify(node: Any) -> Any:
+    """A copy of a CRD schema with unknown-field rejection made explicit for jsonschema."""
+    if isinstance(node, list):
+        return [_strictify(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _strictify(v) for k, v in node.items()}
+    if (
+        node.get("type") == "object"
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def _list_type(validator: Any, list_type: str, instance: Any, schema: dict[str, Any]) -> Iterator[SchemaError]:
+    if not isinstance(instance, list):
+        return
+    if list_type == "set":
+        seen: list[Any] = []
+        for item in instance:
+            if item in seen:
+                yield SchemaError(f"duplicate value: {json.dumps(item)}")
+            seen.append(item)
+    elif list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        defaults = {k: schema.get("items", {}).get("properties", {}).get(k, {}).get("default") for k in keys}
+        seen_keys: set[str] = set()
+        for item in instance:
+            if not isinstance(item, dict):
+                continue
+            key = json.dumps([item.get(k, defaults[k]) for k in keys])
+            if key in seen_keys:
+                yield SchemaError(f"duplicate entry with key {', '.join(keys)} = {key}")
+            seen_keys.add(key)
+
+
+def _int_or_string(validator: Any, value: bool, instance: Any, schema: dict[str, Any]) -> Iterator[SchemaError]:
+    if value and (isinstance(instance, bool) or not isinstance(instance, int | str)):
+        yield SchemaError(f"{json.dumps(instance)} must be an integer or a string")
+
+
+_Validator = jsonschema.validators.extend(
+    Draft7Validator,
+    {"x-kubernetes-list-type": _list_type, "x-kubernetes-int-or-string": _int_or_string},
+)
+
+
+@cache
+def _crd_schema(kind: str) -> dict[str, Any]:
+    schema: dict[str, Any] = crds.crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+@cache
+def _validator(kind: str) -> Any:
+    schema = _strictify(copy.deepcopy(_crd_schema(kind)))
+    schema["properties"]["metadata"] = METADATA_SCHEMA
+    return _Validator(schema)
+
+
+# ------------------------------------------------------------------------------------------------
+# defaults and rules
+
+
+def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
+    """``obj`` with the schema's defaults filled in, as the API server does before CEL runs."""
+    if isinstance(obj, dict):
+        props = schema.get("properties")
+        if props:
+            for key, sub in props.items():
+                if key not in obj and "default" in sub:
+                    obj[key] = copy.deepcopy(sub["default"])
+            for key, value in obj.items():
+                if key in props:
+                    obj[key] = apply_defaults(props[key], value)
+        elif isinstance(schema.get("additionalProperties"), dict):
+            for key, value in obj.items():
+                obj[key] = apply_defaults(schema["additionalProperties"], value)
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(schema["items"], x) for x in obj]
+    return obj
+
+
+def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, rules.Rule]]:
+    defaulted = apply_defaults(_crd_schema(kind), copy.deepcopy(doc))
+    for rule in rules.RULES:
+        if kind not in rule.kinds:
+            continue
+        for path in rule.paths:
+            node: Any = defaulted
+            for key in path:
+                node = node.get(key) if isinstance(node, dict) else None
+            if not isinstance(node, dict):
+                continue
+            try:
+                ok = rule.predicate(node)
+            except (TypeError, KeyError, AttributeError):
+                continue  # ill-typed input: the schema errors already say why
+            if not ok:
+                yield ".".join(path) + (rule.field_path or ""), rule
+
+
+# ------------------------------------------------------------------------------------------------
+# the checks
+
+
+def _path(error: SchemaError) -> str:
+    out = ""
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _schema_error(error: SchemaError) -> tuple[str, str, str]:
+    path = _path(error)
+    if error.validator == "additionalProperties":
+        unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        names = ", ".join(f'"{u}"' for u in unknown)
+        where = path or "the top level"
+        return path, f"unknown field {names}", f"remove it or fix its spelling (see `kubectl explain` for {where})"
+    if error.validator == "enum":
+        allowed = ", ".join(json.dumps(x) for x in error.validator_value)
+        return path, f"{json.dumps(error.instance)} is not allowed", f"use one of {allowed}"
+    if error.validator == "pattern":
+        hint = PATTERN_HINTS.get(error.validator_value, f"match {error.validator_value}")
+        return path, f"{json.dumps(error.instance)} is malformed", hint
+    if error.validator == "required":
+        return path, error.message, "add the missing field"
+    if error.validator == "type":
+        return path, f"{json.dumps(error.instance)} is not of type {error.validator_value}", ""
+    return path, error.message, ""
+
+
+def _metadata_errors(meta: Any) -> Iterator[tuple[str, str, str]]:
+    if not isinstance(meta, dict):
+        yield "metadata", "metadata is required", "add metadata.name"
+        return
+    name = meta.get("name")
+    if not name and not meta.get("generateName"):
+        yield "metadata.name", "name or generateName is required", "add metadata.name"
+    if isinstance(name, str) and name:
+        if len(name) > 253:
+            yield "metadata.name", f"must be no more than 253 characters (is {len(name)})", "shorten the name"
+        elif not DNS1123_SUBDOMAIN.match(name):
+            yield (
+                "metadata.name",
+                f"{json.dumps(name)} is not a DNS-1123 subdomain",
+                "use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+            )
+    for key, value in (meta.get("labels") or {}).items() if isinstance(meta.get("labels"), dict) else ():
+        if not _qualified(key):
+            yield f"metadata.labels[{key}]", "invalid label key", "use [prefix/]name, name at most 63 characters"
+        if isinstance(value, str) and (len(value) > 63 or not LABEL_VALUE.match(value)):
+            yield (
+                f"metadata.labels[{key}]",
+                f"invalid label value {json.dumps(value)}",
+                "at most 63 characters [A-Za-z0-9._-], starting and ending alphanumeric",
+            )
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        for key in annotations:
+            if not _qualified(key):
+                yield f"metadata.annotations[{key}]", "invalid annotation key", "use [prefix/]name"
+
+
+def _qualified(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(QUALIFIED_NAME.match(name))
+
+
+def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError]:
+    """Errors of one parsed document (empty when the API server would accept it)."""
+    if not isinstance(doc, dict):
+        return [ValidationError(source, None, None, "", "a document must be a mapping (an object)")]
+    kind = doc.get("kind")
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    name = name if isinstance(name, str) else None
+
+    def err(path: str, message: str, hint: str = "") -> ValidationError:
+        return ValidationError(source, kind if isinstance(kind, str) else None, name, path, message, hint)
+
+    if doc.get("apiVersion") != labels.API_VERSION:
+        hint = f"set apiVersion: {labels.API_VERSION}"
+        if doc.get("apiVersion") == "sparkoperator.k8s.io/v1beta2":
+            hint += " (a kubeflow v1beta2 SparkApplication needs only this change)"
+        return [err("apiVersion", f"unsupported apiVersion {json.dumps(doc.get('apiVersion'))}", hint)]
+    if kind not in crds.KINDS:
+        return [err("kind", f"unsupported kind {json.dumps(kind)}", "use SparkApplication or SparkDriver")]
+
+    errors = [err(*e) for e in _metadata_errors(meta)]
+    schema_errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: (_path(e), e.message))
+    errors += [err(*_schema_error(e)) for e in schema_errors]
+    errors += [err(path, rule.message, rule.hint) for path, rule in _rule_errors(kind, doc)]
+    return errors
+
+
+def validate_documents(docs: Iterable[Any], source: str = "<input>") -> list[ValidationError]:
+    """Errors of all documents (``None`` documents, i.e. empty YAML documents, are skipped)."""
+    errors: list[ValidationError] = []
+    for i, doc in enumerate(docs, 1):
+        if doc is None:
+            continue
+        errors += validate_document(doc, source if i == 1 else f"{source}#{i}")
+    return errors
+
+
+def load(path: str) -> list[Any]:
+    """All YAML documents of a file (``-`` = stdin)."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    return list(yaml.safe_load_all(text))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``sparkop validate FILE...``: 0 when all documents are valid, 1 when some are not, 2 when a
+    file cannot be read or parsed."""
+    parser = argparse.ArgumentParser(
+        prog="sparkop validate",
+        description="Check SparkApplication/SparkDriver manifests offline, with the API server's verdict.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML files (multi-document); - reads stdin")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    args = parser.parse_args(argv)
+    status = 0
+    for path in args.files:
+        source = "<stdin>" if path == "-" else path
+        try:
+            docs = load(path)
+        except (OSError, yaml.YAMLError) as exc:
+            print(f"{source}: cannot read: {exc}", file=sys.stderr)
+            status = 2
+            continue
+        errors = validate_documents(docs, source)
+        for error in errors:
+            print(error)
+        if errors:
+            status = max(status, 1)
+        elif not args.quiet:
+            count = sum(1 for d in docs if d is not None)
+            print(f"{source}: {count} document{'s' if count != 1 else ''} valid")
+    return status
