@@ -1,0 +1,543 @@
+"""What the apps controller reasons about: typed, immutable views of a SparkApplication, its owned
+SparkDrivers and its status, read from and written back to the objects' JSON.
+
+The views are the boundary between the kopf shell (which holds raw bodies from its indexes) and the
+pure state machine in ``reconcile.py``. Field names in JSON are the CRD's (kubeflow v1beta2 style);
+parsing is lenient (a missing or malformed field reads as "unknown"), serialisation omits empty
+fields so that ``kubectl get -o yaml`` stays short.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from sparkop import labels
+
+JSON = dict[str, Any]
+
+MAX_ATTEMPT_HISTORY: Final = 20
+# Kubeflow's defaulting webhook sets both retry intervals to 5 s when a policy does not.
+DEFAULT_RETRY_INTERVAL_SECONDS: Final = 5
+DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
+# Keys of SparkApplication.spec that do not describe the run itself: changing them alone never re-runs.
+NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
+# The run spec copied into a SparkDriver (docs/design.md, "SparkDriver").
+RUN_SPEC_FIELDS: Final = (
+    "type", "sparkVersion", "image", "mainClass", "mainApplicationFile", "arguments", "sparkConf",
+    "hadoopConf", "sparkConfigMap", "hadoopConfigMap", "volumes", "driver", "executor", "deps",
+    "dynamicAllocation", "monitoring", "pythonVersion", "memoryOverheadFactor", "proxyUser",
+    "imagePullPolicy", "imagePullSecrets",
+)  # fmt: skip
+
+
+class State(StrEnum):
+    """SparkApplication.status.applicationState.state — kubeflow's values, see docs/state-machine.md."""
+
+    NEW = "NEW"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDING = "SUCCEEDING"
+    COMPLETED = "COMPLETED"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+    SUBMISSION_FAILED = "SUBMISSION_FAILED"
+    PENDING_RERUN = "PENDING_RERUN"
+    INVALIDATING = "INVALIDATING"
+    SUSPENDING = "SUSPENDING"
+    SUSPENDED = "SUSPENDED"
+    RESUMING = "RESUMING"
+    UNKNOWN = "UNKNOWN"
+
+
+TERMINAL_STATES: Final = frozenset({State.COMPLETED, State.FAILED})
+
+
+class DriverPhase(StrEnum):
+    """SparkDriver.status.phase (driver_controller)."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUBMISSION_FAILED = "SubmissionFailed"
+
+
+DRIVER_TERMINAL: Final = frozenset({DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED})
+
+
+class AttemptPhase(StrEnum):
+    """The phase of one attempt in the app's history: the SparkDriver's phase, plus three of our own."""
+
+    CREATING = "Creating"  # planned in status, SparkDriver not observed yet
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUBMISSION_FAILED = "SubmissionFailed"
+    LOST = "Lost"  # the SparkDriver vanished before it finished (counted as a failure)
+    CANCELLED = "Cancelled"  # stopped by us: spec change or suspend (not counted against the policy)
+
+
+ATTEMPT_FINISHED: Final = frozenset(
+    {
+        AttemptPhase.SUCCEEDED,
+        AttemptPhase.FAILED,
+        AttemptPhase.SUBMISSION_FAILED,
+        AttemptPhase.LOST,
+        AttemptPhase.CANCELLED,
+    }
+)
+# Attempts whose driver got past submission: each counts once in status.executionAttempts.
+ATTEMPT_EXECUTED: Final = frozenset(
+    {AttemptPhase.RUNNING, AttemptPhase.SUCCEEDED, AttemptPhase.FAILED, AttemptPhase.LOST}
+)
+_RANK: Final = {AttemptPhase.CREATING: 0, AttemptPhase.PENDING: 1, AttemptPhase.RUNNING: 2}
+
+
+def phase_rank(phase: AttemptPhase) -> int:
+    """Attempt phases only move forward: Creating < Pending < Running < finished."""
+    return _RANK.get(phase, 3)
+
+
+class RestartType(StrEnum):
+    NEVER = "Never"
+    ON_FAILURE = "OnFailure"
+    ALWAYS = "Always"
+
+
+# ---------------------------------------------------------------------------------------------------
+# time
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(value: datetime | None) -> str | None:
+    """RFC 3339 in UTC with microseconds (retry waits are checked to well under a second)."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return default
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else _int(value, default=0)
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _compact(data: Mapping[str, Any]) -> JSON:
+    """Drop None, empty strings, empty maps and empty lists."""
+    return {k: v for k, v in data.items() if v is not None and v != "" and v != {} and v != []}
+
+
+# ---------------------------------------------------------------------------------------------------
+# spec
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    type: RestartType = RestartType.NEVER
+    on_failure_retries: int | None = None
+    on_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
+    on_submission_failure_retries: int | None = None
+    on_submission_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
+    max_driver_pod_replacements: int = DEFAULT_MAX_DRIVER_POD_REPLACEMENTS
+
+    @classmethod
+    def from_json(cls, data: Any) -> RestartPolicy:
+        d = _map(data)
+        try:
+            kind = RestartType(d.get("type", RestartType.NEVER))
+        except ValueError:
+            kind = RestartType.NEVER
+        return cls(
+            type=kind,
+            on_failure_retries=_opt_int(d.get("onFailureRetries")),
+            on_failure_retry_interval=_int(d.get("onFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS),
+            on_submission_failure_retries=_opt_int(d.get("onSubmissionFailureRetries")),
+            on_submission_failure_retry_interval=_int(
+                d.get("onSubmissionFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
+            ),
+            max_driver_pod_replacements=_int(d.get("maxDriverPodReplacements"), DEFAULT_MAX_DRIVER_POD_REPLACEMENTS),
+        )
+
+
+def spec_hash(spec: Mapping[str, Any]) -> str:
+    """Hash of the spec minus the fields that never re-run an app (suspend, timeToLiveSeconds)."""
+    relevant = {k: v for k, v in spec.items() if k not in NON_RUN_FIELDS}
+    text = json.dumps(relevant, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_spec(spec: Mapping[str, Any]) -> JSON:
+    """The part of an app's spec a SparkDriver runs (deep-copied through JSON)."""
+    picked = {k: spec[k] for k in RUN_SPEC_FIELDS if k in spec and spec[k] is not None}
+    copied: JSON = json.loads(json.dumps(picked, default=str))
+    return copied
+
+
+@dataclass(frozen=True)
+class AppView:
+    """The facts of one SparkApplication that the state machine reads (no status: see AppStatus)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    spec: Mapping[str, Any]
+    deleting: bool = False
+    spec_error: str | None = None  # the spec can never run (set by the shell's validation)
+
+    @property
+    def suspend(self) -> bool:
+        return self.spec.get("suspend") is True
+
+    @property
+    def ttl_seconds(self) -> int | None:
+        return _opt_int(self.spec.get("timeToLiveSeconds"))
+
+    @property
+    def policy(self) -> RestartPolicy:
+        return RestartPolicy.from_json(self.spec.get("restartPolicy"))
+
+    @property
+    def spec_hash(self) -> str:
+        return spec_hash(self.spec)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any], spec_error: str | None = None) -> AppView:
+        meta = _map(body.get("metadata"))
+        return cls(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            generation=_int(meta.get("generation"), 1),
+            spec=dict(_map(body.get("spec"))),
+            deleting=bool(meta.get("deletionTimestamp")),
+            spec_error=spec_error,
+        )
+
+
+@dataclass(frozen=True)
+class DriverView:
+    """One owned SparkDriver as the apps controller sees it: identity, run, and its mirrored status."""
+
+    name: str
+    uid: str
+    run: int
+    owner_uid: str  # uid of the controller owner (a SparkApplication)
+    app_generation: int
+    spec_hash: str | None
+    phase: DriverPhase | None = None
+    deleting: bool = False
+    pod_name: str | None = None
+    spark_application_id: str | None = None
+    web_ui_address: str | None = None
+    incarnation: int = 0
+    executors: Mapping[str, int] = field(default_factory=dict)
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in DRIVER_TERMINAL
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> DriverView:
+        meta = _map(body.get("metadata"))
+        lbls = _map(meta.get("labels"))
+        ann = _map(meta.get("annotations"))
+        status = _map(body.get("status"))
+        owner = next(
+            (
+                ref
+                for ref in meta.get("ownerReferences") or ()
+                if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "SparkApplication"
+            ),
+            {},
+        )
+        try:
+            phase: DriverPhase | None = DriverPhase(str(status.get("phase")))
+        except ValueError:
+            phase = None
+        term = _map(status.get("termination"))
+        pod = _map(status.get("driverPod"))
+        executors = {str(k): _int(v) for k, v in _map(status.get("executors")).items()}
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            run=_int(lbls.get(labels.RUN), 0),
+            owner_uid=str(owner.get("uid", "")),
+            app_generation=_int(ann.get(labels.APP_GENERATION), 0),
+            spec_hash=_opt_str(ann.get(labels.SPEC_HASH)),
+            phase=phase,
+            deleting=bool(meta.get("deletionTimestamp")),
+            pod_name=_opt_str(pod.get("name")),
+            spark_application_id=_opt_str(status.get("sparkApplicationId")),
+            web_ui_address=_opt_str(status.get("webUIAddress")),
+            incarnation=_int(status.get("incarnation"), 0),
+            executors=executors,
+            exit_code=_opt_int(term.get("exitCode")),
+            reason=_opt_str(term.get("reason")),
+            message=_opt_str(term.get("message")),
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# status
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One run of the app, keyed by run number. An attempt's outcome is counted against the policy
+    exactly once: when its record moves to a finished phase (the record is in status, so a restarted
+    operator sees that it was counted)."""
+
+    run: int
+    driver: str
+    generation: int
+    spec_hash: str
+    phase: AttemptPhase = AttemptPhase.CREATING
+    submitted_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ATTEMPT_FINISHED
+
+    def to_json(self) -> JSON:
+        return _compact(
+            {
+                "run": self.run,
+                "driver": self.driver,
+                "generation": self.generation,
+                "specHash": self.spec_hash,
+                "phase": self.phase.value,
+                "submittedAt": format_time(self.submitted_at),
+                "finishedAt": format_time(self.finished_at),
+                "exitCode": self.exit_code,
+                "reason": self.reason,
+                "message": self.message,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AttemptRecord:
+        try:
+            phase = AttemptPhase(data.get("phase", AttemptPhase.CREATING))
+        except ValueError:
+            phase = AttemptPhase.CREATING
+        return cls(
+            run=_int(data.get("run")),
+            driver=str(data.get("driver", "")),
+            generation=_int(data.get("generation")),
+            spec_hash=str(data.get("specHash", "")),
+            phase=phase,
+            submitted_at=parse_time(data.get("submittedAt")),
+            finished_at=parse_time(data.get("finishedAt")),
+            exit_code=_opt_int(data.get("exitCode")),
+            reason=_opt_str(data.get("reason")),
+            message=_opt_str(data.get("message")),
+        )
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    pod_name: str | None = None
+    web_ui_service_name: str | None = None
+    web_ui_address: str | None = None
+    web_ui_port: int | None = None
+    web_ui_ingress_name: str | None = None
+    web_ui_ingress_address: str | None = None
+
+    def to_json(self) -> JSON:
+        return _compact(
+            {
+                "podName": self.pod_name,
+                "webUIServiceName": self.web_ui_service_name,
+                "webUIAddress": self.web_ui_address,
+                "webUIPort": self.web_ui_port,
+                "webUIIngressName": self.web_ui_ingress_name,
+                "webUIIngressAddress": self.web_ui_ingress_address,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Any) -> DriverInfo:
+        d = _map(data)
+        return cls(
+            pod_name=_opt_str(d.get("podName")),
+            web_ui_service_name=_opt_str(d.get("webUIServiceName")),
+            web_ui_address=_opt_str(d.get("webUIAddress")),
+            web_ui_port=_opt_int(d.get("webUIPort")),
+            web_ui_ingress_name=_opt_str(d.get("webUIIngressName")),
+            web_ui_ingress_address=_opt_str(d.get("webUIIngressAddress")),
+        )
+
+
+@dataclass(frozen=True)
+class AppStatus:
+    """SparkApplication.status. Everything the state machine needs to survive a restart is here."""
+
+    state: State = State.NEW
+    error_message: str | None = None
+    observed_generation: int = 0
+    spark_application_id: str | None = None
+    last_submission_attempt_time: datetime | None = None
+    termination_time: datetime | None = None
+    driver_info: DriverInfo = field(default_factory=DriverInfo)
+    execution_attempts: int = 0
+    submission_attempts: int = 0
+    last_run: int = 0
+    current_driver: str | None = None
+    driver_incarnations: int = 0
+    executors: Mapping[str, int] = field(default_factory=dict)
+    next_attempt_time: datetime | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+    # Kept as they are: owned by no decision here, preserved across writes.
+    conditions: tuple[Mapping[str, Any], ...] = ()
+    last_error: Mapping[str, Any] | None = None
+
+    @property
+    def current(self) -> AttemptRecord | None:
+        """The attempt record of run ``last_run`` (always kept: history drops the oldest first)."""
+        for record in reversed(self.attempts):
+            if record.run == self.last_run:
+                return record
+        return None
+
+    def with_attempt(self, record: AttemptRecord) -> AppStatus:
+        """Insert or replace the record of ``record.run``; keep the newest MAX_ATTEMPT_HISTORY."""
+        others = [r for r in self.attempts if r.run != record.run]
+        history = sorted([*others, record], key=lambda r: r.run)[-MAX_ATTEMPT_HISTORY:]
+        return replace(self, attempts=tuple(history))
+
+    def to_json(self) -> JSON:
+        return _compact(
+            {
+                "applicationState": _compact({"state": self.state.value, "errorMessage": self.error_message}),
+                "observedGeneration": self.observed_generation,
+                "sparkApplicationId": self.spark_application_id,
+                "lastSubmissionAttemptTime": format_time(self.last_submission_attempt_time),
+                "terminationTime": format_time(self.termination_time),
+                "driverInfo": self.driver_info.to_json(),
+                "executionAttempts": self.execution_attempts,
+                "submissionAttempts": self.submission_attempts,
+                "lastRun": self.last_run,
+                "currentDriver": self.current_driver,
+                "driverIncarnations": self.driver_incarnations,
+                "executors": dict(self.executors),
+                "nextAttemptTime": format_time(self.next_attempt_time),
+                "attempts": [r.to_json() for r in self.attempts],
+                "conditions": [dict(c) for c in self.conditions],
+                "lastError": dict(self.last_error) if self.last_error else None,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Any) -> AppStatus:
+        d = _map(data)
+        app_state = _map(d.get("applicationState"))
+        try:
+            state = State(app_state.get("state") or State.NEW)
+        except ValueError:
+            state = State.UNKNOWN
+        attempts = tuple(
+            sorted(
+                (AttemptRecord.from_json(a) for a in d.get("attempts") or () if isinstance(a, Mapping)),
+                key=lambda r: r.run,
+            )
+        )
+        return cls(
+            state=state,
+            error_message=_opt_str(app_state.get("errorMessage")),
+            observed_generation=_int(d.get("observedGeneration")),
+            spark_application_id=_opt_str(d.get("sparkApplicationId")),
+            last_submission_attempt_time=parse_time(d.get("lastSubmissionAttemptTime")),
+            termination_time=parse_time(d.get("terminationTime")),
+            driver_info=DriverInfo.from_json(d.get("driverInfo")),
+            execution_attempts=_int(d.get("executionAttempts")),
+            submission_attempts=_int(d.get("submissionAttempts")),
+            last_run=_int(d.get("lastRun")),
+            current_driver=_opt_str(d.get("currentDriver")),
+            driver_incarnations=_int(d.get("driverIncarnations")),
+            executors={str(k): _int(v) for k, v in _map(d.get("executors")).items()},
+            next_attempt_time=parse_time(d.get("nextAttemptTime")),
+            attempts=attempts,
+            conditions=tuple(c for c in d.get("conditions") or () if isinstance(c, Mapping)),
+            last_error=_map(d.get("lastError")) or None,
+        )
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
+    """An RFC 7386 merge patch turning ``old`` into ``new`` (removed keys become null)."""
+    patch: JSON = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            sub = merge_patch(before, value)
+            if sub:
+                patch[key] = sub
+        elif value != before:
+            patch[key] = value
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    return patch
+
+
+@dataclass(frozen=True)
+class UIConfig:
+    """Operator-wide Spark UI settings (kubeflow's --enable-ui-service / --ingress-url-format)."""
+
+    service: bool = True
+    ingress_url_format: str | None = None  # e.g. "{{$appName}}.{{$appNamespace}}.example.com"
+    ingress_class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one reconcile pass decides from. ``drivers`` are the SparkDrivers whose controller
+    owner is this app (any stale entry owned by an older app of the same name is ignored)."""
+
+    app: AppView
+    status: AppStatus
+    drivers: Sequence[DriverView] = ()
+    ui: UIConfig = field(default_factory=UIConfig)
+
+    @property
+    def owned(self) -> tuple[DriverView, ...]:
+        return tuple(sorted((d for d in self.drivers if d.owner_uid == self.app.uid), key=lambda d: d.run))

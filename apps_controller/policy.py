@@ -1,0 +1,56 @@
+"""Restart policy decisions, as kubeflow's spark-operator makes them (pkg/util ShouldRetry).
+
+* ``submissionAttempts`` counts every SparkDriver created for the app (every submission);
+* ``executionAttempts`` counts the attempts whose driver got past submission;
+* after a failure, ``OnFailure`` retries while ``executionAttempts <= onFailureRetries``, so
+  ``onFailureRetries: 2`` means at most three executions;
+* after a submission failure, ``OnFailure`` retries while
+  ``submissionAttempts <= onSubmissionFailureRetries`` (kubeflow counts all submissions here);
+* ``Always`` retries after any outcome, ``Never`` after none.
+
+Kubeflow waits ``interval * submissionAttempts`` counted from the *submission* time, so a long run
+retries at once. We wait the configured interval counted from the moment the failure was observed
+(docs/state-machine.md, "Retry timing").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from apps_controller.model import RestartPolicy, RestartType, State
+
+
+def should_retry(policy: RestartPolicy, outcome: State, execution_attempts: int, submission_attempts: int) -> bool:
+    """Whether an app whose current attempt ended in ``outcome`` (SUCCEEDING, FAILING or
+    SUBMISSION_FAILED) runs again."""
+    if policy.type is RestartType.ALWAYS:
+        return True
+    if policy.type is not RestartType.ON_FAILURE:
+        return False
+    if outcome is State.FAILING:
+        return policy.on_failure_retries is not None and execution_attempts <= policy.on_failure_retries
+    if outcome is State.SUBMISSION_FAILED:
+        limit = policy.on_submission_failure_retries
+        return limit is not None and submission_attempts <= limit
+    return False
+
+
+def retry_interval(policy: RestartPolicy, outcome: State) -> timedelta:
+    if outcome is State.FAILING:
+        return timedelta(seconds=max(0, policy.on_failure_retry_interval))
+    if outcome is State.SUBMISSION_FAILED:
+        return timedelta(seconds=max(0, policy.on_submission_failure_retry_interval))
+    return timedelta(0)  # Always after a success: rerun at once
+
+
+def next_attempt_time(
+    policy: RestartPolicy,
+    outcome: State,
+    execution_attempts: int,
+    submission_attempts: int,
+    observed_at: datetime,
+) -> datetime | None:
+    """When the next attempt may start, or None when the policy does not retry."""
+    if not should_retry(policy, outcome, execution_attempts, submission_attempts):
+        return None
+    return observed_at + retry_interval(policy, outcome)

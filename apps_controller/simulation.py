@@ -1,0 +1,270 @@
+"""An in-memory API server for one SparkApplication and its SparkDrivers, applying Plans the way the
+kopf shell does (status first, with a resourceVersion precondition; 409 on create is success; 404
+on delete is success; deletes carry a uid precondition). Used by the unit and property tests to run
+the pure state machine against crashes, stale observations and a simulated driver controller.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apps_controller.model import (
+    DRIVER_TERMINAL,
+    JSON,
+    AppStatus,
+    AppView,
+    DriverPhase,
+    DriverView,
+    Observed,
+    UIConfig,
+)
+from apps_controller.reconcile import (
+    CreateDriver,
+    DeleteApp,
+    DeleteDriver,
+    DeleteObject,
+    EnsureObject,
+    Event,
+    Plan,
+    reconcile,
+)
+from sparkop import labels
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class InvariantError(AssertionError):
+    pass
+
+
+@dataclass
+class SimDriver:
+    name: str
+    uid: str
+    run: int
+    owner_uid: str
+    app_generation: int
+    spec_hash: str | None
+    spec: JSON
+    phase: DriverPhase | None = None
+    incarnation: int = 1
+    reason: str | None = None
+    exit_code: int | None = None
+
+    def view(self) -> DriverView:
+        return DriverView(
+            name=self.name,
+            uid=self.uid,
+            run=self.run,
+            owner_uid=self.owner_uid,
+            app_generation=self.app_generation,
+            spec_hash=self.spec_hash,
+            phase=self.phase,
+            pod_name=f"{self.name}-{self.incarnation}-driver",
+            spark_application_id=f"spark-{self.uid}-{self.incarnation}",
+            incarnation=self.incarnation,
+            executors={"running": 2} if self.phase is DriverPhase.RUNNING else {},
+            exit_code=self.exit_code,
+            reason=self.reason,
+        )
+
+
+@dataclass
+class Snapshot:
+    """What an index held at one moment."""
+
+    app: AppView
+    status: JSON
+    rv: int
+    drivers: tuple[DriverView, ...]
+
+
+@dataclass
+class SimCluster:
+    spec: JSON
+    name: str = "app"
+    namespace: str = "ns"
+    uid: str = "app-uid"
+    generation: int = 1
+    status: JSON = field(default_factory=dict)
+    rv: int = 1
+    deleted: bool = False
+    now: datetime = EPOCH
+    ui: UIConfig = field(default_factory=UIConfig)
+    drivers: dict[str, SimDriver] = field(default_factory=dict)
+    created: dict[int, str] = field(default_factory=dict)  # run -> uid of the one SparkDriver ever made
+    ui_objects: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    history: list[Snapshot] = field(default_factory=list)
+    creates: list[tuple[int, datetime]] = field(default_factory=list)
+    writes: int = 0
+    _uids: int = 0
+
+    # -- the user ----------------------------------------------------------------------------------
+
+    def edit_spec(self, **changes: Any) -> None:
+        for key, value in changes.items():
+            if value is None:
+                self.spec.pop(key, None)
+            else:
+                self.spec[key] = value
+        self.generation += 1
+        self.rv += 1
+
+    # -- observation -------------------------------------------------------------------------------
+
+    def app_view(self) -> AppView:
+        return AppView(self.namespace, self.name, self.uid, self.generation, copy.deepcopy(self.spec))
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            self.app_view(),
+            copy.deepcopy(self.status),
+            self.rv,
+            tuple(d.view() for d in sorted(self.drivers.values(), key=lambda d: d.run)),
+        )
+
+    def observed(self, snap: Snapshot | None = None) -> tuple[Observed, int]:
+        s = snap or self.snapshot()
+        return Observed(s.app, AppStatus.from_json(s.status), s.drivers, self.ui), s.rv
+
+    def unfinished(self) -> list[SimDriver]:
+        return [d for d in self.drivers.values() if d.phase not in DRIVER_TERMINAL]
+
+    # -- one pass of the shell ---------------------------------------------------------------------
+
+    def reconcile(self, snap: Snapshot | None = None, crash_after: int | None = None) -> Plan | None:
+        """Reconcile from ``snap`` (default: a fresh view) and apply the plan. ``crash_after`` = k stops
+        after k steps of [before-actions..., status write, after-actions...]."""
+        if self.deleted:
+            return None
+        fresh = self.snapshot()
+        self.history.append(fresh)
+        obs, rv = self.observed(snap or fresh)
+        plan = reconcile(obs, self.now)
+        if reconcile(obs, self.now) != plan:
+            raise InvariantError("reconcile is not a function of its inputs")
+        self.apply(plan, obs.status, rv, crash_after)
+        return plan
+
+    def apply(self, plan: Plan, seen: AppStatus, rv: int, crash_after: int | None = None) -> bool:
+        budget = [crash_after if crash_after is not None else 10**9]
+
+        def step() -> bool:
+            if budget[0] <= 0:
+                return False
+            budget[0] -= 1
+            return True
+
+        for action in plan.before_status:
+            if not step():
+                return False
+            self._do(action)
+        if plan.status != seen or plan.after_status:
+            if not step():
+                return False
+            if rv != self.rv:
+                return False  # 409 Conflict: the decision was made from an old view
+            new = plan.status.to_json()
+            if new != self.status:
+                self._check_status(AppStatus.from_json(self.status), plan.status)
+                self.status = new
+                self.rv += 1
+                self.writes += 1
+        self.events.extend(plan.events)
+        for action in plan.after_status:
+            if not step():
+                return False
+            self._do(action)
+        return True
+
+    def _do(self, action: object) -> None:
+        if isinstance(action, CreateDriver):
+            self._create(action)
+        elif isinstance(action, DeleteDriver):
+            drv = self.drivers.get(action.name)
+            if drv is not None and (action.uid is None or action.uid == drv.uid):
+                del self.drivers[action.name]
+        elif isinstance(action, DeleteApp):
+            if action.uid == self.uid:
+                self.deleted = True
+                self.drivers.clear()  # garbage collector
+                self.ui_objects.clear()
+        elif isinstance(action, EnsureObject):
+            meta = action.manifest["metadata"]
+            self.ui_objects[(action.manifest["kind"], meta["name"])] = action.manifest
+        elif isinstance(action, DeleteObject):
+            self.ui_objects.pop((action.kind, action.name), None)
+
+    def _create(self, action: CreateDriver) -> None:
+        meta = action.manifest["metadata"]
+        name = meta["name"]
+        if name in self.drivers:
+            return  # 409 AlreadyExists
+        if action.run in self.created:
+            raise InvariantError(f"run {action.run} created twice ({name})")
+        if self.unfinished():
+            raise InvariantError(f"creating {name} while {[d.name for d in self.unfinished()]} is unfinished")
+        committed = AppStatus.from_json(self.status)
+        if committed.last_run < action.run:
+            raise InvariantError(f"creating run {action.run} before status recorded it")
+        self._uids += 1
+        uid = f"drv-uid-{self._uids}"
+        ann = meta.get("annotations", {})
+        self.drivers[name] = SimDriver(
+            name=name,
+            uid=uid,
+            run=int(meta["labels"][labels.RUN]),
+            owner_uid=meta["ownerReferences"][0]["uid"],
+            app_generation=int(ann.get(labels.APP_GENERATION, 0)),
+            spec_hash=ann.get(labels.SPEC_HASH),
+            spec=action.manifest["spec"],
+        )
+        self.created[action.run] = uid
+        self.creates.append((action.run, self.now))
+
+    def _check_status(self, old: AppStatus, new: AppStatus) -> None:
+        """Counted outcomes never change; terminal states stay terminal."""
+        if old.state.value in ("COMPLETED", "FAILED") and new.state != old.state:
+            raise InvariantError(f"terminal state {old.state} changed to {new.state}")
+        newer = {r.run: r for r in new.attempts}
+        for rec in old.attempts:
+            after = newer.get(rec.run)
+            if rec.finished and after is not None and after != rec:
+                raise InvariantError(f"counted attempt {rec.run} changed: {rec} -> {after}")
+
+    # -- the simulated driver controller --------------------------------------------------------
+
+    def set_phase(self, name: str, phase: DriverPhase, reason: str | None = None, exit_code: int | None = None) -> None:
+        drv = self.drivers[name]
+        if drv.phase is not None and drv.phase not in (DriverPhase.PENDING, DriverPhase.RUNNING):
+            return  # terminal phases never change
+        drv.phase = phase
+        drv.reason = reason
+        drv.exit_code = exit_code
+
+    def run_until_quiet(self, limit: int = 50) -> None:
+        """Reconcile until a pass changes nothing (no write, no action)."""
+        for _ in range(limit):
+            before = (copy.deepcopy(self.status), set(self.drivers), self.deleted)
+            plan = self.reconcile()
+            if plan is None or (
+                before == (self.status, set(self.drivers), self.deleted)
+                and not any(isinstance(a, CreateDriver | DeleteDriver | DeleteApp) for a in plan.actions)
+            ):
+                return
+        raise InvariantError("no fixpoint")
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    @property
+    def state(self) -> str:
+        return str(AppStatus.from_json(self.status).state.value)
+
+    @property
+    def app_status(self) -> AppStatus:
+        return AppStatus.from_json(self.status)
