@@ -31,7 +31,7 @@ from .types import K8S_MARKER
 CRD_DIR: Final = Path(__file__).resolve().parent.parent / "crds"
 CATEGORY: Final = "spark"
 
-_DROP: Final = {"title", "additionalProperties"}
+_DROP: Final = {"title", "additionalProperties", "$defs"}
 
 
 class _Converter:

@@ -91,6 +91,11 @@ __all__ = [
 ]
 
 
+def _list_map(key: str) -> dict[str, Any]:
+    """A list of objects unique by ``key``, as Kubernetes declares its own such lists."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]}
+
+
 class Model(BaseModel):
     """Base of sparkop's own types: unknown fields are rejected."""
 
@@ -269,7 +274,10 @@ class SparkPodSpec(Model):
         None, max_length=MAX_LIST, description="Secrets to mount into the Spark container."
     )
     env: list[EnvVar] | None = Field(
-        None, max_length=MAX_LIST, description="Environment variables of the Spark container (Kubernetes EnvVar)."
+        None,
+        max_length=MAX_LIST,
+        json_schema_extra=_list_map("name"),
+        description="Environment variables of the Spark container (Kubernetes EnvVar).",
     )
     envVars: StrMap | None = Field(
         None, description="Deprecated (kubeflow): environment variables as a name-to-value map. Use env."
@@ -290,6 +298,7 @@ class SparkPodSpec(Model):
     volumeMounts: list[VolumeMount] | None = Field(
         None,
         max_length=MAX_LIST,
+        json_schema_extra=_list_map("mountPath"),
         description="Mounts of volumes from spec.volumes into the Spark container (Kubernetes VolumeMount).",
     )
     affinity: Affinity | None = Field(None, description="Pod (anti-)affinity and node affinity of the pod.")
@@ -300,10 +309,16 @@ class SparkPodSpec(Model):
     securityContext: SecurityContext | None = Field(None, description="The Spark container's securityContext.")
     schedulerName: Str | None = Field(None, description="Scheduler that schedules the pod.")
     sidecars: list[Container] | None = Field(
-        None, max_length=32, description="Extra containers running next to the Spark container."
+        None,
+        max_length=32,
+        json_schema_extra=_list_map("name"),
+        description="Extra containers running next to the Spark container.",
     )
     initContainers: list[Container] | None = Field(
-        None, max_length=32, description="Init containers that run to completion before the Spark container."
+        None,
+        max_length=32,
+        json_schema_extra=_list_map("name"),
+        description="Init containers that run to completion before the Spark container.",
     )
     hostNetwork: bool | None = Field(None, description="Run the pod in the node's network namespace.")
     nodeSelector: StrMap | None = Field(None, description="Node labels the pod must be scheduled onto.")
@@ -587,6 +602,7 @@ class RunSpec(Model):
     volumes: list[Volume] | None = Field(
         None,
         max_length=MAX_LIST,
+        json_schema_extra=_list_map("name"),
         description="Volumes (Kubernetes Volume) the driver and executors can mount with volumeMounts.",
     )
     driver: DriverSpec = Field(
