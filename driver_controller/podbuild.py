@@ -450,7 +450,7 @@ class _Build:
         else:
             dirs = self.conf.get("spark.local.dir", local_dir_path(self.app_id)).split(",")
             tmpfs = sparkconf.parse_bool(self.conf.get("spark.kubernetes.local.dirs.tmpfs"))
-            for index, path in enumerate(dirs, start=1):
+            for index in range(1, len(dirs) + 1):
                 name = f"spark-local-dir-{index}"
                 _volume(pod, {"name": name, "emptyDir": {"medium": "Memory"} if tmpfs else {}})
             for index, path in enumerate(dirs, start=1):

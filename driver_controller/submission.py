@@ -337,15 +337,15 @@ def _spark_container(pod: Body, name: str) -> Body:
     moved to the front so that Spark's template loader picks it."""
     spec = pod.setdefault("spec", {})
     containers: list[Body] = spec.setdefault("containers", [])
-    for index, container in enumerate(containers):
-        if container.get("name") == name:
+    for index, existing in enumerate(containers):
+        if existing.get("name") == name:
             containers.insert(0, containers.pop(index))
-            return container
+            return existing
     if containers:
         return containers[0]
-    container: Body = {"name": name}
-    containers.append(container)
-    return container
+    created: Body = {"name": name}
+    containers.append(created)
+    return created
 
 
 def _template_pod(template: Mapping[str, Any] | None) -> Body:

@@ -1,0 +1,218 @@
+"""Summaries of the objects a SparkDriver owns, as kopf indexes keep them.
+
+A summary holds only what reconcile reads, so the indexes stay small (no pod specs in memory)
+and reconcile never needs to LIST. Pure functions of a watched body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from driver_controller.submission import DRIVER_CONTAINER
+from sparkop import labels
+
+Body = Mapping[str, Any]
+
+# Container waiting reasons that mean "this will not start by itself".
+STUCK_WAITING: Final = frozenset(
+    {
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    }
+)
+# Pod status reasons and DisruptionTarget reasons that mean the pod was taken away, not that the
+# application ended.
+DISRUPTION_REASONS: Final = frozenset(
+    {
+        "Evicted",
+        "Preempted",
+        "Preempting",
+        "NodeLost",
+        "NodeShutdown",
+        "Terminated",
+        "UnexpectedAdmissionError",
+        "OutOfcpu",
+        "OutOfmemory",
+        "OutOfpods",
+    }
+)
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class Terminated:
+    exit_code: int | None
+    reason: str | None
+    message: str | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ObjectSummary:
+    """A ConfigMap or Service (or any owned object): enough to find stale ones."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    incarnation: int
+    owner_uids: tuple[str, ...]
+    deleting: bool
+
+
+@dataclass(frozen=True)
+class PodSummary:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    role: str  # "driver" | "executor" | ""
+    incarnation: int
+    owner_refs: tuple[Mapping[str, Any], ...]
+    finalizers: tuple[str, ...]
+    phase: str
+    created: datetime | None
+    deletion_requested: datetime | None  # deletionTimestamp minus the grace period
+    reason: str | None  # status.reason (Evicted, ...)
+    message: str | None
+    disruption: str | None  # DisruptionTarget condition reason, when True
+    unschedulable_since: datetime | None
+    unschedulable_message: str | None
+    waiting_reason: str | None  # of the Spark container, when stuck
+    waiting_message: str | None
+    terminated: Terminated | None  # of the Spark container
+    init_failure: Terminated | None
+    node_name: str | None
+    pod_ip: str | None
+    start_time: datetime | None
+
+    @property
+    def deleting(self) -> bool:
+        return self.deletion_requested is not None
+
+    @property
+    def owner_uids(self) -> tuple[str, ...]:
+        return tuple(str(ref.get("uid")) for ref in self.owner_refs)
+
+    @property
+    def finished(self) -> bool:
+        """The Spark container (or the pod) has ended."""
+        return self.phase in ("Succeeded", "Failed") or self.terminated is not None
+
+
+def _incarnation(meta: Body) -> int:
+    try:
+        return int((meta.get("labels") or {}).get(labels.INCARNATION, "0"))
+    except ValueError:
+        return 0
+
+
+def summarize_object(body: Body) -> ObjectSummary:
+    meta = body.get("metadata") or {}
+    return ObjectSummary(
+        kind=str(body.get("kind", "")),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        incarnation=_incarnation(meta),
+        owner_uids=tuple(str(r.get("uid")) for r in meta.get("ownerReferences") or ()),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def _terminated(state: Body | None) -> Terminated | None:
+    term = (state or {}).get("terminated")
+    if not term:
+        return None
+    return Terminated(
+        exit_code=term.get("exitCode"),
+        reason=term.get("reason"),
+        message=term.get("message"),
+        finished_at=parse_time(term.get("finishedAt")),
+    )
+
+
+def _spark_status(statuses: list[Body], role: str) -> Body | None:
+    wanted = DRIVER_CONTAINER if role == labels.ROLE_DRIVER else "spark-kubernetes-executor"
+    for status in statuses:
+        if status.get("name") == wanted:
+            return status
+    return statuses[-1] if role == labels.ROLE_DRIVER and statuses else (statuses[0] if statuses else None)
+
+
+def summarize_pod(body: Body) -> PodSummary:
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    pod_labels = meta.get("labels") or {}
+    role = pod_labels.get(labels.SPARK_ROLE, "")
+    deletion = parse_time(meta.get("deletionTimestamp"))
+    if deletion is not None:
+        deletion -= timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+    disruption = None
+    unschedulable_since = None
+    unschedulable_message = None
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            disruption = cond.get("reason") or "DisruptionTarget"
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            unschedulable_since = parse_time(cond.get("lastTransitionTime"))
+            unschedulable_message = cond.get("message")
+    containers = list(status.get("containerStatuses") or ())
+    spark = _spark_status(containers, role)
+    waiting = (spark or {}).get("state", {}).get("waiting") or {}
+    waiting_reason = waiting.get("reason") if waiting.get("reason") in STUCK_WAITING else None
+    init_failure = None
+    for init in status.get("initContainerStatuses") or ():
+        term = _terminated(init.get("state"))
+        if term is not None and term.exit_code not in (None, 0):
+            init_failure = Terminated(
+                term.exit_code,
+                "InitContainerFailed",
+                f"init container {init.get('name')}: {term.reason}",
+                term.finished_at,
+            )
+    return PodSummary(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        resource_version=str(meta.get("resourceVersion", "")),
+        role=role,
+        incarnation=_incarnation(meta),
+        owner_refs=tuple(dict(r) for r in meta.get("ownerReferences") or ()),
+        finalizers=tuple(meta.get("finalizers") or ()),
+        phase=status.get("phase") or "Pending",
+        created=parse_time(meta.get("creationTimestamp")),
+        deletion_requested=deletion,
+        reason=status.get("reason"),
+        message=status.get("message"),
+        disruption=disruption,
+        unschedulable_since=unschedulable_since,
+        unschedulable_message=unschedulable_message,
+        waiting_reason=waiting_reason,
+        waiting_message=waiting.get("message") if waiting_reason else None,
+        terminated=_terminated((spark or {}).get("state")),
+        init_failure=init_failure,
+        node_name=(body.get("spec") or {}).get("nodeName"),
+        pod_ip=status.get("podIP"),
+        start_time=parse_time(status.get("startTime")),
+    )

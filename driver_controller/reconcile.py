@@ -1,0 +1,582 @@
+"""reconcile(observed, now) -> Plan: what to do for one SparkDriver, decided without I/O.
+
+The handler (:mod:`driver_controller.handlers`) builds ``Observed`` from kopf indexes, calls
+``reconcile`` and applies the plan in a fixed order: creates (ConfigMaps and Service before the
+pod), then the status write (guarded by resourceVersion), then patches (adoption, finalizer
+removal) and deletes, then events. Facts are written to status before anything that depends on
+them is released: a driver pod's finalizer is removed only once its outcome is in status.
+
+The phases, in the order they run (each reads the facts the earlier ones established):
+
+1. deletion: the SparkDriver is being deleted -> only release the finalizers of its pods;
+2. incarnation: recover it (max of status and pod labels);
+3. the current driver pod: record its outcome, or notice it was lost and start a replacement,
+   or report it stuck;
+4. create whatever the current incarnation is missing;
+5. executors: adopt the current incarnation's, delete stale ones;
+6. stale incarnations: release and delete their pods, ConfigMaps and Services;
+7. status: computed once from the above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal
+
+from api.models import SparkDriver, SparkDriverStatus
+from driver_controller.observe import ObjectSummary, PodSummary, Terminated
+from driver_controller.podbuild import DriverObjects, RenderOptions, driver_ports
+from driver_controller.render import InvalidSpec, render
+from sparkop import labels, naming
+
+Body = dict[str, Any]
+
+# Event reasons (on the SparkDriver).
+REASON_INCARNATION_CREATED: Final = "DriverPodCreated"
+REASON_POD_LOST: Final = "DriverPodLost"
+REASON_SUCCEEDED: Final = "DriverSucceeded"
+REASON_FAILED: Final = "DriverFailed"
+REASON_SUBMISSION_FAILED: Final = "SubmissionFailed"
+REASON_STUCK: Final = "DriverPodStuck"
+REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_TOO_MANY_LOST: Final = "DriverPodLost"  # status.termination reason beyond maxDriverPodReplacements
+
+CONDITION_STUCK: Final = "Stuck"
+CONDITION_UNSCHEDULABLE: Final = "Unschedulable"
+HISTORY_MAX: Final = 10
+DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
+
+TERMINAL: Final = frozenset({"Succeeded", "Failed", "SubmissionFailed"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    unschedulable_timeout: float = DEFAULT_UNSCHEDULABLE_TIMEOUT
+    render: RenderOptions = field(default_factory=RenderOptions)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One SparkDriver and what it owns, as the indexes see them. ``driver`` is None when the
+    SparkDriver is gone and only its leftovers (pods holding our finalizer) remain."""
+
+    driver: Mapping[str, Any] | None
+    pods: Sequence[PodSummary] = ()
+    config_maps: Sequence[ObjectSummary] = ()
+    services: Sequence[ObjectSummary] = ()
+    settings: Settings = field(default_factory=Settings)
+
+
+@dataclass(frozen=True)
+class Delete:
+    kind: Literal["Pod", "ConfigMap", "Service"]
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A merge patch of a pod, refused if the pod changed since ``resource_version``."""
+
+    namespace: str
+    name: str
+    resource_version: str
+    body: Body
+    why: str
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    create: list[Body] = field(default_factory=list)
+    status: Body | None = None  # the new status; None: unchanged
+    patches: list[Patch] = field(default_factory=list)
+    deletes: list[Delete] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    # What the handler records if the API server refuses one of ``create`` (422/403/400).
+    incarnation: int = 0
+
+    def requeue(self, seconds: float) -> None:
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _release(pod: PodSummary, why: str) -> Patch:
+    rest = [f for f in pod.finalizers if f != labels.DRIVER_OUTCOME_FINALIZER]
+    return Patch(pod.namespace, pod.name, pod.resource_version, {"metadata": {"finalizers": rest or None}}, why)
+
+
+def release_orphans(pods: Sequence[PodSummary]) -> Plan:
+    """The SparkDriver is gone or being deleted: let its pods go."""
+    plan = Plan()
+    for pod in pods:
+        if labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers:
+            plan.patches.append(_release(pod, "owner gone or deleting"))
+    return plan
+
+
+# --- status pieces ---------------------------------------------------------------------------------
+
+
+def _termination(term: Terminated | None, pod: PodSummary) -> Body:
+    out: Body = {}
+    if term is not None:
+        if term.exit_code is not None:
+            out["exitCode"] = term.exit_code
+        if term.reason:
+            out["reason"] = term.reason
+        if term.message:
+            out["message"] = term.message[-4096:]
+        if term.finished_at:
+            out["finishedAt"] = _stamp(term.finished_at)
+    elif pod.reason:
+        out["reason"] = pod.reason
+        if pod.message:
+            out["message"] = pod.message
+    return out
+
+
+def _record(
+    history: list[Body], incarnation: int, pod_name: str, outcome: str, reason: str, message: str, now: datetime
+) -> list[Body]:
+    if any(r.get("incarnation") == incarnation for r in history):
+        return history
+    entry: Body = {"incarnation": incarnation, "podName": pod_name, "outcome": outcome, "time": _stamp(now)}
+    if reason:
+        entry["reason"] = reason
+    if message:
+        entry["message"] = message[:4096]
+    return [*history, entry][-HISTORY_MAX:]
+
+
+def _set_condition(
+    conditions: list[Body], type_: str, status: str, reason: str, message: str, now: datetime, generation: int | None
+) -> list[Body]:
+    old = next((c for c in conditions if c.get("type") == type_), None)
+    new: Body = {"type": type_, "status": status, "reason": reason}
+    if message:
+        new["message"] = message[:32768]
+    new["lastTransitionTime"] = (
+        old["lastTransitionTime"]
+        if old and old.get("status") == status and old.get("lastTransitionTime")
+        else _stamp(now)
+    )
+    if generation is not None:
+        new["observedGeneration"] = generation
+    return [*(c for c in conditions if c.get("type") != type_), new]
+
+
+def _lost_reason(pod: PodSummary | None) -> tuple[str, str] | None:
+    """Why a driver pod counts as lost before it finished, or None if it was not lost."""
+    if pod is None:
+        return "PodMissing", "the driver pod disappeared before its outcome was recorded"
+    if pod.disruption:
+        return pod.disruption, pod.message or f"the driver pod was disrupted ({pod.disruption})"
+    if pod.phase == "Failed" and pod.reason in (
+        "Evicted",
+        "Preempted",
+        "Preempting",
+        "NodeLost",
+        "NodeShutdown",
+        "Terminated",
+        "UnexpectedAdmissionError",
+    ):
+        return pod.reason or "Evicted", pod.message or ""
+    if pod.deleting:
+        term = pod.terminated
+        if term is not None and term.finished_at is not None and pod.deletion_requested is not None:
+            finished_before = term.finished_at < pod.deletion_requested
+        else:
+            finished_before = pod.phase in ("Succeeded", "Failed")
+        if not finished_before:
+            return "Deleted", "the driver pod was deleted before it finished"
+    return None
+
+
+def _outcome(pod: PodSummary) -> tuple[str, Body] | None:
+    """("Succeeded" | "Failed", termination) once the driver has finished by itself."""
+    if pod.init_failure is not None:
+        return "Failed", _termination(pod.init_failure, pod)
+    if not pod.finished:
+        return None
+    term = pod.terminated
+    ok = term.exit_code == 0 if term is not None else pod.phase == "Succeeded"
+    return ("Succeeded" if ok else "Failed"), _termination(term, pod)
+
+
+# --- reconcile ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pass:
+    """The facts one pass establishes, phase by phase."""
+
+    driver: SparkDriver
+    body: Mapping[str, Any]
+    obs: Observed
+    now: datetime
+    plan: Plan
+    status: Body
+    owned_pods: list[PodSummary]
+    incarnation: int = 0
+    objects: DriverObjects | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.driver.metadata["name"])
+
+    @property
+    def namespace(self) -> str:
+        return str(self.driver.metadata["namespace"])
+
+    @property
+    def phase(self) -> str | None:
+        phase = self.status.get("phase")
+        return str(phase) if phase else None
+
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.plan.events.append(Event(type_, reason, message))
+
+    def driver_pod(self, incarnation: int) -> PodSummary | None:
+        name = naming.driver_pod_name(self.name, incarnation)
+        return next((p for p in self.owned_pods if p.name == name and p.role != labels.ROLE_EXECUTOR), None)
+
+
+def _owned(uid: str, items: Sequence[Any]) -> list[Any]:
+    return [item for item in items if uid in item.owner_uids]
+
+
+def _status_dict(body: Mapping[str, Any]) -> Body:
+    raw = body.get("status") or {}
+    try:
+        return SparkDriverStatus.model_validate(raw).to_json()
+    except ValueError:
+        return {k: v for k, v in raw.items() if k in SparkDriverStatus.model_fields}
+
+
+def reconcile(observed: Observed, now: datetime) -> Plan:
+    """Decide what to do for one SparkDriver. Never raises for a bad spec: that is a status."""
+    body = observed.driver
+    if body is None:
+        return release_orphans(observed.pods)
+    meta = body.get("metadata") or {}
+    uid = str(meta.get("uid", ""))
+    owned_pods = _owned(uid, observed.pods)
+    # Pods labelled for this name but owned by another (an earlier SparkDriver of the same name).
+    strangers = [p for p in observed.pods if uid not in p.owner_uids]
+    if meta.get("deletionTimestamp"):
+        return release_orphans(observed.pods)
+    plan = release_orphans(strangers)
+    from driver_controller.render import parse
+
+    status = _status_dict(body)
+    try:
+        driver = parse(body)
+    except ValueError as exc:
+        return _invalid(plan, status, body, now, f"the SparkDriver does not parse: {exc}")
+    p = _Pass(driver, body, observed, now, plan, status, owned_pods)
+    _incarnation(p)
+    if p.phase not in TERMINAL:
+        _current_pod(p)
+    if p.phase not in TERMINAL:
+        _create_missing(p)
+    _executors(p)
+    _stale(p)
+    _finish_status(p)
+    return plan
+
+
+def _invalid(plan: Plan, status: Body, body: Mapping[str, Any], now: datetime, message: str) -> Plan:
+    if status.get("phase") in TERMINAL:
+        return plan
+    new = dict(status)
+    new.update(
+        phase="SubmissionFailed",
+        lastError={"reason": REASON_INVALID_SPEC, "message": message, "time": _stamp(now)},
+        completionTime=_stamp(now),
+        observedGeneration=(body.get("metadata") or {}).get("generation"),
+    )
+    plan.status = {k: v for k, v in new.items() if v is not None}
+    plan.events.append(Event("Warning", REASON_INVALID_SPEC, message))
+    return plan
+
+
+def _incarnation(p: _Pass) -> None:
+    """Recover the incarnation: max(status, highest incarnation label among our driver pods)."""
+    labelled = [pod.incarnation for pod in p.owned_pods if pod.role != labels.ROLE_EXECUTOR]
+    p.incarnation = max([int(p.status.get("incarnation") or 0), *labelled])
+    if p.incarnation == 0 and p.phase not in TERMINAL:
+        _start_incarnation(p, 1)
+
+
+def _start_incarnation(p: _Pass, incarnation: int) -> None:
+    p.incarnation = incarnation
+    p.status["incarnation"] = incarnation
+    p.status["phase"] = "Pending"
+    p.status.pop("driverPod", None)
+    p.status.pop("termination", None)
+    p.status.setdefault("startTime", _stamp(p.now))
+    p.status["sparkApplicationId"] = naming.spark_app_id(str(p.driver.metadata["uid"]), incarnation)
+
+
+def _objects(p: _Pass) -> DriverObjects:
+    if p.objects is None or p.objects.pod["metadata"]["labels"][labels.INCARNATION] != str(p.incarnation):
+        p.objects = render(p.driver, p.incarnation, p.obs.settings.render)
+    return p.objects
+
+
+def _terminal(p: _Pass, phase: str, termination: Body, reason: str, message: str, pod_name: str) -> None:
+    outcome = phase
+    p.status["phase"] = phase
+    if termination:
+        p.status["termination"] = termination
+    p.status["completionTime"] = _stamp(p.now)
+    p.status["incarnations"] = _record(
+        list(p.status.get("incarnations") or []), p.incarnation, pod_name, outcome, reason, message, p.now
+    )
+    event_type: Literal["Normal", "Warning"] = "Normal" if phase == "Succeeded" else "Warning"
+    event_reason = {"Succeeded": REASON_SUCCEEDED, "Failed": REASON_FAILED}.get(phase, REASON_SUBMISSION_FAILED)
+    p.event(event_type, event_reason, message or f"driver pod {pod_name} {phase.lower()}")
+
+
+def _current_pod(p: _Pass) -> None:
+    pod = p.driver_pod(p.incarnation)
+    pod_name = naming.driver_pod_name(p.name, p.incarnation)
+    seen = (p.status.get("driverPod") or {}).get("name") == pod_name and (p.status.get("driverPod") or {}).get("uid")
+    if pod is None and not seen:
+        return  # not created yet, or our index has not seen it yet: _create_missing (re)creates it
+    lost = _lost_reason(pod)
+    if lost is not None:
+        _lost(p, pod_name, *lost)
+        return
+    assert pod is not None
+    outcome = _outcome(pod)
+    if outcome is not None:
+        phase, termination = outcome
+        reason = termination.get("reason") or ("Completed" if phase == "Succeeded" else "Error")
+        message = f"driver pod {pod_name} {phase.lower()}"
+        if "exitCode" in termination:
+            message += f" with exit code {termination['exitCode']}"
+        _terminal(p, phase, termination, reason, message, pod_name)
+        return
+    _observe_running(p, pod)
+
+
+def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
+    """The current driver pod went away before it finished: replace it, or fail when the
+    replacements are used up."""
+    p.status["incarnations"] = _record(
+        list(p.status.get("incarnations") or []), p.incarnation, pod_name, "Lost", reason, message, p.now
+    )
+    replacements = p.incarnation - 1
+    limit = p.driver.spec.maxDriverPodReplacements
+    if replacements >= limit:
+        text = (
+            f"driver pod {pod_name} lost ({reason}: {message}); {replacements} replacement(s) used, "
+            f"maxDriverPodReplacements={limit}"
+        )
+        p.status["phase"] = "Failed"
+        p.status["termination"] = {"reason": REASON_TOO_MANY_LOST, "message": text}
+        p.status["completionTime"] = _stamp(p.now)
+        p.event("Warning", REASON_POD_LOST, text)
+        return
+    p.event("Warning", REASON_POD_LOST, f"driver pod {pod_name} lost ({reason}: {message}); replacing it")
+    _start_incarnation(p, p.incarnation + 1)
+
+
+def _observe_running(p: _Pass, pod: PodSummary) -> None:
+    """The current pod exists and has not ended: phase, pod info, stuck states."""
+    info: Body = {"name": pod.name, "uid": pod.uid, "phase": pod.phase}
+    if pod.node_name:
+        info["nodeName"] = pod.node_name
+    if pod.pod_ip:
+        info["podIP"] = pod.pod_ip
+    if pod.start_time:
+        info["startTime"] = _stamp(pod.start_time)
+    p.status["driverPod"] = info
+    p.status["phase"] = "Running" if pod.phase == "Running" else "Pending"
+    generation = p.driver.metadata.get("generation")
+    conditions = list(p.status.get("conditions") or [])
+    if pod.waiting_reason:
+        message = f"driver pod {pod.name}: {pod.waiting_reason}" + (
+            f": {pod.waiting_message}" if pod.waiting_message else ""
+        )
+        if not any(
+            c.get("type") == CONDITION_STUCK and c.get("status") == "True" and c.get("reason") == pod.waiting_reason
+            for c in conditions
+        ):
+            p.event("Warning", REASON_STUCK, message)
+        conditions = _set_condition(conditions, CONDITION_STUCK, "True", pod.waiting_reason, message, p.now, generation)
+    elif pod.unschedulable_since is not None and pod.phase == "Pending":
+        waited = (p.now - pod.unschedulable_since).total_seconds()
+        timeout = p.obs.settings.unschedulable_timeout
+        if waited >= timeout:
+            message = f"driver pod {pod.name} unschedulable for {int(waited)}s: {pod.unschedulable_message or ''}"
+            if not any(c.get("type") == CONDITION_STUCK and c.get("status") == "True" for c in conditions):
+                p.event("Warning", REASON_STUCK, message)
+            conditions = _set_condition(
+                conditions, CONDITION_STUCK, "True", CONDITION_UNSCHEDULABLE, message, p.now, generation
+            )
+        else:
+            p.plan.requeue(max(timeout - waited, 0.5))
+    elif any(c.get("type") == CONDITION_STUCK for c in conditions):
+        conditions = _set_condition(conditions, CONDITION_STUCK, "False", "Progressing", "", p.now, generation)
+    if conditions:
+        p.status["conditions"] = conditions
+
+
+def _create_missing(p: _Pass) -> None:
+    """ConfigMaps and Service before the pod (the pod mounts the ConfigMaps)."""
+    try:
+        objects = _objects(p)
+    except (InvalidSpec, ValueError) as exc:
+        p.status.update(
+            phase="SubmissionFailed",
+            lastError={"reason": REASON_INVALID_SPEC, "message": str(exc), "time": _stamp(p.now)},
+            completionTime=_stamp(p.now),
+        )
+        p.status["incarnations"] = _record(
+            list(p.status.get("incarnations") or []),
+            p.incarnation,
+            naming.driver_pod_name(p.name, p.incarnation),
+            "SubmissionFailed",
+            REASON_INVALID_SPEC,
+            str(exc),
+            p.now,
+        )
+        p.event("Warning", REASON_INVALID_SPEC, str(exc))
+        return
+    p.plan.incarnation = p.incarnation
+    have_cm = {c.name for c in _owned(str(p.driver.metadata["uid"]), p.obs.config_maps)}
+    have_svc = {s.name for s in _owned(str(p.driver.metadata["uid"]), p.obs.services)}
+    for cm in (objects.executor_template, objects.config_map):
+        if cm is not None and cm["metadata"]["name"] not in have_cm:
+            p.plan.create.append(cm)
+    if objects.service["metadata"]["name"] not in have_svc:
+        p.plan.create.append(objects.service)
+    pod_name = objects.pod["metadata"]["name"]
+    if p.driver_pod(p.incarnation) is None:
+        # Also when status already names it: a create the index has not seen yet meets 409.
+        p.plan.create.append(objects.pod)
+        if (p.status.get("driverPod") or {}).get("name") != pod_name:
+            p.status["driverPod"] = {"name": pod_name}
+            p.event(
+                "Normal",
+                REASON_INCARNATION_CREATED,
+                f"incarnation {p.incarnation}: driver pod {pod_name}, "
+                f"spark.app.id {objects.properties['spark.app.id']}",
+            )
+    ui_port = driver_ports(objects.properties)[2]
+    p.status["webUIAddress"] = f"{objects.service['metadata']['name']}.{p.namespace}.svc:{ui_port}"
+    p.status["sparkApplicationId"] = objects.properties["spark.app.id"]
+
+
+def _executors(p: _Pass) -> None:
+    counts = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
+    uid = str(p.driver.metadata["uid"])
+    for pod in p.owned_pods:
+        if pod.role != labels.ROLE_EXECUTOR:
+            continue
+        if pod.incarnation < p.incarnation:
+            if not pod.deleting:
+                p.plan.deletes.append(Delete("Pod", pod.namespace, pod.name, pod.uid))
+            continue
+        key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
+        counts[key] += 1
+        controller = next((r for r in pod.owner_refs if r.get("controller")), None)
+        if pod.deleting or (controller is not None and controller.get("uid") == uid):
+            continue
+        refs = []
+        for ref in pod.owner_refs:
+            ref = dict(ref)
+            ref["controller"] = ref.get("uid") == uid
+            refs.append(ref)
+        p.plan.patches.append(
+            Patch(
+                pod.namespace,
+                pod.name,
+                pod.resource_version,
+                {"metadata": {"resourceVersion": pod.resource_version, "ownerReferences": refs}},
+                "adopt executor",
+            )
+        )
+    p.status["executors"] = counts
+
+
+def _stale(p: _Pass) -> None:
+    """Pods, ConfigMaps and Services of earlier incarnations; finalizers of recorded outcomes."""
+    recorded = {r.get("incarnation") for r in p.status.get("incarnations") or ()}
+    terminal = p.phase in TERMINAL
+    for pod in p.owned_pods:
+        if pod.role == labels.ROLE_EXECUTOR:
+            continue
+        stale = pod.incarnation < p.incarnation
+        if stale and pod.incarnation not in recorded:
+            # Its loss was never written (a crash between create and status write): record it now.
+            lost = _lost_reason(pod) or ("Replaced", "superseded by a later incarnation")
+            p.status["incarnations"] = _record(
+                list(p.status.get("incarnations") or []), pod.incarnation, pod.name, "Lost", lost[0], lost[1], p.now
+            )
+        has_finalizer = labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers
+        if has_finalizer and (stale or terminal):
+            p.plan.patches.append(_release(pod, "outcome recorded"))
+        if stale and not pod.deleting:
+            p.plan.deletes.append(Delete("Pod", pod.namespace, pod.name, pod.uid))
+    uid = str(p.driver.metadata["uid"])
+    for obj in [*_owned(uid, p.obs.config_maps), *_owned(uid, p.obs.services)]:
+        if obj.incarnation < p.incarnation and not obj.deleting:
+            p.plan.deletes.append(Delete(obj.kind, obj.namespace, obj.name, obj.uid))
+
+
+def _finish_status(p: _Pass) -> None:
+    status = p.status
+    generation = p.driver.metadata.get("generation")
+    if generation is not None:
+        status["observedGeneration"] = generation
+    if status.get("phase") not in TERMINAL:
+        status.pop("lastError", None)  # a clean pass
+    old = _status_dict(p.body)
+    new = SparkDriverStatus.model_validate(status).to_json()
+    if new != old:
+        p.plan.status = new
+
+
+def submission_failed(observed: Observed, now: datetime, incarnation: int, reason: str, message: str) -> Body:
+    """The status after the API server refused one of the incarnation's objects (422/403/400):
+    SubmissionFailed with lastError; the apps controller decides whether to retry with a new run."""
+    assert observed.driver is not None
+    status = _status_dict(observed.driver)
+    pod_name = naming.driver_pod_name(str(observed.driver["metadata"]["name"]), incarnation)
+    status.update(
+        phase="SubmissionFailed",
+        incarnation=incarnation,
+        lastError={"reason": reason, "message": message[:32768], "time": _stamp(now)},
+        completionTime=_stamp(now),
+    )
+    status.pop("driverPod", None)
+    status["incarnations"] = _record(
+        list(status.get("incarnations") or []), incarnation, pod_name, "SubmissionFailed", reason, message, now
+    )
+    generation = (observed.driver.get("metadata") or {}).get("generation")
+    if generation is not None:
+        status["observedGeneration"] = generation
+    return SparkDriverStatus.model_validate(status).to_json()
+
+
+def requeue_for(now: datetime, moment: datetime | None) -> float | None:
+    if moment is None:
+        return None
+    return max((moment - now) / timedelta(seconds=1), 0.0)
