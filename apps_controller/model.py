@@ -71,38 +71,21 @@ class DriverPhase(StrEnum):
 DRIVER_TERMINAL: Final = frozenset({DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED})
 
 
-class AttemptPhase(StrEnum):
-    """The phase of one attempt in the app's history: the SparkDriver's phase, plus three of our own."""
+class Outcome(StrEnum):
+    """How one attempt (run) of an app ended; RUNNING while it has not (api.models.AttemptOutcome)."""
 
-    CREATING = "Creating"  # planned in status, SparkDriver not observed yet
-    PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUBMISSION_FAILED = "SubmissionFailed"
-    LOST = "Lost"  # the SparkDriver vanished before it finished (counted as a failure)
-    CANCELLED = "Cancelled"  # stopped by us: spec change or suspend (not counted against the policy)
+    DELETED = "Deleted"  # the SparkDriver vanished before it finished (counted as a failure)
+    INVALIDATED = "Invalidated"  # stopped by us: spec change or suspend (not counted against the policy)
 
 
-ATTEMPT_FINISHED: Final = frozenset(
-    {
-        AttemptPhase.SUCCEEDED,
-        AttemptPhase.FAILED,
-        AttemptPhase.SUBMISSION_FAILED,
-        AttemptPhase.LOST,
-        AttemptPhase.CANCELLED,
-    }
-)
-# Attempts whose driver got past submission: each counts once in status.executionAttempts.
-ATTEMPT_EXECUTED: Final = frozenset(
-    {AttemptPhase.RUNNING, AttemptPhase.SUCCEEDED, AttemptPhase.FAILED, AttemptPhase.LOST}
-)
-_RANK: Final = {AttemptPhase.CREATING: 0, AttemptPhase.PENDING: 1, AttemptPhase.RUNNING: 2}
-
-
-def phase_rank(phase: AttemptPhase) -> int:
-    """Attempt phases only move forward: Creating < Pending < Running < finished."""
-    return _RANK.get(phase, 3)
+# Outcomes counted in status.executionAttempts (the run reached a driver pod) ...
+EXECUTED_OUTCOMES: Final = frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.DELETED})
+# ... and in status.submissionAttempts.
+SUBMISSION_FAILED_OUTCOMES: Final = frozenset({Outcome.SUBMISSION_FAILED})
 
 
 class RestartType(StrEnum):
@@ -319,58 +302,52 @@ class DriverView:
 
 @dataclass(frozen=True)
 class AttemptRecord:
-    """One run of the app, keyed by run number. An attempt's outcome is counted against the policy
-    exactly once: when its record moves to a finished phase (the record is in status, so a restarted
-    operator sees that it was counted)."""
+    """One run of the app, keyed by run number. Its outcome is counted against the policy exactly
+    once: in the status write that moves it from Running to a finished outcome (a restarted operator
+    reads that from status and never counts it again)."""
 
     run: int
     driver: str
-    generation: int
-    spec_hash: str
-    phase: AttemptPhase = AttemptPhase.CREATING
-    submitted_at: datetime | None = None
-    finished_at: datetime | None = None
-    exit_code: int | None = None
+    outcome: Outcome = Outcome.RUNNING
+    attempt: int | None = None  # the counter value this outcome was counted as
     reason: str | None = None
     message: str | None = None
+    start_time: datetime | None = None
+    finish_time: datetime | None = None
 
     @property
     def finished(self) -> bool:
-        return self.phase in ATTEMPT_FINISHED
+        return self.outcome is not Outcome.RUNNING
 
     def to_json(self) -> JSON:
         return _compact(
             {
                 "run": self.run,
+                "attempt": self.attempt,
                 "driver": self.driver,
-                "generation": self.generation,
-                "specHash": self.spec_hash,
-                "phase": self.phase.value,
-                "submittedAt": format_time(self.submitted_at),
-                "finishedAt": format_time(self.finished_at),
-                "exitCode": self.exit_code,
+                "outcome": self.outcome.value,
                 "reason": self.reason,
                 "message": self.message,
+                "startTime": format_time(self.start_time),
+                "finishTime": format_time(self.finish_time),
             }
         )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AttemptRecord:
         try:
-            phase = AttemptPhase(data.get("phase", AttemptPhase.CREATING))
+            outcome = Outcome(data.get("outcome", Outcome.RUNNING))
         except ValueError:
-            phase = AttemptPhase.CREATING
+            outcome = Outcome.RUNNING
         return cls(
             run=_int(data.get("run")),
             driver=str(data.get("driver", "")),
-            generation=_int(data.get("generation")),
-            spec_hash=str(data.get("specHash", "")),
-            phase=phase,
-            submitted_at=parse_time(data.get("submittedAt")),
-            finished_at=parse_time(data.get("finishedAt")),
-            exit_code=_opt_int(data.get("exitCode")),
+            outcome=outcome,
+            attempt=_opt_int(data.get("attempt")),
             reason=_opt_str(data.get("reason")),
             message=_opt_str(data.get("message")),
+            start_time=parse_time(data.get("startTime")),
+            finish_time=parse_time(data.get("finishTime")),
         )
 
 
@@ -427,7 +404,7 @@ class AppStatus:
     executors: Mapping[str, int] = field(default_factory=dict)
     next_attempt_time: datetime | None = None
     attempts: tuple[AttemptRecord, ...] = ()
-    # Kept as they are: owned by no decision here, preserved across writes.
+    # Preserved as they are across writes (no decision here reads them).
     conditions: tuple[Mapping[str, Any], ...] = ()
     last_error: Mapping[str, Any] | None = None
 

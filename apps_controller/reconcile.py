@@ -20,29 +20,24 @@ from typing import Final
 from apps_controller import events, policy, ui
 from apps_controller.builders import DRIVER_KIND, build_driver
 from apps_controller.model import (
-    ATTEMPT_EXECUTED,
+    EXECUTED_OUTCOMES,
     JSON,
+    SUBMISSION_FAILED_OUTCOMES,
     TERMINAL_STATES,
     AppStatus,
-    AttemptPhase,
     AttemptRecord,
     DriverInfo,
+    DriverPhase,
     DriverView,
     Observed,
+    Outcome,
     State,
-    phase_rank,
 )
 from sparkop import naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2
 
-_OUTCOME_STATE: Final = {
-    AttemptPhase.SUCCEEDED: State.SUCCEEDING,
-    AttemptPhase.FAILED: State.FAILING,
-    AttemptPhase.LOST: State.FAILING,
-    AttemptPhase.SUBMISSION_FAILED: State.SUBMISSION_FAILED,
-}
 _ACTIVE_STATES: Final = frozenset({State.SUBMITTED, State.RUNNING, State.UNKNOWN})
 
 
@@ -129,15 +124,15 @@ class _Pass:
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    @property
-    def app_name(self) -> str:
-        return self.obs.app.name
-
     def driver(self, run: int) -> DriverView | None:
         return next((d for d in self.obs.owned if d.run == run), None)
 
     def unfinished(self) -> list[DriverView]:
         return [d for d in self.obs.owned if not d.finished]
+
+    def seen(self, record: AttemptRecord) -> bool:
+        """Whether the record's SparkDriver has been observed (status.currentDriver is set on sight)."""
+        return self.status.current_driver == record.driver
 
     def transition(self, state: State, message: str) -> None:
         if state is self.status.state:
@@ -156,13 +151,20 @@ class _Pass:
         if not drv.deleting and action not in self.after:
             self.after.append(action)
 
-    def set_record(self, record: AttemptRecord) -> None:
-        """Store ``record``; when it enters an executed phase for the first time, count the execution."""
-        before = self.status.current if record.run == self.status.last_run else None
-        previous = before.phase if before else AttemptPhase.CREATING
-        if record.phase in ATTEMPT_EXECUTED and previous not in ATTEMPT_EXECUTED:
-            self.status = replace(self.status, execution_attempts=self.status.execution_attempts + 1)
-        self.status = self.status.with_attempt(record)
+    def finish(self, record: AttemptRecord, outcome: Outcome, reason: str | None, message: str | None) -> AttemptRecord:
+        """Record the outcome of ``record`` and count it: the one place counters change (besides the
+        reset of INVALIDATING)."""
+        s = self.status
+        attempt = None
+        if outcome in EXECUTED_OUTCOMES:
+            attempt = s.execution_attempts + 1
+            s = replace(s, execution_attempts=attempt)
+        elif outcome in SUBMISSION_FAILED_OUTCOMES:
+            attempt = s.submission_attempts + 1
+            s = replace(s, submission_attempts=attempt)
+        done = replace(record, outcome=outcome, attempt=attempt, reason=reason, message=message, finish_time=self.now)
+        self.status = s.with_attempt(done)
+        return done
 
     def plan(self) -> Plan:
         return Plan(
@@ -173,18 +175,13 @@ class _Pass:
             requeue_after=min(self.waits) if self.waits else None,
         )
 
-    # -- mirror and outcome of the current attempt ------------------------------------------------
+    # -- the current attempt -----------------------------------------------------------------------
 
     def mirror(self, drv: DriverView) -> None:
         """Copy the current SparkDriver's facts into the app's status."""
         if drv.incarnation > max(1, self.status.driver_incarnations):
-            self.events.append(
-                Event(
-                    events.NORMAL,
-                    events.DRIVER_POD_REPLACED,
-                    f"driver pod of {drv.name} was replaced: incarnation {drv.incarnation}",
-                )
-            )
+            message = f"driver pod of {drv.name} was replaced: incarnation {drv.incarnation}"
+            self.events.append(Event(events.NORMAL, events.DRIVER_POD_REPLACED, message))
         self.status = replace(
             self.status,
             current_driver=drv.name,
@@ -200,102 +197,61 @@ class _Pass:
         if cur is None:
             self.submit()
             return
-        if cur.finished:  # counted already, state lagging behind (e.g. after an adoption)
+        if cur.finished:  # counted already; the state was not written with it (adoption)
             self.enter_outcome(cur)
             return
         drv = self.driver(cur.run)
         if drv is None:
-            if cur.phase is AttemptPhase.CREATING:
+            if not self.seen(cur):  # planned, not seen yet: (re)issue the create; 409 if it exists
                 self.after.append(CreateDriver(cur.run, build_driver(self.obs.app, cur.run)))
                 return
-            lost = replace(
-                cur,
-                phase=AttemptPhase.LOST,
-                finished_at=self.now,
-                reason=events.DRIVER_LOST,
-                message=f"SparkDriver {cur.driver} was deleted before it finished",
-            )
-            self.set_record(lost)
-            self.enter_outcome(lost)
+            message = f"SparkDriver {cur.driver} was deleted before it finished"
+            self.enter_outcome(self.finish(cur, Outcome.DELETED, events.DRIVER_LOST, message))
             return
         self.mirror(drv)
-        record = self.follow(cur, drv)
-        self.set_record(record)
-        if record.finished:
-            self.enter_outcome(record)
-        elif record.phase is AttemptPhase.RUNNING:
+        if drv.phase in _OUTCOME_OF:
+            self.enter_outcome(self.finish(cur, _OUTCOME_OF[drv.phase], drv.reason, _driver_message(drv)))
+        elif drv.phase is DriverPhase.RUNNING:
             self.transition(State.RUNNING, f"driver {drv.name} is running")
         else:
-            self.transition(State.SUBMITTED, f"SparkDriver {drv.name} was submitted")
-
-    def follow(self, cur: AttemptRecord, drv: DriverView) -> AttemptRecord:
-        """The attempt record after observing ``drv``; phases never move backwards."""
-        seen = AttemptPhase(drv.phase.value) if drv.phase else AttemptPhase.PENDING
-        if phase_rank(seen) < phase_rank(cur.phase):
-            return cur
-        if seen not in _OUTCOME_STATE:
-            return replace(cur, phase=seen)
-        return replace(
-            cur,
-            phase=seen,
-            finished_at=self.now,
-            exit_code=drv.exit_code,
-            reason=drv.reason,
-            message=drv.message,
-        )
+            self.transition(State.SUBMITTED, f"SparkDriver {drv.name} is pending")
 
     def enter_outcome(self, record: AttemptRecord) -> None:
-        """Move to SUCCEEDING / FAILING / SUBMISSION_FAILED and decide, once, whether a retry is due."""
-        outcome = _OUTCOME_STATE.get(record.phase)
-        if outcome is None:  # Cancelled: nothing is running, start over
-            self.transition(State.PENDING_RERUN, f"attempt {record.run} was cancelled")
+        """SUCCEEDING / FAILING / SUBMISSION_FAILED, with nextAttemptTime when the policy retries."""
+        outcome = _STATE_OF.get(record.outcome)
+        if outcome is None:  # Invalidated: nothing is running, start over
+            self.transition(State.PENDING_RERUN, f"run {record.run} was stopped")
             return
+        finished_at = record.finish_time or self.now
         error = None if outcome is State.SUCCEEDING else _error_message(record)
+        s = self.status
         due = policy.next_attempt_time(
-            self.obs.app.policy,
-            outcome,
-            self.status.execution_attempts,
-            self.status.submission_attempts,
-            record.finished_at or self.now,
+            self.obs.app.policy, outcome, s.execution_attempts, s.submission_attempts, finished_at
         )
-        self.status = replace(
-            self.status,
-            termination_time=record.finished_at or self.now,
-            error_message=error,
-            next_attempt_time=due,
-        )
+        self.status = replace(s, termination_time=finished_at, error_message=error, next_attempt_time=due)
         self.transition(outcome, error or f"driver {record.driver} succeeded")
 
     # -- steps ---------------------------------------------------------------------------------------
 
     def submit(self) -> None:
-        """Plan the next run: status records it first (``lastRun``, counters), the create follows."""
+        """Plan the next run: the status write records it (lastRun), the create follows it."""
         app = self.obs.app
         if app.spec_error:
             self.status = replace(self.status, error_message=app.spec_error, next_attempt_time=None)
             self.events.append(Event(events.WARNING, events.INVALID_SPEC, app.spec_error))
             self.transition(State.FAILED, f"invalid spec: {app.spec_error}")
             return
-        running = [d for d in self.unfinished() if d.run <= self.status.last_run]
-        if running:  # at most one unfinished SparkDriver: stop strays first, submit on a later pass
-            for drv in running:
+        strays = [d for d in self.unfinished() if d.run <= self.status.last_run]
+        if strays:  # at most one unfinished SparkDriver: stop strays first, submit on a later pass
+            for drv in strays:
                 self.delete(drv)
             return
         run = self.status.last_run + 1
         name = naming.driver_name(app.name, run)
-        record = AttemptRecord(
-            run=run,
-            driver=name,
-            generation=app.generation,
-            spec_hash=app.spec_hash,
-            phase=AttemptPhase.CREATING,
-            submitted_at=self.now,
-        )
         self.status = replace(
             self.status,
             last_run=run,
-            current_driver=name,
-            submission_attempts=self.status.submission_attempts + 1,
+            current_driver=None,  # set when the new SparkDriver is first seen
             last_submission_attempt_time=self.now,
             observed_generation=app.generation,
             next_attempt_time=None,
@@ -305,39 +261,30 @@ class _Pass:
             driver_info=replace(self.status.driver_info, pod_name=None),
             driver_incarnations=0,
             executors={},
-        ).with_attempt(record)
+        ).with_attempt(AttemptRecord(run=run, driver=name, start_time=self.now))
         self.transition(State.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
         self.after.append(CreateDriver(run, build_driver(app, run)))
 
-    def stop_current(self) -> bool:
-        """Delete the unfinished SparkDrivers (INVALIDATING, SUSPENDING). True once none is left;
-        the current attempt is then recorded as it ended, or as Cancelled."""
+    def stop_current(self, reason: str) -> bool:
+        """Delete the unfinished SparkDrivers (INVALIDATING, SUSPENDING). True once none is left; the
+        current attempt is then recorded as Invalidated, whatever it did meanwhile (not counted)."""
         cur = self.status.current
         left = self.unfinished()
         for drv in left:
             self.delete(drv)
-        if cur is not None and cur.phase is AttemptPhase.CREATING and self.driver(cur.run) is None:
+        if cur is not None and not cur.finished and not self.seen(cur) and self.driver(cur.run) is None:
             # Maybe created just before a crash and not indexed yet: delete it by its unique name.
             self.after.append(DeleteDriver(cur.driver, None))
         if left:
             return False
         if cur is not None and not cur.finished:
             last = self.driver(cur.run)
-            ended = self.follow(cur, last) if last is not None and last.finished else None
-            self.set_record(
-                ended
-                or replace(
-                    cur,
-                    phase=AttemptPhase.CANCELLED,
-                    finished_at=self.now,
-                    reason=self.status.state.value,
-                    message=f"stopped while {self.status.state.value}",
-                )
-            )
+            ended = f" (it had ended {last.phase.value})" if last is not None and last.phase else ""
+            self.finish(cur, Outcome.INVALIDATED, reason, f"stopped while {self.status.state.value}{ended}")
         return True
 
     def invalidating(self) -> None:
-        if not self.stop_current():
+        if not self.stop_current(_SPEC_CHANGED):
             return
         self.status = replace(
             self.status,
@@ -352,10 +299,10 @@ class _Pass:
             executors={},
             driver_incarnations=0,
         )
-        self.transition(State.PENDING_RERUN, "the previous attempt was stopped; re-running with the new spec")
+        self.transition(State.PENDING_RERUN, "the previous run was stopped; running the new spec")
 
     def suspending(self) -> None:
-        if not self.stop_current():
+        if not self.stop_current(_SUSPENDED):
             return
         self.status = replace(
             self.status,
@@ -369,16 +316,16 @@ class _Pass:
 
     def suspended(self) -> None:
         if not self.obs.app.suspend:
-            self.transition(State.RESUMING, "resuming with a new attempt")
+            self.transition(State.RESUMING, "resuming with a new run")
 
     def succeeding(self) -> None:
         if policy.should_retry(self.obs.app.policy, State.SUCCEEDING, 0, 0):
             self.transition(State.PENDING_RERUN, "restartPolicy Always: running again")
         else:
-            self.transition(State.COMPLETED, f"completed after {self.status.execution_attempts} execution(s)")
+            self.transition(State.COMPLETED, f"completed after {self.status.execution_attempts} run(s)")
 
     def failing(self, outcome: State) -> None:
-        """FAILING and SUBMISSION_FAILED: wait for nextAttemptTime, then rerun; or give up."""
+        """FAILING and SUBMISSION_FAILED: wait for nextAttemptTime, then run again; or give up."""
         app_policy = self.obs.app.policy
         s = self.status
         if not policy.should_retry(app_policy, outcome, s.execution_attempts, s.submission_attempts):
@@ -390,12 +337,12 @@ class _Pass:
             self.status = replace(self.status, next_attempt_time=due)
             self.wait_until(due)
         elif outcome is State.FAILING:
-            self.transition(State.PENDING_RERUN, f"retrying after failure ({s.execution_attempts} execution(s))")
+            self.transition(State.PENDING_RERUN, f"retrying after {s.execution_attempts} failed run(s)")
         else:
             self.submit()
 
     def terminal(self) -> None:
-        """COMPLETED / FAILED never change; keep mirroring the last driver, delete the app at its TTL."""
+        """COMPLETED / FAILED never change; keep mirroring the last driver; delete the app at its TTL."""
         for drv in self.unfinished():
             self.delete(drv)
         last = self.driver(self.status.last_run)
@@ -407,54 +354,49 @@ class _Pass:
         expires = self.status.termination_time + timedelta(seconds=ttl)
         if self.now >= expires:
             self.events.append(Event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {ttl} elapsed"))
-            self.after.append(DeleteApp(self.app_name, self.obs.app.uid))
+            self.after.append(DeleteApp(self.obs.app.name, self.obs.app.uid))
         else:
             self.wait_until(expires)
 
     def adopt(self) -> bool:
-        """A SparkDriver with a run above status.lastRun (created by a pass whose status was lost)
-        becomes the current attempt. Nothing else happens in that pass."""
+        """A SparkDriver with a run above status.lastRun (its status write was lost) becomes the
+        current attempt. Nothing else happens in that pass."""
         newest = self.obs.owned[-1] if self.obs.owned else None
         if newest is None or newest.run <= self.status.last_run or self.status.state in TERMINAL_STATES:
             return False
         cur = self.status.current
         if cur is not None and not cur.finished:
-            self.status = self.status.with_attempt(
-                replace(cur, phase=AttemptPhase.CANCELLED, finished_at=self.now, reason=events.ADOPTED)
-            )
-        record = AttemptRecord(
-            run=newest.run,
-            driver=newest.name,
-            generation=newest.app_generation or self.obs.app.generation,
-            spec_hash=newest.spec_hash or self.obs.app.spec_hash,
-            phase=AttemptPhase.PENDING,  # observed: if it vanishes now, it is lost, never re-created
-            submitted_at=self.now,
-        )
+            self.finish(cur, Outcome.INVALIDATED, events.ADOPTED, f"superseded by {newest.name}")
         self.status = replace(
             self.status,
             last_run=newest.run,
             current_driver=newest.name,
-            submission_attempts=self.status.submission_attempts + 1,
             last_submission_attempt_time=self.now,
-            observed_generation=record.generation,
+            observed_generation=newest.app_generation or self.obs.app.generation,
             next_attempt_time=None,
             termination_time=None,
             error_message=None,
-        ).with_attempt(record)
+        ).with_attempt(AttemptRecord(run=newest.run, driver=newest.name, start_time=self.now))
         self.events.append(Event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}"))
         self.transition(State.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
         return True
 
     def spec_changed(self) -> bool:
-        """True when the spec the current attempt runs differs from the app's, minus suspend and TTL."""
+        """Whether the spec of the current run (its SparkDriver's spec-hash annotation) differs from
+        the app's, ignoring suspend and timeToLiveSeconds."""
         app = self.obs.app
         if app.generation <= self.status.observed_generation:
             return False
         cur = self.status.current
-        if cur is None or cur.spec_hash == app.spec_hash:
-            self.status = replace(self.status, observed_generation=app.generation)
-            return False
-        return True
+        drv = self.driver(cur.run) if cur is not None else None
+        if cur is not None and drv is None:
+            # Not seen yet: it is (re)created from the newest spec, and compared once seen.
+            # Gone after it finished: its spec is unknown, so run the new one.
+            return cur.finished
+        if drv is not None and drv.spec_hash != app.spec_hash:
+            return True
+        self.status = replace(self.status, observed_generation=app.generation)
+        return False
 
     def step(self) -> None:
         state = self.status.state
@@ -463,12 +405,12 @@ class _Pass:
             self.terminal()
             return
         if app.suspend and state not in (State.SUSPENDING, State.SUSPENDED):
-            self.transition(State.SUSPENDING, "spec.suspend is true: stopping the current attempt")
+            self.transition(State.SUSPENDING, "spec.suspend is true: stopping the current run")
             self.suspending()
             return
         if state not in (State.SUSPENDING, State.SUSPENDED, State.INVALIDATING) and self.spec_changed():
             self.status = replace(self.status, observed_generation=app.generation)
-            self.transition(State.INVALIDATING, f"spec changed (generation {app.generation}): re-running")
+            self.transition(State.INVALIDATING, f"spec changed (generation {app.generation}): running it anew")
             self.invalidating()
             return
         _STEPS[state](self)
@@ -477,22 +419,21 @@ class _Pass:
         """Delete stray unfinished SparkDrivers and all but the newest finished ones."""
         last = self.status.last_run
         for drv in self.obs.owned:
-            if drv.run > last:
-                continue
-            if (not drv.finished and drv.run != last) or (drv.finished and drv.run <= last - KEEP_FINISHED_DRIVERS):
+            stray = not drv.finished and drv.run < last
+            old = drv.finished and drv.run <= last - KEEP_FINISHED_DRIVERS
+            if stray or old:
                 self.delete(drv)
 
     def ui(self) -> None:
-        """Spark UI Service (and Ingress) while an attempt is active; removed otherwise."""
-        before = self.obs.status
+        """Spark UI Service (and Ingress) while a run is active; removed otherwise."""
+        before = self.obs.status.driver_info
         cfg = self.obs.ui
         app = self.obs.app
         info = self.status.driver_info
         app_id = self.status.spark_application_id
-        active = cfg.service and self.status.state in _ACTIVE_STATES and app_id is not None
-        if active and app_id is not None:
+        if cfg.service and self.status.state in _ACTIVE_STATES and app_id is not None:
             svc = naming.ui_service_name(app.name)
-            if before.driver_info.web_ui_service_name != svc or before.spark_application_id != app_id:
+            if before.web_ui_service_name != svc or self.obs.status.spark_application_id != app_id:
                 self.before.append(EnsureObject(ui.build_service(app, app_id)))
             info = replace(
                 info, web_ui_service_name=svc, web_ui_port=ui.UI_PORT, web_ui_address=ui.service_address(app)
@@ -500,8 +441,7 @@ class _Pass:
             if cfg.ingress_url_format:
                 url = ui.ingress_url(cfg.ingress_url_format, app)
                 name = naming.ui_ingress_name(app.name)
-                old = before.driver_info
-                if old.web_ui_ingress_name != name or old.web_ui_ingress_address != url.address:
+                if before.web_ui_ingress_name != name or before.web_ui_ingress_address != url.address:
                     self.before.append(EnsureObject(ui.build_ingress(app, url, cfg.ingress_class_name)))
                 info = replace(info, web_ui_ingress_name=name, web_ui_ingress_address=url.address)
         else:
@@ -513,17 +453,37 @@ class _Pass:
         self.status = replace(self.status, driver_info=info)
 
 
+_SPEC_CHANGED: Final = "SpecChanged"
+_SUSPENDED: Final = "Suspended"
+_OUTCOME_OF: Final = {
+    DriverPhase.SUCCEEDED: Outcome.SUCCEEDED,
+    DriverPhase.FAILED: Outcome.FAILED,
+    DriverPhase.SUBMISSION_FAILED: Outcome.SUBMISSION_FAILED,
+}
+_STATE_OF: Final = {
+    Outcome.SUCCEEDED: State.SUCCEEDING,
+    Outcome.FAILED: State.FAILING,
+    Outcome.DELETED: State.FAILING,
+    Outcome.SUBMISSION_FAILED: State.SUBMISSION_FAILED,
+}
+
+
+def _driver_message(drv: DriverView) -> str | None:
+    parts = []
+    if drv.exit_code is not None:
+        parts.append(f"exit code {drv.exit_code}")
+    if drv.message:
+        parts.append(drv.message)
+    return ": ".join(parts) or None
+
+
 def _error_message(record: AttemptRecord) -> str:
-    if record.phase is AttemptPhase.LOST:
-        return record.message or f"SparkDriver {record.driver} was lost"
-    what = "could not be submitted" if record.phase is AttemptPhase.SUBMISSION_FAILED else "failed"
-    parts = [f"driver {record.driver} {what}"]
-    if record.exit_code is not None:
-        parts.append(f"exit code {record.exit_code}")
-    if record.reason:
-        parts.append(record.reason)
-    text = ", ".join(parts)
-    return f"{text}: {record.message}" if record.message else text
+    if record.outcome is Outcome.DELETED:
+        return record.message or f"SparkDriver {record.driver} was deleted"
+    what = "could not create its driver pod" if record.outcome is Outcome.SUBMISSION_FAILED else "failed"
+    text = f"run {record.run} ({record.driver}) {what}"
+    detail = ", ".join(p for p in (record.reason, record.message) if p)
+    return f"{text}: {detail}" if detail else text
 
 
 _STEPS: Final[dict[State, Callable[[_Pass], None]]] = {

@@ -233,7 +233,7 @@ class SimCluster:
         newer = {r.run: r for r in new.attempts}
         for rec in old.attempts:
             after = newer.get(rec.run)
-            if rec.finished and after is not None and after != rec:
+            if rec.finished and after is not None and after != rec:  # counted exactly once
                 raise InvariantError(f"counted attempt {rec.run} changed: {rec} -> {after}")
 
     # -- the simulated driver controller --------------------------------------------------------
