@@ -186,6 +186,13 @@ class Extractor:
                     out["default"] = value
             elif key in _KEEP:
                 out[key] = value
+        for key in out.get("x-kubernetes-list-map-keys", []):
+            # A structural schema needs every list-map key required or defaulted; keep Kubernetes'
+            # zero-value default for those (e.g. imagePullSecrets[].name: "").
+            items = out["items"]
+            prop = items["properties"][key]
+            if key not in items.get("required", []) and "default" not in prop:
+                prop["default"] = {"string": "", "integer": 0}[prop["type"]]
         if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
             # An object Kubernetes leaves open (none in the pod types today).
             out["x-kubernetes-preserve-unknown-fields"] = True
