@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from api.models import RunSpec
 from sparkop import labels
 
 JSON = dict[str, Any]
@@ -27,13 +28,8 @@ DEFAULT_RETRY_INTERVAL_SECONDS: Final = 5
 DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
 # Keys of SparkApplication.spec that do not describe the run itself: changing them alone never re-runs.
 NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
-# The run spec copied into a SparkDriver (docs/design.md, "SparkDriver").
-RUN_SPEC_FIELDS: Final = (
-    "type", "sparkVersion", "image", "mainClass", "mainApplicationFile", "arguments", "sparkConf",
-    "hadoopConf", "sparkConfigMap", "hadoopConfigMap", "volumes", "driver", "executor", "deps",
-    "dynamicAllocation", "monitoring", "pythonVersion", "memoryOverheadFactor", "proxyUser",
-    "imagePullPolicy", "imagePullSecrets",
-)  # fmt: skip
+# The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
+RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
 
 
 class State(StrEnum):

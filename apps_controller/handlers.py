@@ -1,0 +1,198 @@
+"""The kopf shell of the apps controller: indexes and enqueue-only event handlers, and the one
+``reconcile_key`` that turns a key into Observed, calls the pure state machine and applies its plan.
+
+Registered by ``sparkop run --controllers apps`` through :func:`register`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import kopf
+import pydantic
+
+from api.models import SparkApplicationSpec
+from apps_controller.model import AppStatus, AppView, DriverView, Observed, UIConfig, merge_patch
+from apps_controller.reconcile import (
+    Action,
+    CreateDriver,
+    DeleteApp,
+    DeleteDriver,
+    DeleteObject,
+    EnsureObject,
+    Plan,
+    reconcile,
+)
+from sparkop import kube, labels
+from sparkop.operator import Runtime
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, SparkApplication name)
+
+APPS_INDEX: Final = "apps_sparkapplications"
+DRIVERS_INDEX: Final = "apps_sparkdrivers"
+_RESOURCES: Final = {
+    ("v1", "Service"): kube.SERVICES,
+    ("networking.k8s.io/v1", "Ingress"): kube.INGRESSES,
+}
+
+
+def owner_key(body: Mapping[str, Any]) -> Key | None:
+    """The key of a SparkDriver's controller owner, when it is a sparkop SparkApplication."""
+    meta = body.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        group = str(ref.get("apiVersion", "")).split("/")[0]
+        if ref.get("controller") and ref.get("kind") == "SparkApplication" and group == labels.GROUP:
+            return (str(meta.get("namespace", "")), str(ref.get("name", "")))
+    return None
+
+
+def app_snapshot(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What the apps index keeps of a SparkApplication (a copy: kopf's bodies are live views)."""
+    meta = body.get("metadata") or {}
+    keep = ("name", "namespace", "uid", "generation", "resourceVersion", "deletionTimestamp")
+    return {
+        "apiVersion": body.get("apiVersion", labels.API_VERSION),
+        "kind": "SparkApplication",
+        "metadata": {k: meta[k] for k in keep if k in meta},
+        "spec": _copy(body.get("spec") or {}),
+        "status": _copy(body.get("status") or {}),
+    }
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+@dataclass
+class AppsController:
+    runtime: Runtime
+    ui: UIConfig = field(default_factory=UIConfig)
+    _spec_errors: dict[tuple[str, int], str | None] = field(default_factory=dict)
+
+    @property
+    def kube(self) -> kube.Kube:
+        return self.runtime.kube
+
+    def spec_error(self, body: Mapping[str, Any]) -> str | None:
+        """A spec the API server accepted but that can never run (checked once per generation)."""
+        meta = body["metadata"]
+        key = (str(meta.get("uid")), int(meta.get("generation") or 0))
+        if key not in self._spec_errors:
+            try:
+                SparkApplicationSpec.model_validate(body.get("spec") or {})
+                self._spec_errors[key] = None
+            except pydantic.ValidationError as exc:
+                self._spec_errors[key] = "; ".join(
+                    f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+                )
+        return self._spec_errors[key]
+
+    def observe(self, key: Key) -> tuple[Observed, dict[str, Any]] | None:
+        apps = self.runtime.index(APPS_INDEX).get(key)
+        body = next(iter(apps), None) if apps is not None else None
+        if body is None:
+            return None
+        drivers: Iterable[DriverView] = self.runtime.index(DRIVERS_INDEX).get(key) or ()
+        app = AppView.from_body(body, spec_error=self.spec_error(body))
+        return Observed(app, AppStatus.from_json(body.get("status")), tuple(drivers), self.ui), body
+
+    async def reconcile_key(self, key: Key) -> float | None:
+        """One pass for one SparkApplication; the work queue calls this, serialized per key."""
+        seen = self.observe(key)
+        if seen is None:
+            return None  # deleted: the garbage collector removes what it owned
+        observed, body = seen
+        plan = reconcile(observed, datetime.now(UTC))
+        if not await self.apply(plan, observed, body):
+            return None
+        return plan.requeue_after
+
+    async def apply(self, plan: Plan, observed: Observed, body: dict[str, Any]) -> bool:
+        """Run the plan: before-actions, the status write (guarded by resourceVersion; Conflict
+        propagates to the queue, which reconciles again from a fresh view), events, after-actions."""
+        namespace, name = observed.app.namespace, observed.app.name
+        for action in plan.before_status:
+            await self.do(namespace, action)
+        if plan.status != observed.status or plan.after_status:
+            patch = merge_patch(body.get("status") or {}, plan.status.to_json())
+            written = await self.kube.patch_status(
+                kube.SPARK_APPLICATIONS,
+                namespace,
+                name,
+                patch,
+                resource_version=str(body["metadata"].get("resourceVersion", "")),
+            )
+            if written is None:
+                return False  # the app is gone
+            body["metadata"]["resourceVersion"] = written.get("metadata", {}).get("resourceVersion")
+            body["status"] = written.get("status") or {}
+            if plan.status.state is not observed.status.state:
+                log.info("%s/%s: %s -> %s", namespace, name, observed.status.state, plan.status.state)
+        for event in plan.events:
+            await self.kube.event(body, type_=event.type, reason=event.reason, message=event.message)  # type: ignore[arg-type]
+        for action in plan.after_status:
+            await self.do(namespace, action)
+        return True
+
+    async def do(self, namespace: str, action: Action) -> None:
+        if isinstance(action, CreateDriver):
+            created = await self.kube.create(action.manifest)
+            log.info("%s/%s: SparkDriver %s", namespace, action.name, "created" if created else "exists")
+        elif isinstance(action, DeleteDriver):
+            await self.kube.delete(kube.SPARK_DRIVERS, namespace, action.name, uid=action.uid)
+        elif isinstance(action, DeleteApp):
+            await self.kube.delete(kube.SPARK_APPLICATIONS, namespace, action.name, uid=action.uid)
+        elif isinstance(action, EnsureObject):
+            manifest = action.manifest
+            if not await self.kube.create(manifest):
+                resource = kube.resource_of(manifest)
+                meta = manifest["metadata"]
+                patch = {"metadata": {"labels": meta["labels"]}, "spec": manifest["spec"]}
+                await self.kube.patch(resource, namespace, meta["name"], patch)
+        elif isinstance(action, DeleteObject):
+            await self.kube.delete(_RESOURCES[(action.api_version, action.kind)], namespace, action.name)
+
+
+def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+    """Indexes and handlers of the apps controller; its work queue runs ``reconcile_key``."""
+    opts = runtime.options
+    controller = AppsController(
+        runtime, UIConfig(ingress_url_format=opts.ingress_url_format, ingress_class_name=opts.ingress_class_name)
+    )
+    queue = runtime.queue("apps", controller.reconcile_key)
+
+    @kopf.index(labels.GROUP, labels.VERSION, "sparkapplications", id=APPS_INDEX, registry=registry)
+    def apps_sparkapplications(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Key, Any]:
+        return {(namespace or "", name): app_snapshot(body)}
+
+    @kopf.index(
+        labels.GROUP,
+        labels.VERSION,
+        "sparkdrivers",
+        labels={labels.APP: kopf.PRESENT},
+        id=DRIVERS_INDEX,
+        registry=registry,
+    )
+    def apps_sparkdrivers(body: kopf.Body, **_: Any) -> dict[Key, DriverView] | None:
+        key = owner_key(body)
+        return {key: DriverView.from_body(body)} if key else None
+
+    @kopf.on.event(labels.GROUP, labels.VERSION, "sparkapplications", registry=registry)
+    def apps_on_sparkapplication(namespace: str | None, name: str, **_: Any) -> None:
+        queue.enqueue((namespace or "", name))
+
+    @kopf.on.event(labels.GROUP, labels.VERSION, "sparkdrivers", labels={labels.APP: kopf.PRESENT}, registry=registry)
+    def apps_on_sparkdriver(body: kopf.Body, **_: Any) -> None:
+        key = owner_key(body)
+        if key:
+            queue.enqueue(key)
