@@ -77,6 +77,9 @@ def test_invalid_manifest_rejected_by_server_and_validate(
     accepted, stderr = server_verdict(installed, shared_namespace, doc)
     assert not accepted, f"API server accepted {case.id}"
     assert offline, f"sparkop validate accepted {case.id}; the API server said: {stderr}"
+    # Both name the same field.
+    assert case.expect in stderr, stderr
+    assert any(e.path.startswith(case.expect) for e in offline), [str(e) for e in offline]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
