@@ -156,7 +156,7 @@ def _run_go_build(build: GoBuild, out_dir: Path, log: Log) -> None:
         raise BuildError("`go` is not on PATH; it is needed once to build the control plane")
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     log_file = out_dir / f"build-{build.name}.log"
-    names = ", ".join(p.rsplit("/", 1)[-1] for p in build.packages)
+    names = build.output or ", ".join(p.rsplit("/", 1)[-1] for p in build.packages)
     log(f"[build] {build.name}: go build {names}")
     started = time.monotonic()
     with log_file.open("wb") as sink:

@@ -180,14 +180,14 @@ class Cluster:
         deadline = time.monotonic() + 60.0
         names = {"apiserver": ["kube-apiserver"], "etcd": ["etcd"], "all": ["kube-apiserver", "etcd"]}[which]
         _stop_records({n: self.state.processes[n] for n in names})
+        stopped = {n: self.state.processes.pop(n) for n in names}  # not "died": we stopped them
         if "etcd" in names:
-            self._respawn("etcd")
-            self._wait({"etcd": self._etcd_ready}, deadline)
+            self._respawn("etcd", stopped["etcd"])
+            self._wait({"etcd": self._etcd_ready}, deadline, phase="restart")
         if "kube-apiserver" in names:
-            self._respawn("kube-apiserver")
+            self._respawn("kube-apiserver", stopped["kube-apiserver"])
         # The apiserver's readyz includes its etcd check, so this covers an etcd-only restart too.
-        self._wait({"kube-apiserver": self._apiserver_ready}, deadline)
-        self._log(f"[restart] {which} ready")
+        self._wait({"kube-apiserver": self._apiserver_ready}, deadline, phase="restart")
 
     def restart_apiserver(self) -> None:
         self.restart("apiserver")
@@ -258,19 +258,18 @@ class Cluster:
         self.state.processes[name] = ProcessRecord(pid=pid, argv=argv, log=str(log_path))
         self.state.save()  # recorded at once, so a crash right after still lets `down` find it
 
-    def _respawn(self, name: str) -> None:
-        record = self.state.processes[name]
+    def _respawn(self, name: str, record: ProcessRecord) -> None:
         env = _python_env() if name == "sparksim" else None
         self._spawn(name, record.argv, env=env)
 
-    def _wait(self, checks: dict[str, Callable[[], bool]], deadline: float) -> None:
+    def _wait(self, checks: dict[str, Callable[[], bool]], deadline: float, phase: str = "up") -> None:
         """Poll until every check passes; fail fast if one of our processes has exited."""
         pending = dict(checks)
         started = time.monotonic()
         while pending:
             for name, check in list(pending.items()):
                 if check():
-                    self._log(f"[up] {name} ready (+{time.monotonic() - started:.1f}s)")
+                    self._log(f"[{phase}] {name} ready (+{time.monotonic() - started:.1f}s)")
                     del pending[name]
             self._raise_if_any_died()
             if not pending:
