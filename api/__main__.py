@@ -7,7 +7,7 @@ import sys
 
 from . import crds, validate
 
-USAGE = "usage: python -m api {crds [DIR] | validate FILE...}"
+USAGE = "usage: python -m api {crds [DIR] [--check] | validate FILE...}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,9 +16,10 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0 if args else 2
     if args[0] == "crds":
-        for path in crds.write_crds(*args[1:2]):
-            print(f"wrote {path}")
-        return 0
+        rest = args[1:]
+        check = "--check" in rest
+        dirs = [a for a in rest if a != "--check"]
+        return crds.main(dirs[0] if dirs else crds.CRD_DIR, check=check)
     if args[0] == "validate":
         return validate.main(args[1:])
     print(USAGE, file=sys.stderr)

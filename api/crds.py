@@ -234,3 +234,16 @@ def stale(directory: str | Path = CRD_DIR) -> list[str]:
     return [
         name for name, obj in crds().items() if not (out / name).exists() or (out / name).read_text() != render(obj)
     ]
+
+
+def main(out: str | Path = CRD_DIR, check: bool = False) -> int:
+    """``sparkop crds [--out DIR] [--check]``: write the CRDs, or with ``check`` exit 1 when the files in
+    ``out`` are stale (missing or different from what the models generate)."""
+    if check:
+        names = stale(out)
+        for name in names:
+            print(f"{Path(out) / name} is stale: run `sparkop crds --out {out}`")
+        return 1 if names else 0
+    for path in write_crds(out):
+        print(f"wrote {path}")
+    return 0
