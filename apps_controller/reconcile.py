@@ -408,7 +408,7 @@ class _Pass:
             self.transition(State.SUSPENDING, "spec.suspend is true: stopping the current run")
             self.suspending()
             return
-        if state not in (State.SUSPENDING, State.SUSPENDED, State.INVALIDATING) and self.spec_changed():
+        if state not in _NO_SPEC_CHECK and self.spec_changed():
             self.status = replace(self.status, observed_generation=app.generation)
             self.transition(State.INVALIDATING, f"spec changed (generation {app.generation}): running it anew")
             self.invalidating()
@@ -453,6 +453,9 @@ class _Pass:
         self.status = replace(self.status, driver_info=info)
 
 
+# States where a spec change does not invalidate: nothing runs, and the next run takes the newest spec
+# (a spec changed while suspended is run on resume without resetting the counters, as kubeflow does).
+_NO_SPEC_CHECK: Final = frozenset({State.SUSPENDING, State.SUSPENDED, State.RESUMING, State.INVALIDATING})
 _SPEC_CHANGED: Final = "SpecChanged"
 _SUSPENDED: Final = "Suspended"
 _OUTCOME_OF: Final = {
