@@ -65,6 +65,14 @@ METADATA_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
+# kubeflow v1beta2 fields sparkop does not take, and what to do instead.
+KUBEFLOW_UNSUPPORTED: Final = {
+    "failureRetries": "deprecated in kubeflow: use spec.restartPolicy.type OnFailure with onFailureRetries",
+    "retryInterval": "deprecated in kubeflow: use spec.restartPolicy.onFailureRetryInterval",
+    "driverIngressOptions": "not supported by sparkop: expose driver ports with your own Service/Ingress",
+    "ingressURLFormat": "not supported by sparkop: create the UI Ingress yourself",
+}
+
 PATTERN_HINTS: Final = {
     MEMORY_PATTERN: "use Spark's memory syntax: an integer with an optional unit k, m, g, t, e.g. 512m or 2g "
     "(Kubernetes-style 512Mi and fractions like 1.5g are not accepted by Spark)",
@@ -215,7 +223,9 @@ def _schema_error(error: SchemaError) -> tuple[str, str, str]:
         unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         names = ", ".join(f'"{u}"' for u in unknown)
         where = path or "the top level"
-        return path, f"unknown field {names}", f"remove it or fix its spelling (see `kubectl explain` for {where})"
+        hints = [f"{u}: {KUBEFLOW_UNSUPPORTED[u]}" for u in unknown if u in KUBEFLOW_UNSUPPORTED]
+        hint = "; ".join(hints) or f"remove it or fix its spelling (see `kubectl explain` for {where})"
+        return path, f"unknown field {names}", hint
     if error.validator == "enum":
         allowed = ", ".join(json.dumps(x) for x in error.validator_value)
         return path, f"{json.dumps(error.instance)} is not allowed", f"use one of {allowed}"

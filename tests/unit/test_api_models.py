@@ -243,3 +243,10 @@ def test_validate_main_in_process(capsys: pytest.CaptureFixture[str], tmp_path: 
     path.write_text(yaml.safe_dump(testcases.manifest(testcases.INVALID[0])))
     assert validate.main([str(path)]) == 1
     assert "spec.type" in capsys.readouterr().out
+
+
+def test_unsupported_kubeflow_fields_say_what_to_do() -> None:
+    doc = testcases.kubeflow_as_sparkop()
+    doc["spec"]["failureRetries"] = 3
+    errors = validate.validate_document(doc)
+    assert len(errors) == 1 and "restartPolicy" in errors[0].hint, [str(e) for e in errors]
