@@ -32,6 +32,8 @@ STATE_FILE = "state.json"
 # Start order; `down` stops in reverse so clients go before the servers they talk to.
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "sparksim")
 POLL_S = 0.1
+# A restart is a fault injection: a short SIGTERM window, then SIGKILL, like a crashed node.
+RESTART_GRACE_S = 1.0
 
 
 class ClusterError(RuntimeError):
@@ -176,10 +178,14 @@ class Cluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def restart(self, which: Component = "all") -> None:
-        """Restart kube-apiserver and/or etcd in place (same ports, same data) for fault tests."""
+        """Restart kube-apiserver and/or etcd in place (same ports, same data) for fault tests.
+
+        SIGTERM, then SIGKILL after RESTART_GRACE_S; returns once the apiserver is ready again.
+        Clients (controllers, kwok, sparksim, the operator) must reconnect on their own.
+        """
         deadline = time.monotonic() + 60.0
         names = {"apiserver": ["kube-apiserver"], "etcd": ["etcd"], "all": ["kube-apiserver", "etcd"]}[which]
-        _stop_records({n: self.state.processes[n] for n in names})
+        _stop_records({n: self.state.processes[n] for n in names}, grace=RESTART_GRACE_S)
         stopped = {n: self.state.processes.pop(n) for n in names}  # not "died": we stopped them
         if "etcd" in names:
             self._respawn("etcd", stopped["etcd"])
@@ -346,9 +352,9 @@ def _record_alive(record: ProcessRecord) -> bool:
     return procs.is_alive(record.pid) and procs.runs_executable(record.pid, record.executable)
 
 
-def _stop_records(records: Mapping[str, ProcessRecord]) -> None:
+def _stop_records(records: Mapping[str, ProcessRecord], grace: float = procs.STOP_GRACE_S) -> None:
     ordered = sorted(records.items(), key=lambda item: -ORDER.index(item[0]) if item[0] in ORDER else 0)
-    procs.stop_all((rec.pid, rec.executable) for _, rec in ordered)
+    procs.stop_all(((rec.pid, rec.executable) for _, rec in ordered), grace=grace)
 
 
 def remove_cluster(name: str) -> bool:
