@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
 
     restart = sub.add_parser("restart", help="restart kube-apiserver and/or etcd in place")
     restart.add_argument("--name", default=DEFAULT_NAME)
-    restart.add_argument("component", nargs="?", choices=("apiserver", "etcd", "all"), default="all")
+    restart.add_argument("component", nargs="?", choices=("apiserver", "etcd", "all", "sparksim"), default="all")
 
     sub.add_parser("build", help="build the control-plane binaries into the cache")
     sub.add_parser("list", help="list known clusters")

@@ -25,13 +25,19 @@ from devcluster.paths import PACKAGE_DIR, cluster_dir, clusters_root
 from devcluster.ports import LOCALHOST, free_ports
 
 Log = Callable[[str], None]
-Component = Literal["apiserver", "etcd", "all"]
+Component = Literal["apiserver", "etcd", "all", "sparksim"]
 
 DEFAULT_NAME = "dev"
 STATE_FILE = "state.json"
 # Start order; `down` stops in reverse so clients go before the servers they talk to.
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "sparksim")
 POLL_S = 0.1
+RESTART_TARGETS: dict[str, tuple[str, ...]] = {
+    "apiserver": ("kube-apiserver",),
+    "etcd": ("etcd",),
+    "all": ("etcd", "kube-apiserver"),
+    "sparksim": ("sparksim",),
+}
 # A restart is a fault injection: a short SIGTERM window, then SIGKILL, like a crashed node.
 RESTART_GRACE_S = 1.0
 
@@ -178,28 +184,39 @@ class Cluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def restart(self, which: Component = "all") -> None:
-        """Restart kube-apiserver and/or etcd in place (same ports, same data) for fault tests.
+        """Restart kube-apiserver and/or etcd (or the simulator) in place, same ports and data.
 
-        SIGTERM, then SIGKILL after RESTART_GRACE_S; returns once the apiserver is ready again.
-        Clients (controllers, kwok, sparksim, the operator) must reconnect on their own.
+        A fault injection: SIGTERM, then SIGKILL after RESTART_GRACE_S. Returns once the
+        restarted processes and the apiserver are ready again. Clients (controllers, kwok,
+        sparksim, the operator) must reconnect on their own.
         """
         deadline = time.monotonic() + 60.0
-        names = {"apiserver": ["kube-apiserver"], "etcd": ["etcd"], "all": ["kube-apiserver", "etcd"]}[which]
+        names = RESTART_TARGETS[which]
         _stop_records({n: self.state.processes[n] for n in names}, grace=RESTART_GRACE_S)
         stopped = {n: self.state.processes.pop(n) for n in names}  # not "died": we stopped them
-        if "etcd" in names:
-            self._respawn("etcd", stopped["etcd"])
-            self._wait({"etcd": self._etcd_ready}, deadline, phase="restart")
-        if "kube-apiserver" in names:
-            self._respawn("kube-apiserver", stopped["kube-apiserver"])
-        # The apiserver's readyz includes its etcd check, so this covers an etcd-only restart too.
+        for name in ORDER:  # dependencies first: etcd before the apiserver
+            if name not in stopped:
+                continue
+            if name == "sparksim":
+                self._sparksim_ready_file.unlink(missing_ok=True)
+            self._respawn(name, stopped[name])
+            self._wait({name: self._readiness_check(name)}, deadline, phase="restart")
+        # The apiserver's readyz includes its etcd check, so this also covers an etcd-only restart.
         self._wait({"kube-apiserver": self._apiserver_ready}, deadline, phase="restart")
+
+    def stop(self, which: Component) -> None:
+        """Stop processes without starting them again (fault tests); `restart(which)` revives them."""
+        names = RESTART_TARGETS[which]
+        _stop_records({n: self.state.processes[n] for n in names}, grace=RESTART_GRACE_S)
 
     def restart_apiserver(self) -> None:
         self.restart("apiserver")
 
     def restart_etcd(self) -> None:
         self.restart("etcd")
+
+    def restart_simulator(self) -> None:
+        self.restart("sparksim")
 
     def status(self) -> dict[str, Any]:
         return {
@@ -245,17 +262,13 @@ class Cluster:
         )
         self._spawn("kube-scheduler", components.scheduler_argv(bins, kubeconfig, ports, directory / "scheduler-certs"))
         self._spawn("kwok", components.kwok_argv(bins, kubeconfig, ports))
-        checks: dict[str, Callable[[], bool]] = {
-            "kube-controller-manager": self._https_ready(ports.controller_manager, "/healthz"),
-            "kube-scheduler": self._https_ready(ports.scheduler, "/readyz"),
-            "kwok": lambda: rest.probe(f"http://{LOCALHOST}:{ports.kwok}/healthz"),
-            "nodes": self._nodes_ready,
-            "default service account": self._default_service_account_exists,
-        }
+        started = ["kube-controller-manager", "kube-scheduler", "kwok"]
         if simulator:
-            ready_file = directory / "sparksim.ready"
-            self._spawn("sparksim", components.simulator_argv(kubeconfig, ready_file), env=_python_env())
-            checks["sparksim"] = ready_file.exists
+            self._spawn("sparksim", components.simulator_argv(kubeconfig, self._sparksim_ready_file), env=_python_env())
+            started.append("sparksim")
+        checks = {name: self._readiness_check(name) for name in started}
+        checks["nodes"] = self._nodes_ready
+        checks["default service account"] = self._default_service_account_exists
         self._wait(checks, deadline)
 
     def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> None:
@@ -298,6 +311,22 @@ class Cluster:
             if name in names
         ]
         return "".join(tails)
+
+    @property
+    def _sparksim_ready_file(self) -> Path:
+        return self.directory / "sparksim.ready"
+
+    def _readiness_check(self, name: str) -> Callable[[], bool]:
+        ports = self.ports
+        checks: dict[str, Callable[[], bool]] = {
+            "etcd": self._etcd_ready,
+            "kube-apiserver": self._apiserver_ready,
+            "kube-controller-manager": self._https_ready(ports.controller_manager, "/healthz"),
+            "kube-scheduler": self._https_ready(ports.scheduler, "/readyz"),
+            "kwok": lambda: rest.probe(f"http://{LOCALHOST}:{ports.kwok}/healthz"),
+            "sparksim": self._sparksim_ready_file.exists,
+        }
+        return checks[name]
 
     def _etcd_ready(self) -> bool:
         return rest.probe(f"http://{LOCALHOST}:{self.ports.etcd_client}/health")

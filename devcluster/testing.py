@@ -102,6 +102,10 @@ class ClusterHandle:
     def restart_etcd(self) -> None:
         self._managed().restart("etcd")
 
+    def stop(self, which: Component) -> None:
+        """Stop a component (e.g. "sparksim") until `restart(which)`."""
+        self._managed().stop(which)
+
 
 def _attach_external(kubeconfig: Path) -> ClusterHandle:
     """Use an existing cluster; if it is a devcluster (state.json next to the kubeconfig),

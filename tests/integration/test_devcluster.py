@@ -345,3 +345,30 @@ def test_restarting_apiserver_and_etcd_keeps_every_object(cluster: ClusterHandle
     # Scheduler, kwok and controllers reconnected: a new pod still goes all the way.
     cluster.apply(pod_manifest("after-restart"), namespace)
     wait_pod(cluster, namespace, "after-restart", "Running", timeout=60)
+
+
+def test_spark_driver_simulator_converges_after_its_restart(cluster: ClusterHandle, namespace: str) -> None:
+    if not cluster.can_restart:
+        pytest.skip("external cluster: not ours to restart")
+    cluster.kubectl(
+        "create", "configmap", "conf", "-n", namespace, "--from-literal=spark.properties=spark.executor.instances=2"
+    )
+    cluster.apply(_driver("keep-driver", "spark-keep", "conf", None), namespace)
+    cluster.apply(_driver("done-driver", "spark-done", "conf", None), namespace)
+    for app in ("spark-keep", "spark-done"):
+        wait_for(lambda app=app: len(_executors(cluster, namespace, app)) == 2, message=f"{app} executors")
+
+    cluster.stop("sparksim")
+    # While the simulator is down: one executor disappears, one driver finishes, one is new.
+    cluster.kubectl("delete", "pod", "keep-exec-2", "-n", namespace, "--wait=false")
+    cluster.kubectl("annotate", "pod", "done-driver", "-n", namespace, "sim.sparkop.io/outcome=Succeeded")
+    cluster.apply(_driver("new-driver", "spark-new", "conf", None), namespace)
+    wait_pod(cluster, namespace, "done-driver", "Succeeded")
+    wait_gone(cluster, namespace, "pod", "keep-exec-2")
+    cluster.restart("sparksim")
+
+    wait_for(lambda: len(_executors(cluster, namespace, "spark-keep")) == 2, message="missing executor recreated")
+    wait_for(lambda: len(_executors(cluster, namespace, "spark-new")) == 2, message="new driver's executors")
+    wait_for(lambda: not _executors(cluster, namespace, "spark-done"), message="finished driver's executors deleted")
+    time.sleep(1.0)
+    assert not _executors(cluster, namespace, "spark-done")
