@@ -409,8 +409,8 @@ def list_clusters() -> list[str]:
 def prune(prefix: str = "", min_age_s: float = 600.0) -> list[str]:
     """Remove clusters (optionally only names with `prefix`) none of whose processes is alive.
 
-    A directory without a readable state file is only removed once older than `min_age_s`,
-    so a cluster that another process is creating right now is left alone.
+    A cluster that has not started any process yet (or whose state is unreadable) is only
+    removed once older than `min_age_s`: another process may be creating it right now.
     """
     removed = []
     for name in list_clusters():
@@ -418,12 +418,12 @@ def prune(prefix: str = "", min_age_s: float = 600.0) -> list[str]:
             continue
         directory = cluster_dir(name)
         try:
-            state = ClusterState.load(directory)
+            processes = ClusterState.load(directory).processes
         except (OSError, ValueError, TypeError):
-            if time.time() - directory.stat().st_mtime < min_age_s:
-                continue
-            state = None
-        if state is not None and (any(_record_alive(r) for r in state.processes.values()) or not state.processes):
+            processes = {}
+        if any(_record_alive(r) for r in processes.values()):
+            continue
+        if not processes and time.time() - directory.stat().st_mtime < min_age_s:
             continue
         shutil.rmtree(directory, ignore_errors=True)
         removed.append(name)
