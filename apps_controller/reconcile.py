@@ -404,6 +404,9 @@ class _Pass:
         if state in TERMINAL_STATES:
             self.terminal()
             return
+        if state in _DECIDING and not self.retries(state):
+            _STEPS[state](self)  # the policy's final word (COMPLETED / FAILED) comes before a suspend
+            return
         if app.suspend and state not in (State.SUSPENDING, State.SUSPENDED):
             self.transition(State.SUSPENDING, "spec.suspend is true: stopping the current run")
             self.suspending()
@@ -414,6 +417,10 @@ class _Pass:
             self.invalidating()
             return
         _STEPS[state](self)
+
+    def retries(self, outcome: State) -> bool:
+        s = self.status
+        return policy.should_retry(self.obs.app.policy, outcome, s.execution_attempts, s.submission_attempts)
 
     def prune(self) -> None:
         """Delete stray unfinished SparkDrivers and all but the newest finished ones."""
@@ -456,6 +463,8 @@ class _Pass:
 # States where a spec change does not invalidate: nothing runs, and the next run takes the newest spec
 # (a spec changed while suspended is run on resume without resetting the counters, as kubeflow does).
 _NO_SPEC_CHECK: Final = frozenset({State.SUSPENDING, State.SUSPENDED, State.RESUMING, State.INVALIDATING})
+# States holding a counted outcome whose policy decision (run again, or finish) is pending.
+_DECIDING: Final = frozenset({State.SUCCEEDING, State.FAILING, State.SUBMISSION_FAILED})
 _SPEC_CHANGED: Final = "SpecChanged"
 _SUSPENDED: Final = "Suspended"
 _OUTCOME_OF: Final = {

@@ -1,0 +1,193 @@
+"""Property test of the SparkApplication state machine: any sequence of observations (driver phases,
+lost drivers, driver-pod replacements, spec edits, suspend toggles, TTL edits, time passing), any
+crash point inside a pass, stale and lagging views — and the invariants hold:
+
+* counters never exceed the restart policy; an outcome, once counted, never changes;
+* COMPLETED and FAILED never change;
+* the plan is a function of (spec, status, observed, now) alone (SimCluster calls reconcile twice);
+* no two SparkDrivers are ever created with the same run number, and at most one unfinished
+  SparkDriver exists at a time (SimCluster refuses such a create);
+* a create happens only after the status write that recorded its run;
+* the status always validates against api.models.SparkApplicationStatus.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from api.models import SparkApplicationStatus
+from apps_controller.model import DriverPhase, Outcome, RestartType, State
+from apps_controller.simulation import SimCluster, Snapshot
+
+SPEC: dict[str, Any] = {
+    "type": "Python",
+    "sparkVersion": "3.5.3",
+    "image": "spark:3.5.3",
+    "mainApplicationFile": "local:///opt/spark/examples/src/main/python/pi.py",
+    "driver": {"cores": 1, "memory": "512m"},
+    "executor": {"instances": 1},
+}
+
+policies = st.builds(
+    lambda kind, f, s, fi, si: {
+        "type": kind,
+        **({"onFailureRetries": f} if f is not None and kind != "Never" else {}),
+        **({"onSubmissionFailureRetries": s} if s is not None and kind != "Never" else {}),
+        **({"onFailureRetryInterval": fi, "onSubmissionFailureRetryInterval": si} if kind != "Never" else {}),
+    },
+    st.sampled_from(["Never", "OnFailure", "Always"]),
+    st.none() | st.integers(0, 2),
+    st.none() | st.integers(0, 2),
+    st.integers(1, 4),
+    st.integers(1, 4),
+)
+outcomes = st.sampled_from(
+    [
+        (DriverPhase.PENDING, None),
+        (DriverPhase.RUNNING, None),
+        (DriverPhase.SUCCEEDED, "Completed"),
+        (DriverPhase.FAILED, "Error"),
+        (DriverPhase.FAILED, "DriverPodLost"),
+        (DriverPhase.SUBMISSION_FAILED, "Forbidden"),
+    ]
+)
+
+
+class AppLifecycle(RuleBasedStateMachine):
+    cluster: SimCluster
+    policy: dict[str, Any]
+
+    @initialize(policy=policies, ttl=st.none() | st.integers(0, 30))
+    def start(self, policy: dict[str, Any], ttl: int | None) -> None:
+        spec = {**SPEC, "restartPolicy": policy}
+        if ttl is not None:
+            spec["timeToLiveSeconds"] = ttl
+        self.policy = policy
+        self.cluster = SimCluster(spec=spec)
+        self.terminal: str | None = None
+        self.counted: dict[int, Any] = {}
+
+    # -- the operator ----------------------------------------------------------------------------
+
+    @rule()
+    def reconcile(self) -> None:
+        self.cluster.reconcile()
+
+    @rule(steps=st.integers(0, 4))
+    def reconcile_and_crash(self, steps: int) -> None:
+        """The operator dies after ``steps`` of [before-actions, status write, after-actions]."""
+        self.cluster.reconcile(crash_after=steps)
+
+    @rule(back=st.integers(1, 6))
+    def reconcile_from_a_stale_view(self, back: int) -> None:
+        """An old snapshot of app and drivers (a lagging informer, a replayed event)."""
+        history = self.cluster.history
+        if len(history) >= back:
+            self.cluster.reconcile(snap=history[-back])
+
+    @rule()
+    def reconcile_with_lagging_drivers(self) -> None:
+        """Fresh app, SparkDrivers as the previous pass saw them (the driver index lags)."""
+        history = self.cluster.history
+        if history:
+            fresh = self.cluster.snapshot()
+            self.cluster.reconcile(snap=Snapshot(fresh.app, fresh.status, fresh.rv, history[-1].drivers))
+
+    @rule()
+    def settle(self) -> None:
+        self.cluster.run_until_quiet()
+
+    # -- the world ---------------------------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.cluster.unfinished()))
+    @rule(outcome=outcomes)
+    def driver_progresses(self, outcome: tuple[DriverPhase, str | None]) -> None:
+        phase, reason = outcome
+        (drv,) = self.cluster.unfinished()
+        self.cluster.set_phase(drv.name, phase, reason, 1 if phase is DriverPhase.FAILED else None)
+
+    @precondition(lambda self: bool(self.cluster.unfinished()))
+    @rule()
+    def driver_pod_replaced(self) -> None:
+        (drv,) = self.cluster.unfinished()
+        drv.incarnation += 1
+
+    @rule()
+    def user_deletes_a_seen_driver(self) -> None:
+        seen = self.cluster.app_status.current_driver
+        if seen in self.cluster.drivers:
+            del self.cluster.drivers[seen]
+
+    @rule(value=st.integers(1, 3))
+    def edit_spec(self, value: int) -> None:
+        self.cluster.edit_spec(arguments=[str(value)])
+
+    @rule()
+    def toggle_suspend(self) -> None:
+        self.cluster.edit_spec(suspend=not self.cluster.spec.get("suspend", False))
+
+    @rule(ttl=st.none() | st.integers(0, 30))
+    def edit_ttl(self, ttl: int | None) -> None:
+        self.cluster.edit_spec(timeToLiveSeconds=ttl)
+
+    @rule(seconds=st.sampled_from([0.1, 0.5, 1.0, 2.0, 5.0, 31.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.cluster.advance(seconds)
+
+    # -- invariants --------------------------------------------------------------------------------
+
+    @invariant()
+    def counters_within_policy(self) -> None:
+        if not hasattr(self, "cluster"):
+            return
+        status = self.cluster.app_status
+        kind = RestartType(self.policy["type"])
+        retries_f = self.policy.get("onFailureRetries") or 0
+        retries_s = self.policy.get("onSubmissionFailureRetries") or 0
+        if kind is RestartType.NEVER:
+            assert status.execution_attempts + status.submission_attempts <= 1
+        elif kind is RestartType.ON_FAILURE:
+            assert status.execution_attempts <= retries_f + 1
+            assert status.submission_attempts <= retries_s + 1
+        assert status.execution_attempts >= 0 and status.submission_attempts >= 0
+
+    @invariant()
+    def terminal_stays_terminal_and_outcomes_never_change(self) -> None:
+        if not hasattr(self, "cluster") or self.cluster.deleted:
+            return
+        status = self.cluster.app_status
+        if self.terminal is not None:
+            assert status.state.value == self.terminal
+        if status.state in (State.COMPLETED, State.FAILED):
+            self.terminal = status.state.value
+        for record in status.attempts:
+            if record.finished:
+                assert self.counted.setdefault(record.run, record) == record
+        for run, record in self.counted.items():
+            assert record.outcome is not Outcome.RUNNING
+            assert all(r == record for r in status.attempts if r.run == run)
+
+    @invariant()
+    def one_unfinished_driver_at_most(self) -> None:
+        if hasattr(self, "cluster"):
+            assert len(self.cluster.unfinished()) <= 1
+            assert len(self.cluster.created) == len(set(self.cluster.created.values()))
+
+    @invariant()
+    def status_is_valid_for_the_crd(self) -> None:
+        if hasattr(self, "cluster") and self.cluster.status:
+            SparkApplicationStatus.model_validate(self.cluster.status)
+
+
+AppLifecycle.TestCase.settings = settings(
+    max_examples=int(os.environ.get("SPARKOP_HYPOTHESIS_EXAMPLES", "150")),
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestAppLifecycle = AppLifecycle.TestCase
