@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from devcluster import procs
+from devcluster.cluster import ClusterState, ProcessRecord
+
+SLEEP = shutil.which("sleep") or "/bin/sleep"
+
+
+def test_stop_all_terminates_our_process(tmp_path: Path) -> None:
+    pid = procs.spawn([SLEEP, "60"], tmp_path / "sleep.log")
+    assert procs.is_alive(pid) and procs.runs_executable(pid, SLEEP)
+    procs.stop_all([(pid, SLEEP)], grace=2.0)
+    assert not procs.is_alive(pid)
+
+
+def test_stop_all_leaves_a_reused_pid_alone(tmp_path: Path) -> None:
+    pid = procs.spawn([SLEEP, "60"], tmp_path / "sleep.log")
+    try:
+        procs.stop_all([(pid, "/some/other/binary")], grace=0.1)
+        assert procs.is_alive(pid)
+    finally:
+        procs.stop_all([(pid, SLEEP)], grace=0.1)
+
+
+def test_die_with_parent(tmp_path: Path) -> None:
+    """A process spawned with die_with_parent goes away when its spawner is SIGKILLed."""
+    pid_file = tmp_path / "pid"
+    script = (
+        "import sys, time; from pathlib import Path; from devcluster import procs;"
+        f"pid = procs.spawn([{SLEEP!r}, '60'], Path({str(tmp_path / 'log')!r}), die_with_parent=True);"
+        f"Path({str(pid_file)!r}).write_text(str(pid)); time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert procs.is_alive(child)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while procs.is_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not procs.is_alive(child)
+
+
+def test_state_round_trip(tmp_path: Path) -> None:
+    state = ClusterState(
+        name="n",
+        directory=str(tmp_path),
+        bin_dir="/bin",
+        kubeconfig=str(tmp_path / "kubeconfig"),
+        server="https://127.0.0.1:1",
+        ports={"apiserver": 1},
+        nodes=["kwok-node-0"],
+        processes={"etcd": ProcessRecord(pid=1, argv=["/bin/etcd", "--x"], log="/l")},
+    )
+    state.save()
+    assert ClusterState.load(tmp_path) == state
