@@ -1,0 +1,403 @@
+"""The apps controller on a real control plane, with the real operator (`sparkop run`, both
+controllers) and the devcluster's simulated Spark drivers: outcomes come from the simulator's
+annotations passed down through spec.driver.annotations.
+
+Independent apps run concurrently within a test; retry intervals are 1-2 s, runs 1-4 s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devcluster.testing import ClusterHandle, wait_for
+from tests.support.operator import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+Obj = dict[str, Any]
+TERMINAL = ("COMPLETED", "FAILED")
+MISSING_SA = "sparkop-test-missing"  # the API server refuses a pod with an unknown service account
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: ClusterHandle) -> ClusterHandle:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    for crd in ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
+    return cluster
+
+
+@pytest.fixture
+def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path)
+    with proc:
+        yield proc
+    if not proc.alive():
+        print(proc.logs()[-5000:])
+
+
+class DriverWatch:
+    """Records every SparkDriver ever created in a namespace (name -> uids), through a watch, so a
+    duplicate is caught even if it was deleted again."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
+        kubectl = str(cluster.kubectl_binary)
+        jsonpath = '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}'
+        self.proc = subprocess.Popen(
+            [kubectl, "--kubeconfig", str(cluster.kubeconfig), "get", "sparkdrivers", "-n", namespace,
+             "--watch", "--output-watch-events", "-o", f"jsonpath={jsonpath}"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.uids: dict[str, set[str]] = {}
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
+                self.uids.setdefault(parts[1], set()).add(parts[2])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(5)
+
+    def created(self, app: str) -> dict[str, set[str]]:
+        return {n: u for n, u in self.uids.items() if n.rsplit("-", 1)[0] == app}
+
+
+@pytest.fixture
+def drivers_watch(crds: ClusterHandle, namespace: str) -> Iterator[DriverWatch]:
+    watch = DriverWatch(crds, namespace)
+    yield watch
+    watch.stop()
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def app_manifest(
+    name: str,
+    policy: Obj | None = None,
+    *,
+    outcome: str = "Succeeded",
+    run_seconds: float = 1,
+    service_account: str | None = None,
+    **spec: Any,
+) -> Obj:
+    driver: Obj = {
+        "cores": 1,
+        "memory": "512m",
+        "annotations": {
+            "sim.sparkop.io/outcome": outcome,
+            "sim.sparkop.io/run-seconds": str(run_seconds),
+            **({"sim.sparkop.io/exit-code": "1"} if outcome == "Failed" else {}),
+        },
+    }
+    if service_account:
+        driver["serviceAccount"] = service_account
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkApplication",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "Scala",
+            "image": "apache/spark:3.5.7",
+            "sparkVersion": "3.5.7",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples_2.12-3.5.7.jar",
+            "restartPolicy": policy or {"type": "Never"},
+            "driver": driver,
+            "executor": {"instances": 1, "cores": 1, "memory": "512m"},
+            **spec,
+        },
+    }
+
+
+def get(cluster: ClusterHandle, namespace: str, kind: str, name: str) -> Obj | None:
+    out = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found").stdout
+    return json.loads(out) if out.strip() else None
+
+
+def status(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
+    app = get(cluster, namespace, "sparkapplication", name)
+    return (app or {}).get("status") or {}
+
+
+def state(cluster: ClusterHandle, namespace: str, name: str) -> str | None:
+    return status(cluster, namespace, name).get("applicationState", {}).get("state")
+
+
+def all_states(cluster: ClusterHandle, namespace: str) -> dict[str, Obj]:
+    items = cluster.kubectl_json("get", "sparkapplications", "-n", namespace)["items"]
+    return {a["metadata"]["name"]: a.get("status") or {} for a in items}
+
+
+def wait_state(cluster: ClusterHandle, namespace: str, name: str, *wanted: str, timeout: float = 60) -> Obj:
+    def reached() -> Obj | None:
+        s = status(cluster, namespace, name)
+        return s if s.get("applicationState", {}).get("state") in wanted else None
+
+    result: Obj = wait_for(reached, timeout=timeout, interval=0.2, message=f"{name} in {wanted}")
+    return result
+
+
+def unfinished_drivers(cluster: ClusterHandle, namespace: str, app: str) -> list[str]:
+    items = cluster.kubectl_json("get", "sparkdrivers", "-n", namespace, "-l", f"sparkop.io/app={app}")
+    done = ("Succeeded", "Failed", "SubmissionFailed")
+    return [d["metadata"]["name"] for d in items["items"] if (d.get("status") or {}).get("phase") not in done]
+
+
+def ts(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def assert_no_duplicates(watch: DriverWatch, app: str, runs: int) -> None:
+    created = watch.created(app)
+    assert sorted(created) == sorted(f"{app}-{n}" for n in range(1, runs + 1)), created
+    assert all(len(uids) == 1 for uids in created.values()), created
+
+
+# -- tests ---------------------------------------------------------------------------------------
+
+POLICIES: dict[str, Obj] = {
+    "never": {"type": "Never"},
+    "onfailure": {
+        "type": "OnFailure",
+        "onFailureRetries": 1,
+        "onFailureRetryInterval": 1,
+        "onSubmissionFailureRetries": 1,
+        "onSubmissionFailureRetryInterval": 1,
+    },
+    "always": {"type": "Always", "onFailureRetryInterval": 1, "onSubmissionFailureRetryInterval": 1},
+}
+# (policy, outcome) -> final state and runs; Always is watched for 3 runs, then deleted
+EXPECTED: dict[tuple[str, str], tuple[str, int]] = {
+    ("never", "succeeded"): ("COMPLETED", 1),
+    ("never", "failed"): ("FAILED", 1),
+    ("never", "subfail"): ("FAILED", 1),
+    ("never", "lost"): ("FAILED", 1),
+    ("onfailure", "succeeded"): ("COMPLETED", 1),
+    ("onfailure", "failed"): ("FAILED", 2),
+    ("onfailure", "subfail"): ("FAILED", 2),
+    ("onfailure", "lost"): ("FAILED", 2),
+    ("always", "succeeded"): ("", 3),
+    ("always", "failed"): ("", 3),
+    ("always", "subfail"): ("", 3),
+    ("always", "lost"): ("", 3),
+}
+
+
+def outcome_manifest(name: str, policy: str, outcome: str) -> Obj:
+    if outcome == "succeeded":
+        return app_manifest(name, POLICIES[policy], outcome="Succeeded", run_seconds=1)
+    if outcome == "failed":
+        return app_manifest(name, POLICIES[policy], outcome="Failed", run_seconds=1)
+    if outcome == "subfail":
+        return app_manifest(name, POLICIES[policy], service_account=MISSING_SA)
+    # lost: no replacement allowed, the test deletes the running driver pod
+    policy_obj = {**POLICIES[policy], "maxDriverPodReplacements": 0}
+    return app_manifest(name, policy_obj, outcome="Succeeded", run_seconds=30)
+
+
+def delete_running_driver_pods(cluster: ClusterHandle, namespace: str, app: str) -> None:
+    pods = cluster.kubectl_json(
+        "get", "pods", "-n", namespace, "-l", f"sparkop.io/app={app},spark-role=driver", "-o", "json"
+    )["items"]
+    for pod in pods:
+        if pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp"):
+            cluster.kubectl("delete", "pod", pod["metadata"]["name"], "-n", namespace, "--wait=false", check=False)
+
+
+def test_each_restart_policy_with_each_outcome(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess, drivers_watch: DriverWatch
+) -> None:
+    started = time.monotonic()
+    for policy, outcome in EXPECTED:
+        crds.apply(outcome_manifest(f"{policy}-{outcome}", policy, outcome), namespace=namespace)
+
+    def settled() -> bool:
+        states = all_states(crds, namespace)
+        for (policy, outcome), (final, runs) in EXPECTED.items():
+            name = f"{policy}-{outcome}"
+            s = states.get(name, {})
+            if outcome == "lost":
+                delete_running_driver_pods(crds, namespace, name)
+            if final:
+                if s.get("applicationState", {}).get("state") != final:
+                    return False
+            elif int(s.get("lastRun", 0)) < runs:
+                return False
+        return True
+
+    wait_for(settled, timeout=150, interval=0.5, message="every app settled")
+    elapsed = time.monotonic() - started
+    states = all_states(crds, namespace)
+    for (policy, outcome), (final, runs) in EXPECTED.items():
+        name = f"{policy}-{outcome}"
+        s = states[name]
+        if final:
+            assert s["lastRun"] == runs, (name, s)
+            attempts = s["attempts"]
+            assert len(attempts) == runs
+            if outcome == "subfail":
+                assert s["submissionAttempts"] == runs and s.get("executionAttempts", 0) == 0, (name, s)
+            elif final == "FAILED":
+                assert s["executionAttempts"] == runs, (name, s)
+            if outcome == "lost":
+                assert "DriverPodLost" in json.dumps(attempts[-1]), (name, attempts[-1])
+            assert_no_duplicates(drivers_watch, name, runs)
+        else:
+            crds.kubectl("delete", "sparkapplication", name, "-n", namespace, "--wait=false")
+    print(f"\n12 apps (3 policies x 4 outcomes) settled in {elapsed:.1f}s")
+
+
+def test_retry_intervals_are_honoured(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
+    policy = {"type": "OnFailure", "onFailureRetries": 2, "onFailureRetryInterval": 2}
+    sub_policy = {"type": "OnFailure", "onSubmissionFailureRetries": 2, "onSubmissionFailureRetryInterval": 1}
+    crds.apply(app_manifest("retry-fail", policy, outcome="Failed", run_seconds=1), namespace=namespace)
+    crds.apply(app_manifest("retry-sub", sub_policy, service_account=MISSING_SA), namespace=namespace)
+    gaps: dict[str, list[float]] = {}
+    for name, interval in (("retry-fail", 2), ("retry-sub", 1)):
+        s = wait_state(crds, namespace, name, "FAILED", timeout=60)
+        attempts = s["attempts"]
+        assert [a["run"] for a in attempts] == [1, 2, 3]
+        gaps[name] = [
+            (ts(b["startTime"]) - ts(a["finishTime"])).total_seconds() for a, b in itertools.pairwise(attempts)
+        ]
+        for gap in gaps[name]:
+            assert interval <= gap < interval + 1.0, (name, gaps[name])
+    print(f"\nretry gaps (s): {gaps}")
+
+
+def test_spec_update_mid_run_reruns_exactly_once(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess, drivers_watch: DriverWatch
+) -> None:
+    crds.apply(app_manifest("update", run_seconds=4), namespace=namespace)
+    wait_state(crds, namespace, "update", "RUNNING", timeout=30)
+    crds.kubectl(
+        "patch", "sparkapplication", "update", "-n", namespace, "--type=merge", "-p", '{"spec":{"arguments":["7"]}}'
+    )
+    s = wait_state(crds, namespace, "update", "COMPLETED", timeout=40)
+    assert s["lastRun"] == 2
+    assert [a["outcome"] for a in s["attempts"]] == ["Invalidated", "Succeeded"]
+    assert s["executionAttempts"] == 1
+    driver = get(crds, namespace, "sparkdriver", "update-2")
+    assert driver is not None and driver["spec"]["arguments"] == ["7"]
+    assert_no_duplicates(drivers_watch, "update", 2)
+
+
+def test_ttl_and_suspend_only_edits_do_not_rerun(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    crds.apply(app_manifest("noop-edit", run_seconds=3), namespace=namespace)
+    wait_state(crds, namespace, "noop-edit", "RUNNING", timeout=30)
+    crds.kubectl(
+        "patch", "sparkapplication", "noop-edit", "-n", namespace, "--type=merge",
+        "-p", '{"spec":{"timeToLiveSeconds":300,"suspend":false}}',
+    )  # fmt: skip
+    s = wait_state(crds, namespace, "noop-edit", "COMPLETED", timeout=30)
+    assert s["lastRun"] == 1 and s["observedGeneration"] == 2
+
+
+def test_suspend_and_resume(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
+    crds.apply(app_manifest("pause", run_seconds=4), namespace=namespace)
+    wait_state(crds, namespace, "pause", "RUNNING", timeout=30)
+    crds.kubectl(
+        "patch", "sparkapplication", "pause", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":true}}'
+    )
+    wait_state(crds, namespace, "pause", "SUSPENDED", timeout=30)
+    assert unfinished_drivers(crds, namespace, "pause") == []
+    wait_for(
+        lambda: not crds.kubectl_json("get", "pods", "-n", namespace, "-l", "sparkop.io/app=pause")["items"],
+        timeout=30,
+        message="no pods while suspended",
+    )
+    time.sleep(1)
+    assert state(crds, namespace, "pause") == "SUSPENDED"
+    crds.kubectl(
+        "patch", "sparkapplication", "pause", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":false}}'
+    )
+    s = wait_state(crds, namespace, "pause", "COMPLETED", timeout=40)
+    assert s["lastRun"] == 2 and [a["outcome"] for a in s["attempts"]] == ["Invalidated", "Succeeded"]
+    events = crds.kubectl_json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=pause")
+    reasons = [e["reason"] for e in events["items"]]
+    for reason in ("SparkApplicationSuspending", "SparkApplicationSuspended", "SparkApplicationResuming"):
+        assert reason in reasons
+
+
+def test_ttl_deletes_a_finished_app(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
+    crds.apply(app_manifest("ttl", run_seconds=1, timeToLiveSeconds=2), namespace=namespace)
+    s = wait_state(crds, namespace, "ttl", "COMPLETED", timeout=30)
+    finished = ts(s["terminationTime"])
+    wait_for(lambda: get(crds, namespace, "sparkapplication", "ttl") is None, timeout=20, message="ttl app deleted")
+    lived = (datetime.now(finished.tzinfo) - finished).total_seconds()
+    assert 2 <= lived < 5, lived
+
+
+def test_deleting_an_app_removes_everything_it_owns(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    crds.apply(app_manifest("cascade", run_seconds=30), namespace=namespace)
+    s = wait_state(crds, namespace, "cascade", "RUNNING", timeout=30)
+    wait_for(lambda: get(crds, namespace, "service", "cascade-ui-svc"), timeout=10, message="UI service")
+    assert status(crds, namespace, "cascade")["driverInfo"]["webUIServiceName"] == "cascade-ui-svc"
+    assert s["currentDriver"] == "cascade-1"
+    crds.kubectl("delete", "sparkapplication", "cascade", "-n", namespace, "--wait=false")
+
+    def gone() -> bool:
+        left = crds.kubectl("get", "sparkdrivers,pods,services,configmaps", "-n", namespace,
+                            "-l", "sparkop.io/app=cascade", "-o", "name").stdout.split()  # fmt: skip
+        return not left and get(crds, namespace, "service", "cascade-ui-svc") is None
+
+    wait_for(gone, timeout=60, interval=0.5, message="everything the app owned is gone")
+
+
+def test_operator_restart_at_every_state_converges_to_the_same_result(
+    crds: ClusterHandle, namespace: str, tmp_path: Path, drivers_watch: DriverWatch
+) -> None:
+    """Reference app without restarts, then the same app with the operator killed (SIGKILL) each time
+    the app shows a state it had not shown before: same final state and attempts, no duplicate."""
+    policy = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
+    proc = OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path)
+    with proc:
+        crds.apply(app_manifest("reference", policy, outcome="Failed", run_seconds=1), namespace=namespace)
+        reference = wait_state(crds, namespace, "reference", *TERMINAL, timeout=60)
+
+        crds.apply(app_manifest("restarted", policy, outcome="Failed", run_seconds=1), namespace=namespace)
+        seen: list[str] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            current = state(crds, namespace, "restarted")
+            if current and current not in seen:
+                seen.append(current)
+                if current in TERMINAL:
+                    break
+                proc.restart(hard=True)
+            time.sleep(0.05)
+        final = wait_state(crds, namespace, "restarted", *TERMINAL, timeout=60)
+        restarts = proc.starts - 1
+    outcome = lambda s: (  # noqa: E731
+        s["applicationState"]["state"],
+        s["lastRun"],
+        s["executionAttempts"],
+        [a["outcome"] for a in s["attempts"]],
+    )
+    assert outcome(final) == outcome(reference)
+    assert_no_duplicates(drivers_watch, "restarted", final["lastRun"])
+    print(f"\nstates seen with a SIGKILL+restart at each: {seen} ({restarts} restarts)")
