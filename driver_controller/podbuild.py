@@ -206,11 +206,8 @@ class _Build:
             jars = [j for j in conf.get("spark.jars", "").split(",") if j]
             if sub.resource not in jars:
                 conf["spark.jars"] = ",".join([*jars, sub.resource])
-        if sub.resource_type == "python" and sub.resource:
-            py_files = [p for p in conf.get("spark.submit.pyFiles", "").split(",") if p]
-            conf["spark.submit.pyFiles"] = ",".join(py_files)
-            if not py_files:
-                del conf["spark.submit.pyFiles"]
+        # SparkSubmit always writes spark.submit.pyFiles (empty for JVM apps).
+        conf.setdefault("spark.submit.pyFiles", "")
         return conf
 
     # KubernetesDriverConf.labels
@@ -372,7 +369,9 @@ class _Build:
                 mount["subPathExpr"] = opts["mount.subPathExpr"]
             source: Body
             if kind == "hostPath":
-                source = {"path": opts.get("options.path", ""), "type": opts.get("options.type", "")}
+                # Spark 3.5 ignores options.type (always ""); 4.0 passes it through.
+                kind_type = opts.get("options.type", "") if self.sub.major_version >= 4 else ""
+                source = {"path": opts.get("options.path", ""), "type": kind_type}
             elif kind == "emptyDir":
                 source = {}
                 if opts.get("options.medium"):
@@ -416,6 +415,7 @@ class _Build:
         _volume(pod, {"name": HADOOP_CONF_VOLUME, "configMap": {"name": config_map}})
         _mount(container, {"name": HADOOP_CONF_VOLUME, "mountPath": HADOOP_CONF_DIR})
         _env(container, "HADOOP_CONF_DIR", HADOOP_CONF_DIR)
+        self.props["spark.kubernetes.executor.hadoopConfigMapName"] = config_map
 
     def pod_template(self, pod: Body, container: Body) -> Body | None:
         template = self.sub.executor_template
@@ -437,6 +437,7 @@ class _Build:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": self.template_map_name, "namespace": self.sub.namespace},
+            "immutable": True,
             # JSON is YAML: Spark's template loader reads it, and it is fast and canonical.
             "data": {POD_TEMPLATE_KEY: json.dumps(template, sort_keys=True, separators=(",", ":"))},
         }
@@ -482,7 +483,8 @@ class _Build:
             "kind": "ConfigMap",
             "metadata": {"name": self.config_map_name, "namespace": self.sub.namespace},
             "immutable": True,
-            "data": {SPARK_CONF_FILE: text},
+            # Client.run adds the namespace as a second key (not mounted: the volume lists items).
+            "data": {SPARK_CONF_FILE: text, "spark.kubernetes.namespace": self.sub.namespace},
         }
 
 

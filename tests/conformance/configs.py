@@ -1,0 +1,136 @@
+"""The SparkDriver specs conformance runs through spark-submit and through our renderer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXAMPLES_JAR = "local:///opt/spark/examples/jars/spark-examples.jar"
+PI_PY = "local:///opt/spark/examples/src/main/python/pi.py"
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "scala-minimal": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "arguments": ["100"],
+    },
+    "scala-resources": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "driver": {"cores": 2, "coreRequest": "1500m", "coreLimit": "2", "memory": "2g", "memoryOverhead": "512m"},
+        "executor": {"instances": 3, "cores": 2, "memory": "4g"},
+    },
+    "scala-overhead-factor": {
+        "type": "Java",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "memoryOverheadFactor": "0.3",
+        "sparkConf": {"spark.driver.memoryOverheadFactor": "0.25", "spark.driver.minMemoryOverhead": "700m"},
+        "driver": {"memory": "1500m", "javaOptions": "-XX:+UseG1GC -Dfoo=bar"},
+        "deps": {"jars": ["local:///opt/extra/a.jar", "local:///opt/extra/b.jar"], "files": ["local:///etc/x.conf"]},
+    },
+    "python-basic": {
+        "type": "Python",
+        "image": "apache/spark-py:3.5.7",
+        "mainApplicationFile": PI_PY,
+        "arguments": ["10", "--verbose"],
+        "deps": {"pyFiles": ["local:///opt/lib/helpers.zip"]},
+        "sparkConf": {"spark.pyspark.python": "python3"},
+        "driver": {"memory": "900m"},
+    },
+    "python-env-secrets-labels": {
+        "type": "Python",
+        "image": "apache/spark-py:3.5.7",
+        "mainApplicationFile": PI_PY,
+        "driver": {
+            "envVars": {"A_VAR": "one", "B_VAR": "two words"},
+            "envSecretKeyRefs": {"DB_PASSWORD": {"name": "db", "key": "password"}},
+            "secrets": [
+                {"name": "gcp-sa", "path": "/mnt/gcp", "secretType": "GCPServiceAccount"},
+                {"name": "plain", "path": "/mnt/plain", "secretType": "Generic"},
+            ],
+            "labels": {"team": "data", "tier": "batch"},
+            "annotations": {"example.com/owner": "alice", "example.com/app-id": "{{APP_ID}}"},
+            "serviceLabels": {"svc": "label"},
+            "serviceAnnotations": {"example.com/svc": "yes"},
+            "nodeSelector": {"disk": "ssd"},
+        },
+        "executor": {"instances": 1, "labels": {"team": "data"}},
+    },
+    "scala-volumes": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "spark-data", "readOnly": True}},
+            {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
+            {"name": "host", "hostPath": {"path": "/var/log/spark", "type": "DirectoryOrCreate"}},
+            {"name": "share", "nfs": {"server": "nfs.example.com", "path": "/exports/share"}},
+        ],
+        "driver": {
+            "volumeMounts": [
+                {"name": "data", "mountPath": "/data", "readOnly": True},
+                {"name": "scratch", "mountPath": "/scratch"},
+                {"name": "host", "mountPath": "/host-logs", "subPath": "driver"},
+                {"name": "share", "mountPath": "/share"},
+            ]
+        },
+    },
+    "scala-ports-conf": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "imagePullPolicy": "Always",
+        "imagePullSecrets": ["regcred", "other"],
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "proxyUser": "alice",
+        "hadoopConfigMap": "hadoop-conf",
+        "hadoopConf": {"fs.s3a.endpoint": "http://minio:9000"},
+        "sparkConf": {
+            "spark.driver.port": "7777",
+            "spark.driver.blockManager.port": "7788",
+            "spark.ui.port": "4141",
+            "spark.local.dir": "/tmp/a,/tmp/b",
+            "spark.kubernetes.local.dirs.tmpfs": "true",
+        },
+        "driver": {"serviceAccount": "spark"},
+    },
+    "scala-pod-template": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "driver": {
+            "template": {
+                "metadata": {"labels": {"from-template": "yes"}, "annotations": {"tmpl": "1"}},
+                "spec": {
+                    "containers": [
+                        {"name": "log-shipper", "image": "busybox:1.36", "args": ["sleep", "infinity"]},
+                        {
+                            "name": "spark-kubernetes-driver",
+                            "env": [{"name": "FROM_TEMPLATE", "value": "1"}],
+                            "resources": {"limits": {"cpu": "3"}},
+                        },
+                    ],
+                },
+            },
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "spark", "effect": "NoSchedule"}],
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 185},
+            "podSecurityContext": {"fsGroup": 185},
+            "initContainers": [{"name": "init", "image": "busybox:1.36", "command": ["true"]}],
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["db.local"]}],
+            "terminationGracePeriodSeconds": 45,
+        },
+        "executor": {
+            "instances": 2,
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "spark", "effect": "NoSchedule"}],
+            "env": [{"name": "EXEC_ENV", "value": "x"}],
+        },
+    },
+}

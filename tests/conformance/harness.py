@@ -1,0 +1,396 @@
+"""Run real spark-submit against a devcluster and compare what it created with our renderer.
+
+* ``ensure_spark(version)`` installs pyspark into ``~/.cache/sparkop/pyspark-<version>`` once
+  (``pip install --target``); its ``bin/spark-submit`` runs with the machine's Java 17.
+* ``kubeflow_args(driver)`` builds the spark-submit command line kubeflow's operator would build
+  for the same spec (``internal/controller/sparkapplication/submission.go``), written
+  independently of ``driver_controller.submission``, plus the properties sparkop owns (pod name,
+  executor pod-name prefix, executor pod template).
+* ``capture`` reads back the driver pod, its ConfigMap, Service and executor template ConfigMap.
+* ``normalise`` replaces only what is random: the app id, the generated names derived from it,
+  the local-dir UUID, the submit time, uids, timestamps and server-generated fields.
+* ``compare`` walks both trees and lists every difference by path.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from driver_controller.sparkconf import parse_properties
+
+Body = dict[str, Any]
+
+CACHE = Path(os.environ.get("SPARKOP_CACHE", Path.home() / ".cache" / "sparkop"))
+# Properties only the submitting client uses; they never reach a driver we create.
+SUBMISSION_ONLY = re.compile(r"^spark\.kubernetes\.(authenticate\.submission\.|submission\.waitAppCompletion$)")
+
+
+def spark_home(version: str) -> Path:
+    return CACHE / f"pyspark-{version}" / "pyspark"
+
+
+def ensure_spark(version: str) -> Path:
+    home = spark_home(version)
+    if not (home / "bin" / "spark-submit").exists():
+        target = home.parent
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(target),
+                f"pyspark=={version}",
+            ],
+            check=True,
+        )
+    return home
+
+
+def client_cert(pki_dir: Path, out: Path) -> tuple[Path, Path]:
+    """An RSA admin client certificate signed by the devcluster CA: fabric8 (Spark's Kubernetes
+    client) cannot read the EC keys devcluster issues."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    cert_path, key_path = out / "spark-submit.crt", out / "spark-submit.key"
+    if cert_path.exists() and key_path.exists():
+        return cert_path, key_path
+    ca_key: Any = serialization.load_pem_private_key((pki_dir / "ca.key").read_bytes(), None)
+    ca = x509.load_pem_x509_certificate((pki_dir / "ca.crt").read_bytes())
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.datetime.now(datetime.UTC)
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, "spark-submit"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+        ]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+# --- the spark-submit command line kubeflow would run ------------------------------------------
+
+
+def kubeflow_args(
+    driver: Mapping[str, Any], executor_template_file: Path, driver_template_file: Path | None
+) -> list[str]:
+    """spark-submit arguments for a SparkDriver manifest, after kubeflow's buildSparkSubmitArgs
+    (only the fields the conformance configurations use)."""
+    from sparkop import naming
+
+    meta, spec = driver["metadata"], driver["spec"]
+    name, ns = meta["name"], meta["namespace"]
+    args: list[str] = []
+
+    def conf(key: str, value: Any) -> None:
+        args.extend(["--conf", f"{key}={value}"])
+
+    if spec.get("type") not in ("Python", "R"):
+        args += ["--class", spec["mainClass"]]
+    args += ["--name", spec.get("appName") or name]
+    deps = spec.get("deps") or {}
+    for field, flag in (("jars", "--jars"), ("pyFiles", "--py-files"), ("files", "--files")):
+        if deps.get(field):
+            args += [flag, ",".join(deps[field])]
+    conf("spark.kubernetes.namespace", ns)
+    if spec.get("image"):
+        conf("spark.kubernetes.container.image", spec["image"])
+    if spec.get("imagePullPolicy"):
+        conf("spark.kubernetes.container.image.pullPolicy", spec["imagePullPolicy"])
+    if spec.get("imagePullSecrets"):
+        conf("spark.kubernetes.container.image.pullSecrets", ",".join(spec["imagePullSecrets"]))
+    if spec.get("memoryOverheadFactor"):
+        conf("spark.kubernetes.memoryOverheadFactor", spec["memoryOverheadFactor"])
+    for key, value in (spec.get("sparkConf") or {}).items():
+        conf(key, value)
+    for key, value in (spec.get("hadoopConf") or {}).items():
+        conf(f"spark.hadoop.{key}", value)
+    if spec.get("hadoopConfigMap"):
+        conf("spark.kubernetes.hadoop.configMapName", spec["hadoopConfigMap"])
+    if driver_template_file is not None:
+        conf("spark.kubernetes.driver.podTemplateFile", driver_template_file)
+        conf("spark.kubernetes.driver.podTemplateContainerName", "spark-kubernetes-driver")
+    conf("spark.kubernetes.driver.pod.name", naming.driver_pod_name(name, 1))
+    for role, short in (("driver", "driver"), ("executor", "executor")):
+        pod = spec.get(role) or {}
+        image = pod.get("image") or spec.get("image")
+        if image:
+            conf(f"spark.kubernetes.{role}.container.image", image)
+        if pod.get("cores") is not None:
+            conf(f"spark.{short}.cores", pod["cores"])
+        if pod.get("coreRequest"):
+            conf(f"spark.kubernetes.{role}.request.cores", pod["coreRequest"])
+        if pod.get("coreLimit"):
+            conf(f"spark.kubernetes.{role}.limit.cores", pod["coreLimit"])
+        if pod.get("memory"):
+            conf(f"spark.{short}.memory", pod["memory"])
+        if pod.get("memoryOverhead"):
+            conf(f"spark.{short}.memoryOverhead", pod["memoryOverhead"])
+        if pod.get("serviceAccount"):
+            conf(f"spark.kubernetes.authenticate.{role}.serviceAccountName", pod["serviceAccount"])
+        if pod.get("javaOptions"):
+            conf(f"spark.{short}.extraJavaOptions", pod["javaOptions"])
+        for key, value in (pod.get("labels") or {}).items():
+            conf(f"spark.kubernetes.{role}.label.{key}", value)
+        for key, value in (pod.get("annotations") or {}).items():
+            conf(f"spark.kubernetes.{role}.annotation.{key}", value)
+        for key, ref in (pod.get("envSecretKeyRefs") or {}).items():
+            conf(f"spark.kubernetes.{role}.secretKeyRef.{key}", f"{ref['name']}:{ref['key']}")
+        for key, value in (pod.get("nodeSelector") or {}).items():
+            conf(f"spark.kubernetes.{role}.node.selector.{key}", value)
+        env_prefix = "spark.kubernetes.driverEnv." if role == "driver" else "spark.executorEnv."
+        for key, value in (pod.get("envVars") or {}).items():
+            conf(f"{env_prefix}{key}", value)
+        for secret in pod.get("secrets") or ():
+            conf(f"spark.kubernetes.{role}.secrets.{secret['name']}", secret["path"])
+            if secret.get("secretType") == "GCPServiceAccount":
+                conf(f"{env_prefix}GOOGLE_APPLICATION_CREDENTIALS", f"{secret['path']}/key.json")
+            if secret.get("secretType") == "HadoopDelegationToken":
+                conf(f"{env_prefix}HADOOP_TOKEN_FILE_LOCATION", f"{secret['path']}/hadoop.token")
+    driver_spec = spec.get("driver") or {}
+    for key, value in (driver_spec.get("serviceLabels") or {}).items():
+        conf(f"spark.kubernetes.driver.service.label.{key}", value)
+    for key, value in (driver_spec.get("serviceAnnotations") or {}).items():
+        conf(f"spark.kubernetes.driver.service.annotation.{key}", value)
+    executor = spec.get("executor") or {}
+    if executor.get("instances") is not None:
+        conf("spark.executor.instances", executor["instances"])
+    # Volumes of the four types Spark mounts from properties (kubeflow's driverVolumeMountsOption).
+    volumes = {v["name"]: v for v in spec.get("volumes") or ()}
+    for role in ("driver", "executor"):
+        for mount in (spec.get(role) or {}).get("volumeMounts") or ():
+            volume = volumes[mount["name"]]
+            kind = next((k for k in ("emptyDir", "hostPath", "nfs", "persistentVolumeClaim") if k in volume), None)
+            if kind is None:
+                continue
+            base = f"spark.kubernetes.{role}.volumes.{kind}.{volume['name']}"
+            conf(f"{base}.mount.path", mount["mountPath"])
+            if mount.get("subPath"):
+                conf(f"{base}.mount.subPath", mount["subPath"])
+            if mount.get("readOnly"):
+                conf(f"{base}.mount.readOnly", "true")
+            source = volume[kind]
+            if kind == "emptyDir" and source.get("sizeLimit"):
+                conf(f"{base}.options.sizeLimit", source["sizeLimit"])
+            if kind == "emptyDir" and source.get("medium"):
+                conf(f"{base}.options.medium", source["medium"])
+            if kind == "hostPath":
+                conf(f"{base}.options.path", source["path"])
+                if source.get("type"):
+                    conf(f"{base}.options.type", source["type"])
+            if kind == "nfs":
+                conf(f"{base}.options.path", source["path"])
+                conf(f"{base}.options.server", source["server"])
+                if source.get("readOnly"):
+                    conf(f"{base}.options.readOnly", "true")
+            if kind == "persistentVolumeClaim":
+                conf(f"{base}.options.claimName", source["claimName"])
+                if source.get("readOnly"):
+                    conf(f"{base}.options.readOnly", "true")
+    dyn = spec.get("dynamicAllocation") or {}
+    if dyn.get("enabled"):
+        conf("spark.dynamicAllocation.enabled", "true")
+        for field in ("initialExecutors", "minExecutors", "maxExecutors"):
+            if dyn.get(field) is not None:
+                conf(f"spark.dynamicAllocation.{field}", dyn[field])
+        conf("spark.dynamicAllocation.shuffleTracking.enabled", "true")
+    # What sparkop owns (the same values its renderer sets).
+    conf("spark.kubernetes.executor.podNamePrefix", naming.pod_prefix(name, 1))
+    conf("spark.kubernetes.executor.podTemplateFile", executor_template_file)
+    conf("spark.kubernetes.executor.podTemplateContainerName", "spark-kubernetes-executor")
+    if spec.get("proxyUser"):
+        args += ["--proxy-user", spec["proxyUser"]]
+    args.append(spec.get("mainApplicationFile") or "spark-internal")
+    args += [str(a) for a in spec.get("arguments") or ()]
+    return args
+
+
+@dataclass
+class Submitted:
+    pod: Body
+    config_map: Body
+    service: Body
+    template_map: Body | None
+    log: str
+
+
+def spark_submit(version: str, server: str, ca: Path, cert: Path, key: Path, args: list[str], workdir: Path) -> str:
+    home = ensure_spark(version)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in ("KUBECONFIG", "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_DIRS", "HADOOP_CONF_DIR", "SPARK_CONF_DIR")
+    }
+    env.update(SPARK_HOME=str(home), SPARK_USER="spark", HOME=str(workdir), SPARK_LOCAL_IP="127.0.0.1")
+    argv = [
+        str(home / "bin" / "spark-submit"),
+        "--master",
+        f"k8s://{server}",
+        "--deploy-mode",
+        "cluster",
+        "--conf",
+        "spark.kubernetes.submission.waitAppCompletion=false",
+        "--conf",
+        f"spark.kubernetes.authenticate.submission.caCertFile={ca}",
+        "--conf",
+        f"spark.kubernetes.authenticate.submission.clientCertFile={cert}",
+        "--conf",
+        f"spark.kubernetes.authenticate.submission.clientKeyFile={key}",
+        *args,
+    ]
+    result = subprocess.run(argv, env=env, cwd=workdir, capture_output=True, text=True, timeout=180, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"spark-submit failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+        )
+    return result.stderr
+
+
+# --- normalisation and comparison --------------------------------------------------------------
+
+SERVER_FIELDS = {
+    ("metadata", "uid"),
+    ("metadata", "resourceVersion"),
+    ("metadata", "creationTimestamp"),
+    ("metadata", "generation"),
+    ("metadata", "managedFields"),
+    ("spec", "nodeName"),
+    ("status",),
+}
+
+
+def _strip(obj: Body) -> Body:
+    out = copy.deepcopy(obj)
+    for path in SERVER_FIELDS:
+        cursor: Any = out
+        for part in path[:-1]:
+            cursor = cursor.get(part, {}) if isinstance(cursor, dict) else {}
+        if isinstance(cursor, dict):
+            cursor.pop(path[-1], None)
+    return out
+
+
+def replace_strings(obj: Any, replacements: Mapping[str, str]) -> Any:
+    if isinstance(obj, str):
+        for old, new in replacements.items():
+            obj = obj.replace(old, new)
+        return obj
+    if isinstance(obj, list):
+        return [replace_strings(x, replacements) for x in obj]
+    if isinstance(obj, dict):
+        return {replace_strings(k, replacements): replace_strings(v, replacements) for k, v in obj.items()}
+    return obj
+
+
+_API_ACCESS = re.compile(r"kube-api-access-[a-z0-9]{5}")
+
+
+def properties_of(config_map: Body) -> dict[str, str]:
+    return parse_properties(config_map.get("data", {}).get("spark.properties", ""))
+
+
+def normalise_config_map(config_map: Body) -> Body:
+    """The ConfigMap with spark.properties parsed (order and escaping are not semantics) and the
+    submission-only properties dropped."""
+    out = _strip(config_map)
+    props = {k: v for k, v in properties_of(config_map).items() if not SUBMISSION_ONLY.match(k)}
+    out.setdefault("data", {})["spark.properties"] = props
+    return out
+
+
+def _sort_named(value: Any) -> Any:
+    """Lists of named entries (env, volumes, mounts) whose order Spark takes from a hash map are
+    compared by name; everything else keeps its order."""
+    if isinstance(value, list) and value and all(isinstance(x, dict) and "name" in x for x in value):
+        return sorted((_sort_named(x) for x in value), key=lambda x: str(x["name"]))
+    if isinstance(value, list):
+        return [_sort_named(x) for x in value]
+    if isinstance(value, dict):
+        return {k: _sort_named(v) for k, v in value.items()}
+    return value
+
+
+def normalise_pod(pod: Body) -> Body:
+    out = _strip(pod)
+    out = json.loads(_API_ACCESS.sub("kube-api-access-xxxxx", json.dumps(out)))
+    spec = out.get("spec", {})
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key, []):
+            for field in ("env", "volumeMounts"):
+                if field in container:
+                    container[field] = _sort_named(container[field])
+    if "volumes" in spec:
+        spec["volumes"] = _sort_named(spec["volumes"])
+    # Spark shuffles spark.local.dir (Utils.randomize) before numbering spark-local-dir-N.
+    for container in spec.get("containers", []):
+        mounts = [m for m in container.get("volumeMounts", []) if m["name"].startswith("spark-local-dir-")]
+        for mount, path in zip(mounts, sorted(m["mountPath"] for m in mounts), strict=True):
+            mount["mountPath"] = path
+        for env in container.get("env", []):
+            if env["name"] == "SPARK_LOCAL_DIRS" and "value" in env:
+                env["value"] = ",".join(sorted(env["value"].split(",")))
+    return out
+
+
+def diff(a: Any, b: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(path, spark's value, ours) for every difference."""
+    if isinstance(a, dict) and b is None:
+        b = {}
+    if isinstance(b, dict) and a is None:
+        a = {}
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            yield from diff(a.get(key), b.get(key), sub)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            yield from diff(x, y, f"{path}[{index}]")
+    elif a != b:
+        yield path, a, b
+
+
+def count_leaves(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(count_leaves(v) for v in value.values()) or 1
+    if isinstance(value, list):
+        return sum(count_leaves(v) for v in value) or 1
+    return 1
+
+
+def temp_dir(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))

@@ -1,0 +1,208 @@
+"""Real spark-submit (Spark 3.5 and 4.0) against the devcluster, compared field by field with
+what our renderer creates for the equivalent SparkDriver.
+
+Every difference must be listed in ``DELIBERATE`` (and in docs/spark-conformance.md) with its
+reason. Results are written to ``$SPARKOP_CONFORMANCE_OUT`` (default
+``~/.cache/sparkop/conformance``) as one JSON file per (configuration, version);
+``python -m tests.conformance.report`` turns them into the table in docs/spark-conformance.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devcluster.testing import ClusterHandle
+from driver_controller.podbuild import POD_TEMPLATE_VOLUME, SPARK_CONF_VOLUME
+from driver_controller.render import parse, render
+from driver_controller.submission import DRIVER_CONTAINER, submission
+from tests.conformance import harness
+from tests.conformance.configs import CONFIGS
+
+pytestmark = [pytest.mark.conformance, pytest.mark.cluster]
+
+VERSIONS = [v for v in os.environ.get("SPARKOP_CONFORMANCE_VERSIONS", "3.5.9,4.0.5").split(",") if v]
+OUT = Path(os.environ.get("SPARKOP_CONFORMANCE_OUT", harness.CACHE / "conformance"))
+
+# (object, path regex) -> why the difference is deliberate. Mirrored in docs/spark-conformance.md.
+DELIBERATE: list[tuple[str, str, str]] = [
+    (
+        "*",
+        r"^metadata\.labels\.(app\.kubernetes\.io/managed-by|sparkop\.io/.*)$",
+        "sparkop's labels (docs/design.md): how the controller finds what a SparkDriver owns",
+    ),
+    (
+        "*",
+        r"^metadata\.ownerReferences",
+        "owned by the SparkDriver (controller), not by the driver pod: the ConfigMaps and Service outlive "
+        "a lost driver pod until the next incarnation replaces them, and the GC removes everything with the "
+        "SparkDriver",
+    ),
+    (
+        "pod",
+        r"^metadata\.finalizers",
+        "sparkop.io/driver-outcome: the controller reads the driver's outcome before the pod can vanish",
+    ),
+    (
+        "config_map",
+        r"^data\.spark\.properties\.spark\.kubernetes\.driver\.podTemplate(File|ContainerName)$",
+        "sparkop applies the driver template itself while building the pod; the property would name a "
+        "file on the submitting machine, which the driver never reads",
+    ),
+    (
+        "config_map",
+        r"^data\.spark\.properties\.spark\.master$",
+        "spark-submit records the API server URL it was given (the test's 127.0.0.1 URL); a driver pod "
+        "reaches the API server in-cluster",
+    ),
+]
+
+
+def _deliberate(kind: str, path: str) -> str | None:
+    for obj, pattern, reason in DELIBERATE:
+        if obj in ("*", kind) and re.match(pattern, path):
+            return reason
+    return None
+
+
+def _driver_manifest(name: str, namespace: str, spec: dict[str, Any], version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": str(uuid.uuid4()),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {**spec, "sparkVersion": version},
+    }
+
+
+def _trivial_template(template: dict[str, Any]) -> bool:
+    spec = template.get("spec") or {}
+    return (
+        not template.get("metadata")
+        and set(spec) <= {"containers"}
+        and spec.get("containers")
+        in (
+            None,
+            [],
+            [{"name": DRIVER_CONTAINER}],
+        )
+    )
+
+
+def _dry_run(cluster: ClusterHandle, obj: dict[str, Any]) -> dict[str, Any]:
+    result = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(obj))
+    return dict(json.loads(result.stdout))
+
+
+def _volume_configmap(pod: dict[str, Any], volume_name: str) -> str | None:
+    for volume in pod["spec"].get("volumes", []):
+        if volume["name"] == volume_name:
+            return str(volume["configMap"]["name"])
+    return None
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_matches_spark_submit(cluster: ClusterHandle, namespace: str, config: str, version: str) -> None:
+    assert cluster.cluster is not None, "conformance needs a devcluster (its CA signs spark-submit's cert)"
+    work = harness.temp_dir(f"conf-{config}-")
+    spec = CONFIGS[config]
+    if (spec.get("driver") or {}).get("serviceAccount"):
+        cluster.kubectl("create", "serviceaccount", spec["driver"]["serviceAccount"], "-n", namespace)
+    manifest = _driver_manifest(f"{config}-drv", namespace, spec, version)
+    driver = parse(manifest)
+    ours = render(driver, 1)
+    sub = submission(driver, 1)
+    assert ours.executor_template is not None
+    exec_template = work / "executor-template.yaml"
+    exec_template.write_text(ours.executor_template["data"]["podspec-configmap-key"])
+    driver_template: Path | None = None
+    if not _trivial_template(sub.driver_template):
+        driver_template = work / "driver-template.yaml"
+        driver_template.write_text(json.dumps(sub.driver_template))
+
+    # Ours first, through the real API server (defaulting, validation), without persisting.
+    mine = {
+        "pod": _dry_run(cluster, ours.pod),
+        "config_map": _dry_run(cluster, ours.config_map),
+        "service": _dry_run(cluster, ours.service),
+        "template_map": _dry_run(cluster, ours.executor_template),
+    }
+
+    # Then real spark-submit.
+    cert, key = harness.client_cert(cluster.cluster.directory / "pki", work)
+    args = harness.kubeflow_args(manifest, exec_template, driver_template)
+    harness.spark_submit(
+        version, cluster.cluster.server, cluster.cluster.directory / "pki" / "ca.crt", cert, key, args, work
+    )
+    pod = cluster.kubectl_json("get", "pod", ours.pod["metadata"]["name"], "-n", namespace)
+    cm_name = _volume_configmap(pod, SPARK_CONF_VOLUME)
+    tmpl_name = _volume_configmap(pod, POD_TEMPLATE_VOLUME)
+    assert cm_name and tmpl_name
+    config_map = cluster.kubectl_json("get", "configmap", cm_name, "-n", namespace)
+    props = harness.properties_of(config_map)
+    svc_name = props["spark.driver.host"].split(".")[0]
+    theirs = {
+        "pod": pod,
+        "config_map": config_map,
+        "service": cluster.kubectl_json("get", "service", svc_name, "-n", namespace),
+        "template_map": cluster.kubectl_json("get", "configmap", tmpl_name, "-n", namespace),
+    }
+
+    # Normalise only what is random.
+    spark_local = next(e["value"] for e in pod["spec"]["containers"][-1]["env"] if e["name"] == "SPARK_LOCAL_DIRS")
+    our_local = ours.properties.get("spark.local.dir") or next(
+        e["value"] for e in ours.pod["spec"]["containers"][-1]["env"] if e["name"] == "SPARK_LOCAL_DIRS"
+    )
+    replacements = {
+        props["spark.app.id"]: ours.properties["spark.app.id"],
+        cm_name: ours.config_map["metadata"]["name"],
+        tmpl_name: ours.executor_template["metadata"]["name"],
+        svc_name: ours.service["metadata"]["name"],
+        spark_local: our_local,
+        props["spark.app.submitTime"]: ours.properties["spark.app.submitTime"],
+    }
+    theirs = harness.replace_strings(theirs, replacements)
+    normal = {
+        "pod": (harness.normalise_pod(theirs["pod"]), harness.normalise_pod(mine["pod"])),
+        "config_map": (
+            harness.normalise_config_map(theirs["config_map"]),
+            harness.normalise_config_map(mine["config_map"]),
+        ),
+        "service": (harness._strip(theirs["service"]), harness._strip(mine["service"])),
+        "template_map": (harness._strip(theirs["template_map"]), harness._strip(mine["template_map"])),
+    }
+    differences: list[dict[str, Any]] = []
+    compared = 0
+    for kind, (a, b) in normal.items():
+        compared += harness.count_leaves(a)
+        for path, spark_value, our_value in harness.diff(a, b):
+            differences.append(
+                {
+                    "object": kind,
+                    "path": path,
+                    "spark": spark_value,
+                    "sparkop": our_value,
+                    "deliberate": _deliberate(kind, path),
+                }
+            )
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{config}-{version}.json").write_text(
+        json.dumps(
+            {"config": config, "version": version, "fields": compared, "differences": differences},
+            indent=1,
+            default=str,
+        )
+    )
+    unexplained = [d for d in differences if not d["deliberate"]]
+    assert not unexplained, json.dumps(unexplained, indent=1, default=str)
