@@ -193,6 +193,19 @@ def test_foreign_finalizer_keeps_pod_terminating(cluster: ClusterHandle, namespa
     wait_gone(cluster, namespace, "pod", "held")
 
 
+def test_deletion_honours_termination_time_capped_by_grace(cluster: ClusterHandle, namespace: str) -> None:
+    cluster.apply(pod_manifest("slow", {"sim.sparkop.io/termination-seconds": "2"}), namespace)
+    capped = pod_manifest("capped", {"sim.sparkop.io/termination-seconds": "600"}, terminationGracePeriodSeconds=1)
+    cluster.apply(capped, namespace)
+    wait_pod(cluster, namespace, "slow", "Running")
+    wait_pod(cluster, namespace, "capped", "Running")
+    cluster.kubectl("delete", "pod", "slow", "capped", "-n", namespace, "--wait=false")
+    time.sleep(0.5)
+    assert get(cluster, namespace, "pod", "slow") is not None  # still Terminating
+    wait_gone(cluster, namespace, "pod", "capped", timeout=5)
+    wait_gone(cluster, namespace, "pod", "slow", timeout=5)
+
+
 def _owner_with_dependents(cluster: ClusterHandle, namespace: str, owner: str) -> list[tuple[str, str]]:
     cluster.kubectl("create", "configmap", owner, "-n", namespace)
     uid = cluster.kubectl_json("get", "configmap", owner, "-n", namespace)["metadata"]["uid"]
