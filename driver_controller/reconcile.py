@@ -363,6 +363,7 @@ def _current_pod(p: _Pass) -> None:
         _lost(p, pod_name, *lost)
         return
     assert pod is not None
+    _pod_info(p, pod)
     outcome = _outcome(pod)
     if outcome is not None:
         phase, termination = outcome
@@ -397,8 +398,7 @@ def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
     _start_incarnation(p, p.incarnation + 1)
 
 
-def _observe_running(p: _Pass, pod: PodSummary) -> None:
-    """The current pod exists and has not ended: phase, pod info, stuck states."""
+def _pod_info(p: _Pass, pod: PodSummary) -> None:
     info: Body = {"name": pod.name, "uid": pod.uid, "phase": pod.phase}
     if pod.node_name:
         info["nodeName"] = pod.node_name
@@ -407,6 +407,10 @@ def _observe_running(p: _Pass, pod: PodSummary) -> None:
     if pod.start_time:
         info["startTime"] = _stamp(pod.start_time)
     p.status["driverPod"] = info
+
+
+def _observe_running(p: _Pass, pod: PodSummary) -> None:
+    """The current pod exists and has not ended: phase and stuck states."""
     p.status["phase"] = "Running" if pod.phase == "Running" else "Pending"
     generation = p.driver.metadata.get("generation")
     conditions = list(p.status.get("conditions") or [])
