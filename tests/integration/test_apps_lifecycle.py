@@ -46,8 +46,6 @@ def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Op
     proc = OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path)
     with proc:
         yield proc
-    if not proc.alive():
-        print(proc.logs()[-5000:])
 
 
 class DriverWatch:
