@@ -191,7 +191,7 @@ class Cluster:
         sparksim, the operator) must reconnect on their own.
         """
         deadline = time.monotonic() + 60.0
-        names = RESTART_TARGETS[which]
+        names = self._targets(which)
         _stop_records({n: self.state.processes[n] for n in names}, grace=RESTART_GRACE_S)
         stopped = {n: self.state.processes.pop(n) for n in names}  # not "died": we stopped them
         for name in ORDER:  # dependencies first: etcd before the apiserver
@@ -200,13 +200,20 @@ class Cluster:
             if name == "sparksim":
                 self._sparksim_ready_file.unlink(missing_ok=True)
             self._respawn(name, stopped[name])
-            self._wait({name: self._readiness_check(name)}, deadline, phase="restart")
+            self._wait({name: self._readiness_check(name)}, deadline, phase="restart", watch=names)
         # The apiserver's readyz includes its etcd check, so this also covers an etcd-only restart.
-        self._wait({"kube-apiserver": self._apiserver_ready}, deadline, phase="restart")
+        self._wait({"kube-apiserver": self._apiserver_ready}, deadline, phase="restart", watch=names)
+
+    def _targets(self, which: Component) -> tuple[str, ...]:
+        names = RESTART_TARGETS[which]
+        missing = [n for n in names if n not in self.state.processes]
+        if missing:
+            raise ClusterError(f"cluster {self.name!r} does not run {', '.join(missing)}")
+        return names
 
     def stop(self, which: Component) -> None:
         """Stop processes without starting them again (fault tests); `restart(which)` revives them."""
-        names = RESTART_TARGETS[which]
+        names = self._targets(which)
         _stop_records({n: self.state.processes[n] for n in names}, grace=RESTART_GRACE_S)
 
     def restart_apiserver(self) -> None:
@@ -281,8 +288,14 @@ class Cluster:
         env = _python_env() if name == "sparksim" else None
         self._spawn(name, record.argv, env=env)
 
-    def _wait(self, checks: dict[str, Callable[[], bool]], deadline: float, phase: str = "up") -> None:
-        """Poll until every check passes; fail fast if one of our processes has exited."""
+    def _wait(
+        self,
+        checks: dict[str, Callable[[], bool]],
+        deadline: float,
+        phase: str = "up",
+        watch: tuple[str, ...] | None = None,
+    ) -> None:
+        """Poll until every check passes; fail fast if a watched process (default: all) exits."""
         pending = dict(checks)
         started = time.monotonic()
         while pending:
@@ -290,16 +303,16 @@ class Cluster:
                 if check():
                     self._log(f"[{phase}] {name} ready (+{time.monotonic() - started:.1f}s)")
                     del pending[name]
-            self._raise_if_any_died()
+            self._raise_if_any_died(watch)
             if not pending:
                 break
             if time.monotonic() > deadline:
                 raise ClusterError(f"timed out waiting for {', '.join(pending)}{self._log_tails(pending)}")
             time.sleep(POLL_S)
 
-    def _raise_if_any_died(self) -> None:
+    def _raise_if_any_died(self, watch: tuple[str, ...] | None) -> None:
         for name, record in self.state.processes.items():
-            if not procs.is_alive(record.pid):
+            if (watch is None or name in watch) and not procs.is_alive(record.pid):
                 raise ClusterError(
                     f"{name} exited during startup; log {record.log}:\n{procs.log_tail(Path(record.log))}"
                 )
