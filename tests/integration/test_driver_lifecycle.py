@@ -1,0 +1,281 @@
+"""The driver controller on a real control plane with the real operator (``sparkop run
+--controllers driver``) and the devcluster's Spark-driver simulator, which starts executors for
+running driver pods from their ConfigMap and executor pod template.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devcluster.testing import ClusterHandle, wait_for
+from sparkop import labels
+from tests.support.operator import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: ClusterHandle) -> ClusterHandle:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    for crd in ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
+    return cluster
+
+
+@pytest.fixture
+def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(crds.kubeconfig, controllers=["driver"], namespaces=[namespace], log_dir=tmp_path)
+    with proc:
+        yield proc
+    print(proc.logs()[-3000:])
+
+
+class PodWatch:
+    """Every pod ever seen in a namespace (name -> uids), so a duplicate is caught even if it was
+    deleted again."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
+        jsonpath = '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}'
+        self.proc = subprocess.Popen(
+            [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get", "pods", "-n", namespace,
+             "--watch", "--output-watch-events", "-o", f"jsonpath={jsonpath}"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.uids: dict[str, set[str]] = {}
+        self.first_seen: dict[str, float] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
+                self.uids.setdefault(parts[1], set()).add(parts[2])
+                self.first_seen.setdefault(parts[1], time.monotonic())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+@pytest.fixture
+def pods_watch(crds: ClusterHandle, namespace: str) -> Iterator[PodWatch]:
+    watch = PodWatch(crds, namespace)
+    time.sleep(0.3)
+    yield watch
+    watch.stop()
+
+
+def driver_manifest(name: str, *, run_seconds: int | None = 3, outcome: str | None = "Succeeded",
+                    instances: int = 2, **spec: Any) -> Obj:  # fmt: skip
+    annotations: dict[str, str] = {}
+    if run_seconds is not None:
+        annotations["sim.sparkop.io/run-seconds"] = str(run_seconds)
+    if outcome:
+        annotations["sim.sparkop.io/outcome"] = outcome
+    driver = {"annotations": annotations, **spec.pop("driver", {})}
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "Scala",
+            "sparkVersion": "3.5.7",
+            "image": "apache/spark:3.5.7",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+            "driver": driver,
+            "executor": {"instances": instances},
+            **spec,
+        },
+    }
+
+
+def get(cluster: ClusterHandle, namespace: str, kind: str, name: str) -> Obj | None:
+    result = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def status(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
+    obj = get(cluster, namespace, "sparkdriver", name)
+    return (obj or {}).get("status") or {}
+
+
+def pods(cluster: ClusterHandle, namespace: str, name: str) -> list[Obj]:
+    items = cluster.kubectl_json("get", "pods", "-n", namespace, "-l", f"{labels.DRIVER}={name}")["items"]
+    return list(items)
+
+
+def wait_phase(cluster: ClusterHandle, namespace: str, name: str, *phases: str, timeout: float = 30) -> Obj:
+    def reached() -> Obj | None:
+        st = status(cluster, namespace, name)
+        return st if st.get("phase") in phases else None
+
+    result: Obj = wait_for(reached, timeout=timeout, interval=0.1, message=f"{name} in {phases}")
+    return result
+
+
+def executors_owned(cluster: ClusterHandle, namespace: str, name: str, incarnation: int, count: int) -> list[Obj]:
+    def adopted() -> list[Obj] | None:
+        execs = [
+            p for p in pods(cluster, namespace, name)
+            if p["metadata"]["labels"].get("spark-role") == "executor"
+            and p["metadata"]["labels"].get(labels.INCARNATION) == str(incarnation)
+        ]  # fmt: skip
+        ok = len(execs) == count and all(
+            any(r["kind"] == "SparkDriver" and r.get("controller") for r in p["metadata"]["ownerReferences"])
+            and any(r["kind"] == "Pod" and not r.get("controller") for r in p["metadata"]["ownerReferences"])
+            for p in execs
+        )
+        return execs if ok else None
+
+    result: list[Obj] = wait_for(adopted, timeout=20, interval=0.1, message="executors adopted")
+    return result
+
+
+def test_runs_to_success_and_is_never_recreated(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess, pods_watch: PodWatch
+) -> None:
+    crds.apply(driver_manifest("pi", run_seconds=4), namespace)
+    running = wait_phase(crds, namespace, "pi", "Running")
+    assert running["incarnation"] == 1 and running["driverPod"]["name"] == "pi-1-driver"
+    executors_owned(crds, namespace, "pi", 1, 2)
+    wait_for(lambda: status(crds, namespace, "pi").get("executors", {}).get("running") == 2, timeout=10,
+             message="executor counts")  # fmt: skip
+    done = wait_phase(crds, namespace, "pi", "Succeeded", timeout=30)
+    assert done["termination"]["exitCode"] == 0
+    assert done["termination"]["finishedAt"]
+    assert done["completionTime"] and done["startTime"]
+    assert done["driverPod"]["phase"] == "Succeeded"
+    assert done["sparkApplicationId"].startswith("spark-")
+    assert [r["outcome"] for r in done["incarnations"]] == ["Succeeded"]
+    # The finalizer is released once the outcome is recorded.
+    wait_for(lambda: not (get(crds, namespace, "pod", "pi-1-driver") or {}).get("metadata", {}).get("finalizers"),
+             timeout=10, message="finalizer released")  # fmt: skip
+    time.sleep(3)
+    drivers = [n for n in pods_watch.uids if n.endswith("-driver")]
+    assert drivers == ["pi-1-driver"], drivers
+    assert all(len(uids) == 1 for uids in pods_watch.uids.values())
+    assert status(crds, namespace, "pi")["phase"] == "Succeeded"
+    events = crds.kubectl_json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=pi")
+    reasons = {e["reason"] for e in events["items"]}
+    assert {"DriverPodCreated", "DriverSucceeded"} <= reasons
+
+
+def test_deleted_driver_pod_is_replaced_within_two_seconds(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess, pods_watch: PodWatch
+) -> None:
+    crds.apply(driver_manifest("long", run_seconds=None, outcome=None), namespace)
+    wait_phase(crds, namespace, "long", "Running")
+    old_execs = executors_owned(crds, namespace, "long", 1, 2)
+    started = time.monotonic()
+    crds.kubectl("delete", "pod", "long-1-driver", "-n", namespace, "--wait=false")
+    wait_for(lambda: "long-2-driver" in pods_watch.first_seen, timeout=5, interval=0.02, message="incarnation 2")
+    latency = pods_watch.first_seen["long-2-driver"] - started
+    print(f"driver pod deleted -> new incarnation's pod: {latency * 1000:.0f} ms")
+    assert latency < 2.0
+    st = wait_phase(crds, namespace, "long", "Running")
+    assert st["incarnation"] == 2
+    assert [(r["incarnation"], r["outcome"], r["reason"]) for r in st["incarnations"]] == [(1, "Lost", "Deleted")]
+    executors_owned(crds, namespace, "long", 2, 2)
+    old = {p["metadata"]["name"] for p in old_execs}
+    wait_for(lambda: not old & {p["metadata"]["name"] for p in pods(crds, namespace, "long")}, timeout=10,
+             message="old executors gone")  # fmt: skip
+    # Stale incarnation's ConfigMaps and Service are removed.
+    wait_for(lambda: get(crds, namespace, "configmap", "long-1-conf-map") is None
+             and get(crds, namespace, "service", "long-1-driver-svc") is None, timeout=10,
+             message="stale objects gone")  # fmt: skip
+
+
+def test_lost_beyond_replacements_fails(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
+    crds.apply(driver_manifest("fragile", run_seconds=None, outcome=None, maxDriverPodReplacements=0), namespace)
+    wait_phase(crds, namespace, "fragile", "Running")
+    crds.kubectl("delete", "pod", "fragile-1-driver", "-n", namespace, "--wait=false")
+    st = wait_phase(crds, namespace, "fragile", "Failed", timeout=10)
+    assert st["termination"]["reason"] == "DriverPodLost"
+    time.sleep(1)
+    assert get(crds, namespace, "pod", "fragile-2-driver") is None
+
+
+def test_refused_driver_pod_is_submission_failed(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    crds.apply(driver_manifest("nosa", driver={"serviceAccount": "does-not-exist"}), namespace)
+    st = wait_phase(crds, namespace, "nosa", "SubmissionFailed", timeout=15)
+    assert st["lastError"]["message"]
+    assert st["incarnations"][-1]["outcome"] == "SubmissionFailed"
+
+
+def test_stuck_image_pull_is_a_condition(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
+    manifest = driver_manifest("stuck", run_seconds=None, outcome=None)
+    manifest["spec"]["driver"]["annotations"]["sim.sparkop.io/waiting-reason"] = "ImagePullBackOff"
+
+    crds.apply(manifest, namespace)
+
+    def stuck() -> Obj | None:
+        st = status(crds, namespace, "stuck")
+        cond = [c for c in st.get("conditions") or () if c["type"] == "Stuck" and c["status"] == "True"]
+        return st if cond and cond[0]["reason"] == "ImagePullBackOff" else None
+
+    st = wait_for(stuck, timeout=15, message="Stuck condition")
+    assert st["phase"] == "Pending"
+
+
+def test_operator_killed_at_each_step(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess, pods_watch: PodWatch
+) -> None:
+    crds.apply(driver_manifest("tough", run_seconds=None, outcome=None), namespace)
+    operator.kill()  # maybe before, maybe after the first create
+    operator.start()
+    wait_phase(crds, namespace, "tough", "Running")
+    executors_owned(crds, namespace, "tough", 1, 2)
+    operator.kill()
+    crds.kubectl("delete", "pod", "tough-1-driver", "-n", namespace, "--wait=false")
+    time.sleep(1)
+    operator.start()
+    st = wait_phase(crds, namespace, "tough", "Running", timeout=30)
+    wait_for(lambda: status(crds, namespace, "tough").get("incarnation") == 2, timeout=15, message="incarnation 2")
+    operator.kill()
+    operator.start()
+    executors_owned(crds, namespace, "tough", 2, 2)
+    time.sleep(2)
+    st = status(crds, namespace, "tough")
+    assert st["incarnation"] == 2 and st["phase"] == "Running"
+    assert [(r["incarnation"], r["outcome"]) for r in st["incarnations"]] == [(1, "Lost")]
+    drivers = sorted(n for n in pods_watch.uids if n.endswith("-driver"))
+    assert drivers == ["tough-1-driver", "tough-2-driver"], drivers
+    assert all(len(uids) == 1 for uids in pods_watch.uids.values()), pods_watch.uids
+    # Finish it: the outcome is recorded after one more operator kill.
+    crds.kubectl("annotate", "pod", "tough-2-driver", "-n", namespace, "sim.sparkop.io/outcome=Succeeded")
+    operator.kill()
+    time.sleep(1)
+    operator.start()
+    done = wait_phase(crds, namespace, "tough", "Succeeded", timeout=30)
+    assert done["incarnation"] == 2
+
+
+def test_deleting_the_sparkdriver_removes_everything(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    crds.apply(driver_manifest("gone", run_seconds=None, outcome=None), namespace)
+    wait_phase(crds, namespace, "gone", "Running")
+    executors_owned(crds, namespace, "gone", 1, 2)
+    crds.kubectl("delete", "sparkdriver", "gone", "-n", namespace, "--wait=false")
+
+    def empty() -> bool:
+        selector = f"{labels.DRIVER}=gone"
+        left = crds.kubectl_json("get", "pods,configmaps,services", "-n", namespace, "-l", selector)["items"]
+        return not left
+
+    wait_for(empty, timeout=30, interval=0.2, message="everything garbage-collected")
