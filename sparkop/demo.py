@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,29 +95,51 @@ def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
     )
 
 
-async def watch(kube: k8s.Kube, started: float) -> dict[str, Row]:
+async def watch(
+    kube: k8s.Kube, started: float, namespace: str = NAMESPACE, out: Callable[[str], None] = say
+) -> dict[str, Row]:
     """Print a line whenever an app changes; delete the victim's first driver pod once it runs."""
     rows: dict[str, Row] = {}
     victim_running_since: float | None = None
     victim_done = False
     deadline = time.monotonic() + TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        apps = await kube.list(k8s.SPARK_APPLICATIONS, NAMESPACE)
+        apps = await kube.list(k8s.SPARK_APPLICATIONS, namespace)
         for app in sorted(apps, key=lambda a: a["metadata"]["name"]):
             row = Row.of(app)
             if rows.get(row.name) != row:
                 rows[row.name] = row
-                say(row.line(time.monotonic() - started))
+                out(row.line(time.monotonic() - started))
             if row.name == VICTIM and not victim_done and row.state == "RUNNING" and row.driver_pod != "-":
                 victim_running_since = victim_running_since or time.monotonic()
                 if time.monotonic() - victim_running_since >= VICTIM_AFTER_SECONDS:
-                    say(f"{time.monotonic() - started:6.1f}s  >> deleting driver pod {row.driver_pod} (a node drain)")
-                    await kube.delete(k8s.PODS, NAMESPACE, row.driver_pod)
+                    out(f"{time.monotonic() - started:6.1f}s  >> deleting driver pod {row.driver_pod} (a node drain)")
+                    await kube.delete(k8s.PODS, namespace, row.driver_pod)
                     victim_done = True
         if len(rows) >= 3 and all(r.state in FINAL_STATES for r in rows.values()):
             return rows
         await asyncio.sleep(0.25)
     raise TimeoutError(f"apps not finished after {TIMEOUT_SECONDS:.0f}s")
+
+
+def run_scenario(
+    kubectl_path: Path, kubeconfig: Path, namespace: str, started: float, out: Callable[[str], None] = say
+) -> dict[str, Row]:
+    """Apply the three apps into ``namespace`` and watch them to the end (the demo's middle part;
+    tests run it on their own cluster)."""
+    out("==> applying three apps: pi-succeeds, etl-retries, stream-recovers")
+    kubectl(kubectl_path, kubeconfig, "apply", "-n", namespace, "-f", str(DEMO_APPS))
+    out("")
+    out(HEADER)
+
+    async def run() -> dict[str, Row]:
+        kube = await k8s.Kube.connect(str(kubeconfig))
+        try:
+            return await watch(kube, started, namespace, out)
+        finally:
+            await kube.close()
+
+    return asyncio.run(run())
 
 
 def summary(rows: dict[str, Row], kubeconfig: Path, total: float) -> str:
@@ -153,24 +176,10 @@ def main(*, name: str, keep: bool) -> int:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        say("==> applying three apps: pi-succeeds, etl-retries, stream-recovers")
-        kubectl(cluster.kubectl, cluster.kubeconfig, "apply", "-n", NAMESPACE, "-f", str(DEMO_APPS))
-        say("")
-        say(HEADER)
-
-        async def run() -> dict[str, Row]:
-            kube = await k8s.Kube.connect(str(cluster.kubeconfig))
-            try:
-                return await watch(kube, started)
-            finally:
-                await kube.close()
-
-        rows = asyncio.run(run())
+        rows = run_scenario(cluster.kubectl, cluster.kubeconfig, NAMESPACE, started)
         say(summary(rows, cluster.kubeconfig, time.monotonic() - started))
         if keep:
-            say(
-                f"\nThe cluster and operator are still up; stop them with: python -m devcluster down --name {name}"
-            )
+            say(f"\nThe cluster and operator are still up; stop them with: python -m devcluster down --name {name}")
         return 0
     except KeyboardInterrupt:
         say("\ninterrupted; cleaning up")

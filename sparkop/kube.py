@@ -126,7 +126,7 @@ class Kube:
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
         configuration = client.Configuration()
         if kubeconfig is None and "KUBECONFIG" not in os.environ and "KUBERNETES_SERVICE_HOST" in os.environ:
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
         return cls(client.ApiClient(configuration))
