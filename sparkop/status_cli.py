@@ -104,9 +104,9 @@ def render_status(app: Body, drivers: list[Body], now: datetime) -> str:
     if status.get("sparkApplicationId"):
         lines.append(f"  Spark application id: {status['sparkApplicationId']}")
     error = status.get("lastError") or {}
-    message = error.get("message") or (status.get("applicationState") or {}).get("errorMessage")
-    if message:
-        lines.append(f"  Last error: {error.get('reason', 'Error')}: {message}")
+    error_message = error.get("message") or (status.get("applicationState") or {}).get("errorMessage")
+    if error_message:
+        lines.append(f"  Last error: {error.get('reason', 'Error')}: {error_message}")
     return "\n".join(lines)
 
 
