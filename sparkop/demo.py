@@ -78,12 +78,23 @@ def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str, stdin: str | None 
     return result.stdout
 
 
-def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
-    from api.crds import write_crds
+CRDS = Path(__file__).resolve().parent.parent / "crds"
 
+
+def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
+    """Apply the committed CRDs (a test proves they match the models), or generate them when
+    sparkop runs outside a checkout."""
     with tempfile.TemporaryDirectory() as tmp:
-        write_crds(Path(tmp))
-        kubectl(kubectl_path, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", tmp)
+        source = CRDS
+        if not any(CRDS.glob("*.yaml")):
+            from api.crds import write_crds
+
+            write_crds(Path(tmp))
+            source = Path(tmp)
+        kubectl(kubectl_path, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(source))
+
+
+def wait_for_crds(kubectl_path: Path, kubeconfig: Path) -> None:
     kubectl(
         kubectl_path,
         kubeconfig,
@@ -166,16 +177,18 @@ def main(*, name: str, keep: bool) -> int:
     cluster = Cluster.up(name, nodes=3, log=lambda m: say(f"    {m}"))
     operator: subprocess.Popen[bytes] | None = None
     try:
-        say("==> installing the CRDs")
+        say("==> installing the CRDs and starting the operator")
         install_crds(cluster.kubectl, cluster.kubeconfig)
         log_path = cluster.directory / "sparkop.log"
-        say(f"==> starting the operator (log: {log_path})")
+        # The operator imports and logs in while the API server establishes the CRDs.
         with log_path.open("ab") as log:
             operator = subprocess.Popen(
                 [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(cluster.kubeconfig)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        wait_for_crds(cluster.kubectl, cluster.kubeconfig)
+        say(f"    operator log: {log_path}")
         rows = run_scenario(cluster.kubectl, cluster.kubeconfig, NAMESPACE, started)
         say(summary(rows, cluster.kubeconfig, time.monotonic() - started))
         if keep:
