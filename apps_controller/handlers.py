@@ -7,6 +7,7 @@ Registered by ``sparkop run --controllers apps`` through :func:`register`.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +37,10 @@ Key = tuple[str, str]  # (namespace, SparkApplication name)
 
 APPS_INDEX: Final = "apps_sparkapplications"
 DRIVERS_INDEX: Final = "apps_sparkdrivers"
+# Fault injection for the crash tests: the process exits right after its N-th status write that
+# changes an app's state, before that pass's events and after-status actions (the worst moment).
+FAULT_EXIT_ENV: Final = "SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS"
+FAULT_EXIT_CODE: Final = 86
 _RESOURCES: Final = {
     ("v1", "Service"): kube.SERVICES,
     ("networking.k8s.io/v1", "Ingress"): kube.INGRESSES,
@@ -77,6 +82,8 @@ def _copy(value: Any) -> Any:
 class AppsController:
     runtime: Runtime
     ui: UIConfig = field(default_factory=UIConfig)
+    exit_after_transitions: int = field(default_factory=lambda: int(os.environ.get(FAULT_EXIT_ENV) or 0))
+    _transitions: int = 0
     _spec_errors: dict[tuple[str, int], str | None] = field(default_factory=dict)
 
     @property
@@ -138,6 +145,10 @@ class AppsController:
             body["status"] = written.get("status") or {}
             if plan.status.state is not observed.status.state:
                 log.info("%s/%s: %s -> %s", namespace, name, observed.status.state, plan.status.state)
+                self._transitions += 1
+                if self.exit_after_transitions and self._transitions >= self.exit_after_transitions:
+                    log.warning("%s=%d: exiting now", FAULT_EXIT_ENV, self.exit_after_transitions)
+                    os._exit(FAULT_EXIT_CODE)
         for event in plan.events:
             await self.kube.event(body, type_=event.type, reason=event.reason, message=event.message)  # type: ignore[arg-type]
         for action in plan.after_status:
