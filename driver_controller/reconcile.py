@@ -317,9 +317,15 @@ def _invalid(plan: Plan, status: Body, body: Mapping[str, Any], now: datetime, m
 def _incarnation(p: _Pass) -> None:
     """Recover the incarnation: max(status, highest incarnation label among our driver pods)."""
     labelled = [pod.incarnation for pod in p.owned_pods if pod.role != labels.ROLE_EXECUTOR]
-    p.incarnation = max([int(p.status.get("incarnation") or 0), *labelled])
+    recorded = int(p.status.get("incarnation") or 0)
+    p.incarnation = max([recorded, *labelled])
     if p.incarnation == 0 and p.phase not in TERMINAL:
         _start_incarnation(p, 1)
+    elif p.incarnation > recorded:
+        # A pod of a later incarnation exists but its status write was lost (crash, conflict).
+        p.status["incarnation"] = p.incarnation
+        p.status["sparkApplicationId"] = naming.spark_app_id(str(p.driver.metadata["uid"]), p.incarnation)
+        p.status["driverPod"] = {"name": naming.driver_pod_name(p.name, p.incarnation)}
 
 
 def _start_incarnation(p: _Pass, incarnation: int) -> None:

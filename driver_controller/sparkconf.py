@@ -70,7 +70,7 @@ def _escape(text: str, *, key: bool) -> str:
             out.append("\\f")
         elif char in "=:#!":
             out.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) > 0x7E:
+        elif ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
             out.append(f"\\u{ord(char):04X}")
         else:
             out.append(char)
@@ -89,7 +89,7 @@ def format_properties(props: Mapping[str, str], header: str | None = None) -> st
 
 def _logical_lines(text: str) -> Iterable[str]:
     pending = ""
-    for raw in text.splitlines():
+    for raw in re.split(r"\r\n|\r|\n", text):
         line = raw.lstrip(" \t\f")
         if not pending and (not line or line[0] in "#!"):
             continue
@@ -123,11 +123,18 @@ def _unescape(text: str) -> str:
             continue
         out.append(char)
         i += 1
-    return "".join(out)
+    text = "".join(out)
+    # Java escapes characters outside the BMP as UTF-16 surrogate pairs.
+    return (
+        text.encode("utf-16", "surrogatepass").decode("utf-16")
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+        else text
+    )
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """``java.util.Properties.load`` for the files Spark writes (used by tests and conformance)."""
+    """``java.util.Properties.load`` for the files Spark writes, read as UTF-8 like Spark reads
+    them (used by tests and conformance)."""
     result: dict[str, str] = {}
     for line in _logical_lines(text):
         i = 0

@@ -1,0 +1,323 @@
+"""Table tests for reconcile(observed, now) -> Plan."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from driver_controller.handlers import merge_patch
+from driver_controller.observe import summarize_object, summarize_pod
+from driver_controller.reconcile import Observed, Plan, Settings, reconcile, submission_failed
+from driver_controller.render import parse, render
+from sparkop import labels
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+UID = "0b4c3d9e-0000-4000-8000-000000000001"
+
+
+def driver(status: dict[str, Any] | None = None, *, deleting: bool = False, replacements: int = 3) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "pi", "namespace": "ns", "uid": UID, "generation": 1, "resourceVersion": "10"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T11:59:00Z"
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": meta,
+        "spec": {
+            "type": "Scala",
+            "image": "apache/spark:3.5.7",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///x.jar",
+            "maxDriverPodReplacements": replacements,
+        },
+        "status": status or {},
+    }
+
+
+def objects(incarnation: int = 1) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    """The rendered pod, ConfigMaps and Service of an incarnation, as the indexes would hold them."""
+    out = render(parse(driver()), incarnation)
+    assert out.executor_template is not None
+    pod = {**out.pod, "metadata": {**out.pod["metadata"], "uid": f"pod-{incarnation}", "resourceVersion": "5"}}
+    cms = [summarize_object({**cm, "metadata": {**cm["metadata"], "uid": "cm"}})
+           for cm in (out.config_map, out.executor_template)]  # fmt: skip
+    svcs = [summarize_object({**out.service, "metadata": {**out.service["metadata"], "uid": "svc"}})]
+    return pod, cms, svcs
+
+
+def with_status(pod: dict[str, Any], phase: str, **extra: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, **extra}
+    return {**pod, "status": status}
+
+
+def running(pod: dict[str, Any]) -> dict[str, Any]:
+    return with_status(
+        pod, "Running", podIP="10.0.0.1", startTime="2026-01-01T11:00:00Z",
+        containerStatuses=[{"name": "spark-kubernetes-driver", "state": {"running": {}}}],
+    )  # fmt: skip
+
+
+def terminated(pod: dict[str, Any], code: int, finished: str = "2026-01-01T11:30:00Z") -> dict[str, Any]:
+    state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": finished}}
+    return with_status(
+        pod, "Succeeded" if code == 0 else "Failed",
+        containerStatuses=[{"name": "spark-kubernetes-driver", "state": state}],
+    )  # fmt: skip
+
+
+def deleting(pod: dict[str, Any], at: str = "2026-01-01T11:59:30Z") -> dict[str, Any]:
+    meta = {**pod["metadata"], "deletionTimestamp": at, "deletionGracePeriodSeconds": 30}
+    return {**pod, "metadata": meta}
+
+
+def executor(n: int, incarnation: int = 1, *, adopted: bool = False, phase: str = "Running") -> dict[str, Any]:
+    refs = [
+        {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "name": "pi", "uid": UID, "controller": adopted},
+        {"apiVersion": "v1", "kind": "Pod", "name": f"pi-{incarnation}-driver", "uid": f"pod-{incarnation}",
+         "controller": not adopted},
+    ]  # fmt: skip
+    return {
+        "metadata": {
+            "name": f"pi-{incarnation}-exec-{n}", "namespace": "ns", "uid": f"e{n}", "resourceVersion": "7",
+            "labels": {labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor"},
+            "ownerReferences": refs,
+        },
+        "status": {"phase": phase},
+    }  # fmt: skip
+
+
+def plan_for(body: dict[str, Any] | None, pods: list[dict[str, Any]] = (), cms: list[Any] = (),  # type: ignore[assignment]
+             svcs: list[Any] = (), **settings: Any) -> Plan:  # type: ignore[assignment]  # fmt: skip
+    observed = Observed(body, [summarize_pod(p) for p in pods], list(cms), list(svcs), Settings(**settings))
+    return reconcile(observed, NOW)
+
+
+def kinds(plan: Plan) -> list[str]:
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in plan.create]
+
+
+def test_new_driver_creates_configmaps_and_service_before_the_pod() -> None:
+    plan = plan_for(driver())
+    assert kinds(plan) == [
+        "ConfigMap/pi-1-podspec-conf-map", "ConfigMap/pi-1-conf-map", "Service/pi-1-driver-svc", "Pod/pi-1-driver",
+    ]  # fmt: skip
+    assert plan.status is not None
+    assert plan.status["phase"] == "Pending" and plan.status["incarnation"] == 1
+    assert [e.reason for e in plan.events] == ["DriverPodCreated"]
+
+
+def test_everything_present_and_running() -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+    plan = plan_for(driver(st), [running(pod), executor(1), executor(2, adopted=True)], cms, svcs)
+    assert plan.create == []
+    assert plan.status is not None and plan.status["phase"] == "Running"
+    assert plan.status["executors"]["running"] == 2
+    assert plan.status["driverPod"]["uid"] == "pod-1"
+    # Only the not-yet-adopted executor is patched, with the SparkDriver as controller.
+    (patch,) = plan.patches
+    assert patch.name == "pi-1-exec-1"
+    refs = patch.body["metadata"]["ownerReferences"]
+    assert [(r["kind"], r["controller"]) for r in refs] == [("SparkDriver", True), ("Pod", False)]
+    assert patch.body["metadata"]["resourceVersion"] == "7"
+
+
+def test_unchanged_status_is_not_written() -> None:
+    pod, cms, svcs = objects()
+    first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}), [running(pod)], cms, svcs)
+    assert first.status is not None
+    again = plan_for(driver(first.status), [running(pod)], cms, svcs)
+    assert again.status is None and again.events == [] and again.create == []
+
+
+@pytest.mark.parametrize(
+    ("code", "phase", "reason"), [(0, "Succeeded", "DriverSucceeded"), (1, "Failed", "DriverFailed")]
+)
+def test_finished_driver_is_recorded_and_released(code: int, phase: str, reason: str) -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    plan = plan_for(driver(st), [terminated(pod, code)], cms, svcs)
+    assert plan.status is not None
+    assert plan.status["phase"] == phase
+    assert plan.status["termination"]["exitCode"] == code
+    assert plan.status["incarnations"][-1]["outcome"] == phase
+    assert [e.reason for e in plan.events] == [reason]
+    assert [p.why for p in plan.patches] == ["outcome recorded"]
+    assert plan.create == []
+    # Next pass: terminal, nothing more happens even if the pod disappears.
+    final = plan_for(driver(plan.status), [], cms, svcs)
+    assert final.create == [] and final.status is None
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda p: deleting(running(p)), "Deleted"),
+        (lambda p: with_status(p, "Failed", reason="Evicted", message="low memory"), "Evicted"),
+        (
+            lambda p: with_status(
+                running(p),
+                "Running",
+                conditions=[{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}],
+            ),
+            "PreemptionByScheduler",
+        ),
+        (lambda p: deleting(terminated(p, 143, finished="2026-01-01T11:59:05Z")), "Deleted"),
+    ],
+)
+def test_lost_driver_pod_is_replaced(change: Any, reason: str) -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    plan = plan_for(driver(st), [change(pod), executor(1, adopted=True)], cms, svcs)
+    assert plan.status is not None
+    assert plan.status["incarnation"] == 2 and plan.status["phase"] == "Pending"
+    assert plan.status["incarnations"] == [
+        {"incarnation": 1, "podName": "pi-1-driver", "outcome": "Lost", "reason": reason,
+         "message": plan.status["incarnations"][0]["message"], "time": "2026-01-01T12:00:00Z"}
+    ]  # fmt: skip
+    assert "Pod/pi-2-driver" in kinds(plan)
+    assert [e.reason for e in plan.events] == ["DriverPodLost", "DriverPodCreated"]
+    # The old executor and the old ConfigMaps/Service go; the lost pod's finalizer is released.
+    deleted = {(d.kind, d.name) for d in plan.deletes}
+    assert ("Pod", "pi-1-exec-1") in deleted
+    assert {("ConfigMap", "pi-1-conf-map"), ("Service", "pi-1-driver-svc")} <= deleted
+    assert any(p.name == "pi-1-driver" and p.body["metadata"]["finalizers"] is None for p in plan.patches)
+
+
+def test_deleted_after_it_finished_is_an_outcome_not_a_loss() -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    plan = plan_for(driver(st), [deleting(terminated(pod, 0, finished="2026-01-01T11:00:00Z"))], cms, svcs)
+    assert plan.status is not None and plan.status["phase"] == "Succeeded"
+
+
+def test_missing_pod_after_it_was_seen_is_lost() -> None:
+    _, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    plan = plan_for(driver(st), [], cms, svcs)
+    assert plan.status is not None and plan.status["incarnation"] == 2
+    assert plan.status["incarnations"][0]["reason"] == "PodMissing"
+
+
+def test_created_but_not_yet_seen_is_created_again_not_lost() -> None:
+    _, cms, svcs = objects()
+    first = plan_for(driver())
+    assert first.status is not None
+    plan = plan_for(driver(first.status), [], cms, svcs)
+    assert kinds(plan) == ["Pod/pi-1-driver"]  # idempotent: 409 if it exists
+    assert plan.status is None and plan.events == []
+
+
+def test_replacements_are_bounded() -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    plan = plan_for(driver(st, replacements=0), [deleting(running(pod))], cms, svcs)
+    assert plan.status is not None
+    assert plan.status["phase"] == "Failed" and plan.status["termination"]["reason"] == "DriverPodLost"
+    assert plan.create == []
+    assert any(p.name == "pi-1-driver" for p in plan.patches)
+
+
+def test_incarnation_recovered_from_pod_labels_after_a_lost_status_write() -> None:
+    old, _, _ = objects(1)
+    new, cms, svcs = objects(2)
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    plan = plan_for(driver(st), [deleting(running(old)), running(new)], cms, svcs)
+    assert plan.create == []  # nothing duplicated
+    assert plan.status is not None and plan.status["incarnation"] == 2
+    assert plan.status["incarnations"][0]["incarnation"] == 1
+    assert any(p.name == "pi-1-driver" for p in plan.patches)
+
+
+def test_terminal_phase_is_final() -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Failed", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    plan = plan_for(driver(st), [deleting(running(pod))], cms, svcs)
+    assert plan.create == [] and plan.events == []
+    assert plan.status is not None and plan.status["phase"] == "Failed" and plan.status["incarnation"] == 1
+    assert [p.name for p in plan.patches] == ["pi-1-driver"]
+
+
+def test_sparkdriver_being_deleted_only_releases_finalizers() -> None:
+    pod, cms, svcs = objects()
+    plan = plan_for(driver({"phase": "Running", "incarnation": 1}, deleting=True), [running(pod)], cms, svcs)
+    assert plan.create == [] and plan.status is None and plan.deletes == []
+    assert [p.name for p in plan.patches] == ["pi-1-driver"]
+
+
+def test_sparkdriver_gone_releases_its_pods() -> None:
+    pod, _, _ = objects()
+    plan = plan_for(None, [running(pod)])
+    assert [p.name for p in plan.patches] == ["pi-1-driver"]
+
+
+def test_image_pull_backoff_is_a_condition() -> None:
+    pod, cms, svcs = objects()
+    waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}
+    stuck = with_status(pod, "Pending", containerStatuses=[{"name": "spark-kubernetes-driver", "state": waiting}])
+    plan = plan_for(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}), [stuck],
+                    cms, svcs)  # fmt: skip
+    assert plan.status is not None
+    assert plan.status["phase"] == "Pending"
+    (cond,) = plan.status["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Stuck", "True", "ImagePullBackOff")
+    assert [e.reason for e in plan.events] == ["DriverPodStuck"]
+
+
+def test_unschedulable_becomes_a_condition_after_the_timeout() -> None:
+    pod, cms, svcs = objects()
+
+    def unschedulable(since: datetime) -> dict[str, Any]:
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "lastTransitionTime": since.strftime("%Y-%m-%dT%H:%M:%SZ"), "message": "0/3 nodes"}  # fmt: skip
+        return with_status(pod, "Pending", conditions=[cond])
+
+    st = {"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}
+    early = plan_for(driver(st), [unschedulable(NOW - timedelta(seconds=60))], cms, svcs, unschedulable_timeout=300)
+    assert early.requeue_after == pytest.approx(240)
+    assert not (early.status or {}).get("conditions")
+    late = plan_for(driver(st), [unschedulable(NOW - timedelta(seconds=400))], cms, svcs, unschedulable_timeout=300)
+    assert late.status is not None
+    assert late.status["conditions"][0]["reason"] == "Unschedulable" and late.status["phase"] == "Pending"
+
+
+def test_failed_init_container_fails_the_driver() -> None:
+    pod, cms, svcs = objects()
+    init = [{"name": "init", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}]
+    plan = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}),
+                    [with_status(pod, "Failed", initContainerStatuses=init)], cms, svcs)  # fmt: skip
+    assert plan.status is not None and plan.status["phase"] == "Failed"
+    assert plan.status["termination"]["reason"] == "InitContainerFailed"
+
+
+def test_invalid_spec_is_submission_failed() -> None:
+    body = driver()
+    body["spec"]["sparkConf"] = {"spark.driver.host": "nope"}
+    plan = plan_for(body)
+    assert plan.create == []
+    assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
+    assert plan.status["lastError"]["reason"] == "InvalidSpec"
+
+
+def test_submission_failed_status() -> None:
+    observed = Observed(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}))
+    status = submission_failed(observed, NOW, 1, "SubmissionFailed", "forbidden")
+    assert status["phase"] == "SubmissionFailed" and "driverPod" not in status
+    assert status["incarnations"][-1]["outcome"] == "SubmissionFailed"
+
+
+def test_strangers_pods_are_released_not_adopted() -> None:
+    pod, cms, svcs = objects()
+    other = {**pod, "metadata": {**pod["metadata"], "ownerReferences": [{**pod["metadata"]["ownerReferences"][0],
+                                                                          "uid": "someone-else"}]}}  # fmt: skip
+    plan = plan_for(driver(), [running(other)], cms, svcs)
+    assert any(p.why == "owner gone or deleting" for p in plan.patches)
+    assert "Pod/pi-1-driver" in kinds(plan)
+
+
+def test_merge_patch_nulls_removed_keys() -> None:
+    old = {"phase": "Running", "driverPod": {"name": "a", "uid": "1"}, "lastError": {"reason": "x"}}
+    new = {"phase": "Pending", "driverPod": {"name": "b"}}
+    assert merge_patch(old, new) == {"phase": "Pending", "driverPod": {"name": "b", "uid": None}, "lastError": None}
