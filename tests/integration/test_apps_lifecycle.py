@@ -312,6 +312,10 @@ def test_ttl_and_suspend_only_edits_do_not_rerun(
     )  # fmt: skip
     s = wait_state(crds, namespace, "noop-edit", "COMPLETED", timeout=30)
     assert s["lastRun"] == 1 and s["observedGeneration"] == 2
+    # a finished app is quiet: no status write without a change
+    version = get(crds, namespace, "sparkapplication", "noop-edit")["metadata"]["resourceVersion"]  # type: ignore[index]
+    time.sleep(2)
+    assert get(crds, namespace, "sparkapplication", "noop-edit")["metadata"]["resourceVersion"] == version  # type: ignore[index]
 
 
 def test_suspend_and_resume(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
@@ -413,3 +417,38 @@ def test_operator_restart_at_every_state_converges_to_the_same_result(
     assert crashes >= 7  # SUBMITTED RUNNING FAILING PENDING_RERUN SUBMITTED RUNNING FAILING (FAILED)
     assert_no_duplicates(drivers_watch, "restarted", final["lastRun"])
     print(f"\nstates seen: {seen}; the operator died after each of {crashes} transitions")
+
+
+def test_spark_ui_service_and_ingress(crds: ClusterHandle, namespace: str, tmp_path: Path) -> None:
+    url_format = "{{$appName}}.{{$appNamespace}}.spark.example.com"
+    args = ["--ingress-url-format", url_format]
+    with OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=args):
+        crds.apply(app_manifest("webui", run_seconds=6), namespace=namespace)
+        wait_state(crds, namespace, "webui", "RUNNING", timeout=30)
+        info = wait_for(
+            lambda: (
+                (status(crds, namespace, "webui").get("driverInfo") or {}).get("webUIIngressName")
+                and status(crds, namespace, "webui")["driverInfo"]
+            ),
+            timeout=10,
+            message="UI in driverInfo",
+        )
+        assert info["webUIServiceName"] == "webui-ui-svc" and info["webUIPort"] == 4040
+        assert info["webUIIngressAddress"] == f"http://webui.{namespace}.spark.example.com"
+        svc = get(crds, namespace, "service", "webui-ui-svc")
+        assert svc is not None
+        selector = ",".join(f"{k}={v}" for k, v in svc["spec"]["selector"].items())
+        pods = crds.kubectl_json("get", "pods", "-n", namespace, "-l", selector)["items"]
+        assert [p["metadata"]["name"] for p in pods] == [info["podName"]]
+        ingress = get(crds, namespace, "ingress", "webui-ui-ingress")
+        assert ingress is not None
+        assert ingress["spec"]["rules"][0]["host"] == f"webui.{namespace}.spark.example.com"
+        wait_state(crds, namespace, "webui", "COMPLETED", timeout=30)
+        wait_for(
+            lambda: (
+                get(crds, namespace, "service", "webui-ui-svc") is None
+                and get(crds, namespace, "ingress", "webui-ui-ingress") is None
+            ),
+            timeout=10,
+            message="UI objects removed after the app finished",
+        )
