@@ -1,0 +1,132 @@
+"""The kopf shell of the apps controller without a cluster: key mapping, index snapshots, and the
+order in which a plan is applied (status first, creates only after a successful write)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from apps_controller.handlers import AppsController, app_snapshot, owner_key
+from apps_controller.model import AppStatus, AppView, Observed
+from apps_controller.reconcile import reconcile
+from apps_controller.simulation import EPOCH
+from sparkop import kube
+
+SPEC = {
+    "type": "Python",
+    "image": "spark:3.5.3",
+    "sparkVersion": "3.5.3",
+    "mainApplicationFile": "local:///opt/spark/examples/src/main/python/pi.py",
+    "driver": {"cores": 1, "memory": "512m"},
+    "executor": {"instances": 1},
+}
+
+
+def app_body(status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkApplication",
+        "metadata": {"name": "pi", "namespace": "ns", "uid": "u1", "generation": 1, "resourceVersion": "7"},
+        "spec": SPEC,
+        "status": status or {},
+    }
+
+
+class FakeKube:
+    def __init__(self, conflict: bool = False) -> None:
+        self.calls: list[str] = []
+        self.conflict = conflict
+
+    async def patch_status(
+        self, resource: Any, namespace: str, name: str, status: Any, *, resource_version: str
+    ) -> Any:
+        self.calls.append(f"status rv={resource_version}")
+        if self.conflict:
+            raise kube.Conflict("stale")
+        return {"metadata": {"resourceVersion": "8"}, "status": status}
+
+    async def create(self, body: dict[str, Any]) -> bool:
+        self.calls.append(f"create {body['kind']} {body['metadata']['name']}")
+        return True
+
+    async def delete(self, resource: Any, namespace: str, name: str, *, uid: str | None = None) -> bool:
+        self.calls.append(f"delete {resource.kind} {name}")
+        return True
+
+    async def patch(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("patch")
+        return {}
+
+    async def event(self, regarding: Any, *, type_: str, reason: str, message: str) -> None:
+        self.calls.append(f"event {reason}")
+
+
+class FakeRuntime:
+    def __init__(self, fake: FakeKube) -> None:
+        self.kube = fake
+
+
+def controller(fake: FakeKube) -> AppsController:
+    return AppsController(FakeRuntime(fake))  # type: ignore[arg-type]
+
+
+def test_owner_key_follows_the_controller_reference_of_our_group_only() -> None:
+    ref = {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkApplication", "name": "pi", "controller": True}
+    body = {"metadata": {"namespace": "ns", "ownerReferences": [ref]}}
+    assert owner_key(body) == ("ns", "pi")
+    other = {**ref, "apiVersion": "sparkoperator.k8s.io/v1beta2"}
+    assert owner_key({"metadata": {"namespace": "ns", "ownerReferences": [other]}}) is None
+    plain = {**ref, "controller": False}
+    assert owner_key({"metadata": {"namespace": "ns", "ownerReferences": [plain]}}) is None
+
+
+def test_app_snapshot_is_a_copy() -> None:
+    body = app_body({"lastRun": 1})
+    snap = app_snapshot(body)
+    body["spec"]["driver"]["cores"] = 9
+    assert snap["spec"]["driver"]["cores"] == 1 and snap["metadata"]["resourceVersion"] == "7"
+
+
+def test_invalid_spec_is_reported_once_per_generation() -> None:
+    ctl = controller(FakeKube())
+    bad = app_body()
+    bad["spec"] = {**SPEC, "type": "Cobol"}
+    assert ctl.spec_error(bad) and "type" in (ctl.spec_error(bad) or "")
+    assert ctl.spec_error(app_body() | {"metadata": {**bad["metadata"], "uid": "u2"}}) is None
+
+
+@pytest.mark.asyncio
+async def test_status_is_written_before_the_create_and_events_after_the_write() -> None:
+    fake = FakeKube()
+    body = app_body()
+    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    plan = reconcile(observed, EPOCH)
+    assert await controller(fake).apply(plan, observed, body)
+    assert fake.calls == ["status rv=7", "event SparkApplicationSubmitted", "create SparkDriver pi-1"]
+    assert body["metadata"]["resourceVersion"] == "8"
+
+
+@pytest.mark.asyncio
+async def test_a_conflicting_status_write_creates_nothing() -> None:
+    fake = FakeKube(conflict=True)
+    body = app_body()
+    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    with pytest.raises(kube.Conflict):
+        await controller(fake).apply(reconcile(observed, EPOCH), observed, body)
+    assert fake.calls == ["status rv=7"]
+
+
+@pytest.mark.asyncio
+async def test_nothing_is_written_when_nothing_changed() -> None:
+    fake = FakeKube()
+    body = app_body()
+    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    plan = reconcile(observed, EPOCH)
+    settled = app_body(plan.status.to_json())
+    settled["status"]["applicationState"]["state"] = "SUSPENDED"
+    settled["spec"] = {**SPEC, "suspend": True}
+    observed = Observed(AppView.from_body(settled), AppStatus.from_json(settled["status"]))
+    again = reconcile(observed, EPOCH)
+    assert await controller(fake).apply(again, observed, settled)
+    assert fake.calls == []
