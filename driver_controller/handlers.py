@@ -7,6 +7,7 @@ so a pod's, ConfigMap's or Service's event maps to its SparkDriver without readi
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Mapping
@@ -88,22 +89,27 @@ class DriverController:
         namespace = key[0]
         body = observed.driver
         requeue = plan.requeue_after
-        for obj in plan.create:
-            try:
-                await self.kube.create(obj)
-            except Refused as exc:
-                if body is None:
-                    raise
-                log.warning("%s/%s: %s refused: %s", namespace, key[1], obj["kind"], exc)
-                status = rc.submission_failed(observed, now, plan.incarnation, "SubmissionFailed", exc.message)
-                await self._write_status(body, status)
-                await self.kube.event(
-                    dict(body),
-                    type_="Warning",
-                    reason=rc.REASON_SUBMISSION_FAILED,
-                    message=f"{obj['kind']} {obj['metadata']['name']} refused: {exc}",
-                )
-                return None
+        # ConfigMaps and Service together, then the pod that mounts them.
+        pods = [o for o in plan.create if o["kind"] == "Pod"]
+        others = [o for o in plan.create if o["kind"] != "Pod"]
+        for batch in (others, pods):
+            results = await asyncio.gather(*(self.kube.create(o) for o in batch), return_exceptions=True)
+            failures = [(o, r) for o, r in zip(batch, results, strict=True) if isinstance(r, BaseException)]
+            if not failures:
+                continue
+            obj, exc = failures[0]
+            if not isinstance(exc, Refused) or body is None:
+                raise exc
+            log.warning("%s/%s: %s refused: %s", namespace, key[1], obj["kind"], exc)
+            status = rc.submission_failed(observed, now, plan.incarnation, "SubmissionFailed", exc.message)
+            await self._write_status(body, status)
+            await self.kube.event(
+                dict(body),
+                type_="Warning",
+                reason=rc.REASON_SUBMISSION_FAILED,
+                message=f"{obj['kind']} {obj['metadata']['name']} refused: {exc}",
+            )
+            return None
         if body is not None and plan.status is not None:
             await self._write_status(body, plan.status)
         if body is not None:

@@ -95,7 +95,7 @@ def substitute_ids(value: str, app_id: str, exec_id: str = "") -> str:
 def prefixed(conf: Mapping[str, str], prefix: str) -> dict[str, str]:
     """``KubernetesUtils.parsePrefixedKeyValuePairs``, in key order (Spark's is hash order)."""
     n = len(prefix)
-    return {k[n:]: v for k, v in sorted(conf.items()) if k.startswith(prefix) and len(k) > n}
+    return {k[n:]: conf[k] for k in sorted(k for k in conf if k.startswith(prefix) and len(k) > n)}
 
 
 def memory_overhead_factor(conf: Mapping[str, str], resource_type: str) -> tuple[float, float]:

@@ -53,28 +53,26 @@ def parse_bool(value: str | None, default: bool = False) -> bool:
 # --- java.util.Properties -------------------------------------------------------------------------
 
 
+_NEEDS_ESCAPE: Final = re.compile(r"[ \t\n\r\f\\=:#!\x00-\x1f\x7f-\x9f]")
+_ESCAPE_TABLE: Final = {
+    **{c: f"\\u{c:04X}" for c in [*range(0x20), *range(0x7F, 0xA0)]},
+    ord("\\"): "\\\\",
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\f"): "\\f",
+    **{ord(c): "\\" + c for c in "=:#!"},
+}
+
+
 def _escape(text: str, *, key: bool) -> str:
-    out: list[str] = []
-    for index, char in enumerate(text):
-        if char == " " and (key or index == 0):
-            out.append("\\ ")
-        elif char == "\\":
-            out.append("\\\\")
-        elif char == "\t":
-            out.append("\\t")
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif char == "\f":
-            out.append("\\f")
-        elif char in "=:#!":
-            out.append("\\" + char)
-        elif ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    return "".join(out)
+    """``Properties.store`` escaping (non-ASCII stays raw UTF-8, which Spark reads back)."""
+    if not _NEEDS_ESCAPE.search(text):
+        return text
+    out = text.translate(_ESCAPE_TABLE)
+    if key:
+        return out.replace(" ", "\\ ")
+    return "\\ " + out[1:] if out.startswith(" ") else out
 
 
 def format_properties(props: Mapping[str, str], header: str | None = None) -> str:

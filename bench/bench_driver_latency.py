@@ -1,0 +1,112 @@
+"""SparkDriver created -> driver pod created, on a devcluster with the real operator.
+
+    .venv/bin/python bench/bench_driver_latency.py [--count 50] [--concurrency 1]
+
+Uses $SPARKOP_KUBECONFIG's cluster if set, else starts a devcluster named bench-<pid>. Starts
+``sparkop run --controllers driver`` as a subprocess watching one fresh namespace, creates
+SparkDrivers, and measures, with a pod watch, the time from sending each create to the driver
+pod's ADDED event (and to the ConfigMaps and Service being there first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config, watch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from devcluster.testing import session_cluster  # noqa: E402
+from tests.support.operator import OperatorProcess  # noqa: E402
+
+
+def manifest(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "Scala",
+            "sparkVersion": "3.5.7",
+            "image": "apache/spark:3.5.7",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+            "driver": {"annotations": {"sim.sparkop.io/run-seconds": "2"}},
+            "executor": {"instances": 1},
+        },
+    }
+
+
+async def run(kubeconfig: str, namespace: str, count: int, concurrency: int) -> list[float]:
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        seen: dict[str, float] = {}
+        ready = asyncio.Event()
+
+        async def watch_pods() -> None:
+            w = watch.Watch()
+            async with w.stream(core.list_namespaced_pod, namespace, label_selector="spark-role=driver",
+                                timeout_seconds=600) as stream:  # fmt: skip
+                ready.set()
+                async for event in stream:
+                    name = event["object"].metadata.name
+                    if event["type"] == "ADDED":
+                        seen.setdefault(name, time.perf_counter())
+
+        watcher = asyncio.create_task(watch_pods())
+        await ready.wait()
+        await asyncio.sleep(0.5)
+        sent: dict[str, float] = {}
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            name = f"lat-{i}"
+            async with sem:
+                sent[f"{name}-1-driver"] = time.perf_counter()
+                await custom.create_namespaced_custom_object("sparkop.io", "v1alpha1", namespace, "sparkdrivers",
+                                                             manifest(name))  # fmt: skip
+                while f"{name}-1-driver" not in seen:
+                    await asyncio.sleep(0.002)
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+        watcher.cancel()
+        return [seen[k] - t for k, t in sent.items()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--count", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=1)
+    args = parser.parse_args()
+    with session_cluster() as cluster:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+        cluster.kubectl("wait", "--for=condition=Established", "crd/sparkdrivers.sparkop.io", "--timeout=30s")
+        namespace = f"bench-{uuid.uuid4().hex[:6]}"
+        cluster.kubectl("create", "namespace", namespace)
+        operator = OperatorProcess(cluster.kubeconfig, controllers=["driver"], namespaces=[namespace],
+                                   log_dir=Path(tempfile.gettempdir()))  # fmt: skip
+        try:
+            with operator:
+                time.sleep(3)  # operator start-up (kopf's initial listing)
+                latencies = asyncio.run(run(str(cluster.kubeconfig), namespace, args.count, args.concurrency))
+        finally:
+            cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        xs = sorted(latencies)
+        print(f"SparkDriver create -> driver pod ADDED ({len(xs)} drivers, concurrency {args.concurrency}): "
+              f"median {statistics.median(xs) * 1000:.0f} ms, p90 {xs[int(len(xs) * 0.9)] * 1000:.0f} ms, "
+              f"max {xs[-1] * 1000:.0f} ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
