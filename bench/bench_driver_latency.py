@@ -76,7 +76,7 @@ async def run(kubeconfig: str, namespace: str, count: int, concurrency: int) -> 
                 sent[f"{name}-1-driver"] = time.perf_counter()
                 await custom.create_namespaced_custom_object("sparkop.io", "v1alpha1", namespace, "sparkdrivers",
                                                              manifest(name))  # fmt: skip
-                while f"{name}-1-driver" not in seen:
+                while f"{name}-1-driver" not in seen:  # noqa: ASYNC110 - polling a dict the watcher fills
                     await asyncio.sleep(0.002)
 
         await asyncio.gather(*(one(i) for i in range(count)))

@@ -28,7 +28,10 @@ FULL: dict[str, Any] = {
     "sparkConf": {f"spark.custom.key{i}": f"value{i}" for i in range(30)},
     "hadoopConf": {"fs.s3a.endpoint": "http://minio:9000"},
     "deps": {"jars": ["local:///a.jar"], "files": ["local:///f"]},
-    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}, {"name": "c", "configMap": {"name": "c"}}],
+    "volumes": [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+        {"name": "c", "configMap": {"name": "c"}},
+    ],
     "dynamicAllocation": {"enabled": True, "minExecutors": 1, "maxExecutors": 10},
     "driver": {
         "cores": 2, "memory": "4g", "labels": {"team": "a"}, "annotations": {"x": "y"},
