@@ -470,7 +470,8 @@ class RestartPolicy(Model):
         RestartPolicyType.NEVER,
         description="Never: run once. OnFailure: start a new run after a failed run or failed submission, "
         "up to onFailureRetries / onSubmissionFailureRetries times. Always: start a new run after every "
-        "run, successful or not (failures still count against the retry limits).",
+        "run, successful or not, without limit (as kubeflow's Always; for long-running apps); the retry "
+        "intervals still apply.",
     )
     onSubmissionFailureRetries: int | None = Field(
         None,
