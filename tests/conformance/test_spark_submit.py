@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,11 @@ from driver_controller.submission import DRIVER_CONTAINER, submission
 from tests.conformance import harness
 from tests.conformance.configs import CONFIGS
 
-pytestmark = [pytest.mark.conformance, pytest.mark.cluster]
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.cluster,
+    pytest.mark.skipif(shutil.which("java") is None, reason="spark-submit needs Java 17"),
+]
 
 VERSIONS = [v for v in os.environ.get("SPARKOP_CONFORMANCE_VERSIONS", "3.5.9,4.0.5").split(",") if v]
 OUT = Path(os.environ.get("SPARKOP_CONFORMANCE_OUT", harness.CACHE / "conformance"))
