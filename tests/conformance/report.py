@@ -1,6 +1,6 @@
 """The conformance results table (markdown) from the JSON files the conformance tests write.
 
-    .venv/bin/python -m tests.conformance.report [results-dir]
+.venv/bin/python -m tests.conformance.report [results-dir]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def table(directory: Path) -> str:
     for row in sorted(rows, key=lambda r: (r["config"], r["version"])):
         diffs = row["differences"]
         kinds = Counter(_kind(d) for d in diffs if d["deliberate"])
-        deliberate = ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items()))
+        deliberate = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
         unexplained = sum(1 for d in diffs if not d["deliberate"])
         lines.append(
             f"| {row['config']} | {row['version']} | {row['fields']} | {len(diffs)} | {deliberate} | {unexplained} |"
