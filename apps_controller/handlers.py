@@ -17,7 +17,7 @@ import kopf
 import pydantic
 
 from api.models import SparkApplicationSpec
-from apps_controller.model import AppStatus, AppView, DriverView, Observed, UIConfig, merge_patch
+from apps_controller.model import AppStatus, AppView, DriverView, Observed, UIConfig
 from apps_controller.reconcile import (
     Action,
     CreateDriver,
@@ -131,12 +131,12 @@ class AppsController:
         for action in plan.before_status:
             await self.do(namespace, action)
         if plan.status != observed.status or plan.after_status:
-            patch = merge_patch(body.get("status") or {}, plan.status.to_json())
             written = await self.kube.patch_status(
                 kube.SPARK_APPLICATIONS,
                 namespace,
                 name,
-                patch,
+                old=body.get("status") or {},
+                new=plan.status.to_json(),
                 resource_version=str(body["metadata"].get("resourceVersion", "")),
             )
             if written is None:

@@ -13,12 +13,13 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
 from api.models import RunSpec
 from sparkop import labels
+from sparkop.times import format_time, parse_time
 
 JSON = dict[str, Any]
 
@@ -92,23 +93,6 @@ class RestartType(StrEnum):
 
 # ---------------------------------------------------------------------------------------------------
 # time
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def format_time(value: datetime | None) -> str | None:
-    """RFC 3339 in UTC with microseconds (retry waits are checked to well under a second)."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -473,23 +457,6 @@ class AppStatus:
             conditions=tuple(c for c in d.get("conditions") or () if isinstance(c, Mapping)),
             last_error=_map(d.get("lastError")) or None,
         )
-
-
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
-    """An RFC 7386 merge patch turning ``old`` into ``new`` (removed keys become null)."""
-    patch: JSON = {}
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            sub = merge_patch(before, value)
-            if sub:
-                patch[key] = sub
-        elif value != before:
-            patch[key] = value
-    for key in old:
-        if key not in new:
-            patch[key] = None
-    return patch
 
 
 @dataclass(frozen=True)

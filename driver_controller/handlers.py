@@ -40,22 +40,6 @@ def driver_key(namespace: str, name: str) -> Key:
     return (namespace, naming.label_value(name))
 
 
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Body:
-    """An RFC 7386 merge patch turning ``old`` into ``new`` (removed keys become null)."""
-    patch: Body = {}
-    for key in old.keys() - new.keys():
-        patch[key] = None
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            sub = merge_patch(before, value)
-            if sub:
-                patch[key] = sub
-        elif value != before:
-            patch[key] = value
-    return patch
-
-
 class DriverController:
     """State shared by the handlers of one operator: the runtime and the work queue."""
 
@@ -129,9 +113,14 @@ class DriverController:
 
     async def _write_status(self, body: Mapping[str, Any], status: Body) -> None:
         meta = body["metadata"]
-        old = body.get("status") or {}
-        patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": merge_patch(old, status)}
-        await self.kube.patch(SPARK_DRIVERS, meta["namespace"], meta["name"], patch, subresource="status")
+        await self.kube.patch_status(
+            SPARK_DRIVERS,
+            meta["namespace"],
+            meta["name"],
+            old=body.get("status") or {},
+            new=status,
+            resource_version=meta["resourceVersion"],
+        )
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:

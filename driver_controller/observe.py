@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from driver_controller.submission import DRIVER_CONTAINER
 from sparkop import labels
+from sparkop.times import parse_time
 
 Body = Mapping[str, Any]
 
@@ -45,14 +46,6 @@ DISRUPTION_REASONS: Final = frozenset(
         "OutOfpods",
     }
 )
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,11 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from api.models import SparkDriver, SparkDriverStatus
-from driver_controller.observe import ObjectSummary, PodSummary, Terminated
+from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
 from driver_controller.podbuild import DriverObjects, RenderOptions, driver_ports
 from driver_controller.render import InvalidSpec, render
 from sparkop import labels, naming
+from sparkop.times import format_time
 
 Body = dict[str, Any]
 
@@ -110,10 +111,6 @@ class Plan:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _release(pod: PodSummary, why: str) -> Patch:
     rest = [f for f in pod.finalizers if f != labels.DRIVER_OUTCOME_FINALIZER]
     return Patch(pod.namespace, pod.name, pod.resource_version, {"metadata": {"finalizers": rest or None}}, why)
@@ -141,7 +138,7 @@ def _termination(term: Terminated | None, pod: PodSummary) -> Body:
         if term.message:
             out["message"] = term.message[-4096:]
         if term.finished_at:
-            out["finishedAt"] = _stamp(term.finished_at)
+            out["finishedAt"] = format_time(term.finished_at)
     elif pod.reason:
         out["reason"] = pod.reason
         if pod.message:
@@ -154,7 +151,7 @@ def _record(
 ) -> list[Body]:
     if any(r.get("incarnation") == incarnation for r in history):
         return history
-    entry: Body = {"incarnation": incarnation, "podName": pod_name, "outcome": outcome, "time": _stamp(now)}
+    entry: Body = {"incarnation": incarnation, "podName": pod_name, "outcome": outcome, "time": format_time(now)}
     if reason:
         entry["reason"] = reason
     if message:
@@ -172,7 +169,7 @@ def _set_condition(
     new["lastTransitionTime"] = (
         old["lastTransitionTime"]
         if old and old.get("status") == status and old.get("lastTransitionTime")
-        else _stamp(now)
+        else format_time(now)
     )
     if generation is not None:
         new["observedGeneration"] = generation
@@ -185,15 +182,7 @@ def _lost_reason(pod: PodSummary | None) -> tuple[str, str] | None:
         return "PodMissing", "the driver pod disappeared before its outcome was recorded"
     if pod.disruption:
         return pod.disruption, pod.message or f"the driver pod was disrupted ({pod.disruption})"
-    if pod.phase == "Failed" and pod.reason in (
-        "Evicted",
-        "Preempted",
-        "Preempting",
-        "NodeLost",
-        "NodeShutdown",
-        "Terminated",
-        "UnexpectedAdmissionError",
-    ):
+    if pod.phase == "Failed" and pod.reason in DISRUPTION_REASONS:
         return pod.reason or "Evicted", pod.message or ""
     if pod.deleting:
         term = pod.terminated
@@ -305,8 +294,8 @@ def _invalid(plan: Plan, status: Body, body: Mapping[str, Any], now: datetime, m
     new = dict(status)
     new.update(
         phase="SubmissionFailed",
-        lastError={"reason": REASON_INVALID_SPEC, "message": message, "time": _stamp(now)},
-        completionTime=_stamp(now),
+        lastError={"reason": REASON_INVALID_SPEC, "message": message, "time": format_time(now)},
+        completionTime=format_time(now),
         observedGeneration=(body.get("metadata") or {}).get("generation"),
     )
     plan.status = {k: v for k, v in new.items() if v is not None}
@@ -334,7 +323,7 @@ def _start_incarnation(p: _Pass, incarnation: int) -> None:
     p.status["phase"] = "Pending"
     p.status.pop("driverPod", None)
     p.status.pop("termination", None)
-    p.status.setdefault("startTime", _stamp(p.now))
+    p.status.setdefault("startTime", format_time(p.now))
     p.status["sparkApplicationId"] = naming.spark_app_id(str(p.driver.metadata["uid"]), incarnation)
 
 
@@ -349,7 +338,7 @@ def _terminal(p: _Pass, phase: str, termination: Body, reason: str, message: str
     p.status["phase"] = phase
     if termination:
         p.status["termination"] = termination
-    p.status["completionTime"] = _stamp(p.now)
+    p.status["completionTime"] = format_time(p.now)
     p.status["incarnations"] = _record(
         list(p.status.get("incarnations") or []), p.incarnation, pod_name, outcome, reason, message, p.now
     )
@@ -397,7 +386,7 @@ def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
         )
         p.status["phase"] = "Failed"
         p.status["termination"] = {"reason": REASON_TOO_MANY_LOST, "message": text}
-        p.status["completionTime"] = _stamp(p.now)
+        p.status["completionTime"] = format_time(p.now)
         p.event("Warning", REASON_POD_LOST, text)
         return
     p.event("Warning", REASON_POD_LOST, f"driver pod {pod_name} lost ({reason}: {message}); replacing it")
@@ -411,7 +400,7 @@ def _pod_info(p: _Pass, pod: PodSummary) -> None:
     if pod.pod_ip:
         info["podIP"] = pod.pod_ip
     if pod.start_time:
-        info["startTime"] = _stamp(pod.start_time)
+        info["startTime"] = format_time(pod.start_time)
     p.status["driverPod"] = info
 
 
@@ -455,8 +444,8 @@ def _create_missing(p: _Pass) -> None:
     except (InvalidSpec, ValueError) as exc:
         p.status.update(
             phase="SubmissionFailed",
-            lastError={"reason": REASON_INVALID_SPEC, "message": str(exc), "time": _stamp(p.now)},
-            completionTime=_stamp(p.now),
+            lastError={"reason": REASON_INVALID_SPEC, "message": str(exc), "time": format_time(p.now)},
+            completionTime=format_time(p.now),
         )
         p.status["incarnations"] = _record(
             list(p.status.get("incarnations") or []),
@@ -573,8 +562,8 @@ def submission_failed(observed: Observed, now: datetime, incarnation: int, reaso
     status.update(
         phase="SubmissionFailed",
         incarnation=incarnation,
-        lastError={"reason": reason, "message": message[:32768], "time": _stamp(now)},
-        completionTime=_stamp(now),
+        lastError={"reason": reason, "message": message[:32768], "time": format_time(now)},
+        completionTime=format_time(now),
     )
     status.pop("driverPod", None)
     status["incarnations"] = _record(

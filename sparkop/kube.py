@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -102,6 +103,20 @@ def _refusal(exc: ApiException) -> Refused:
     except (TypeError, ValueError):
         status = {}
     return Refused(exc.status or 0, status.get("reason") or str(exc.reason), status.get("message") or str(exc))
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Body:
+    """An RFC 7386 merge patch turning ``old`` into ``new`` (removed keys become null)."""
+    patch: Body = {key: None for key in old.keys() - new.keys()}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            sub = merge_patch(before, value)
+            if sub:
+                patch[key] = sub
+        elif value != before:
+            patch[key] = value
+    return patch
 
 
 def owner_reference(owner: Body, *, controller: bool = True) -> Body:
@@ -246,10 +261,19 @@ class Kube:
             raise
 
     async def patch_status(
-        self, resource: Resource, namespace: str, name: str, status: Body, *, resource_version: str
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        *,
+        old: Mapping[str, Any],
+        new: Mapping[str, Any],
+        resource_version: str,
     ) -> Body | None:
-        """Replace the status the controller computed from the object at ``resource_version``."""
-        patch = {"metadata": {"resourceVersion": resource_version}, "status": status}
+        """Turn status ``old`` into ``new``, both as of ``resource_version``: if the object changed
+        since, the write is refused (Conflict) rather than overwrite facts the decision never saw.
+        None when the object is gone."""
+        patch = {"metadata": {"resourceVersion": resource_version}, "status": merge_patch(old, new)}
         return await self.patch(resource, namespace, name, patch, subresource="status")
 
     async def event(self, regarding: Body, *, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:

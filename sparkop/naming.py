@@ -9,9 +9,11 @@ import re
 from typing import Final
 
 DNS_LABEL_MAX: Final = 63
-# Spark validates spark.kubernetes.executor.podNamePrefix at 47 characters so that
-# "<prefix>-exec-<id>" stays a DNS label.
-SPARK_POD_PREFIX_MAX: Final = 47
+# The longest suffix sparkop puts after an incarnation's prefix; every name it makes stays a DNS label.
+_LONGEST_SUFFIX: Final = "-podspec-conf-map"
+# Spark itself requires spark.kubernetes.executor.podNamePrefix to be at most 47 characters, so that
+# "<prefix>-exec-<id>" stays a DNS label; our own suffixes need one character less.
+POD_PREFIX_MAX: Final = DNS_LABEL_MAX - len(_LONGEST_SUFFIX)
 HASH_LEN: Final = 8
 
 _INVALID = re.compile(r"[^a-z0-9-]+")
@@ -64,7 +66,7 @@ def ui_ingress_name(app_name: str) -> str:
 
 def pod_prefix(driver: str, incarnation: int) -> str:
     """Prefix of every pod, ConfigMap and Service of one driver-pod incarnation."""
-    return dns_label(f"{driver}-{incarnation}", SPARK_POD_PREFIX_MAX)
+    return dns_label(f"{driver}-{incarnation}", POD_PREFIX_MAX)
 
 
 def driver_pod_name(driver: str, incarnation: int) -> str:
@@ -80,7 +82,7 @@ def driver_configmap_name(driver: str, incarnation: int) -> str:
 
 
 def executor_template_configmap_name(driver: str, incarnation: int) -> str:
-    return f"{pod_prefix(driver, incarnation)}-podspec-conf-map"
+    return f"{pod_prefix(driver, incarnation)}{_LONGEST_SUFFIX}"
 
 
 def spark_app_id(driver_uid: str, incarnation: int) -> str:

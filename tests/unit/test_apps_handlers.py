@@ -39,12 +39,12 @@ class FakeKube:
         self.conflict = conflict
 
     async def patch_status(
-        self, resource: Any, namespace: str, name: str, status: Any, *, resource_version: str
+        self, resource: Any, namespace: str, name: str, *, old: Any, new: Any, resource_version: str
     ) -> Any:
         self.calls.append(f"status rv={resource_version}")
         if self.conflict:
             raise kube.Conflict("stale")
-        return {"metadata": {"resourceVersion": "8"}, "status": status}
+        return {"metadata": {"resourceVersion": "8"}, "status": new}
 
     async def create(self, body: dict[str, Any]) -> bool:
         self.calls.append(f"create {body['kind']} {body['metadata']['name']}")

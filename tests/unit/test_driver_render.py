@@ -61,7 +61,7 @@ def test_names_are_valid_at_any_length(name: str, incarnation: int) -> None:
         for value in obj["metadata"]["labels"].values():
             assert LABEL_VALUE.match(value) and len(value) <= 63
     prefix = out.properties["spark.kubernetes.executor.podNamePrefix"]
-    assert len(prefix) <= naming.SPARK_POD_PREFIX_MAX and DNS_LABEL.match(prefix)
+    assert len(prefix) <= naming.POD_PREFIX_MAX and DNS_LABEL.match(prefix)
     assert out.pod["metadata"]["labels"][labels.INCARNATION] == str(incarnation)
     for label_value in out.pod["metadata"]["labels"].values():
         assert LABEL_VALUE.match(label_value)

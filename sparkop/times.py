@@ -1,0 +1,30 @@
+"""The one place that reads and writes Kubernetes timestamps (RFC 3339, UTC)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A timezone-aware datetime from an API timestamp (or a datetime); None when absent or unreadable."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(value: datetime | None) -> str | None:
+    """RFC 3339 in UTC; sub-second digits only when there are any (retry waits are checked to well
+    under a second, while most stamps come from the API server in whole seconds)."""
+    if value is None:
+        return None
+    utc = value.astimezone(UTC)
+    if utc.microsecond:
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
