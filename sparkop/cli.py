@@ -41,6 +41,13 @@ def _parser() -> argparse.ArgumentParser:
         help="create an Ingress per app for its Spark UI, e.g. '{{$appName}}.spark.example.com'",
     )
     run.add_argument("--ingress-class-name", help="ingressClassName for those Ingresses")
+    run.add_argument(
+        "--unschedulable-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="report a driver pod as stuck after it has been unschedulable this long (default 300)",
+    )
     run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port")
     run.add_argument("--metrics-address", default="127.0.0.1", help="address for --metrics-port (in a pod: 0.0.0.0)")
     run.add_argument("--log-format", choices=["text", "json"], default="text")
@@ -140,6 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         options=Options(
             ingress_url_format=args.ingress_url_format,
             ingress_class_name=args.ingress_class_name,
+            unschedulable_timeout_seconds=args.unschedulable_timeout,
             workers=args.workers,
         ),
     )
