@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from devcluster.testing import ClusterHandle, session_cluster, temporary_namespace
+from tests.support.operator import OperatorProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def install_crds(cluster: ClusterHandle) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    for crd in ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +35,17 @@ def namespace(cluster: ClusterHandle) -> Iterator[str]:
     """A fresh namespace (its default service account ready), deleted after the test."""
     with temporary_namespace(cluster) as name:
         yield name
+
+
+@pytest.fixture(scope="session")
+def crds(cluster: ClusterHandle) -> ClusterHandle:
+    """The cluster with sparkop's committed CRDs installed and Established."""
+    install_crds(cluster)
+    return cluster
+
+
+@pytest.fixture
+def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """The real operator (`sparkop run`, both controllers) watching the test's namespace."""
+    with OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path) as proc:
+        yield proc

@@ -1,0 +1,68 @@
+"""The demo's scenario on the test cluster, then `sparkop status` on what it left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from devcluster.testing import ClusterHandle
+from sparkop.demo import run_scenario
+from tests.support.operator import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+
+
+def sparkop_status(cluster: ClusterHandle, namespace: str, name: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "sparkop", "status", name, "-n", namespace, "--kubeconfig", str(cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return result.stdout
+
+
+def test_demo_scenario_ends_as_promised_and_status_tells_the_story(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    lines: list[str] = []
+    rows = run_scenario(crds.kubectl_binary, crds.kubeconfig, namespace, time.monotonic(), out=lines.append)
+    table = "\n".join(lines)
+
+    assert rows["pi-succeeds"].state == "COMPLETED", table
+    assert rows["etl-retries"].state == "FAILED", table
+    assert rows["etl-retries"].attempts == 3, table  # the first run and onFailureRetries: 2
+    assert rows["stream-recovers"].state == "COMPLETED", table
+    assert rows["stream-recovers"].attempts == 1, table  # a lost driver pod is not an app failure
+    assert rows["stream-recovers"].incarnations == 2, table
+    assert "deleting driver pod stream-recovers-1-1-driver" in table
+
+    recovered = sparkop_status(crds, namespace, "stream-recovers")
+    assert f"SparkApplication {namespace}/stream-recovers: COMPLETED" in recovered
+    assert "incarnation 1: Lost" in recovered, recovered
+    assert "SparkDriver stream-recovers-1 (Succeeded), pod stream-recovers-1-2-driver, incarnation 2" in recovered
+
+    retried = sparkop_status(crds, namespace, "etl-retries")
+    assert f"SparkApplication {namespace}/etl-retries: FAILED" in retried
+    assert "OnFailure (2 retries, every 2s)" in retried
+    for run in (1, 2, 3):
+        assert f"etl-retries-{run}" in retried, retried
+    assert "exit code 1" in retried, retried
+    assert "ValueError: input path does not exist" in retried, retried
+    assert operator.alive()
+
+
+def test_status_of_a_missing_app_says_so(crds: ClusterHandle, namespace: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sparkop", "status", "nope", "-n", namespace, "--kubeconfig", str(crds.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert f"no SparkApplication {namespace}/nope" in result.stderr
