@@ -54,3 +54,8 @@ def configure(fmt: Literal["text", "json"] = "text", level: int = logging.INFO) 
     # kopf narrates every watch event at INFO; our controllers log the decisions that matter.
     logging.getLogger("kopf").setLevel(max(level, logging.WARNING))
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
+
+
+def decision(logger: logging.Logger, obj: str, what: str, reason: str, **fields: Any) -> None:
+    """One line per decision a controller acts on: the object, what it does, and why."""
+    logger.info("%s: %s", obj, what, extra={"obj": obj, "reason": reason, **fields})
