@@ -25,7 +25,7 @@ from kubernetes_asyncio import client, config, watch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from devcluster.testing import session_cluster  # noqa: E402
+from devcluster.testing import session_cluster, wait_for  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
 
 
@@ -91,7 +91,12 @@ def main() -> None:
     args = parser.parse_args()
     with session_cluster() as cluster:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/sparkdrivers.sparkop.io", "--timeout=30s")
+        # Right after the apply the CRD may not have status.conditions yet, and kubectl wait fails fast on that.
+        wait_for(
+            lambda: cluster.kubectl("wait", "--for=condition=Established", "crd/sparkdrivers.sparkop.io",
+                                    "--timeout=30s", check=False).returncode == 0,
+            timeout=60, interval=0.2, message="CRD sparkdrivers.sparkop.io Established",
+        )  # fmt: skip
         namespace = f"bench-{uuid.uuid4().hex[:6]}"
         cluster.kubectl("create", "namespace", namespace)
         operator = OperatorProcess(cluster.kubeconfig, controllers=["driver"], namespaces=[namespace],
