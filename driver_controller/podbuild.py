@@ -17,7 +17,8 @@ incarnation, so that a retried create renders byte-identical objects.
 
 from __future__ import annotations
 
-import copy
+import bisect
+import itertools
 import json
 import re
 import uuid
@@ -52,8 +53,6 @@ NON_JVM_OVERHEAD_FACTOR: Final = 0.4
 DEFAULT_OVERHEAD_FACTOR: Final = 0.1
 MAX_SERVICE_NAME: Final = 63
 
-_RESOURCE_AMOUNT: Final = re.compile(r"^spark\.driver\.resource\.([^.]+)\.amount$")
-
 
 @dataclass(frozen=True)
 class RenderOptions:
@@ -74,6 +73,12 @@ class DriverObjects:
     service: Body
     executor_template: Body | None
     properties: dict[str, str]
+    metrics_config_map: Body | None = None
+
+    @property
+    def config_maps(self) -> list[Body]:
+        """The incarnation's ConfigMaps, all of which the driver pod mounts."""
+        return [cm for cm in (self.executor_template, self.config_map, self.metrics_config_map) if cm is not None]
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -90,12 +95,6 @@ def app_name_label(app_name: str) -> str:
 def substitute_ids(value: str, app_id: str, exec_id: str = "") -> str:
     """``Utils.substituteAppNExecIds``."""
     return value.replace("{{APP_ID}}", app_id).replace("{{EXECUTOR_ID}}", exec_id)
-
-
-def prefixed(conf: Mapping[str, str], prefix: str) -> dict[str, str]:
-    """``KubernetesUtils.parsePrefixedKeyValuePairs``, in key order (Spark's is hash order)."""
-    n = len(prefix)
-    return {k[n:]: conf[k] for k in sorted(k for k in conf if k.startswith(prefix) and len(k) > n)}
 
 
 def memory_overhead_factor(conf: Mapping[str, str], resource_type: str) -> tuple[float, float]:
@@ -142,9 +141,9 @@ def local_dir_path(app_id: str) -> str:
     return f"/var/data/spark-{uuid.UUID(hex=app_id.removeprefix('spark-')[:32])}"
 
 
-def select_spark_container(template: Body, name: str) -> tuple[Body, Body]:
-    """``KubernetesUtils.selectSparkContainer``: (pod without it, the Spark container)."""
-    pod = copy.deepcopy(template)
+def select_spark_container(pod: Body, name: str) -> Body:
+    """``KubernetesUtils.selectSparkContainer``: takes the Spark container (named ``name``, else the
+    first) out of the template ``pod``, in place, and returns it."""
     pod.setdefault("metadata", {})
     spec = pod.setdefault("spec", {})
     containers: list[Body] = spec.get("containers") or []
@@ -157,7 +156,7 @@ def select_spark_container(template: Body, name: str) -> tuple[Body, Body]:
     else:
         container, rest = {}, []
     spec["containers"] = rest
-    return pod, container
+    return container
 
 
 def _env(container: Body, name: str, value: str | None = None, value_from: Body | None = None) -> None:
@@ -185,6 +184,7 @@ class _Build:
         self.sub = sub
         self.options = options
         self.conf = self._submit_conf()
+        self._sorted_keys = sorted(self.conf)  # for prefixed(); conf is not changed after this
         self.props: dict[str, str] = {}
         self.app_id = sub.app_id
         self.pod_name = sub.conf["spark.kubernetes.driver.pod.name"]
@@ -192,6 +192,7 @@ class _Build:
         self.config_map_name = naming.driver_configmap_name(sub.name, sub.incarnation)
         self.template_map_name = naming.executor_template_configmap_name(sub.name, sub.incarnation)
         self.ports = driver_ports(self.conf)
+        self.labels = self._driver_labels()
 
     def _submit_conf(self) -> dict[str, str]:
         """The properties SparkSubmit itself adds before the Kubernetes client runs."""
@@ -210,11 +211,20 @@ class _Build:
         conf.setdefault("spark.submit.pyFiles", "")
         return conf
 
-    # KubernetesDriverConf.labels
-    def driver_labels(self) -> dict[str, str]:
-        custom = {
-            k: substitute_ids(v, self.app_id) for k, v in prefixed(self.conf, "spark.kubernetes.driver.label.").items()
-        }
+    def prefixed(self, prefix: str) -> dict[str, str]:
+        """``KubernetesUtils.parsePrefixedKeyValuePairs``, in key order (Spark's is hash order)."""
+        keys, n = self._sorted_keys, len(prefix)
+        found: dict[str, str] = {}
+        for key in itertools.islice(keys, bisect.bisect_left(keys, prefix), None):
+            if not key.startswith(prefix):
+                break
+            if len(key) > n:
+                found[key[n:]] = self.conf[key]
+        return found
+
+    def _driver_labels(self) -> dict[str, str]:
+        """``KubernetesDriverConf.labels``: the pod's labels and the Service's selector."""
+        custom = {k: substitute_ids(v, self.app_id) for k, v in self.prefixed("spark.kubernetes.driver.label.").items()}
         preset = {
             labels.SPARK_APP_SELECTOR: self.app_id,
             labels.SPARK_APP_NAME: app_name_label(self.sub.app_name),
@@ -226,14 +236,28 @@ class _Build:
         return {**custom, **preset}
 
     def basic(self, pod: Body, container: Body) -> None:
+        """``BasicDriverFeatureStep``: the Spark container, its resources, the pod's metadata and spec."""
+        self._basic_container(container)
+        self._basic_resources(container)
+        self._basic_metadata(pod["metadata"])
+        self._basic_spec(pod["spec"])
+        default_factor, _ = memory_overhead_factor(self.conf, self.sub.resource_type)
+        self.props.update(
+            {
+                "spark.kubernetes.driver.pod.name": self.pod_name,
+                "spark.app.id": self.app_id,
+                "spark.kubernetes.submitInDriver": "true",
+                "spark.kubernetes.memoryOverheadFactor": sparkconf.java_double(default_factor),
+            }
+        )
+
+    def _basic_container(self, container: Body) -> None:
         conf = self.conf
-        image = conf.get("spark.kubernetes.driver.container.image") or conf.get("spark.kubernetes.container.image")
-        heap, overhead = driver_memory_mib(conf, self.sub.resource_type, self.sub.major_version)
-        memory = f"{heap + overhead}Mi"
-        cores = conf.get("spark.kubernetes.driver.request.cores") or str(int(conf.get("spark.driver.cores", "1")))
         rpc, block, ui = self.ports
         container.setdefault("name", DRIVER_CONTAINER)
-        container["image"] = image
+        container["image"] = conf.get("spark.kubernetes.driver.container.image") or conf.get(
+            "spark.kubernetes.container.image"
+        )
         container["imagePullPolicy"] = conf.get("spark.kubernetes.container.image.pullPolicy", "IfNotPresent")
         container["ports"] = [
             *container.get("ports", []),
@@ -243,39 +267,51 @@ class _Build:
         ]
         _env(container, "SPARK_USER", self.options.spark_user)
         _env(container, "SPARK_APPLICATION_ID", self.app_id)
-        for key, value in prefixed(conf, "spark.kubernetes.driverEnv.").items():
+        for key, value in self.prefixed("spark.kubernetes.driverEnv.").items():
             _env(container, key, value)
         _env(
             container,
             "SPARK_DRIVER_BIND_ADDRESS",
             value_from={"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
         )
+
+    def _basic_resources(self, container: Body) -> None:
+        conf = self.conf
+        heap, overhead = driver_memory_mib(conf, self.sub.resource_type, self.sub.major_version)
+        memory = f"{heap + overhead}Mi"
         resources = container.setdefault("resources", {})
         requests = resources.setdefault("requests", {})
         limits = resources.setdefault("limits", {})
-        requests["cpu"] = cores
+        requests["cpu"] = conf.get("spark.kubernetes.driver.request.cores") or str(
+            int(conf.get("spark.driver.cores", "1"))
+        )
         if conf.get("spark.kubernetes.driver.limit.cores"):
             limits["cpu"] = conf["spark.kubernetes.driver.limit.cores"]
         requests["memory"] = memory
         limits["memory"] = memory
-        for key, amount in sorted(conf.items()):
-            match = _RESOURCE_AMOUNT.match(key)
-            vendor = conf.get(f"spark.driver.resource.{match.group(1)}.vendor") if match else None
-            if match and vendor:
-                limits[f"{vendor}/{match.group(1)}"] = amount
-        meta = pod["metadata"]
+        # spark.driver.resource.<name>.amount with a vendor: a limit "<vendor>/<name>".
+        custom = self.prefixed("spark.driver.resource.")
+        for key, amount in custom.items():
+            name, _, field = key.partition(".")
+            vendor = custom.get(f"{name}.vendor")
+            if field == "amount" and vendor:
+                limits[f"{vendor}/{name}"] = amount
+
+    def _basic_metadata(self, meta: Body) -> None:
         meta["name"] = self.pod_name
-        meta["labels"] = {**(meta.get("labels") or {}), **self.driver_labels()}
+        meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
         annotations = {
-            k: substitute_ids(v, self.app_id) for k, v in prefixed(conf, "spark.kubernetes.driver.annotation.").items()
+            k: substitute_ids(v, self.app_id) for k, v in self.prefixed("spark.kubernetes.driver.annotation.").items()
         }
         if annotations or meta.get("annotations"):
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-        spec = pod["spec"]
+
+    def _basic_spec(self, spec: Body) -> None:
+        conf = self.conf
         spec["restartPolicy"] = "Never"
         node_selector = {
-            **prefixed(conf, "spark.kubernetes.node.selector."),
-            **prefixed(conf, "spark.kubernetes.driver.node.selector."),
+            **self.prefixed("spark.kubernetes.node.selector."),
+            **self.prefixed("spark.kubernetes.driver.node.selector."),
         }
         if node_selector or spec.get("nodeSelector"):
             spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **node_selector}
@@ -285,15 +321,6 @@ class _Build:
         scheduler = conf.get("spark.kubernetes.driver.scheduler.name") or conf.get("spark.kubernetes.scheduler.name")
         if scheduler:
             spec["schedulerName"] = scheduler
-        default_factor, _ = memory_overhead_factor(conf, self.sub.resource_type)
-        self.props.update(
-            {
-                "spark.kubernetes.driver.pod.name": self.pod_name,
-                "spark.app.id": self.app_id,
-                "spark.kubernetes.submitInDriver": "true",
-                "spark.kubernetes.memoryOverheadFactor": sparkconf.java_double(default_factor),
-            }
-        )
 
     def credentials(self, pod: Body) -> None:
         account = self.conf.get("spark.kubernetes.authenticate.driver.serviceAccountName")
@@ -313,12 +340,12 @@ class _Build:
         )
         conf = self.conf
         meta: Body = {"name": self.service_name, "namespace": self.sub.namespace}
-        annotations = prefixed(conf, "spark.kubernetes.driver.service.annotation.")
+        annotations = self.prefixed("spark.kubernetes.driver.service.annotation.")
         if annotations:
             meta["annotations"] = annotations
         meta["labels"] = {
             labels.SPARK_APP_SELECTOR: self.app_id,
-            **prefixed(conf, "spark.kubernetes.driver.service.label."),
+            **self.prefixed("spark.kubernetes.driver.service.label."),
         }
         return {
             "apiVersion": "v1",
@@ -330,7 +357,7 @@ class _Build:
                 "ipFamilies": [
                     f.strip() for f in conf.get("spark.kubernetes.driver.service.ipFamilies", "IPv4").split(",")
                 ],
-                "selector": self.driver_labels(),
+                "selector": self.labels,
                 "ports": [
                     {"name": "driver-rpc-port", "port": rpc, "targetPort": rpc},
                     {"name": "blockmanager", "port": block, "targetPort": block},
@@ -340,20 +367,20 @@ class _Build:
         }
 
     def secrets(self, pod: Body, container: Body) -> None:
-        for secret, path in prefixed(self.conf, "spark.kubernetes.driver.secrets.").items():
+        for secret, path in self.prefixed("spark.kubernetes.driver.secrets.").items():
             volume_name = naming.dns_label(f"{secret}-volume")
             _volume(pod, {"name": volume_name, "secret": {"secretName": secret}})
             _mount(container, {"name": volume_name, "mountPath": path})
 
     def env_secrets(self, container: Body) -> None:
-        for env_name, ref in prefixed(self.conf, "spark.kubernetes.driver.secretKeyRef.").items():
+        for env_name, ref in self.prefixed("spark.kubernetes.driver.secretKeyRef.").items():
             secret, _, key = ref.partition(":")
             _env(container, env_name, value_from={"secretKeyRef": {"key": key, "name": secret}})
 
     def volumes(self, pod: Body, container: Body) -> None:
         prefix = "spark.kubernetes.driver.volumes."
         specs: dict[tuple[str, str], dict[str, str]] = {}
-        for key, value in prefixed(self.conf, prefix).items():
+        for key, value in self.prefixed(prefix).items():
             parts = key.split(".", 2)
             if len(parts) == 3:
                 specs.setdefault((parts[0], parts[1]), {})[parts[2]] = value
@@ -433,14 +460,22 @@ class _Build:
         )
         _mount(container, {"name": POD_TEMPLATE_VOLUME, "mountPath": POD_TEMPLATE_MOUNT})
         self.props["spark.kubernetes.executor.podTemplateFile"] = f"{POD_TEMPLATE_MOUNT}/{POD_TEMPLATE_FILE}"
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": self.template_map_name, "namespace": self.sub.namespace},
-            "immutable": True,
-            # JSON is YAML: Spark's template loader reads it, and it is fast and canonical.
-            "data": {POD_TEMPLATE_KEY: json.dumps(template, sort_keys=True, separators=(",", ":"))},
-        }
+        # JSON is YAML: Spark's template loader reads it, and it is fast and canonical.
+        return _config_map(
+            self.template_map_name,
+            self.sub.namespace,
+            {POD_TEMPLATE_KEY: json.dumps(template, sort_keys=True, separators=(",", ":"))},
+        )
+
+    def metrics_config_map(self) -> Body | None:
+        """kubeflow's Prometheus ConfigMap (sparkop's is per incarnation, like the others); the pod
+        templates already mount it."""
+        files = self.sub.metrics_files
+        if not files:
+            return None
+        return _config_map(
+            naming.metrics_configmap_name(self.sub.name, self.sub.incarnation), self.sub.namespace, files
+        )
 
     def local_dirs(self, pod: Body, container: Body) -> None:
         existing = [
@@ -478,14 +513,23 @@ class _Build:
             },
         )
         self.final_properties = properties
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": self.config_map_name, "namespace": self.sub.namespace},
-            "immutable": True,
-            # Client.run adds the namespace as a second key (not mounted: the volume lists items).
-            "data": {SPARK_CONF_FILE: text, "spark.kubernetes.namespace": self.sub.namespace},
-        }
+        # Client.run adds the namespace as a second key (not mounted: the volume lists items).
+        namespace = self.sub.namespace
+        return _config_map(
+            self.config_map_name, namespace, {SPARK_CONF_FILE: text, "spark.kubernetes.namespace": namespace}
+        )
+
+
+def _config_map(name: str, namespace: str, data: dict[str, str]) -> Body:
+    """An immutable ConfigMap: its content is fixed by the SparkDriver and incarnation, so a retried
+    create meets an identical object."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "immutable": True,
+        "data": data,
+    }
 
 
 def _own(obj: Body, sub: Submission) -> None:
@@ -496,9 +540,13 @@ def _own(obj: Body, sub: Submission) -> None:
 
 
 def build(sub: Submission, options: RenderOptions | None = None) -> DriverObjects:
-    """The driver pod, its ConfigMap, Service and executor template ConfigMap for ``sub``."""
+    """The driver pod, its ConfigMap, Service and executor template ConfigMap for ``sub``.
+
+    Takes ``sub``'s pod templates over (they become the driver pod and the executor template's
+    content) rather than copying them: ``submission()`` builds them fresh for each call."""
     b = _Build(sub, options or RenderOptions())
-    pod, container = select_spark_container(sub.driver_template, DRIVER_CONTAINER)
+    pod = sub.driver_template  # consumed: the Submission is a one-shot request (see build's docstring)
+    container = select_spark_container(pod, DRIVER_CONTAINER)
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     b.basic(pod, container)
     b.credentials(pod)
@@ -511,7 +559,8 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     template = b.pod_template(pod, container)
     b.local_dirs(pod, container)
     config_map = b.client(pod, container)
-    for obj in (pod, config_map, service, template):
+    metrics = b.metrics_config_map()
+    for obj in (pod, config_map, service, template, metrics):
         if obj is not None:
             _own(obj, sub)
     pod["metadata"]["finalizers"] = [labels.DRIVER_OUTCOME_FINALIZER]
@@ -521,4 +570,5 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
         service=service,
         executor_template=template,
         properties=b.final_properties,
+        metrics_config_map=metrics,
     )

@@ -20,6 +20,7 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,8 +28,8 @@ from typing import Any, Final, Literal
 
 from api.models import SparkDriver, SparkDriverStatus
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
-from driver_controller.podbuild import DriverObjects, RenderOptions, driver_ports
-from driver_controller.render import InvalidSpec, render
+from driver_controller.podbuild import RenderOptions
+from driver_controller.render import InvalidSpec, names, parse, render
 from sparkop import labels, naming
 from sparkop.times import format_time
 
@@ -68,6 +69,9 @@ class Observed:
     config_maps: Sequence[ObjectSummary] = ()
     services: Sequence[ObjectSummary] = ()
     settings: Settings = field(default_factory=Settings)
+    # A transient error (5xx, timeout) the handler met applying an earlier plan, as a lastError
+    # {reason, message, time}: recorded in status by the next pass that gets through.
+    transient_error: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -218,10 +222,10 @@ class _Pass:
     obs: Observed
     now: datetime
     plan: Plan
-    status: Body
+    status: Body  # what this pass decides, starting from a copy of old_status
+    old_status: Body  # the status as observed, normalised
     owned_pods: list[PodSummary]
     incarnation: int = 0
-    objects: DriverObjects | None = None
 
     @property
     def name(self) -> str:
@@ -269,14 +273,13 @@ def reconcile(observed: Observed, now: datetime) -> Plan:
     if meta.get("deletionTimestamp"):
         return release_orphans(observed.pods)
     plan = release_orphans(strangers)
-    from driver_controller.render import parse
-
-    status = _status_dict(body)
+    old_status = _status_dict(body)
+    status = copy.deepcopy(old_status)
     try:
         driver = parse(body)
     except ValueError as exc:
         return _invalid(plan, status, body, now, f"the SparkDriver does not parse: {exc}")
-    p = _Pass(driver, body, observed, now, plan, status, owned_pods)
+    p = _Pass(driver, body, observed, now, plan, status, old_status, owned_pods)
     _incarnation(p)
     if p.phase not in TERMINAL:
         _current_pod(p)
@@ -325,12 +328,6 @@ def _start_incarnation(p: _Pass, incarnation: int) -> None:
     p.status.pop("termination", None)
     p.status.setdefault("startTime", format_time(p.now))
     p.status["sparkApplicationId"] = naming.spark_app_id(str(p.driver.metadata["uid"]), incarnation)
-
-
-def _objects(p: _Pass) -> DriverObjects:
-    if p.objects is None or p.objects.pod["metadata"]["labels"][labels.INCARNATION] != str(p.incarnation):
-        p.objects = render(p.driver, p.incarnation, p.obs.settings.render)
-    return p.objects
 
 
 def _terminal(p: _Pass, phase: str, termination: Body, reason: str, message: str, pod_name: str) -> None:
@@ -438,49 +435,55 @@ def _observe_running(p: _Pass, pod: PodSummary) -> None:
 
 
 def _create_missing(p: _Pass) -> None:
-    """ConfigMaps and Service before the pod (the pod mounts the ConfigMaps)."""
-    try:
-        objects = _objects(p)
-    except (InvalidSpec, ValueError) as exc:
-        p.status.update(
-            phase="SubmissionFailed",
-            lastError={"reason": REASON_INVALID_SPEC, "message": str(exc), "time": format_time(p.now)},
-            completionTime=format_time(p.now),
-        )
-        p.status["incarnations"] = _record(
-            list(p.status.get("incarnations") or []),
-            p.incarnation,
-            naming.driver_pod_name(p.name, p.incarnation),
-            "SubmissionFailed",
-            REASON_INVALID_SPEC,
-            str(exc),
-            p.now,
-        )
-        p.event("Warning", REASON_INVALID_SPEC, str(exc))
-        return
+    """What the current incarnation lacks: ConfigMaps and Service before the pod (the pod mounts the
+    ConfigMaps). The incarnation is rendered only when something is missing."""
+    uid = str(p.driver.metadata["uid"])
+    expected = names(p.driver, p.incarnation)
+    have_cm = {c.name for c in _owned(uid, p.obs.config_maps)}
+    have_svc = {s.name for s in _owned(uid, p.obs.services)}
+    pod_missing = p.driver_pod(p.incarnation) is None
     p.plan.incarnation = p.incarnation
-    have_cm = {c.name for c in _owned(str(p.driver.metadata["uid"]), p.obs.config_maps)}
-    have_svc = {s.name for s in _owned(str(p.driver.metadata["uid"]), p.obs.services)}
-    for cm in (objects.executor_template, objects.config_map):
-        if cm is not None and cm["metadata"]["name"] not in have_cm:
-            p.plan.create.append(cm)
-    if objects.service["metadata"]["name"] not in have_svc:
-        p.plan.create.append(objects.service)
-    pod_name = objects.pod["metadata"]["name"]
-    if p.driver_pod(p.incarnation) is None:
-        # Also when status already names it: a create the index has not seen yet meets 409.
-        p.plan.create.append(objects.pod)
-        if (p.status.get("driverPod") or {}).get("name") != pod_name:
-            p.status["driverPod"] = {"name": pod_name}
-            p.event(
-                "Normal",
-                REASON_INCARNATION_CREATED,
-                f"incarnation {p.incarnation}: driver pod {pod_name}, "
-                f"spark.app.id {objects.properties['spark.app.id']}",
-            )
-    ui_port = driver_ports(objects.properties)[2]
-    p.status["webUIAddress"] = f"{objects.service['metadata']['name']}.{p.namespace}.svc:{ui_port}"
-    p.status["sparkApplicationId"] = objects.properties["spark.app.id"]
+    if pod_missing or not expected.config_maps <= have_cm or expected.service not in have_svc:
+        try:
+            objects = render(p.driver, p.incarnation, p.obs.settings.render)
+        except (InvalidSpec, ValueError) as exc:
+            _invalid_spec(p, str(exc))
+            return
+        p.plan.create.extend(cm for cm in objects.config_maps if cm["metadata"]["name"] not in have_cm)
+        if expected.service not in have_svc:
+            p.plan.create.append(objects.service)
+        if pod_missing:
+            # Also when status already names it: a create the index has not seen yet meets 409.
+            p.plan.create.append(objects.pod)
+            if (p.status.get("driverPod") or {}).get("name") != expected.pod:
+                p.status["driverPod"] = {"name": expected.pod}
+                p.event(
+                    "Normal",
+                    REASON_INCARNATION_CREATED,
+                    f"incarnation {p.incarnation}: driver pod {expected.pod}, "
+                    f"spark.app.id {objects.properties['spark.app.id']}",
+                )
+    p.status["webUIAddress"] = expected.web_ui_address
+    p.status["sparkApplicationId"] = naming.spark_app_id(uid, p.incarnation)
+
+
+def _invalid_spec(p: _Pass, message: str) -> None:
+    """A spec spark-submit would refuse: SubmissionFailed, nothing created."""
+    p.status.update(
+        phase="SubmissionFailed",
+        lastError={"reason": REASON_INVALID_SPEC, "message": message, "time": format_time(p.now)},
+        completionTime=format_time(p.now),
+    )
+    p.status["incarnations"] = _record(
+        list(p.status.get("incarnations") or []),
+        p.incarnation,
+        naming.driver_pod_name(p.name, p.incarnation),
+        "SubmissionFailed",
+        REASON_INVALID_SPEC,
+        message,
+        p.now,
+    )
+    p.event("Warning", REASON_INVALID_SPEC, message)
 
 
 def _executors(p: _Pass) -> None:
@@ -540,17 +543,34 @@ def _stale(p: _Pass) -> None:
             p.plan.deletes.append(Delete(obj.kind, obj.namespace, obj.name, obj.uid))
 
 
+def _last_error(p: _Pass) -> None:
+    """lastError says why a driver failed to submit, or why it is slow: a transient error (5xx,
+    timeout) the handler met applying an earlier plan, recorded on this pass. Without churn: the same
+    error again leaves it as it is (its time stays the first one), and it is dropped only when the
+    phase changes, in a write that happens anyway."""
+    status, old = p.status, p.old_status
+    if status.get("lastError") != old.get("lastError"):
+        return  # this pass set it (an invalid spec)
+    if status.get("phase") != old.get("phase"):
+        status.pop("lastError", None)
+    error = p.obs.transient_error
+    if error is None or status.get("phase") in TERMINAL:
+        return
+    recorded = status.get("lastError") or {}
+    if (recorded.get("reason"), recorded.get("message")) != (error.get("reason"), error.get("message")):
+        status["lastError"] = dict(error)
+
+
 def _finish_status(p: _Pass) -> None:
     status = p.status
     generation = p.driver.metadata.get("generation")
     if generation is not None:
         status["observedGeneration"] = generation
-    if status.get("phase") not in TERMINAL:
-        status.pop("lastError", None)  # a clean pass
-    old = _status_dict(p.body)
-    new = SparkDriverStatus.model_validate(status).to_json()
-    if new != old:
-        p.plan.status = new
+    _last_error(p)
+    if status != p.old_status:  # only then is it worth validating
+        new = SparkDriverStatus.model_validate(status).to_json()
+        if new != p.old_status:
+            p.plan.status = new
 
 
 def submission_failed(observed: Observed, now: datetime, incarnation: int, reason: str, message: str) -> Body:

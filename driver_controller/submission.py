@@ -19,7 +19,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from api.models import NameKey, SecretInfo, SparkApplicationType, SparkDriver, SparkPodSpec
+from api.models import (
+    DynamicAllocation,
+    MonitoringSpec,
+    NameKey,
+    SecretInfo,
+    SparkApplicationType,
+    SparkDriver,
+    SparkDriverSpec,
+    SparkPodSpec,
+)
 from sparkop import labels, naming
 
 Body = dict[str, Any]
@@ -29,6 +38,43 @@ EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 # The API server URL a driver pod uses (kubeflow: from KUBERNETES_SERVICE_HOST/PORT of the operator).
 IN_CLUSTER_MASTER: Final = "k8s://https://kubernetes.default.svc:443"
 SPARK_CONF_MAP_DIR: Final = "/etc/spark/conf"  # kubeflow's mount point for spec.sparkConfigMap
+SPARK_CONF_MAP_VOLUME: Final = "spark-configmap-volume"
+
+# spec.monitoring, as kubeflow's operator does it (internal/controller/sparkapplication/monitoring_config.go).
+METRICS_CONF_DIR: Final = "/etc/metrics/conf"  # where the metrics ConfigMap is mounted (kubeflow's path)
+METRICS_VOLUME: Final = "metrics-conf-volume"
+METRICS_PROPERTIES_KEY: Final = "metrics.properties"
+PROMETHEUS_CONFIG_KEY: Final = "prometheus.yaml"
+DEFAULT_PROMETHEUS_PORT: Final = 8090
+DEFAULT_PROMETHEUS_PORT_NAME: Final = "jmx-exporter"
+# Spark's metrics through its JMX sink, where the exporter agent reads them.
+DEFAULT_METRICS_PROPERTIES: Final = """\
+*.sink.jmx.class=org.apache.spark.metrics.sink.JmxSink
+driver.source.jvm.class=org.apache.spark.metrics.source.JvmSource
+executor.source.jvm.class=org.apache.spark.metrics.source.JvmSource
+"""
+# The exporter's rules for what Spark's JmxSink registers: MBeans metrics:name=<ns>.<app>.driver.<metric>
+# and metrics:name=<ns>.<app>.<executor id>.<metric> (spark.metrics.namespace is "<ns>.<app>"), with a
+# type=gauges|counters|... key that Dropwizard may list before or after the name.
+DEFAULT_PROMETHEUS_CONFIG: Final = r"""lowercaseOutputName: true
+rules:
+  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.driver\.([^,]+)(?:, type=\w+)?><>Value'
+    name: spark_driver_$3
+    type: GAUGE
+    labels: {app_namespace: "$1", app_name: "$2"}
+  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.driver\.([^,]+)(?:, type=\w+)?><>Count'
+    name: spark_driver_$3_total
+    type: COUNTER
+    labels: {app_namespace: "$1", app_name: "$2"}
+  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.(\d+)\.([^,]+)(?:, type=\w+)?><>Value'
+    name: spark_executor_$4
+    type: GAUGE
+    labels: {app_namespace: "$1", app_name: "$2", executor_id: "$3"}
+  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.(\d+)\.([^,]+)(?:, type=\w+)?><>Count'
+    name: spark_executor_$4_total
+    type: COUNTER
+    labels: {app_namespace: "$1", app_name: "$2", executor_id: "$3"}
+"""
 
 PYTHON_RUNNER: Final = "org.apache.spark.deploy.PythonRunner"
 R_RUNNER: Final = "org.apache.spark.deploy.RRunner"
@@ -94,7 +140,8 @@ class Submission:
     sparkop_labels: dict[str, str]
     owner: Body  # the SparkDriver, as an ownerReference target
     submit_time_ms: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The metrics ConfigMap's files (metrics.properties, prometheus.yaml); empty: no such ConfigMap.
+    metrics_files: dict[str, str] = field(default_factory=dict)
 
     @property
     def major_version(self) -> int:
@@ -192,60 +239,58 @@ def _volume_properties(conf: dict[str, str], role: str, volume: Mapping[str, Any
             conf[f"{base}.options.readOnly"] = "true"
 
 
+# The typed per-role fields kubeflow passes as --conf (driverConfOption / executorConfOption).
+_ROLE_FIELDS: Final = (
+    ("cores", "spark.{role}.cores"),
+    ("coreRequest", "spark.kubernetes.{role}.request.cores"),
+    ("coreLimit", "spark.kubernetes.{role}.limit.cores"),
+    ("memory", "spark.{role}.memory"),
+    ("memoryOverhead", "spark.{role}.memoryOverhead"),
+    ("serviceAccount", "spark.kubernetes.authenticate.{role}.serviceAccountName"),
+    ("javaOptions", "spark.{role}.extraJavaOptions"),
+)
+# spec.deps -> spark-submit's --jars, --files, --py-files, --packages, ... as properties.
+_DEPS: Final = (
+    ("jars", "spark.jars"),
+    ("files", "spark.files"),
+    ("pyFiles", "spark.submit.pyFiles"),
+    ("packages", "spark.jars.packages"),
+    ("excludePackages", "spark.jars.excludes"),
+    ("repositories", "spark.jars.repositories"),
+    ("archives", "spark.archives"),
+)
+
+
 def _role_conf(conf: dict[str, str], role: str, pod: SparkPodSpec, image: str | None) -> None:
-    """The typed per-role fields kubeflow passes as --conf (driverConfOption / executorConfOption)."""
-    short = "driver" if role == "driver" else "executor"
     if pod.image or image:
         conf[f"spark.kubernetes.{role}.container.image"] = pod.image or image or ""
-    if pod.cores is not None:
-        conf[f"spark.{short}.cores"] = str(pod.cores)
-    if pod.coreRequest is not None:
-        conf[f"spark.kubernetes.{role}.request.cores"] = pod.coreRequest
-    if pod.coreLimit is not None:
-        conf[f"spark.kubernetes.{role}.limit.cores"] = pod.coreLimit
-    if pod.memory is not None:
-        conf[f"spark.{short}.memory"] = pod.memory
-    if pod.memoryOverhead is not None:
-        conf[f"spark.{short}.memoryOverhead"] = pod.memoryOverhead
-    if pod.serviceAccount is not None:
-        conf[f"spark.kubernetes.authenticate.{role}.serviceAccountName"] = pod.serviceAccount
-    if pod.javaOptions is not None:
-        conf[f"spark.{short}.extraJavaOptions"] = pod.javaOptions
+    for attr, key in _ROLE_FIELDS:
+        value = getattr(pod, attr)
+        if value is not None:
+            conf[key.format(role=role)] = str(value)
     _put_prefixed(conf, f"spark.kubernetes.{role}.label.", pod.labels)
     _put_prefixed(conf, f"spark.kubernetes.{role}.annotation.", pod.annotations)
     _secret_key_refs(conf, role, pod.envSecretKeyRefs)
-    if pod.nodeSelector:
-        _put_prefixed(conf, f"spark.kubernetes.{role}.node.selector.", pod.nodeSelector)
+    _put_prefixed(conf, f"spark.kubernetes.{role}.node.selector.", pod.nodeSelector)
 
 
-def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], list[tuple[Body, Body]]]:
-    """All Spark properties of the submission (spec.sparkConf, then the typed fields over it, in
-    kubeflow's order), and the driver (volume, mount) pairs Spark cannot mount from properties."""
-    spec = driver.spec
-    meta = driver.metadata
-    name = meta["name"]
+def _user_conf(spark_conf: Mapping[str, str] | None) -> dict[str, str]:
+    """spec.sparkConf, which comes first: kubeflow's typed fields come later on the command line and win."""
     conf: dict[str, str] = {}
-    # spec.sparkConf first: kubeflow's typed fields come later on the command line and win.
-    for key, value in (spec.sparkConf or {}).items():
+    for key, value in (spark_conf or {}).items():
         if key in REJECTED_PROPERTIES:
             raise InvalidSpec(f"sparkConf {key} is set by Spark itself in cluster mode and cannot be given")
         if key not in OWNED_PROPERTIES:
             conf[key] = value
-    deps = spec.deps
-    if deps is not None:
-        for attr, key in (
-            ("jars", "spark.jars"),
-            ("files", "spark.files"),
-            ("pyFiles", "spark.submit.pyFiles"),
-            ("packages", "spark.jars.packages"),
-            ("excludePackages", "spark.jars.excludes"),
-            ("repositories", "spark.jars.repositories"),
-            ("archives", "spark.archives"),
-        ):
-            values = getattr(deps, attr)
-            if values:
-                conf[key] = ",".join(values)
-    conf["spark.kubernetes.namespace"] = meta["namespace"]
+    return conf
+
+
+def _common_conf(conf: dict[str, str], spec: SparkDriverSpec, namespace: str) -> None:
+    for attr, key in _DEPS:
+        values = getattr(spec.deps, attr) if spec.deps is not None else None
+        if values:
+            conf[key] = ",".join(values)
+    conf["spark.kubernetes.namespace"] = namespace
     if spec.image:
         conf["spark.kubernetes.container.image"] = spec.image
     if spec.imagePullPolicy:
@@ -259,51 +304,80 @@ def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], 
     _put_prefixed(conf, "spark.hadoop.", spec.hadoopConf)
     if spec.hadoopConfigMap:
         conf["spark.kubernetes.hadoop.configMapName"] = spec.hadoopConfigMap
-    # Driver.
-    _role_conf(conf, "driver", spec.driver, spec.image)
-    if spec.driver.kubernetesMaster:
-        conf["spark.kubernetes.driver.master"] = spec.driver.kubernetesMaster
-    _put_prefixed(conf, "spark.kubernetes.driver.service.label.", spec.driver.serviceLabels)
-    _put_prefixed(conf, "spark.kubernetes.driver.service.annotation.", spec.driver.serviceAnnotations)
-    _put_prefixed(conf, "spark.kubernetes.driverEnv.", spec.driver.envVars)
-    _secrets(conf, "driver", spec.driver.secrets, "spark.kubernetes.driverEnv.")
-    # Executors.
-    _role_conf(conf, "executor", spec.executor, spec.image)
-    if spec.executor.instances is not None:
-        conf["spark.executor.instances"] = str(spec.executor.instances)
-    if spec.executor.deleteOnTermination is not None:
-        conf["spark.kubernetes.executor.deleteOnTermination"] = str(spec.executor.deleteOnTermination).lower()
-    _put_prefixed(conf, "spark.executorEnv.", spec.executor.envVars)
-    _secrets(conf, "executor", spec.executor.secrets, "spark.executorEnv.")
-    # Volumes Spark can mount from properties (kubeflow's driverVolumeMountsOption).
+
+
+def _driver_conf(conf: dict[str, str], spec: SparkDriverSpec) -> None:
+    driver = spec.driver
+    _role_conf(conf, "driver", driver, spec.image)
+    if driver.kubernetesMaster:
+        conf["spark.kubernetes.driver.master"] = driver.kubernetesMaster
+    _put_prefixed(conf, "spark.kubernetes.driver.service.label.", driver.serviceLabels)
+    _put_prefixed(conf, "spark.kubernetes.driver.service.annotation.", driver.serviceAnnotations)
+    _put_prefixed(conf, "spark.kubernetes.driverEnv.", driver.envVars)
+    _secrets(conf, "driver", driver.secrets, "spark.kubernetes.driverEnv.")
+
+
+def _executor_conf(conf: dict[str, str], spec: SparkDriverSpec) -> None:
+    executor = spec.executor
+    _role_conf(conf, "executor", executor, spec.image)
+    if executor.instances is not None:
+        conf["spark.executor.instances"] = str(executor.instances)
+    if executor.deleteOnTermination is not None:
+        conf["spark.kubernetes.executor.deleteOnTermination"] = str(executor.deleteOnTermination).lower()
+    _put_prefixed(conf, "spark.executorEnv.", executor.envVars)
+    _secrets(conf, "executor", executor.secrets, "spark.executorEnv.")
+
+
+def _by_properties(volume: Mapping[str, Any], mount: Mapping[str, Any]) -> bool:
+    """Whether Spark can mount ``volume`` at ``mount`` from properties; other volumes go into the pod templates."""
+    return _volume_type(volume) is not None and not mount.get("subPathExpr") and not mount.get("mountPropagation")
+
+
+def _volume_conf(conf: dict[str, str], spec: SparkDriverSpec) -> dict[str, list[tuple[Body, Body]]]:
+    """Volumes Spark can mount from properties (kubeflow's driverVolumeMountsOption); the others, per
+    role, as (volume, mount) pairs for the pod templates."""
     volumes = {v["name"]: v for v in spec.volumes or ()}
-    template_mounts: list[tuple[Body, Body]] = []
+    template_mounts: dict[str, list[tuple[Body, Body]]] = {"driver": [], "executor": []}
     for role, pod in (("driver", spec.driver), ("executor", spec.executor)):
         for mount in pod.volumeMounts or ():
             volume = volumes.get(mount.get("name", ""))
             if volume is None:
                 raise InvalidSpec(f"{role}.volumeMounts: volume {mount.get('name')!r} is not in spec.volumes")
-            if _volume_type(volume) is not None and not mount.get("subPathExpr") and not mount.get("mountPropagation"):
+            if _by_properties(volume, mount):
                 _volume_properties(conf, role, volume, mount)
-            elif role == "driver":
-                template_mounts.append((volume, mount))
+            else:
+                template_mounts[role].append((volume, mount))
+    return template_mounts
+
+
+def _dynamic_allocation_conf(conf: dict[str, str], dyn: DynamicAllocation | None) -> None:
+    if dyn is None or not dyn.enabled:
+        return
+    conf["spark.dynamicAllocation.enabled"] = "true"
+    for attr in ("initialExecutors", "minExecutors", "maxExecutors"):
+        value = getattr(dyn, attr)
+        if value is not None:
+            conf[f"spark.dynamicAllocation.{attr}"] = str(value)
+    # Kubernetes has no external shuffle service: shuffle tracking is what makes it work (kubeflow's default).
+    conf.setdefault("spark.dynamicAllocation.shuffleTracking.enabled", "true")
+    if dyn.shuffleTrackingTimeout is not None:
+        conf["spark.dynamicAllocation.shuffleTracking.timeout"] = str(dyn.shuffleTrackingTimeout)
+
+
+def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], dict[str, list[tuple[Body, Body]]]]:
+    """All Spark properties of the submission, in kubeflow's order (a later step wins), and per role
+    the (volume, mount) pairs Spark cannot mount from properties."""
+    spec = driver.spec
+    name = driver.metadata["name"]
+    conf = _user_conf(spec.sparkConf)
+    _common_conf(conf, spec, driver.metadata["namespace"])
+    _driver_conf(conf, spec)
+    _executor_conf(conf, spec)
+    template_mounts = _volume_conf(conf, spec)
     # spec.nodeSelector (deprecated, both roles) -> spark.kubernetes.node.selector.*
     _put_prefixed(conf, "spark.kubernetes.node.selector.", spec.nodeSelector)
-    dyn = spec.dynamicAllocation
-    if dyn is not None and dyn.enabled:
-        conf["spark.dynamicAllocation.enabled"] = "true"
-        if dyn.initialExecutors is not None:
-            conf["spark.dynamicAllocation.initialExecutors"] = str(dyn.initialExecutors)
-        if dyn.minExecutors is not None:
-            conf["spark.dynamicAllocation.minExecutors"] = str(dyn.minExecutors)
-        if dyn.maxExecutors is not None:
-            conf["spark.dynamicAllocation.maxExecutors"] = str(dyn.maxExecutors)
-        conf["spark.dynamicAllocation.shuffleTracking.enabled"] = conf.get(
-            "spark.dynamicAllocation.shuffleTracking.enabled", "true"
-        )
-        if dyn.shuffleTrackingTimeout is not None:
-            conf["spark.dynamicAllocation.shuffleTracking.timeout"] = str(dyn.shuffleTrackingTimeout)
-    _monitoring(conf, driver)
+    _dynamic_allocation_conf(conf, spec.dynamicAllocation)
+    _monitoring_conf(conf, driver)
     # What sparkop owns: deterministic names per incarnation.
     conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, incarnation)
     conf["spark.kubernetes.executor.podNamePrefix"] = naming.pod_prefix(name, incarnation)
@@ -311,22 +385,65 @@ def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], 
     return conf, template_mounts
 
 
-def _monitoring(conf: dict[str, str], driver: SparkDriver) -> None:
+# --- monitoring: kubeflow's configPrometheusMonitoring ------------------------------------------------
+
+
+def metrics_files(monitoring: MonitoringSpec | None) -> dict[str, str]:
+    """The files of the incarnation's metrics ConfigMap (``naming.metrics_configmap_name``), mounted at
+    ``METRICS_CONF_DIR`` in the driver and the executors; empty when no ConfigMap is needed.
+
+    As kubeflow: with ``prometheus`` set, metrics.properties (``metricsProperties``, else a JMX-sink
+    default) unless ``metricsPropertiesFile`` names one in the image, and prometheus.yaml
+    (``prometheus.configuration``, else a default) unless ``prometheus.configFile`` does. Unlike
+    kubeflow, ``metricsProperties`` is also honoured without ``prometheus`` (e.g. for a Graphite sink)."""
+    files: dict[str, str] = {}
+    if monitoring is None:
+        return files
+    if not monitoring.metricsPropertiesFile and (monitoring.prometheus is not None or monitoring.metricsProperties):
+        files[METRICS_PROPERTIES_KEY] = monitoring.metricsProperties or DEFAULT_METRICS_PROPERTIES
+    prom = monitoring.prometheus
+    if prom is not None and not prom.configFile:
+        files[PROMETHEUS_CONFIG_KEY] = prom.configuration or DEFAULT_PROMETHEUS_CONFIG
+    return files
+
+
+def _exposed_roles(monitoring: MonitoringSpec) -> tuple[str, ...]:
+    """The roles whose JVMs run the Prometheus JMX exporter agent."""
+    if monitoring.prometheus is None:
+        return ()
+    return tuple(
+        role
+        for role, on in (("driver", monitoring.exposeDriverMetrics), ("executor", monitoring.exposeExecutorMetrics))
+        if on
+    )
+
+
+def _monitoring_conf(conf: dict[str, str], driver: SparkDriver) -> None:
+    """spark.metrics.conf / spark.metrics.namespace, and for each exposed role the JMX exporter agent
+    and the prometheus.io scrape annotations (kubeflow sets the same ones)."""
     mon = driver.spec.monitoring
-    if mon is None or mon.prometheus is None:
+    if mon is None:
         return
-    prom = mon.prometheus
-    port = prom.port or 8090
-    config = prom.configFile or "/etc/metrics/conf/prometheus.yaml"
-    agent = f"-javaagent:{prom.jmxExporterJar}={port}:{config}"
-    for on, key in (
-        (mon.exposeDriverMetrics, "spark.driver.extraJavaOptions"),
-        (mon.exposeExecutorMetrics, "spark.executor.extraJavaOptions"),
-    ):
-        if on:
-            conf[key] = f"{conf[key]} {agent}" if conf.get(key) else agent
+    files = metrics_files(mon)
     if mon.metricsPropertiesFile:
         conf["spark.metrics.conf"] = mon.metricsPropertiesFile
+    elif METRICS_PROPERTIES_KEY in files:
+        conf["spark.metrics.conf"] = f"{METRICS_CONF_DIR}/{METRICS_PROPERTIES_KEY}"
+    prom = mon.prometheus
+    if prom is None:
+        return
+    # kubeflow: "<namespace>.<app>" instead of the per-run app id, so that series stay one per app.
+    conf["spark.metrics.namespace"] = f"{driver.metadata['namespace']}.{driver.spec.appName or driver.metadata['name']}"
+    port = prom.port or DEFAULT_PROMETHEUS_PORT
+    config = prom.configFile or f"{METRICS_CONF_DIR}/{PROMETHEUS_CONFIG_KEY}"
+    agent = f"-javaagent:{prom.jmxExporterJar}={port}:{config}"
+    for role in _exposed_roles(mon):
+        key = f"spark.{role}.extraJavaOptions"
+        conf[key] = f"{conf[key]} {agent}" if conf.get(key) else agent
+        annotations = f"spark.kubernetes.{role}.annotation."
+        conf[f"{annotations}prometheus.io/scrape"] = "true"
+        conf[f"{annotations}prometheus.io/port"] = str(port)
+        conf[f"{annotations}prometheus.io/path"] = "/metrics"
 
 
 # --- templates: what properties cannot express ---------------------------------------------------
@@ -356,20 +473,14 @@ def _template_pod(template: Mapping[str, Any] | None) -> Body:
     return pod
 
 
-def _apply_pod_fields(pod: Body, role_spec: SparkPodSpec, container_name: str, spec_volumes: list[Body]) -> Body:
-    """kubeflow's webhook patches, applied to a template instead of to the created pod: the direct
-    fields win over the same fields of ``role_spec.template``."""
-    s = role_spec
-    spec = pod["spec"]
-    container = _spark_container(pod, container_name)
+def _pod_fields(spec: Body, s: SparkPodSpec) -> None:
+    """kubeflow's webhook patches of the pod spec."""
     if s.affinity is not None:
         spec["affinity"] = copy.deepcopy(s.affinity)
     if s.tolerations:
         spec["tolerations"] = [*spec.get("tolerations", []), *copy.deepcopy(s.tolerations)]
     if s.podSecurityContext is not None:
         spec["securityContext"] = copy.deepcopy(s.podSecurityContext)
-    if s.securityContext is not None:
-        container["securityContext"] = copy.deepcopy(s.securityContext)
     if s.schedulerName:
         spec["schedulerName"] = s.schedulerName
     if s.sidecars:
@@ -390,6 +501,12 @@ def _apply_pod_fields(pod: Body, role_spec: SparkPodSpec, container_name: str, s
         spec["runtimeClassName"] = s.runtimeClassName
     if s.priorityClassName:
         spec["priorityClassName"] = s.priorityClassName
+
+
+def _container_fields(container: Body, s: SparkPodSpec) -> None:
+    """kubeflow's webhook patches of the Spark container."""
+    if s.securityContext is not None:
+        container["securityContext"] = copy.deepcopy(s.securityContext)
     if s.lifecycle is not None:
         container["lifecycle"] = copy.deepcopy(s.lifecycle)
     if s.env:
@@ -404,13 +521,6 @@ def _apply_pod_fields(pod: Body, role_spec: SparkPodSpec, container_name: str, s
     if s.gpu is not None and s.gpu.quantity > 0:
         limits = container.setdefault("resources", {}).setdefault("limits", {})
         limits[s.gpu.name] = str(s.gpu.quantity)
-    for cm in s.configMaps or ():
-        volume_name = naming.dns_label(f"{cm.name}-vol")
-        _add_volume(spec, {"name": volume_name, "configMap": {"name": cm.name}})
-        _add_mount(container, {"name": volume_name, "mountPath": cm.path})
-    for volume in spec_volumes:
-        _add_volume(spec, copy.deepcopy(volume))
-    return container
 
 
 def _add_volume(spec: Body, volume: Body) -> None:
@@ -423,44 +533,62 @@ def _add_mount(container: Body, mount: Body) -> None:
     container.setdefault("volumeMounts", []).append(mount)
 
 
+def _mount_config_map(pod: Body, container: Body, volume_name: str, config_map: str, path: str) -> None:
+    """kubeflow's addConfigMapVolume + addConfigMapVolumeMount (read-only)."""
+    _add_volume(pod["spec"], {"name": volume_name, "configMap": {"name": config_map}})
+    _add_mount(container, {"name": volume_name, "mountPath": path, "readOnly": True})
+
+
 def _prune_empty(pod: Body) -> Body:
     pod["metadata"] = {k: v for k, v in pod["metadata"].items() if v not in (None, {}, [])}
     return pod
 
 
-def _driver_template(driver: SparkDriver, template_mounts: list[tuple[Body, Body]]) -> Body:
+def _role_template(
+    driver: SparkDriver, role: str, mounts: list[tuple[Body, Body]], metrics_map: str | None
+) -> tuple[Body, Body]:
+    """(pod template, its Spark container) of ``role``: ``spec.<role>.template``, then what kubeflow
+    patches into that role's pods with its webhook, the volumes Spark cannot mount from properties,
+    spec.sparkConfigMap and the metrics ConfigMap. The direct fields win over the template's."""
     spec = driver.spec
-    pod = _template_pod(spec.driver.template)
-    volumes = [v for v, _ in template_mounts]
-    container = _apply_pod_fields(pod, spec.driver, DRIVER_CONTAINER, volumes)
-    for _, mount in template_mounts:
+    role_spec = spec.driver if role == "driver" else spec.executor
+    pod = _template_pod(role_spec.template)
+    container = _spark_container(pod, DRIVER_CONTAINER if role == "driver" else EXECUTOR_CONTAINER)
+    _pod_fields(pod["spec"], role_spec)
+    _container_fields(container, role_spec)
+    for cm in role_spec.configMaps or ():
+        _mount_config_map(pod, container, naming.dns_label(f"{cm.name}-vol"), cm.name, cm.path)
+    for volume, mount in mounts:
+        _add_volume(pod["spec"], copy.deepcopy(volume))
         _add_mount(container, copy.deepcopy(mount))
     if spec.sparkConfigMap:
-        _add_volume(pod["spec"], {"name": "spark-configmap-volume", "configMap": {"name": spec.sparkConfigMap}})
-        _add_mount(container, {"name": "spark-configmap-volume", "mountPath": SPARK_CONF_MAP_DIR})
+        _mount_config_map(pod, container, SPARK_CONF_MAP_VOLUME, spec.sparkConfigMap, SPARK_CONF_MAP_DIR)
+    if metrics_map:
+        _mount_config_map(pod, container, METRICS_VOLUME, metrics_map, METRICS_CONF_DIR)
+    mon = spec.monitoring
+    if mon is not None and mon.prometheus is not None and role in _exposed_roles(mon):
+        port = {
+            "name": mon.prometheus.portName or DEFAULT_PROMETHEUS_PORT_NAME,
+            "containerPort": mon.prometheus.port or DEFAULT_PROMETHEUS_PORT,
+            "protocol": "TCP",
+        }
+        container["ports"] = [*container.get("ports", []), port]
+    return pod, container
+
+
+def _driver_template(driver: SparkDriver, mounts: list[tuple[Body, Body]], metrics_map: str | None) -> Body:
+    pod, _ = _role_template(driver, "driver", mounts, metrics_map)
     return _prune_empty(pod)
 
 
-def _executor_template(driver: SparkDriver, incarnation: int) -> Body:
+def _executor_template(
+    driver: SparkDriver, incarnation: int, mounts: list[tuple[Body, Body]], metrics_map: str | None
+) -> Body:
     """The executor pod template: the executor fields Spark cannot express, plus what makes the
     executors ours: sparkop's labels and a non-controller ownerReference to the SparkDriver (the
     driver pod adds its own controller reference; see docs/driver-controller.md)."""
-    spec = driver.spec
-    pod = _template_pod(spec.executor.template)
-    volumes = {v["name"]: v for v in spec.volumes or ()}
-    extra: list[Body] = []
-    mounts: list[Body] = []
-    for mount in spec.executor.volumeMounts or ():
-        volume = volumes[mount["name"]]
-        if _volume_type(volume) is None or mount.get("subPathExpr") or mount.get("mountPropagation"):
-            extra.append(volume)
-            mounts.append(mount)
-    container = _apply_pod_fields(pod, spec.executor, EXECUTOR_CONTAINER, extra)
-    for mount in mounts:
-        _add_mount(container, copy.deepcopy(mount))
-    if spec.sparkConfigMap:
-        _add_volume(pod["spec"], {"name": "spark-configmap-volume", "configMap": {"name": spec.sparkConfigMap}})
-        _add_mount(container, {"name": "spark-configmap-volume", "mountPath": SPARK_CONF_MAP_DIR})
+    pod, container = _role_template(driver, "executor", mounts, metrics_map)
+    if driver.spec.sparkConfigMap:
         container.setdefault("env", []).append({"name": "SPARK_CONF_DIR", "value": SPARK_CONF_MAP_DIR})
     meta = pod["metadata"]
     meta["labels"] = {**(meta.get("labels") or {}), **sparkop_labels(driver, incarnation)}
@@ -503,6 +631,8 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
     conf, template_mounts = _spark_conf(driver, incarnation)
     app_name = spec.appName or meta["name"]
     conf["spark.app.name"] = app_name
+    files = metrics_files(spec.monitoring)
+    metrics_map = naming.metrics_configmap_name(meta["name"], incarnation) if files else None
     return Submission(
         name=meta["name"],
         namespace=meta["namespace"],
@@ -517,9 +647,10 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
         proxy_user=spec.proxyUser or None,
         spark_version=spec.sparkVersion or "3.5.0",
         conf=conf,
-        driver_template=_driver_template(driver, template_mounts),
-        executor_template=_executor_template(driver, incarnation),
+        driver_template=_driver_template(driver, template_mounts["driver"], metrics_map),
+        executor_template=_executor_template(driver, incarnation, template_mounts["executor"], metrics_map),
         sparkop_labels=sparkop_labels(driver, incarnation),
         owner=owner_reference(driver, controller=True),
         submit_time_ms=_submit_time_ms(driver),
+        metrics_files=files,
     )

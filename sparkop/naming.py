@@ -85,6 +85,11 @@ def executor_template_configmap_name(driver: str, incarnation: int) -> str:
     return f"{pod_prefix(driver, incarnation)}{_LONGEST_SUFFIX}"
 
 
+def metrics_configmap_name(driver: str, incarnation: int) -> str:
+    """The incarnation's metrics.properties / prometheus.yaml ConfigMap (kubeflow's ``<app>-prom-conf``)."""
+    return f"{pod_prefix(driver, incarnation)}-prom-conf"
+
+
 def spark_app_id(driver_uid: str, incarnation: int) -> str:
     """spark.app.id in Spark's own shape ("spark-" + 32 hex), fixed by the SparkDriver's uid and
     incarnation so that a retried create renders byte-identical objects."""

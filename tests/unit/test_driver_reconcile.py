@@ -321,3 +321,94 @@ def test_merge_patch_nulls_removed_keys() -> None:
     old = {"phase": "Running", "driverPod": {"name": "a", "uid": "1"}, "lastError": {"reason": "x"}}
     new = {"phase": "Pending", "driverPod": {"name": "b"}}
     assert merge_patch(old, new) == {"phase": "Pending", "driverPod": {"name": "b", "uid": None}, "lastError": None}
+
+
+def test_steady_state_does_not_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    pod, cms, svcs = objects()
+    first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}), [running(pod)], cms, svcs)
+    assert first.status is not None
+
+    def no_render(*_: Any) -> Any:
+        raise AssertionError("rendered although nothing is missing")
+
+    monkeypatch.setattr("driver_controller.reconcile.render", no_render)
+    again = plan_for(driver(first.status), [running(pod)], cms, svcs)
+    assert again.status is None and again.create == []
+    assert first.status["webUIAddress"] == "pi-1-driver-svc.ns.svc:4040"
+    assert first.status["sparkApplicationId"] == render(parse(driver()), 1).properties["spark.app.id"]
+
+
+MONITORED = {"exposeDriverMetrics": True, "exposeExecutorMetrics": True, "prometheus": {"jmxExporterJar": "/j.jar"}}
+
+
+def test_metrics_configmap_is_created_before_the_pod_and_goes_with_its_incarnation() -> None:
+    body = driver()
+    body["spec"]["monitoring"] = MONITORED
+    assert kinds(plan_for(body)) == [
+        "ConfigMap/pi-1-podspec-conf-map", "ConfigMap/pi-1-conf-map", "ConfigMap/pi-1-prom-conf",
+        "Service/pi-1-driver-svc", "Pod/pi-1-driver",
+    ]  # fmt: skip
+    # Only the missing one is created again.
+    out = render(parse(body), 1)
+    have = [summarize_object({**cm, "metadata": {**cm["metadata"], "uid": "cm"}}) for cm in out.config_maps[:2]]
+    svcs = [summarize_object({**out.service, "metadata": {**out.service["metadata"], "uid": "svc"}})]
+    pod = {**out.pod, "metadata": {**out.pod["metadata"], "uid": "pod-1", "resourceVersion": "5"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    assert kinds(plan_for({**body, "status": st}, [running(pod)], have, svcs)) == ["ConfigMap/pi-1-prom-conf"]
+    # A lost driver pod: the next incarnation gets its own, the old one is deleted.
+    metrics = summarize_object({**out.config_maps[2], "metadata": {**out.config_maps[2]["metadata"], "uid": "m"}})
+    plan = plan_for({**body, "status": st}, [deleting(running(pod))], [*have, metrics], svcs)
+    assert "ConfigMap/pi-2-prom-conf" in kinds(plan)
+    assert ("ConfigMap", "pi-1-prom-conf") in {(d.kind, d.name) for d in plan.deletes}
+
+
+# --- lastError for transient errors -----------------------------------------------------------------
+
+TRANSIENT = {
+    "reason": "ServiceUnavailable",
+    "message": "creating Pod pi-1-driver: 503 ...",
+    "time": "2026-01-01T11:59:59Z",
+}
+
+
+def transient_plan(status: dict[str, Any], pods: list[dict[str, Any]], error: Any = TRANSIENT) -> Plan:
+    _, cms, svcs = objects()
+    observed = Observed(driver(status), [summarize_pod(p) for p in pods], cms, svcs, transient_error=error)
+    return reconcile(observed, NOW)
+
+
+def test_transient_error_is_recorded_once_and_kept_until_the_phase_changes() -> None:
+    pod, _, _ = objects()
+    pending = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+    first = transient_plan(pending, [])  # the pod create had failed: it is created again, and why is recorded
+    assert kinds(first) == ["Pod/pi-1-driver"]
+    assert first.status is not None and first.status["lastError"] == TRANSIENT
+    # The same error again (the handler saw it once more): nothing to write, the first time stays.
+    again = transient_plan(first.status, [], {**TRANSIENT, "time": "2026-01-01T12:00:05Z"})
+    assert again.status is None
+    # A clean pass in the same phase keeps it: no write just to drop it.
+    quiet = transient_plan(first.status, [with_status(pod, "Pending")], None)
+    assert quiet.status is not None and quiet.status["lastError"] == TRANSIENT  # (driverPod uid is new)
+    assert transient_plan(quiet.status, [with_status(pod, "Pending")], None).status is None
+    # The driver moves on: dropped in the write that records the new phase.
+    moved = transient_plan(quiet.status, [running(pod)], None)
+    assert moved.status is not None and moved.status["phase"] == "Running" and "lastError" not in moved.status
+
+
+def test_a_different_transient_error_replaces_the_recorded_one() -> None:
+    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}, "lastError": TRANSIENT}
+    other = {"reason": "Timeout", "message": "writing the status: the API server did not answer in time",
+             "time": "2026-01-01T12:00:00Z"}  # fmt: skip
+    plan = transient_plan(st, [], other)
+    assert plan.status is not None and plan.status["lastError"] == other
+
+
+def test_terminal_lasterror_is_not_replaced_by_a_transient_one() -> None:
+    invalid = {"reason": "InvalidSpec", "message": "mainClass is required", "time": "2026-01-01T11:00:00Z"}
+    st = {"phase": "SubmissionFailed", "incarnation": 1, "lastError": invalid, "observedGeneration": 1}
+    assert transient_plan(st, []).status is None
+    pod, _, _ = objects()
+    running_st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"},
+                  "lastError": TRANSIENT}  # fmt: skip
+    done = transient_plan(running_st, [terminated(pod, 0)], None)
+    assert done.status is not None and done.status["phase"] == "Succeeded" and "lastError" not in done.status

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from driver_controller import sparkconf
 from driver_controller.podbuild import app_name_label, driver_memory_mib
-from driver_controller.render import InvalidSpec, parse, render
+from driver_controller.render import InvalidSpec, names, parse, render
 from sparkop import labels, naming
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -45,17 +45,18 @@ def env(pod: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(pod)["env"]}
 
 
-names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=253).filter(
+driver_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=253).filter(
     lambda s: s[0].isalnum() and s[-1].isalnum()
 )
 
 
 @settings(max_examples=200, deadline=None)
-@given(name=names, incarnation=st.integers(min_value=1, max_value=10_000))
+@given(name=driver_names, incarnation=st.integers(min_value=1, max_value=10_000))
 def test_names_are_valid_at_any_length(name: str, incarnation: int) -> None:
-    out = render(parse(manifest(name)), incarnation)
-    assert out.executor_template is not None
-    for obj in (out.pod, out.service, out.config_map, out.executor_template):
+    monitoring = {"exposeDriverMetrics": True, "exposeExecutorMetrics": True, "prometheus": {"jmxExporterJar": "/j"}}
+    out = render(parse(manifest(name, monitoring=monitoring)), incarnation)
+    assert len(out.config_maps) == 3
+    for obj in (out.pod, out.service, *out.config_maps):
         assert len(obj["metadata"]["name"]) <= 63
         assert DNS_LABEL.match(obj["metadata"]["name"]), obj["metadata"]["name"]
         for value in obj["metadata"]["labels"].values():
@@ -68,7 +69,7 @@ def test_names_are_valid_at_any_length(name: str, incarnation: int) -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(name=names, incarnation=st.integers(min_value=1, max_value=100))
+@given(name=driver_names, incarnation=st.integers(min_value=1, max_value=100))
 def test_render_is_deterministic(name: str, incarnation: int) -> None:
     a = render(parse(manifest(name)), incarnation)
     b = render(parse(manifest(name)), incarnation)
@@ -243,3 +244,160 @@ def test_properties_round_trip(props: dict[str, str]) -> None:
 )
 def test_byte_strings(text: str, mib: int) -> None:
     assert sparkconf.byte_string_as_mib(text) == mib
+
+
+# --- monitoring (kubeflow's configPrometheusMonitoring) -------------------------------------------
+
+JAR = "/prometheus/jmx_prometheus_javaagent.jar"
+
+
+def mounts(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+
+
+def executor_template(out: Any) -> dict[str, Any]:
+    assert out.executor_template is not None
+    template: dict[str, Any] = json.loads(out.executor_template["data"]["podspec-configmap-key"])
+    return template
+
+
+def test_prometheus_defaults_like_kubeflow() -> None:
+    monitoring = {"exposeDriverMetrics": True, "exposeExecutorMetrics": True, "prometheus": {"jmxExporterJar": JAR}}
+    out = render(parse(manifest(monitoring=monitoring, driver={"javaOptions": "-Dx=1"})), 2)
+    cm = out.metrics_config_map
+    assert cm is not None and cm in out.config_maps
+    assert cm["metadata"]["name"] == naming.metrics_configmap_name("pi-1", 2) == "pi-1-2-prom-conf"
+    assert cm["metadata"]["labels"] == out.config_map["metadata"]["labels"]  # owned and labelled like the others
+    assert cm["metadata"]["ownerReferences"] == out.config_map["metadata"]["ownerReferences"]
+    assert cm["immutable"] is True
+    assert set(cm["data"]) == {"metrics.properties", "prometheus.yaml"}
+    assert "JmxSink" in cm["data"]["metrics.properties"]
+    p = out.properties
+    agent = f"-javaagent:{JAR}=8090:/etc/metrics/conf/prometheus.yaml"
+    assert p["spark.driver.extraJavaOptions"] == f"-Dx=1 {agent}"
+    assert p["spark.executor.extraJavaOptions"] == agent
+    assert p["spark.metrics.conf"] == "/etc/metrics/conf/metrics.properties"
+    assert p["spark.metrics.namespace"] == "ns.pi-1"
+    for role in ("driver", "executor"):
+        assert p[f"spark.kubernetes.{role}.annotation.prometheus.io/scrape"] == "true"
+        assert p[f"spark.kubernetes.{role}.annotation.prometheus.io/port"] == "8090"
+        assert p[f"spark.kubernetes.{role}.annotation.prometheus.io/path"] == "/metrics"
+    assert out.pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    # Mounted read-only into the driver, and into the executors through their pod template.
+    volume = {"name": "metrics-conf-volume", "configMap": {"name": "pi-1-2-prom-conf"}}
+    port = {"name": "jmx-exporter", "containerPort": 8090, "protocol": "TCP"}
+    assert volume in out.pod["spec"]["volumes"]
+    assert mounts(container(out.pod))["/etc/metrics/conf"] == {
+        "name": "metrics-conf-volume", "mountPath": "/etc/metrics/conf", "readOnly": True,
+    }  # fmt: skip
+    assert port in container(out.pod)["ports"]
+    template = executor_template(out)
+    assert volume in template["spec"]["volumes"]
+    assert mounts(template["spec"]["containers"][0])["/etc/metrics/conf"]["name"] == "metrics-conf-volume"
+    assert port in template["spec"]["containers"][0]["ports"]
+
+
+def test_prometheus_custom_port_config_and_one_role() -> None:
+    monitoring = {
+        "exposeDriverMetrics": False,
+        "exposeExecutorMetrics": True,
+        "metricsProperties": "*.sink.console.class=org.apache.spark.metrics.sink.ConsoleSink\n",
+        "prometheus": {"jmxExporterJar": JAR, "port": 9100, "portName": "metrics", "configuration": "rules: []\n"},
+    }
+    out = render(parse(manifest(monitoring=monitoring)), 1)
+    assert out.metrics_config_map is not None
+    assert out.metrics_config_map["data"] == {
+        "metrics.properties": "*.sink.console.class=org.apache.spark.metrics.sink.ConsoleSink\n",
+        "prometheus.yaml": "rules: []\n",
+    }
+    p = out.properties
+    assert "spark.driver.extraJavaOptions" not in p
+    assert p["spark.executor.extraJavaOptions"] == f"-javaagent:{JAR}=9100:/etc/metrics/conf/prometheus.yaml"
+    assert "prometheus.io/scrape" not in (out.pod["metadata"].get("annotations") or {})
+    assert all(port["name"] != "metrics" for port in container(out.pod)["ports"])
+    # spark.metrics.conf names the file for every JVM, so the driver mounts it too.
+    assert "/etc/metrics/conf" in mounts(container(out.pod))
+    ports = executor_template(out)["spec"]["containers"][0]["ports"]
+    assert ports == [{"name": "metrics", "containerPort": 9100, "protocol": "TCP"}]
+
+
+def test_prometheus_files_in_the_image_need_no_configmap() -> None:
+    monitoring = {
+        "exposeDriverMetrics": True,
+        "exposeExecutorMetrics": False,
+        "metricsPropertiesFile": "/opt/spark/conf/metrics.properties",
+        "prometheus": {"jmxExporterJar": JAR, "configFile": "/opt/prom/config.yaml"},
+    }
+    out = render(parse(manifest(monitoring=monitoring)), 1)
+    assert out.metrics_config_map is None
+    assert len(out.config_maps) == 2
+    p = out.properties
+    assert p["spark.driver.extraJavaOptions"] == f"-javaagent:{JAR}=8090:/opt/prom/config.yaml"
+    assert p["spark.metrics.conf"] == "/opt/spark/conf/metrics.properties"
+    assert "/etc/metrics/conf" not in mounts(container(out.pod))
+    assert {"name": "jmx-exporter", "containerPort": 8090, "protocol": "TCP"} in container(out.pod)["ports"]
+
+
+def test_metrics_properties_without_prometheus() -> None:
+    text = "*.sink.graphite.class=org.apache.spark.metrics.sink.GraphiteSink\n"
+    monitoring = {"exposeDriverMetrics": False, "exposeExecutorMetrics": False, "metricsProperties": text}
+    out = render(parse(manifest(monitoring=monitoring)), 1)
+    assert out.metrics_config_map is not None
+    assert out.metrics_config_map["data"] == {"metrics.properties": text}
+    assert out.properties["spark.metrics.conf"] == "/etc/metrics/conf/metrics.properties"
+    assert "spark.metrics.namespace" not in out.properties
+    assert "spark.driver.extraJavaOptions" not in out.properties
+    # Without prometheus, monitoring only names metrics.properties: nothing else changes.
+    plain = render(parse(manifest()), 1)
+    assert render(parse(manifest(monitoring={"exposeDriverMetrics": True, "exposeExecutorMetrics": True})), 1).pod == (
+        plain.pod
+    )
+
+
+def test_default_prometheus_config_reads_sparks_jmx_names() -> None:
+    import yaml
+
+    from driver_controller.submission import DEFAULT_PROMETHEUS_CONFIG
+
+    rules = yaml.safe_load(DEFAULT_PROMETHEUS_CONFIG)["rules"]
+
+    def first(bean: str) -> tuple[str, list[str]] | None:
+        for rule in rules:
+            match = re.fullmatch(rule["pattern"], bean)
+            if match:
+                return rule["name"], [match.group(i) for i in range(1, (match.lastindex or 0) + 1)]
+        return None
+
+    jvm = "metrics<name=ns.pi.driver.jvm.heap.used, type=gauges><>Value"
+    assert first(jvm) == ("spark_driver_$3", ["ns", "pi", "jvm.heap.used"])
+    assert first("metrics<type=counters, name=ns.my.app.driver.DAGScheduler.job.allJobs><>Count") == (
+        "spark_driver_$3_total", ["ns", "my.app", "DAGScheduler.job.allJobs"],
+    )  # fmt: skip
+    assert first("metrics<name=ns.pi.3.executor.bytesRead, type=counters><>Count") == (
+        "spark_executor_$4_total", ["ns", "pi", "3", "executor.bytesRead"],
+    )  # fmt: skip
+    assert first("java.lang<type=Memory><HeapMemoryUsage>used") is None
+
+
+MONITORING = {"exposeDriverMetrics": True, "exposeExecutorMetrics": True, "prometheus": {"jmxExporterJar": JAR}}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},
+        {"monitoring": MONITORING},
+        {"monitoring": {**MONITORING, "metricsPropertiesFile": "/m", "prometheus": {"jmxExporterJar": JAR,
+                                                                                     "configFile": "/c"}}},
+        {"sparkConf": {"spark.ui.port": "4141"}},
+    ],
+)  # fmt: skip
+def test_names_agree_with_render(spec: dict[str, Any]) -> None:
+    driver = parse(manifest(**spec))
+    for incarnation in (1, 7):
+        out, expected = render(driver, incarnation), names(driver, incarnation)
+        assert expected.pod == out.pod["metadata"]["name"]
+        assert expected.service == out.service["metadata"]["name"]
+        assert expected.config_maps == {cm["metadata"]["name"] for cm in out.config_maps}
+        ui = next(p["port"] for p in out.service["spec"]["ports"] if p["name"] == "spark-ui")
+        assert expected.web_ui_address == f"{out.service['metadata']['name']}.ns.svc:{ui}"
