@@ -779,7 +779,11 @@ class SparkDriverStatus(Model):
         None, max_length=10, description="The last (at most 10) ended driver-pod incarnations, oldest first."
     )
     conditions: list[Condition] | None = Field(None, max_length=8, description="Conditions.")
-    lastError: LastError | None = Field(None, description="Last reconcile error, if any.")
+    lastError: LastError | None = Field(
+        None,
+        description="Why the driver failed to submit (InvalidSpec, SubmissionFailed), or the last transient API "
+        "error (5xx, timeout) that slowed it down, kept until the phase changes.",
+    )
     startTime: Time | None = Field(None, description="When the first driver pod was created.")
     completionTime: Time | None = Field(None, description="When a terminal phase was reached.")
 
