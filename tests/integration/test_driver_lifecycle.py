@@ -21,20 +21,12 @@ from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def crds(cluster: ClusterHandle) -> ClusterHandle:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    for crd in ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
-    return cluster
 
 
 @pytest.fixture
 def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """The real operator with only the driver controller (``crds`` is the shared fixture of conftest)."""
     proc = OperatorProcess(crds.kubeconfig, controllers=["driver"], namespaces=[namespace], log_dir=tmp_path)
     with proc:
         yield proc
@@ -144,13 +136,39 @@ def executors_owned(cluster: ClusterHandle, namespace: str, name: str, incarnati
     return result
 
 
+MONITORING = {
+    "exposeDriverMetrics": True,
+    "exposeExecutorMetrics": True,
+    "prometheus": {"jmxExporterJar": "/prometheus/jmx_prometheus_javaagent.jar"},
+}
+
+
+def mounts_metrics_config(pod: Obj, config_map: str) -> bool:
+    """The pod mounts ``config_map`` at /etc/metrics/conf in its Spark container and exposes the exporter port."""
+    volumes = {
+        v["name"] for v in pod["spec"].get("volumes", []) if (v.get("configMap") or {}).get("name") == config_map
+    }
+    spark = next(c for c in pod["spec"]["containers"] if c["name"].startswith("spark-kubernetes-"))
+    mounted = any(m["name"] in volumes and m["mountPath"] == "/etc/metrics/conf" for m in spark.get("volumeMounts", []))
+    return mounted and any(p.get("name") == "jmx-exporter" for p in spark.get("ports", []))
+
+
 def test_runs_to_success_and_is_never_recreated(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess, pods_watch: PodWatch
 ) -> None:
-    crds.apply(driver_manifest("pi", run_seconds=4), namespace)
+    crds.apply(driver_manifest("pi", run_seconds=4, monitoring=MONITORING), namespace)
     running = wait_phase(crds, namespace, "pi", "Running")
     assert running["incarnation"] == 1 and running["driverPod"]["name"] == "pi-1-driver"
-    executors_owned(crds, namespace, "pi", 1, 2)
+    execs = executors_owned(crds, namespace, "pi", 1, 2)
+    # The metrics ConfigMap of the incarnation exists and is mounted into the driver and the executors.
+    metrics = get(crds, namespace, "configmap", "pi-1-prom-conf")
+    assert metrics is not None and set(metrics["data"]) == {"metrics.properties", "prometheus.yaml"}
+    assert metrics["metadata"]["labels"][labels.INCARNATION] == "1"
+    assert [r["kind"] for r in metrics["metadata"]["ownerReferences"]] == ["SparkDriver"]
+    driver_pod = get(crds, namespace, "pod", "pi-1-driver")
+    assert driver_pod is not None and mounts_metrics_config(driver_pod, "pi-1-prom-conf")
+    assert driver_pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert all(mounts_metrics_config(e, "pi-1-prom-conf") for e in execs)
     wait_for(lambda: status(crds, namespace, "pi").get("executors", {}).get("running") == 2, timeout=10,
              message="executor counts")  # fmt: skip
     done = wait_phase(crds, namespace, "pi", "Succeeded", timeout=30)
@@ -176,7 +194,7 @@ def test_runs_to_success_and_is_never_recreated(
 def test_deleted_driver_pod_is_replaced_within_two_seconds(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess, pods_watch: PodWatch
 ) -> None:
-    crds.apply(driver_manifest("long", run_seconds=None, outcome=None), namespace)
+    crds.apply(driver_manifest("long", run_seconds=None, outcome=None, monitoring=MONITORING), namespace)
     wait_phase(crds, namespace, "long", "Running")
     old_execs = executors_owned(crds, namespace, "long", 1, 2)
     started = time.monotonic()
@@ -192,8 +210,10 @@ def test_deleted_driver_pod_is_replaced_within_two_seconds(
     old = {p["metadata"]["name"] for p in old_execs}
     wait_for(lambda: not old & {p["metadata"]["name"] for p in pods(crds, namespace, "long")}, timeout=10,
              message="old executors gone")  # fmt: skip
+    assert get(crds, namespace, "configmap", "long-2-prom-conf") is not None
     # Stale incarnation's ConfigMaps and Service are removed.
     wait_for(lambda: get(crds, namespace, "configmap", "long-1-conf-map") is None
+             and get(crds, namespace, "configmap", "long-1-prom-conf") is None
              and get(crds, namespace, "service", "long-1-driver-svc") is None, timeout=10,
              message="stale objects gone")  # fmt: skip
 
