@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
-from apps_controller.model import JSON, AppView, run_spec
-from apps_controller.ui import owner_reference
+from apps_controller import ui
+from apps_controller.model import JSON, AppView, UIConfig, run_spec
 from sparkop import labels, naming
 
 DRIVER_KIND = "SparkDriver"
 
 
-def build_driver(app: AppView, run: int) -> JSON:
-    """SparkDriver ``<app>-<run>``, controller-owned by the app, with the app's run spec."""
+def ui_url(app: AppView, config: UIConfig | None) -> ui.IngressURL | None:
+    """The app's Spark UI Ingress URL, when the operator makes Ingresses."""
+    if config is None or not config.service or not config.ingress_url_format:
+        return None
+    return ui.ingress_url(config.ingress_url_format, app, tls=bool(ui.UIOptions.of(app).ingress_tls))
+
+
+def build_driver(app: AppView, run: int, config: UIConfig | None = None) -> JSON:
+    """SparkDriver ``<app>-<run>``, controller-owned by the app, with the app's run spec (plus the
+    UI proxy properties a path-based Spark UI Ingress needs, unless the app sets them)."""
     spec = run_spec(app.spec)
     spec["appName"] = app.name
     spec["attempt"] = run
     spec["maxDriverPodReplacements"] = app.policy.max_driver_pod_replacements
+    proxy = ui.driver_conf(ui_url(app, config))
+    if proxy:
+        spec["sparkConf"] = {**proxy, **(spec.get("sparkConf") or {})}
     return {
         "apiVersion": labels.API_VERSION,
         "kind": DRIVER_KIND,
@@ -30,7 +41,7 @@ def build_driver(app: AppView, run: int) -> JSON:
                 labels.APP_GENERATION: str(app.generation),
                 labels.SPEC_HASH: app.spec_hash,
             },
-            "ownerReferences": [owner_reference(app)],
+            "ownerReferences": [ui.owner_reference(app)],
         },
         "spec": spec,
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from apps_controller.model import State
+from api.models import ApplicationState
 
 NORMAL: Final = "Normal"
 WARNING: Final = "Warning"
@@ -26,23 +26,25 @@ NEW: Final = "SparkApplicationAdded"
 
 ADOPTED: Final = "SparkDriverAdopted"  # a SparkDriver newer than status.lastRun was taken as current
 DRIVER_LOST: Final = "SparkDriverLost"  # the current SparkDriver vanished before it finished
+DRIVER_REFUSED: Final = "SparkDriverRefused"  # the API server refused to create the run's SparkDriver
 DRIVER_POD_REPLACED: Final = "DriverPodReplaced"  # the driver controller started a new incarnation
 EXPIRED: Final = "SparkApplicationExpired"  # timeToLiveSeconds elapsed: the app is deleted
 INVALID_SPEC: Final = "InvalidSpec"
+UI_REFUSED: Final = "SparkUIRefused"  # the API server refused the Spark UI Service or Ingress
 
-BY_STATE: Final[dict[State, tuple[str, str]]] = {
-    State.NEW: (NORMAL, NEW),
-    State.SUBMITTED: (NORMAL, SUBMITTED),
-    State.RUNNING: (NORMAL, RUNNING),
-    State.SUCCEEDING: (NORMAL, SUCCEEDING),
-    State.COMPLETED: (NORMAL, COMPLETED),
-    State.FAILING: (WARNING, FAILING),
-    State.FAILED: (WARNING, FAILED),
-    State.SUBMISSION_FAILED: (WARNING, SUBMISSION_FAILED),
-    State.PENDING_RERUN: (NORMAL, PENDING_RERUN),
-    State.INVALIDATING: (NORMAL, INVALIDATING),
-    State.SUSPENDING: (NORMAL, SUSPENDING),
-    State.SUSPENDED: (NORMAL, SUSPENDED),
-    State.RESUMING: (NORMAL, RESUMING),
-    State.UNKNOWN: (WARNING, UNKNOWN),
+BY_STATE: Final[dict[ApplicationState, tuple[str, str]]] = {
+    ApplicationState.NEW: (NORMAL, NEW),
+    ApplicationState.SUBMITTED: (NORMAL, SUBMITTED),
+    ApplicationState.RUNNING: (NORMAL, RUNNING),
+    ApplicationState.SUCCEEDING: (NORMAL, SUCCEEDING),
+    ApplicationState.COMPLETED: (NORMAL, COMPLETED),
+    ApplicationState.FAILING: (WARNING, FAILING),
+    ApplicationState.FAILED: (WARNING, FAILED),
+    ApplicationState.SUBMISSION_FAILED: (WARNING, SUBMISSION_FAILED),
+    ApplicationState.PENDING_RERUN: (NORMAL, PENDING_RERUN),
+    ApplicationState.INVALIDATING: (NORMAL, INVALIDATING),
+    ApplicationState.SUSPENDING: (NORMAL, SUSPENDING),
+    ApplicationState.SUSPENDED: (NORMAL, SUSPENDED),
+    ApplicationState.RESUMING: (NORMAL, RESUMING),
+    ApplicationState.UNKNOWN: (WARNING, UNKNOWN),
 }

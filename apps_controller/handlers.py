@@ -17,7 +17,7 @@ import kopf
 import pydantic
 
 from api.models import SparkApplicationSpec
-from apps_controller.model import AppStatus, AppView, DriverView, Observed, UIConfig
+from apps_controller.model import AppStatus, AppView, DriverView, Observed, Refusal, UIConfig
 from apps_controller.reconcile import (
     Action,
     CreateDriver,
@@ -27,6 +27,7 @@ from apps_controller.reconcile import (
     EnsureObject,
     Plan,
     reconcile,
+    refusal_key,
 )
 from sparkop import kube, labels
 from sparkop.operator import Runtime
@@ -41,6 +42,8 @@ DRIVERS_INDEX: Final = "apps_sparkdrivers"
 # changes an app's state, before that pass's events and after-status actions (the worst moment).
 FAULT_EXIT_ENV: Final = "SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS"
 FAULT_EXIT_CODE: Final = 86
+# Refused creates remembered per app (the newest first out); a restarted operator tries them again.
+MAX_REFUSALS_PER_APP: Final = 16
 _RESOURCES: Final = {
     ("v1", "Service"): kube.SERVICES,
     ("networking.k8s.io/v1", "Ingress"): kube.INGRESSES,
@@ -70,6 +73,11 @@ def app_snapshot(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+class Learned(Exception):
+    """The API server refused a create of the plan: remembered, and the key is reconciled again at
+    once, so the state machine records the refusal (kube.Refused is not retried by backoff)."""
+
+
 def _copy(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _copy(v) for k, v in value.items()}
@@ -85,6 +93,7 @@ class AppsController:
     exit_after_transitions: int = field(default_factory=lambda: int(os.environ.get(FAULT_EXIT_ENV) or 0))
     _transitions: int = 0
     _spec_errors: dict[tuple[str, int], str | None] = field(default_factory=dict)
+    _refusals: dict[Key, tuple[str, dict[str, Refusal]]] = field(default_factory=dict)  # key -> (app uid, ...)
 
     @property
     def kube(self) -> kube.Kube:
@@ -111,25 +120,41 @@ class AppsController:
             return None
         drivers: Iterable[DriverView] = self.runtime.index(DRIVERS_INDEX).get(key) or ()
         app = AppView.from_body(body, spec_error=self.spec_error(body))
-        return Observed(app, AppStatus.from_json(body.get("status")), tuple(drivers), self.ui), body
+        status = AppStatus.from_json(body.get("status"))
+        return Observed(app, status, tuple(drivers), self.ui, self.refusals(key, app.uid)), body
+
+    def refusals(self, key: Key, uid: str) -> dict[str, Refusal]:
+        """What the API server refused for this app (a new app of the same name starts afresh)."""
+        owner, known = self._refusals.get(key, ("", {}))
+        return dict(known) if owner == uid else {}
+
+    def remember(self, key: Key, uid: str, action_key: str, refusal: Refusal) -> None:
+        known = self.refusals(key, uid)
+        known[action_key] = refusal
+        self._refusals[key] = (uid, dict(list(known.items())[-MAX_REFUSALS_PER_APP:]))
 
     async def reconcile_key(self, key: Key) -> float | None:
         """One pass for one SparkApplication; the work queue calls this, serialized per key."""
         seen = self.observe(key)
         if seen is None:
+            self._refusals.pop(key, None)
             return None  # deleted: the garbage collector removes what it owned
         observed, body = seen
         plan = reconcile(observed, datetime.now(UTC))
-        if not await self.apply(plan, observed, body):
-            return None
+        try:
+            if not await self.apply(plan, observed, body):
+                return None
+        except Learned:
+            return 0.0
         return plan.requeue_after
 
     async def apply(self, plan: Plan, observed: Observed, body: dict[str, Any]) -> bool:
         """Run the plan: before-actions, the status write (guarded by resourceVersion; Conflict
         propagates to the queue, which reconciles again from a fresh view), events, after-actions."""
-        namespace, name = observed.app.namespace, observed.app.name
+        namespace, name, uid = observed.app.namespace, observed.app.name, observed.app.uid
+        key = (namespace, name)
         for action in plan.before_status:
-            await self.do(namespace, action)
+            await self.do(key, uid, action)
         if plan.status != observed.status or plan.after_status:
             written = await self.kube.patch_status(
                 kube.SPARK_APPLICATIONS,
@@ -152,26 +177,37 @@ class AppsController:
         for event in plan.events:
             await self.kube.event(body, type_=event.type, reason=event.reason, message=event.message)  # type: ignore[arg-type]
         for action in plan.after_status:
-            await self.do(namespace, action)
+            await self.do(key, uid, action)
         return True
 
-    async def do(self, namespace: str, action: Action) -> None:
+    async def do(self, key: Key, uid: str, action: Action) -> None:
+        namespace = key[0]
         if isinstance(action, CreateDriver):
-            created = await self.kube.create(action.manifest)
+            created = await self.create(key, uid, action)
             log.info("%s/%s: SparkDriver %s", namespace, action.name, "created" if created else "exists")
+        elif isinstance(action, EnsureObject):
+            if not await self.create(key, uid, action):
+                manifest = action.manifest
+                meta = manifest["metadata"]
+                wanted = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+                patch = {"metadata": wanted, "spec": manifest["spec"]}
+                await self.kube.patch(kube.resource_of(manifest), namespace, meta["name"], patch)
         elif isinstance(action, DeleteDriver):
             await self.kube.delete(kube.SPARK_DRIVERS, namespace, action.name, uid=action.uid)
         elif isinstance(action, DeleteApp):
             await self.kube.delete(kube.SPARK_APPLICATIONS, namespace, action.name, uid=action.uid)
-        elif isinstance(action, EnsureObject):
-            manifest = action.manifest
-            if not await self.kube.create(manifest):
-                resource = kube.resource_of(manifest)
-                meta = manifest["metadata"]
-                patch = {"metadata": {"labels": meta["labels"]}, "spec": manifest["spec"]}
-                await self.kube.patch(resource, namespace, meta["name"], patch)
         elif isinstance(action, DeleteObject):
             await self.kube.delete(_RESOURCES[(action.api_version, action.kind)], namespace, action.name)
+
+    async def create(self, key: Key, uid: str, action: CreateDriver | EnsureObject) -> bool:
+        """Create; a refusal (400/403/422) is remembered for the next pass and ends this one."""
+        try:
+            return await self.kube.create(action.manifest)
+        except kube.Refused as exc:
+            meta = action.manifest["metadata"]
+            log.warning("%s/%s: %s %s refused: %s", *key, action.manifest["kind"], meta["name"], exc)
+            self.remember(key, uid, refusal_key(action), Refusal(exc.status, exc.reason, exc.message))
+            raise Learned from exc
 
 
 def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:

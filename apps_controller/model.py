@@ -14,14 +14,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
-from typing import Any, Final
+from enum import Enum
+from typing import Any, Final, TypeVar
 
-from api.models import RunSpec
+from api.models import ApplicationState, AttemptOutcome, DriverPhase, RestartPolicyType, RunSpec
 from sparkop import labels
 from sparkop.times import format_time, parse_time
 
 JSON = dict[str, Any]
+E = TypeVar("E", bound=Enum)
 
 MAX_ATTEMPT_HISTORY: Final = 20
 # Kubeflow's defaulting webhook sets both retry intervals to 5 s when a policy does not.
@@ -32,67 +33,29 @@ NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
 # The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
 RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
 
+TERMINAL_STATES: Final = frozenset({ApplicationState.COMPLETED, ApplicationState.FAILED})
 
-class State(StrEnum):
-    """SparkApplication.status.applicationState.state — kubeflow's values, see docs/state-machine.md."""
-
-    NEW = "NEW"
-    SUBMITTED = "SUBMITTED"
-    RUNNING = "RUNNING"
-    SUCCEEDING = "SUCCEEDING"
-    COMPLETED = "COMPLETED"
-    FAILING = "FAILING"
-    FAILED = "FAILED"
-    SUBMISSION_FAILED = "SUBMISSION_FAILED"
-    PENDING_RERUN = "PENDING_RERUN"
-    INVALIDATING = "INVALIDATING"
-    SUSPENDING = "SUSPENDING"
-    SUSPENDED = "SUSPENDED"
-    RESUMING = "RESUMING"
-    UNKNOWN = "UNKNOWN"
-
-
-TERMINAL_STATES: Final = frozenset({State.COMPLETED, State.FAILED})
-
-
-class DriverPhase(StrEnum):
-    """SparkDriver.status.phase (driver_controller)."""
-
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    SUBMISSION_FAILED = "SubmissionFailed"
-
-
-DRIVER_TERMINAL: Final = frozenset({DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED})
-
-
-class Outcome(StrEnum):
-    """How one attempt (run) of an app ended; RUNNING while it has not (api.models.AttemptOutcome)."""
-
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    SUBMISSION_FAILED = "SubmissionFailed"
-    DELETED = "Deleted"  # the SparkDriver vanished before it finished (counted as a failure)
-    INVALIDATED = "Invalidated"  # stopped by us: spec change or suspend (not counted against the policy)
-
-
-# Outcomes counted in status.executionAttempts (the run reached a driver pod) ...
-EXECUTED_OUTCOMES: Final = frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.DELETED})
-# ... and in status.submissionAttempts.
-SUBMISSION_FAILED_OUTCOMES: Final = frozenset({Outcome.SUBMISSION_FAILED})
-
-
-class RestartType(StrEnum):
-    NEVER = "Never"
-    ON_FAILURE = "OnFailure"
-    ALWAYS = "Always"
+# Condition types on SparkApplication.status.conditions (docs/state-machine.md, "Conditions"), in the
+# order they are listed; ``Stuck`` mirrors the current SparkDriver's condition of that name.
+CONDITION_SUBMITTED: Final = "Submitted"
+CONDITION_RUNNING: Final = "Running"
+CONDITION_STUCK: Final = "Stuck"
+CONDITION_SUSPENDED: Final = "Suspended"
+CONDITION_COMPLETED: Final = "Completed"
+CONDITION_FAILED: Final = "Failed"
+CONDITION_ORDER: Final = (
+    CONDITION_SUBMITTED,
+    CONDITION_RUNNING,
+    CONDITION_STUCK,
+    CONDITION_SUSPENDED,
+    CONDITION_COMPLETED,
+    CONDITION_FAILED,
+)
+MAX_MESSAGE: Final = 4096  # condition, attempt and lastError messages are cut to this
 
 
 # ---------------------------------------------------------------------------------------------------
-# time
+# lenient JSON readers
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -117,9 +80,29 @@ def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(value).items() if v is not None}
+
+
 def _compact(data: Mapping[str, Any]) -> JSON:
     """Drop None, empty strings, empty maps and empty lists."""
     return {k: v for k, v in data.items() if v is not None and v != "" and v != {} and v != []}
+
+
+def _enum(kind: type[E], value: Any, default: E) -> E:
+    found = _opt_enum(kind, value)
+    return default if found is None else found
+
+
+def _opt_enum(kind: type[E], value: Any) -> E | None:
+    try:
+        return None if value is None else kind(value)
+    except ValueError:
+        return None
+
+
+def clip(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
+    return text[:limit] if text else text
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -128,7 +111,7 @@ def _compact(data: Mapping[str, Any]) -> JSON:
 
 @dataclass(frozen=True)
 class RestartPolicy:
-    type: RestartType = RestartType.NEVER
+    type: RestartPolicyType = RestartPolicyType.NEVER
     on_failure_retries: int | None = None
     on_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
     on_submission_failure_retries: int | None = None
@@ -138,12 +121,8 @@ class RestartPolicy:
     @classmethod
     def from_json(cls, data: Any) -> RestartPolicy:
         d = _map(data)
-        try:
-            kind = RestartType(d.get("type", RestartType.NEVER))
-        except ValueError:
-            kind = RestartType.NEVER
         return cls(
-            type=kind,
+            type=_enum(RestartPolicyType, d.get("type", RestartPolicyType.NEVER), RestartPolicyType.NEVER),
             on_failure_retries=_opt_int(d.get("onFailureRetries")),
             on_failure_retry_interval=_int(d.get("onFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS),
             on_submission_failure_retries=_opt_int(d.get("onSubmissionFailureRetries")),
@@ -196,6 +175,15 @@ class AppView:
     def spec_hash(self) -> str:
         return spec_hash(self.spec)
 
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        return _str_map(self.spec.get("sparkConf"))
+
+    @property
+    def ui_options(self) -> Mapping[str, Any]:
+        """spec.sparkUIOptions as written (kubeflow v1beta2 names); ``ui.UIOptions`` reads it."""
+        return _map(self.spec.get("sparkUIOptions"))
+
     @classmethod
     def from_body(cls, body: Mapping[str, Any], spec_error: str | None = None) -> AppView:
         meta = _map(body.get("metadata"))
@@ -208,6 +196,88 @@ class AppView:
             deleting=bool(meta.get("deletionTimestamp")),
             spec_error=spec_error,
         )
+
+
+# ---------------------------------------------------------------------------------------------------
+# conditions and errors (metav1.Condition's shape; api.models.Condition / LastError)
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True", "False" or "Unknown"
+    reason: str
+    message: str | None = None
+    last_transition_time: datetime | None = None
+    observed_generation: int | None = None
+
+    def to_json(self) -> JSON:
+        return _compact(
+            {
+                "type": self.type,
+                "status": self.status,
+                "reason": self.reason,
+                "message": self.message,
+                "lastTransitionTime": format_time(self.last_transition_time),
+                "observedGeneration": self.observed_generation,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Condition | None:
+        kind, status = _opt_str(data.get("type")), _opt_str(data.get("status"))
+        if kind is None or status not in ("True", "False", "Unknown"):
+            return None
+        return cls(
+            type=kind,
+            status=status,
+            reason=_opt_str(data.get("reason")) or "Unknown",
+            message=_opt_str(data.get("message")),
+            last_transition_time=parse_time(data.get("lastTransitionTime")),
+            observed_generation=_opt_int(data.get("observedGeneration")),
+        )
+
+
+def _conditions(value: Any) -> tuple[Condition, ...]:
+    parsed = (Condition.from_json(c) for c in value or () if isinstance(c, Mapping))
+    return tuple(c for c in parsed if c is not None)
+
+
+@dataclass(frozen=True)
+class LastError:
+    """The last failure of the app: a run, a submission, the spec, or a Spark UI object refused."""
+
+    reason: str
+    message: str | None = None
+    time: datetime | None = None
+
+    def to_json(self) -> JSON:
+        return _compact({"reason": self.reason, "message": self.message, "time": format_time(self.time)})
+
+    @classmethod
+    def from_json(cls, data: Any) -> LastError | None:
+        d = _map(data)
+        reason = _opt_str(d.get("reason"))
+        if reason is None:
+            return None
+        return cls(reason=reason, message=_opt_str(d.get("message")), time=parse_time(d.get("time")))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The API server refused a create for a reason a retry will not fix (kube.Refused: 400/403/422).
+    Learned by the shell when it applies a plan, and handed to the next pass as an observation."""
+
+    code: int
+    reason: str  # the API server's Status reason, e.g. Forbidden, Invalid
+    message: str  # the API server's message
+
+    def describe(self, what: str) -> str:
+        return clip(f"{what} refused by the API server ({self.code} {self.reason}): {self.message}") or ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# owned SparkDrivers
 
 
 @dataclass(frozen=True)
@@ -230,10 +300,25 @@ class DriverView:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
+    stuck: Condition | None = None  # the SparkDriver's Stuck condition (ImagePullBackOff, Unschedulable, ...)
 
     @property
     def finished(self) -> bool:
-        return self.phase in DRIVER_TERMINAL
+        return self.phase is not None and self.phase.terminal
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the API server accepted a driver pod of this SparkDriver: the run got past
+        submission. The driver controller writes ``driverPod.name`` only after the pod's create
+        succeeded, and SubmissionFailed when it was refused; a later incarnation means an earlier
+        pod existed (a refused *replacement* is a failed run, not a failed submission)."""
+        if self.phase is None:
+            return False
+        if self.incarnation > 1:
+            return True
+        if self.phase is DriverPhase.SUBMISSION_FAILED:
+            return False
+        return self.phase is not DriverPhase.PENDING or self.pod_name is not None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> DriverView:
@@ -249,13 +334,14 @@ class DriverView:
             ),
             {},
         )
-        try:
-            phase: DriverPhase | None = DriverPhase(str(status.get("phase")))
-        except ValueError:
-            phase = None
+        phase = _opt_enum(DriverPhase, status.get("phase"))
         term = _map(status.get("termination"))
+        error = _map(status.get("lastError"))
         pod = _map(status.get("driverPod"))
         executors = {str(k): _int(v) for k, v in _map(status.get("executors")).items()}
+        stuck = next((c for c in _conditions(status.get("conditions")) if c.type == CONDITION_STUCK), None)
+        # A refused driver pod leaves no termination; its lastError says why.
+        failed_early = phase is DriverPhase.SUBMISSION_FAILED or not term
         return cls(
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
@@ -271,8 +357,9 @@ class DriverView:
             incarnation=_int(status.get("incarnation"), 0),
             executors=executors,
             exit_code=_opt_int(term.get("exitCode")),
-            reason=_opt_str(term.get("reason")),
-            message=_opt_str(term.get("message")),
+            reason=_opt_str(term.get("reason")) or (_opt_str(error.get("reason")) if failed_early else None),
+            message=_opt_str(term.get("message")) or (_opt_str(error.get("message")) if failed_early else None),
+            stuck=stuck,
         )
 
 
@@ -282,14 +369,18 @@ class DriverView:
 
 @dataclass(frozen=True)
 class AttemptRecord:
-    """One run of the app, keyed by run number. Its outcome is counted against the policy exactly
-    once: in the status write that moves it from Running to a finished outcome (a restarted operator
-    reads that from status and never counts it again)."""
+    """One run of the app, keyed by run number.
+
+    ``attempt`` is the run's number among the execution attempts: set, and executionAttempts
+    incremented, in the one status write that first records that the run's driver pod was accepted
+    (or that it finished without a failed submission). A pass that finds it set never counts the run
+    again. A run we stop ourselves (suspend, superseded) before it finished is given back: the
+    write that records it Invalidated clears ``attempt`` and decrements the counter."""
 
     run: int
     driver: str
-    outcome: Outcome = Outcome.RUNNING
-    attempt: int | None = None  # the counter value this outcome was counted as
+    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    attempt: int | None = None
     reason: str | None = None
     message: str | None = None
     start_time: datetime | None = None
@@ -297,7 +388,11 @@ class AttemptRecord:
 
     @property
     def finished(self) -> bool:
-        return self.outcome is not Outcome.RUNNING
+        return self.outcome is not AttemptOutcome.RUNNING
+
+    @property
+    def counted(self) -> bool:
+        return self.attempt is not None
 
     def to_json(self) -> JSON:
         return _compact(
@@ -315,14 +410,10 @@ class AttemptRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AttemptRecord:
-        try:
-            outcome = Outcome(data.get("outcome", Outcome.RUNNING))
-        except ValueError:
-            outcome = Outcome.RUNNING
         return cls(
             run=_int(data.get("run")),
             driver=str(data.get("driver", "")),
-            outcome=outcome,
+            outcome=_enum(AttemptOutcome, data.get("outcome", AttemptOutcome.RUNNING), AttemptOutcome.RUNNING),
             attempt=_opt_int(data.get("attempt")),
             reason=_opt_str(data.get("reason")),
             message=_opt_str(data.get("message")),
@@ -369,7 +460,7 @@ class DriverInfo:
 class AppStatus:
     """SparkApplication.status. Everything the state machine needs to survive a restart is here."""
 
-    state: State = State.NEW
+    state: ApplicationState = ApplicationState.NEW
     error_message: str | None = None
     observed_generation: int = 0
     spark_application_id: str | None = None
@@ -384,9 +475,8 @@ class AppStatus:
     executors: Mapping[str, int] = field(default_factory=dict)
     next_attempt_time: datetime | None = None
     attempts: tuple[AttemptRecord, ...] = ()
-    # Preserved as they are across writes (no decision here reads them).
-    conditions: tuple[Mapping[str, Any], ...] = ()
-    last_error: Mapping[str, Any] | None = None
+    conditions: tuple[Condition, ...] = ()
+    last_error: LastError | None = None
 
     @property
     def current(self) -> AttemptRecord | None:
@@ -395,6 +485,9 @@ class AppStatus:
             if record.run == self.last_run:
                 return record
         return None
+
+    def condition(self, kind: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
 
     def with_attempt(self, record: AttemptRecord) -> AppStatus:
         """Insert or replace the record of ``record.run``; keep the newest MAX_ATTEMPT_HISTORY."""
@@ -419,8 +512,8 @@ class AppStatus:
                 "executors": dict(self.executors),
                 "nextAttemptTime": format_time(self.next_attempt_time),
                 "attempts": [r.to_json() for r in self.attempts],
-                "conditions": [dict(c) for c in self.conditions],
-                "lastError": dict(self.last_error) if self.last_error else None,
+                "conditions": [c.to_json() for c in self.conditions],
+                "lastError": self.last_error.to_json() if self.last_error else None,
             }
         )
 
@@ -428,10 +521,7 @@ class AppStatus:
     def from_json(cls, data: Any) -> AppStatus:
         d = _map(data)
         app_state = _map(d.get("applicationState"))
-        try:
-            state = State(app_state.get("state") or State.NEW)
-        except ValueError:
-            state = State.UNKNOWN
+        state = _enum(ApplicationState, app_state.get("state") or ApplicationState.NEW, ApplicationState.UNKNOWN)
         attempts = tuple(
             sorted(
                 (AttemptRecord.from_json(a) for a in d.get("attempts") or () if isinstance(a, Mapping)),
@@ -454,8 +544,8 @@ class AppStatus:
             executors={str(k): _int(v) for k, v in _map(d.get("executors")).items()},
             next_attempt_time=parse_time(d.get("nextAttemptTime")),
             attempts=attempts,
-            conditions=tuple(c for c in d.get("conditions") or () if isinstance(c, Mapping)),
-            last_error=_map(d.get("lastError")) or None,
+            conditions=_conditions(d.get("conditions")),
+            last_error=LastError.from_json(d.get("lastError")),
         )
 
 
@@ -471,12 +561,15 @@ class UIConfig:
 @dataclass(frozen=True)
 class Observed:
     """Everything one reconcile pass decides from. ``drivers`` are the SparkDrivers whose controller
-    owner is this app (any stale entry owned by an older app of the same name is ignored)."""
+    owner is this app (any stale entry owned by an older app of the same name is ignored).
+    ``refusals`` are the creates of this app the API server refused, by ``reconcile.refusal_key``
+    (remembered by the shell; lost with the process, when the create is simply tried again)."""
 
     app: AppView
     status: AppStatus
     drivers: Sequence[DriverView] = ()
     ui: UIConfig = field(default_factory=UIConfig)
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
 
     @property
     def owned(self) -> tuple[DriverView, ...]:

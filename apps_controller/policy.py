@@ -1,11 +1,14 @@
 """Restart policy decisions, as kubeflow's spark-operator makes them (pkg/util ShouldRetry).
 
-* ``submissionAttempts`` counts every SparkDriver created for the app (every submission);
-* ``executionAttempts`` counts the attempts whose driver got past submission;
+* ``executionAttempts`` counts the runs whose driver pod the API server accepted;
+* ``submissionAttempts`` counts the SparkDrivers created for the current execution attempt (every
+  submission, refused or not), and starts again at 1 when a new execution attempt starts after a
+  finished or failed run or a resume, as kubeflow v1beta2 resets it when it reruns an app;
 * after a failure, ``OnFailure`` retries while ``executionAttempts <= onFailureRetries``, so
-  ``onFailureRetries: 2`` means at most three executions;
+  ``onFailureRetries: 2`` means at most three execution attempts;
 * after a submission failure, ``OnFailure`` retries while
-  ``submissionAttempts <= onSubmissionFailureRetries`` (kubeflow counts all submissions here);
+  ``submissionAttempts <= onSubmissionFailureRetries``: ``onSubmissionFailureRetries: 1`` means at
+  most two submissions for one execution attempt;
 * ``Always`` retries after any outcome, ``Never`` after none.
 
 Kubeflow waits ``interval * submissionAttempts`` counted from the *submission* time, so a long run
@@ -17,35 +20,38 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from apps_controller.model import RestartPolicy, RestartType, State
+from api.models import ApplicationState, RestartPolicyType
+from apps_controller.model import RestartPolicy
 
 
-def should_retry(policy: RestartPolicy, outcome: State, execution_attempts: int, submission_attempts: int) -> bool:
+def should_retry(
+    policy: RestartPolicy, outcome: ApplicationState, execution_attempts: int, submission_attempts: int
+) -> bool:
     """Whether an app whose current attempt ended in ``outcome`` (SUCCEEDING, FAILING or
     SUBMISSION_FAILED) runs again."""
-    if policy.type is RestartType.ALWAYS:
+    if policy.type is RestartPolicyType.ALWAYS:
         return True
-    if policy.type is not RestartType.ON_FAILURE:
+    if policy.type is not RestartPolicyType.ON_FAILURE:
         return False
-    if outcome is State.FAILING:
+    if outcome is ApplicationState.FAILING:
         return policy.on_failure_retries is not None and execution_attempts <= policy.on_failure_retries
-    if outcome is State.SUBMISSION_FAILED:
+    if outcome is ApplicationState.SUBMISSION_FAILED:
         limit = policy.on_submission_failure_retries
         return limit is not None and submission_attempts <= limit
     return False
 
 
-def retry_interval(policy: RestartPolicy, outcome: State) -> timedelta:
-    if outcome is State.FAILING:
+def retry_interval(policy: RestartPolicy, outcome: ApplicationState) -> timedelta:
+    if outcome is ApplicationState.FAILING:
         return timedelta(seconds=max(0, policy.on_failure_retry_interval))
-    if outcome is State.SUBMISSION_FAILED:
+    if outcome is ApplicationState.SUBMISSION_FAILED:
         return timedelta(seconds=max(0, policy.on_submission_failure_retry_interval))
     return timedelta(0)  # Always after a success: rerun at once
 
 
 def next_attempt_time(
     policy: RestartPolicy,
-    outcome: State,
+    outcome: ApplicationState,
     execution_attempts: int,
     submission_attempts: int,
     observed_at: datetime,

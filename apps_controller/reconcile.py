@@ -4,41 +4,56 @@ Pure: no clock reads, no I/O, no randomness. One pass takes *one* step from the 
 status (docs/state-machine.md); the shell writes the new status first, with the resourceVersion the
 decision was made from, and only then runs ``plan.after_status``. Hence:
 
-* an attempt's outcome is counted in the pass that observes it, and the next SparkDriver is created
-  in a later pass, from a status that already holds the count;
 * the SparkDriver of run ``n`` is only created by a pass whose status write recorded
-  ``lastRun = n``; a pass that re-plans the create (crash between write and create) meets 409.
+  ``lastRun = n`` and counted it in ``submissionAttempts``; a pass that re-plans the create (crash
+  between write and create) meets 409;
+* a run is counted in ``executionAttempts`` by the pass that first sees its driver pod accepted, in
+  the write that sets its record's ``attempt``; its outcome is recorded once, by the write that moves
+  the record from Running to finished; the next SparkDriver is created by a later pass, from a
+  status that already holds both;
+* a create the API server refused (kube.Refused) comes back to the next pass as an observation
+  (``Observed.refusals``) and is recorded like any other outcome.
+
+A pass runs these phases: adopt a SparkDriver newer than status (or) take the state's step and
+prune old SparkDrivers; then the Spark UI objects; then the conditions that summarise it all.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Final
 
+from api.models import ApplicationState, AttemptOutcome, DriverPhase
 from apps_controller import events, policy, ui
-from apps_controller.builders import DRIVER_KIND, build_driver
+from apps_controller.builders import DRIVER_KIND, build_driver, ui_url
 from apps_controller.model import (
-    EXECUTED_OUTCOMES,
+    CONDITION_COMPLETED,
+    CONDITION_FAILED,
+    CONDITION_RUNNING,
+    CONDITION_STUCK,
+    CONDITION_SUBMITTED,
+    CONDITION_SUSPENDED,
     JSON,
-    SUBMISSION_FAILED_OUTCOMES,
     TERMINAL_STATES,
     AppStatus,
     AttemptRecord,
+    Condition,
     DriverInfo,
-    DriverPhase,
     DriverView,
+    LastError,
     Observed,
-    Outcome,
-    State,
+    clip,
 )
 from sparkop import naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2
 
-_ACTIVE_STATES: Final = frozenset({State.SUBMITTED, State.RUNNING, State.UNKNOWN})
+_ACTIVE_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING, ApplicationState.UNKNOWN})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -108,6 +123,17 @@ class Plan:
         return self.before_status + self.after_status
 
 
+def refusal_key(action: CreateDriver | EnsureObject) -> str:
+    """How a refused create is remembered (``Observed.refusals``): a SparkDriver by its name (a run
+    recorded SubmissionFailed is never created again), a UI object by name and content (a changed
+    object, e.g. for the next run, is tried anew)."""
+    meta = action.manifest["metadata"]
+    if isinstance(action, CreateDriver):
+        return f"{DRIVER_KIND}/{meta['name']}"
+    text = json.dumps(action.manifest, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{action.manifest['kind']}/{meta['name']}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
 # ---------------------------------------------------------------------------------------------------
 # one pass
 
@@ -134,7 +160,7 @@ class _Pass:
         """Whether the record's SparkDriver has been observed (status.currentDriver is set on sight)."""
         return self.status.current_driver == record.driver
 
-    def transition(self, state: State, message: str) -> None:
+    def transition(self, state: ApplicationState, message: str) -> None:
         if state is self.status.state:
             return
         self.status = replace(self.status, state=state)
@@ -151,20 +177,8 @@ class _Pass:
         if not drv.deleting and action not in self.after:
             self.after.append(action)
 
-    def finish(self, record: AttemptRecord, outcome: Outcome, reason: str | None, message: str | None) -> AttemptRecord:
-        """Record the outcome of ``record`` and count it: the one place counters change (besides the
-        reset of INVALIDATING)."""
-        s = self.status
-        attempt = None
-        if outcome in EXECUTED_OUTCOMES:
-            attempt = s.execution_attempts + 1
-            s = replace(s, execution_attempts=attempt)
-        elif outcome in SUBMISSION_FAILED_OUTCOMES:
-            attempt = s.submission_attempts + 1
-            s = replace(s, submission_attempts=attempt)
-        done = replace(record, outcome=outcome, attempt=attempt, reason=reason, message=message, finish_time=self.now)
-        self.status = s.with_attempt(done)
-        return done
+    def create_action(self, run: int) -> CreateDriver:
+        return CreateDriver(run, build_driver(self.obs.app, run, self.obs.ui))
 
     def plan(self) -> Plan:
         return Plan(
@@ -175,7 +189,33 @@ class _Pass:
             requeue_after=min(self.waits) if self.waits else None,
         )
 
-    # -- the current attempt -----------------------------------------------------------------------
+    # -- counting: the only places the counters change (besides the reset of a spec change) ---------
+
+    def count_execution(self, record: AttemptRecord) -> AttemptRecord:
+        """Count ``record``'s run in executionAttempts, unless its record says it was counted."""
+        if record.counted:
+            return record
+        attempt = self.status.execution_attempts + 1
+        counted = replace(record, attempt=attempt)
+        self.status = replace(self.status, execution_attempts=attempt).with_attempt(counted)
+        return counted
+
+    def finish(
+        self, record: AttemptRecord, outcome: AttemptOutcome, reason: str | None, message: str | None
+    ) -> AttemptRecord:
+        """Record how ``record``'s run ended. A run that ended on its own, not by a failed submission,
+        was an execution attempt (counted here if it was not yet); a run we stopped ourselves before it
+        finished (Invalidated) is given back."""
+        if outcome in _EXECUTED:
+            record = self.count_execution(record)
+        elif outcome is AttemptOutcome.INVALIDATED and record.counted:
+            self.status = replace(self.status, execution_attempts=max(0, self.status.execution_attempts - 1))
+            record = replace(record, attempt=None)
+        done = replace(record, outcome=outcome, reason=reason, message=clip(message), finish_time=self.now)
+        self.status = self.status.with_attempt(done)
+        return done
+
+    # -- the current run ----------------------------------------------------------------------------
 
     def mirror(self, drv: DriverView) -> None:
         """Copy the current SparkDriver's facts into the app's status."""
@@ -192,65 +232,109 @@ class _Pass:
         )
 
     def observe_current(self) -> None:
-        """SUBMITTED / RUNNING / UNKNOWN: follow the current SparkDriver; count its outcome once."""
+        """SUBMITTED / RUNNING / UNKNOWN: follow the current SparkDriver; count its run once when its
+        driver pod is accepted, and record its outcome once when it ends."""
         cur = self.status.current
         if cur is None:
             self.submit()
             return
-        if cur.finished:  # counted already; the state was not written with it (adoption)
+        if cur.finished:  # recorded already; the state was not written with it (adoption)
             self.enter_outcome(cur)
             return
         drv = self.driver(cur.run)
         if drv is None:
-            if not self.seen(cur):  # planned, not seen yet: (re)issue the create; 409 if it exists
-                self.after.append(CreateDriver(cur.run, build_driver(self.obs.app, cur.run)))
-                return
-            message = f"SparkDriver {cur.driver} was deleted before it finished"
-            self.enter_outcome(self.finish(cur, Outcome.DELETED, events.DRIVER_LOST, message))
+            self.missing_driver(cur)
             return
         self.mirror(drv)
-        if drv.phase in _OUTCOME_OF:
-            self.enter_outcome(self.finish(cur, _OUTCOME_OF[drv.phase], drv.reason, _driver_message(drv)))
+        if drv.accepted:
+            cur = self.count_execution(cur)
+        outcome = _outcome_of(drv, cur)
+        if outcome is not None:
+            self.enter_outcome(self.finish(cur, outcome, drv.reason, _driver_message(drv)))
         elif drv.phase is DriverPhase.RUNNING:
-            self.transition(State.RUNNING, f"driver {drv.name} is running")
+            self.transition(ApplicationState.RUNNING, f"driver {drv.name} is running")
         else:
-            self.transition(State.SUBMITTED, f"SparkDriver {drv.name} is pending")
+            self.transition(ApplicationState.SUBMITTED, f"SparkDriver {drv.name} is pending")
+
+    def missing_driver(self, cur: AttemptRecord) -> None:
+        """The current run's SparkDriver is not observed: not created (or not indexed) yet, refused by
+        the API server, or deleted after it was seen."""
+        if self.seen(cur):
+            message = f"SparkDriver {cur.driver} was deleted before it finished"
+            self.enter_outcome(self.finish(cur, AttemptOutcome.DELETED, events.DRIVER_LOST, message))
+            return
+        action = self.create_action(cur.run)
+        refusal = self.obs.refusals.get(refusal_key(action))
+        if refusal is None:
+            self.after.append(action)  # planned, not seen yet: (re)issue the create; 409 if it exists
+            return
+        message = refusal.describe(f"SparkDriver {cur.driver}")
+        self.enter_outcome(self.finish(cur, AttemptOutcome.SUBMISSION_FAILED, events.DRIVER_REFUSED, message))
 
     def enter_outcome(self, record: AttemptRecord) -> None:
-        """SUCCEEDING / FAILING / SUBMISSION_FAILED, with nextAttemptTime when the policy retries."""
+        """SUCCEEDING / FAILING / SUBMISSION_FAILED, with nextAttemptTime when the policy retries and
+        lastError for a failure."""
         outcome = _STATE_OF.get(record.outcome)
         if outcome is None:  # Invalidated: nothing is running, start over
-            self.transition(State.PENDING_RERUN, f"run {record.run} was stopped")
+            self.transition(ApplicationState.PENDING_RERUN, f"run {record.run} was stopped")
             return
         finished_at = record.finish_time or self.now
-        error = None if outcome is State.SUCCEEDING else _error_message(record)
         s = self.status
         due = policy.next_attempt_time(
             self.obs.app.policy, outcome, s.execution_attempts, s.submission_attempts, finished_at
         )
-        self.status = replace(s, termination_time=finished_at, error_message=error, next_attempt_time=due)
-        self.transition(outcome, error or f"driver {record.driver} succeeded")
+        if outcome is ApplicationState.SUCCEEDING:
+            self.status = replace(s, termination_time=finished_at, error_message=None, next_attempt_time=due)
+            self.transition(outcome, f"driver {record.driver} succeeded")
+            return
+        error = _error_message(record)
+        self.status = replace(
+            s,
+            termination_time=finished_at,
+            error_message=error,
+            next_attempt_time=due,
+            last_error=LastError(_error_reason(record), error, finished_at),
+        )
+        self.transition(outcome, error)
 
     # -- steps ---------------------------------------------------------------------------------------
 
     def submit(self) -> None:
-        """Plan the next run: the status write records it (lastRun), the create follows it."""
-        app = self.obs.app
-        if app.spec_error:
-            self.status = replace(self.status, error_message=app.spec_error, next_attempt_time=None)
-            self.events.append(Event(events.WARNING, events.INVALID_SPEC, app.spec_error))
-            self.transition(State.FAILED, f"invalid spec: {app.spec_error}")
-            return
+        """Plan the next run: the status write records it (lastRun, its attempt record, one more
+        submission), the create follows it."""
+        if self.obs.app.spec_error:
+            self.invalid_spec()
+        elif not self.stop_strays():
+            self.plan_run()
+
+    def invalid_spec(self) -> None:
+        error = self.obs.app.spec_error
+        self.status = replace(
+            self.status,
+            error_message=error,
+            next_attempt_time=None,
+            last_error=LastError(events.INVALID_SPEC, error, self.now),
+        )
+        self.events.append(Event(events.WARNING, events.INVALID_SPEC, error or ""))
+        self.transition(ApplicationState.FAILED, f"invalid spec: {error}")
+
+    def stop_strays(self) -> bool:
+        """At most one unfinished SparkDriver: stop strays first, submit on a later pass."""
         strays = [d for d in self.unfinished() if d.run <= self.status.last_run]
-        if strays:  # at most one unfinished SparkDriver: stop strays first, submit on a later pass
-            for drv in strays:
-                self.delete(drv)
-            return
+        for drv in strays:
+            self.delete(drv)
+        return bool(strays)
+
+    def plan_run(self) -> None:
+        app = self.obs.app
         run = self.status.last_run + 1
         name = naming.driver_name(app.name, run)
+        # A new execution attempt (after a run ended, or a resume) counts its submissions afresh.
+        fresh = self.status.state in _NEW_EXECUTION_ATTEMPT
         self.status = replace(
             self.status,
             last_run=run,
+            submission_attempts=1 if fresh else self.status.submission_attempts + 1,
             current_driver=None,  # set when the new SparkDriver is first seen
             last_submission_attempt_time=self.now,
             observed_generation=app.generation,
@@ -262,12 +346,12 @@ class _Pass:
             driver_incarnations=0,
             executors={},
         ).with_attempt(AttemptRecord(run=run, driver=name, start_time=self.now))
-        self.transition(State.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
-        self.after.append(CreateDriver(run, build_driver(app, run)))
+        self.transition(ApplicationState.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
+        self.after.append(self.create_action(run))
 
     def stop_current(self, reason: str) -> bool:
         """Delete the unfinished SparkDrivers (INVALIDATING, SUSPENDING). True once none is left; the
-        current attempt is then recorded as Invalidated, whatever it did meanwhile (not counted)."""
+        current run is then recorded as Invalidated, whatever it did meanwhile (not counted)."""
         cur = self.status.current
         left = self.unfinished()
         for drv in left:
@@ -280,7 +364,7 @@ class _Pass:
         if cur is not None and not cur.finished:
             last = self.driver(cur.run)
             ended = f" (it had ended {last.phase.value})" if last is not None and last.phase else ""
-            self.finish(cur, Outcome.INVALIDATED, reason, f"stopped while {self.status.state.value}{ended}")
+            self.finish(cur, AttemptOutcome.INVALIDATED, reason, f"stopped while {self.status.state.value}{ended}")
         return True
 
     def invalidating(self) -> None:
@@ -294,12 +378,13 @@ class _Pass:
             termination_time=None,
             next_attempt_time=None,
             error_message=None,
+            last_error=None,
             spark_application_id=None,
             driver_info=replace(self.status.driver_info, pod_name=None),
             executors={},
             driver_incarnations=0,
         )
-        self.transition(State.PENDING_RERUN, "the previous run was stopped; running the new spec")
+        self.transition(ApplicationState.PENDING_RERUN, "the previous run was stopped; running the new spec")
 
     def suspending(self) -> None:
         if not self.stop_current(_SUSPENDED):
@@ -312,32 +397,34 @@ class _Pass:
             driver_info=replace(self.status.driver_info, pod_name=None),
             executors={},
         )
-        self.transition(State.SUSPENDED, "suspended: no driver is running")
+        self.transition(ApplicationState.SUSPENDED, "suspended: no driver is running")
 
     def suspended(self) -> None:
         if not self.obs.app.suspend:
-            self.transition(State.RESUMING, "resuming with a new run")
+            self.transition(ApplicationState.RESUMING, "resuming with a new run")
 
     def succeeding(self) -> None:
-        if policy.should_retry(self.obs.app.policy, State.SUCCEEDING, 0, 0):
-            self.transition(State.PENDING_RERUN, "restartPolicy Always: running again")
+        if policy.should_retry(self.obs.app.policy, ApplicationState.SUCCEEDING, 0, 0):
+            self.transition(ApplicationState.PENDING_RERUN, "restartPolicy Always: running again")
         else:
-            self.transition(State.COMPLETED, f"completed after {self.status.execution_attempts} run(s)")
+            message = f"completed after {self.status.execution_attempts} execution attempt(s)"
+            self.transition(ApplicationState.COMPLETED, message)
 
-    def failing(self, outcome: State) -> None:
+    def failing(self, outcome: ApplicationState) -> None:
         """FAILING and SUBMISSION_FAILED: wait for nextAttemptTime, then run again; or give up."""
         app_policy = self.obs.app.policy
         s = self.status
-        if not policy.should_retry(app_policy, outcome, s.execution_attempts, s.submission_attempts):
+        if not self.retries(outcome):
             self.status = replace(self.status, next_attempt_time=None)
-            self.transition(State.FAILED, s.error_message or "failed")
+            self.transition(ApplicationState.FAILED, s.error_message or "failed")
             return
         due = s.next_attempt_time or (s.termination_time or self.now) + policy.retry_interval(app_policy, outcome)
         if self.now < due:
             self.status = replace(self.status, next_attempt_time=due)
             self.wait_until(due)
-        elif outcome is State.FAILING:
-            self.transition(State.PENDING_RERUN, f"retrying after {s.execution_attempts} failed run(s)")
+        elif outcome is ApplicationState.FAILING:
+            message = f"retrying after {s.execution_attempts} execution attempt(s)"
+            self.transition(ApplicationState.PENDING_RERUN, message)
         else:
             self.submit()
 
@@ -360,16 +447,17 @@ class _Pass:
 
     def adopt(self) -> bool:
         """A SparkDriver with a run above status.lastRun (its status write was lost) becomes the
-        current attempt. Nothing else happens in that pass."""
+        current run, counted as a submission. Nothing else happens in that pass."""
         newest = self.obs.owned[-1] if self.obs.owned else None
         if newest is None or newest.run <= self.status.last_run or self.status.state in TERMINAL_STATES:
             return False
         cur = self.status.current
         if cur is not None and not cur.finished:
-            self.finish(cur, Outcome.INVALIDATED, events.ADOPTED, f"superseded by {newest.name}")
+            self.finish(cur, AttemptOutcome.INVALIDATED, events.ADOPTED, f"superseded by {newest.name}")
         self.status = replace(
             self.status,
             last_run=newest.run,
+            submission_attempts=self.status.submission_attempts + 1,
             current_driver=newest.name,
             last_submission_attempt_time=self.now,
             observed_generation=newest.app_generation or self.obs.app.generation,
@@ -378,7 +466,7 @@ class _Pass:
             error_message=None,
         ).with_attempt(AttemptRecord(run=newest.run, driver=newest.name, start_time=self.now))
         self.events.append(Event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}"))
-        self.transition(State.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
+        self.transition(ApplicationState.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
         return True
 
     def spec_changed(self) -> bool:
@@ -407,18 +495,19 @@ class _Pass:
         if state in _DECIDING and not self.retries(state):
             _STEPS[state](self)  # the policy's final word (COMPLETED / FAILED) comes before a suspend
             return
-        if app.suspend and state not in (State.SUSPENDING, State.SUSPENDED):
-            self.transition(State.SUSPENDING, "spec.suspend is true: stopping the current run")
+        if app.suspend and state not in (ApplicationState.SUSPENDING, ApplicationState.SUSPENDED):
+            self.transition(ApplicationState.SUSPENDING, "spec.suspend is true: stopping the current run")
             self.suspending()
             return
         if state not in _NO_SPEC_CHECK and self.spec_changed():
             self.status = replace(self.status, observed_generation=app.generation)
-            self.transition(State.INVALIDATING, f"spec changed (generation {app.generation}): running it anew")
+            message = f"spec changed (generation {app.generation}): running it anew"
+            self.transition(ApplicationState.INVALIDATING, message)
             self.invalidating()
             return
         _STEPS[state](self)
 
-    def retries(self, outcome: State) -> bool:
+    def retries(self, outcome: ApplicationState) -> bool:
         s = self.status
         return policy.should_retry(self.obs.app.policy, outcome, s.execution_attempts, s.submission_attempts)
 
@@ -431,53 +520,203 @@ class _Pass:
             if stray or old:
                 self.delete(drv)
 
-    def ui(self) -> None:
+    # -- the Spark UI ------------------------------------------------------------------------------
+
+    def spark_ui(self) -> None:
         """Spark UI Service (and Ingress) while a run is active; removed otherwise."""
-        before = self.obs.status.driver_info
-        cfg = self.obs.ui
-        app = self.obs.app
-        info = self.status.driver_info
         app_id = self.status.spark_application_id
-        if cfg.service and self.status.state in _ACTIVE_STATES and app_id is not None:
-            svc = naming.ui_service_name(app.name)
-            if before.web_ui_service_name != svc or self.obs.status.spark_application_id != app_id:
-                self.before.append(EnsureObject(ui.build_service(app, app_id)))
-            info = replace(
-                info, web_ui_service_name=svc, web_ui_port=ui.UI_PORT, web_ui_address=ui.service_address(app)
-            )
-            if cfg.ingress_url_format:
-                url = ui.ingress_url(cfg.ingress_url_format, app)
-                name = naming.ui_ingress_name(app.name)
-                if before.web_ui_ingress_name != name or before.web_ui_ingress_address != url.address:
-                    self.before.append(EnsureObject(ui.build_ingress(app, url, cfg.ingress_class_name)))
-                info = replace(info, web_ui_ingress_name=name, web_ui_ingress_address=url.address)
-        else:
+        if not (self.obs.ui.service and self.status.state in _ACTIVE_STATES and app_id is not None):
+            self.remove_ui()
+            return
+        opts = ui.UIOptions.of(self.obs.app)
+        if not self.ui_service(app_id, opts):
+            self.remove_ui()
+        elif self.obs.ui.ingress_url_format:
+            self.ui_ingress(opts)
+
+    def ui_service(self, app_id: str, opts: ui.UIOptions) -> bool:
+        app, before = self.obs.app, self.obs.status
+        action = EnsureObject(ui.build_service(app, app_id, opts))
+        name = naming.ui_service_name(app.name)
+        if self.refused(action, f"Spark UI Service {name}"):
+            return False
+        info = before.driver_info
+        if (info.web_ui_service_name, info.web_ui_port, before.spark_application_id) != (
+            name,
+            opts.service_port,
+            app_id,
+        ):
+            self.before.append(action)
+        self.status = replace(
+            self.status,
+            driver_info=replace(
+                self.status.driver_info,
+                web_ui_service_name=name,
+                web_ui_port=opts.service_port,
+                web_ui_address=ui.service_address(app, opts),
+            ),
+        )
+        return True
+
+    def ui_ingress(self, opts: ui.UIOptions) -> None:
+        app, cfg = self.obs.app, self.obs.ui
+        url = ui_url(app, cfg)
+        assert url is not None
+        action = EnsureObject(ui.build_ingress(app, url, opts, cfg.ingress_class_name))
+        name = naming.ui_ingress_name(app.name)
+        info = self.status.driver_info
+        if self.refused(action, f"Spark UI Ingress {name}"):
             if info.web_ui_ingress_name:
                 self.before.append(DeleteObject("networking.k8s.io/v1", "Ingress", info.web_ui_ingress_name))
-            if info.web_ui_service_name:
-                self.before.append(DeleteObject("v1", "Service", info.web_ui_service_name))
-            info = DriverInfo(pod_name=info.pod_name)
+            info = replace(info, web_ui_ingress_name=None, web_ui_ingress_address=None)
+        else:
+            before = self.obs.status.driver_info
+            if (before.web_ui_ingress_name, before.web_ui_ingress_address) != (name, url.address):
+                self.before.append(action)
+            info = replace(info, web_ui_ingress_name=name, web_ui_ingress_address=url.address)
         self.status = replace(self.status, driver_info=info)
+
+    def refused(self, action: EnsureObject, what: str) -> bool:
+        """A UI object the API server refused is not retried with the same content: lastError and
+        one Warning event say why; the app itself carries on."""
+        refusal = self.obs.refusals.get(refusal_key(action))
+        if refusal is None:
+            return False
+        text = refusal.describe(what)
+        last = self.status.last_error
+        if last is None or (last.reason, last.message) != (events.UI_REFUSED, text):
+            self.status = replace(self.status, last_error=LastError(events.UI_REFUSED, text, self.now))
+            self.events.append(Event(events.WARNING, events.UI_REFUSED, text))
+        return True
+
+    def remove_ui(self) -> None:
+        info = self.status.driver_info
+        if info.web_ui_ingress_name:
+            self.before.append(DeleteObject("networking.k8s.io/v1", "Ingress", info.web_ui_ingress_name))
+        if info.web_ui_service_name:
+            self.before.append(DeleteObject("v1", "Service", info.web_ui_service_name))
+        self.status = replace(self.status, driver_info=DriverInfo(pod_name=info.pod_name))
+
+    # -- conditions --------------------------------------------------------------------------------
+
+    def conditions(self) -> None:
+        """status.conditions from the status this pass arrived at (docs/state-machine.md,
+        "Conditions"). lastTransitionTime moves only when a condition's status does."""
+        old = {c.type: c for c in self.status.conditions}
+        wanted = (
+            self.submitted_condition(),
+            self.running_condition(),
+            self.stuck_condition(),
+            self.suspended_condition(old.get(CONDITION_SUSPENDED)),
+            self.finished_condition(),
+        )
+        generation = self.status.observed_generation or None
+        stamped = []
+        for new in wanted:
+            if new is None:
+                continue
+            before = old.get(new.type)
+            if before is not None and before.status == new.status and before.last_transition_time:
+                since = before.last_transition_time
+            else:
+                since = new.last_transition_time or self.now
+            stamped.append(replace(new, last_transition_time=since, observed_generation=generation))
+        self.status = replace(self.status, conditions=tuple(stamped))
+
+    def submitted_condition(self) -> Condition | None:
+        cur = self.status.current
+        if cur is None:
+            return None
+        where = f"run {cur.run} (SparkDriver {cur.driver})"
+        if cur.outcome is AttemptOutcome.SUBMISSION_FAILED:
+            return Condition(CONDITION_SUBMITTED, "False", "SubmissionFailed", cur.message or where)
+        if cur.counted:
+            return Condition(CONDITION_SUBMITTED, "True", "Submitted", f"{where}: driver pod accepted")
+        if cur.outcome is AttemptOutcome.INVALIDATED:
+            return Condition(CONDITION_SUBMITTED, "False", cur.reason or "Stopped", f"{where} was stopped")
+        return Condition(CONDITION_SUBMITTED, "False", "Submitting", f"{where}: waiting for its driver pod")
+
+    def running_condition(self) -> Condition | None:
+        state = self.status.state
+        if state is ApplicationState.NEW:
+            return None
+        if state is ApplicationState.RUNNING:
+            pod = self.status.driver_info.pod_name or "?"
+            message = f"driver pod {pod} of SparkDriver {self.status.current_driver} is running"
+            return Condition(CONDITION_RUNNING, "True", "DriverRunning", message)
+        message = self.status.error_message or f"the application is {state.value}"
+        return Condition(CONDITION_RUNNING, "False", _camel(state), clip(message))
+
+    def stuck_condition(self) -> Condition | None:
+        """The current SparkDriver's Stuck condition, while its run is active."""
+        if self.status.state not in _ACTIVE_STATES:
+            return None
+        drv = self.driver(self.status.last_run)
+        if drv is None or drv.finished or drv.stuck is None:
+            return None
+        c = drv.stuck
+        return Condition(CONDITION_STUCK, c.status, c.reason, clip(c.message), c.last_transition_time)
+
+    def suspended_condition(self, old: Condition | None) -> Condition | None:
+        if self.status.state in (ApplicationState.SUSPENDING, ApplicationState.SUSPENDED):
+            return Condition(CONDITION_SUSPENDED, "True", "Suspended", "spec.suspend is true")
+        if old is not None:
+            return Condition(CONDITION_SUSPENDED, "False", "Resumed", "spec.suspend is false")
+        return None
+
+    def finished_condition(self) -> Condition | None:
+        s = self.status
+        if s.state is ApplicationState.COMPLETED:
+            message = f"completed after {s.execution_attempts} execution attempt(s)"
+            return Condition(CONDITION_COMPLETED, "True", "Completed", message)
+        if s.state is ApplicationState.FAILED:
+            reason = s.last_error.reason if s.last_error else "Failed"
+            return Condition(CONDITION_FAILED, "True", reason, clip(s.error_message or "failed"))
+        return None
 
 
 # States where a spec change does not invalidate: nothing runs, and the next run takes the newest spec
 # (a spec changed while suspended is run on resume without resetting the counters, as kubeflow does).
-_NO_SPEC_CHECK: Final = frozenset({State.SUSPENDING, State.SUSPENDED, State.RESUMING, State.INVALIDATING})
-# States holding a counted outcome whose policy decision (run again, or finish) is pending.
-_DECIDING: Final = frozenset({State.SUCCEEDING, State.FAILING, State.SUBMISSION_FAILED})
+_NO_SPEC_CHECK: Final = frozenset(
+    {
+        ApplicationState.SUSPENDING,
+        ApplicationState.SUSPENDED,
+        ApplicationState.RESUMING,
+        ApplicationState.INVALIDATING,
+    }
+)
+# States holding a recorded outcome whose policy decision (run again, or finish) is pending.
+_DECIDING: Final = frozenset(
+    {ApplicationState.SUCCEEDING, ApplicationState.FAILING, ApplicationState.SUBMISSION_FAILED}
+)
+# States from which the next run starts a new execution attempt (submissionAttempts starts again).
+_NEW_EXECUTION_ATTEMPT: Final = frozenset({ApplicationState.PENDING_RERUN, ApplicationState.RESUMING})
+# Outcomes of runs that got past submission: each is one execution attempt.
+_EXECUTED: Final = frozenset({AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.DELETED})
 _SPEC_CHANGED: Final = "SpecChanged"
 _SUSPENDED: Final = "Suspended"
-_OUTCOME_OF: Final = {
-    DriverPhase.SUCCEEDED: Outcome.SUCCEEDED,
-    DriverPhase.FAILED: Outcome.FAILED,
-    DriverPhase.SUBMISSION_FAILED: Outcome.SUBMISSION_FAILED,
-}
 _STATE_OF: Final = {
-    Outcome.SUCCEEDED: State.SUCCEEDING,
-    Outcome.FAILED: State.FAILING,
-    Outcome.DELETED: State.FAILING,
-    Outcome.SUBMISSION_FAILED: State.SUBMISSION_FAILED,
+    AttemptOutcome.SUCCEEDED: ApplicationState.SUCCEEDING,
+    AttemptOutcome.FAILED: ApplicationState.FAILING,
+    AttemptOutcome.DELETED: ApplicationState.FAILING,
+    AttemptOutcome.SUBMISSION_FAILED: ApplicationState.SUBMISSION_FAILED,
 }
+_DEFAULT_REASON: Final = {
+    AttemptOutcome.FAILED: "DriverFailed",
+    AttemptOutcome.DELETED: events.DRIVER_LOST,
+    AttemptOutcome.SUBMISSION_FAILED: "SubmissionFailed",
+}
+
+
+def _outcome_of(drv: DriverView, record: AttemptRecord) -> AttemptOutcome | None:
+    if drv.phase is DriverPhase.SUCCEEDED:
+        return AttemptOutcome.SUCCEEDED
+    if drv.phase is DriverPhase.FAILED:
+        return AttemptOutcome.FAILED
+    if drv.phase is DriverPhase.SUBMISSION_FAILED:
+        # A refused *replacement* of a driver pod that ran is a failed run, not a failed submission.
+        return AttemptOutcome.FAILED if record.counted else AttemptOutcome.SUBMISSION_FAILED
+    return None
 
 
 def _driver_message(drv: DriverView) -> str | None:
@@ -489,28 +728,37 @@ def _driver_message(drv: DriverView) -> str | None:
     return ": ".join(parts) or None
 
 
+def _error_reason(record: AttemptRecord) -> str:
+    return record.reason or _DEFAULT_REASON.get(record.outcome, "Failed")
+
+
 def _error_message(record: AttemptRecord) -> str:
-    if record.outcome is Outcome.DELETED:
+    if record.outcome is AttemptOutcome.DELETED:
         return record.message or f"SparkDriver {record.driver} was deleted"
-    what = "could not create its driver pod" if record.outcome is Outcome.SUBMISSION_FAILED else "failed"
+    what = "could not be submitted" if record.outcome is AttemptOutcome.SUBMISSION_FAILED else "failed"
     text = f"run {record.run} ({record.driver}) {what}"
     detail = ", ".join(p for p in (record.reason, record.message) if p)
-    return f"{text}: {detail}" if detail else text
+    return clip(f"{text}: {detail}" if detail else text) or text
 
 
-_STEPS: Final[dict[State, Callable[[_Pass], None]]] = {
-    State.NEW: _Pass.submit,
-    State.SUBMITTED: _Pass.observe_current,
-    State.RUNNING: _Pass.observe_current,
-    State.UNKNOWN: _Pass.observe_current,
-    State.SUCCEEDING: _Pass.succeeding,
-    State.FAILING: lambda p: p.failing(State.FAILING),
-    State.SUBMISSION_FAILED: lambda p: p.failing(State.SUBMISSION_FAILED),
-    State.PENDING_RERUN: _Pass.submit,
-    State.INVALIDATING: _Pass.invalidating,
-    State.SUSPENDING: _Pass.suspending,
-    State.SUSPENDED: _Pass.suspended,
-    State.RESUMING: _Pass.submit,
+def _camel(state: ApplicationState) -> str:
+    """SUBMISSION_FAILED -> SubmissionFailed: a state as a condition reason."""
+    return "".join(word.capitalize() for word in state.value.split("_"))
+
+
+_STEPS: Final[dict[ApplicationState, Callable[[_Pass], None]]] = {
+    ApplicationState.NEW: _Pass.submit,
+    ApplicationState.SUBMITTED: _Pass.observe_current,
+    ApplicationState.RUNNING: _Pass.observe_current,
+    ApplicationState.UNKNOWN: _Pass.observe_current,
+    ApplicationState.SUCCEEDING: _Pass.succeeding,
+    ApplicationState.FAILING: lambda p: p.failing(ApplicationState.FAILING),
+    ApplicationState.SUBMISSION_FAILED: lambda p: p.failing(ApplicationState.SUBMISSION_FAILED),
+    ApplicationState.PENDING_RERUN: _Pass.submit,
+    ApplicationState.INVALIDATING: _Pass.invalidating,
+    ApplicationState.SUSPENDING: _Pass.suspending,
+    ApplicationState.SUSPENDED: _Pass.suspended,
+    ApplicationState.RESUMING: _Pass.submit,
 }
 
 
@@ -522,7 +770,8 @@ def reconcile(observed: Observed, now: datetime) -> Plan:
     if not p.adopt():
         p.step()
         p.prune()
-    p.ui()
+    p.spark_ui()
+    p.conditions()
     return p.plan()
 
 
@@ -537,4 +786,5 @@ __all__ = [
     "Event",
     "Plan",
     "reconcile",
+    "refusal_key",
 ]

@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from api.models import ApplicationState, AttemptOutcome, DriverPhase
 from apps_controller.model import (
-    DRIVER_TERMINAL,
     JSON,
     AppStatus,
     AppView,
-    DriverPhase,
+    Condition,
     DriverView,
     Observed,
+    Refusal,
     UIConfig,
 )
 from apps_controller.reconcile import (
@@ -30,14 +31,22 @@ from apps_controller.reconcile import (
     Event,
     Plan,
     reconcile,
+    refusal_key,
 )
 from sparkop import labels
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+QUOTA_MESSAGE = 'sparkdrivers.sparkop.io "{name}" is forbidden: exceeded quota: sparkop, requested: count/sparkdrivers'
+
+
 class InvariantError(AssertionError):
     pass
+
+
+class _Refused(Exception):
+    """The simulated API server refused a create (kube.Refused): the shell remembers it and stops."""
 
 
 @dataclass
@@ -53,6 +62,13 @@ class SimDriver:
     incarnation: int = 1
     reason: str | None = None
     exit_code: int | None = None
+    stuck: Condition | None = None
+
+    @property
+    def pod_name(self) -> str | None:
+        """The driver controller names a pod in status once its create succeeded."""
+        refused = self.phase is DriverPhase.SUBMISSION_FAILED and self.incarnation == 1
+        return None if self.phase is None or refused else f"{self.name}-{self.incarnation}-driver"
 
     def view(self) -> DriverView:
         return DriverView(
@@ -63,12 +79,13 @@ class SimDriver:
             app_generation=self.app_generation,
             spec_hash=self.spec_hash,
             phase=self.phase,
-            pod_name=f"{self.name}-{self.incarnation}-driver",
+            pod_name=self.pod_name,
             spark_application_id=f"spark-{self.uid}-{self.incarnation}",
             incarnation=self.incarnation,
             executors={"running": 2} if self.phase is DriverPhase.RUNNING else {},
             exit_code=self.exit_code,
             reason=self.reason,
+            stuck=self.stuck,
         )
 
 
@@ -101,6 +118,11 @@ class SimCluster:
     history: list[Snapshot] = field(default_factory=list)
     creates: list[tuple[int, datetime]] = field(default_factory=list)
     writes: int = 0
+    # The API server refuses SparkDriver creates (a quota, an admission policy) / the UI objects.
+    refuse_drivers: bool = False
+    refuse_ui: bool = False
+    refusals: dict[str, Refusal] = field(default_factory=dict)  # what the (one) operator process learned
+    learned: int = 0  # passes that ended on a refusal (the shell reconciles again at once)
     _uids: int = 0
 
     # -- the user ----------------------------------------------------------------------------------
@@ -129,10 +151,10 @@ class SimCluster:
 
     def observed(self, snap: Snapshot | None = None) -> tuple[Observed, int]:
         s = snap or self.snapshot()
-        return Observed(s.app, AppStatus.from_json(s.status), s.drivers, self.ui), s.rv
+        return Observed(s.app, AppStatus.from_json(s.status), s.drivers, self.ui, dict(self.refusals)), s.rv
 
     def unfinished(self) -> list[SimDriver]:
-        return [d for d in self.drivers.values() if d.phase not in DRIVER_TERMINAL]
+        return [d for d in self.drivers.values() if d.phase is None or not d.phase.terminal]
 
     # -- one pass of the shell ---------------------------------------------------------------------
 
@@ -155,10 +177,18 @@ class SimCluster:
 
         def step() -> bool:
             if budget[0] <= 0:
+                self.refusals.clear()  # the process died: what it learned is gone
                 return False
             budget[0] -= 1
             return True
 
+        try:
+            return self._apply(plan, seen, rv, step)
+        except _Refused:
+            self.learned += 1
+            return False  # like the shell: remembered, and the key is reconciled again at once
+
+    def _apply(self, plan: Plan, seen: AppStatus, rv: int, step: Any) -> bool:
         for action in plan.before_status:
             if not step():
                 return False
@@ -195,6 +225,8 @@ class SimCluster:
                 self.ui_objects.clear()
         elif isinstance(action, EnsureObject):
             meta = action.manifest["metadata"]
+            if self.refuse_ui:
+                self._refuse(action, 422, "Invalid", f'{action.manifest["kind"]} "{meta["name"]}" is invalid')
             self.ui_objects[(action.manifest["kind"], meta["name"])] = action.manifest
         elif isinstance(action, DeleteObject):
             self.ui_objects.pop((action.kind, action.name), None)
@@ -202,6 +234,8 @@ class SimCluster:
     def _create(self, action: CreateDriver) -> None:
         meta = action.manifest["metadata"]
         name = meta["name"]
+        if self.refuse_drivers:
+            self._refuse(action, 403, "Forbidden", QUOTA_MESSAGE.format(name=name))
         if name in self.drivers:
             return  # 409 AlreadyExists
         if action.run in self.created:
@@ -226,15 +260,49 @@ class SimCluster:
         self.created[action.run] = uid
         self.creates.append((action.run, self.now))
 
+    def _refuse(self, action: CreateDriver | EnsureObject, code: int, reason: str, message: str) -> None:
+        self.refusals[refusal_key(action)] = Refusal(code, reason, message)
+        raise _Refused
+
     def _check_status(self, old: AppStatus, new: AppStatus) -> None:
-        """Counted outcomes never change; terminal states stay terminal."""
+        """Recorded outcomes never change; terminal states stay terminal; each counter moves exactly
+        with the records it counts; a condition's lastTransitionTime moves only with its status."""
         if old.state.value in ("COMPLETED", "FAILED") and new.state != old.state:
             raise InvariantError(f"terminal state {old.state} changed to {new.state}")
-        newer = {r.run: r for r in new.attempts}
-        for rec in old.attempts:
-            after = newer.get(rec.run)
-            if rec.finished and after is not None and after != rec:  # counted exactly once
-                raise InvariantError(f"counted attempt {rec.run} changed: {rec} -> {after}")
+        before = {r.run: r for r in old.attempts}
+        for rec in new.attempts:
+            was = before.get(rec.run)
+            if was is not None and was.finished and was != rec:  # recorded exactly once
+                raise InvariantError(f"finished attempt {rec.run} changed: {was} -> {rec}")
+            given_back = rec.outcome is AttemptOutcome.INVALIDATED and rec.attempt is None
+            if was is not None and was.counted and rec.attempt != was.attempt and not given_back:
+                raise InvariantError(f"attempt {rec.run} counted twice or renumbered: {was} -> {rec}")
+        self._check_counters(old, new, before)
+        old_conditions = {c.type: c for c in old.conditions}
+        for cond in new.conditions:
+            prev = old_conditions.get(cond.type)
+            moved = prev is not None and prev.last_transition_time != cond.last_transition_time
+            if moved and prev is not None and prev.status == cond.status:
+                raise InvariantError(f"condition {cond.type} moved its lastTransitionTime: {prev} -> {cond}")
+
+    @staticmethod
+    def _check_counters(old: AppStatus, new: AppStatus, before: dict[int, Any]) -> None:
+        if new.state is ApplicationState.PENDING_RERUN and new.execution_attempts == new.submission_attempts == 0:
+            return  # a spec change: both counters start again
+        gained = sum(1 for r in new.attempts if r.counted and not getattr(before.get(r.run), "counted", False))
+        given_back = sum(1 for r in new.attempts if not r.counted and getattr(before.get(r.run), "counted", False))
+        if new.execution_attempts - old.execution_attempts != gained - given_back:
+            raise InvariantError(
+                f"executionAttempts {old.execution_attempts} -> {new.execution_attempts} "
+                f"but {gained} run(s) counted and {given_back} given back"
+            )
+        if new.last_run > old.last_run:  # one new run planned (or adopted): one more submission
+            fresh = old.state in (ApplicationState.PENDING_RERUN, ApplicationState.RESUMING)
+            expected = 1 if fresh else old.submission_attempts + 1
+            if new.submission_attempts != expected:
+                raise InvariantError(f"submissionAttempts {old.submission_attempts} -> {new.submission_attempts}")
+        elif new.submission_attempts != old.submission_attempts:
+            raise InvariantError(f"submissionAttempts moved without a submission: {old} -> {new}")
 
     # -- the simulated driver controller --------------------------------------------------------
 
@@ -249,10 +317,10 @@ class SimCluster:
     def run_until_quiet(self, limit: int = 50) -> None:
         """Reconcile until a pass changes nothing (no write, no action)."""
         for _ in range(limit):
-            before = (copy.deepcopy(self.status), set(self.drivers), self.deleted)
+            before = (copy.deepcopy(self.status), set(self.drivers), self.deleted, self.learned)
             plan = self.reconcile()
             if plan is None or (
-                before == (self.status, set(self.drivers), self.deleted)
+                before == (self.status, set(self.drivers), self.deleted, self.learned)
                 and not any(isinstance(a, CreateDriver | DeleteDriver | DeleteApp) for a in plan.actions)
             ):
                 return

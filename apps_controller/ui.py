@@ -1,25 +1,95 @@
 """The Spark UI of a running app: a Service selecting the current driver pod, and an Ingress when
-the operator has an URL format. Pure builders; the state machine decides when they are needed."""
+the operator has an URL format. Pure builders; the state machine decides when they are needed.
+
+``spec.sparkUIOptions`` takes kubeflow v1beta2's fields and meanings: servicePort (default: the UI
+port, ``spark.ui.port`` or 4040), servicePortName, serviceType, serviceAnnotations, serviceLabels,
+ingressAnnotations, ingressTLS. ``--ingress-url-format`` substitutes ``{{$appName}}`` and
+``{{$appNamespace}}``; a format with a path makes a path-based rule the way kubeflow does (a
+capture-group path and nginx's rewrite-target, and ``spark.ui.proxyBase`` on the driver).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from apps_controller.model import JSON, AppView
 from sparkop import labels, naming
 
-UI_PORT: Final = 4040
+DEFAULT_UI_PORT: Final = 4040
 UI_PORT_NAME: Final = "spark-driver-ui-port"
 COMPONENT_UI: Final = "ui"
+SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
+# What kubeflow sets on a path-based Ingress (ingress-nginx; other controllers take their own
+# annotation through sparkUIOptions.ingressAnnotations, which wins).
+REWRITE_TARGET: Final = "nginx.ingress.kubernetes.io/rewrite-target"
+PROXY_BASE: Final = "spark.ui.proxyBase"
+PROXY_REDIRECT_URI: Final = "spark.ui.proxyRedirectUri"
+
+_APP_NAME = re.compile(r"{{\s*\$appName\s*}}")
+_APP_NAMESPACE = re.compile(r"{{\s*\$appNamespace\s*}}")
+
+
+def _port(value: Any) -> int | None:
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        return None
+    return port if 1 <= port <= 65535 else None
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class UIOptions:
+    """An app's spec.sparkUIOptions, read leniently, with kubeflow's defaults."""
+
+    target_port: int = DEFAULT_UI_PORT  # spark.ui.port: where the driver serves its UI
+    service_port: int = DEFAULT_UI_PORT
+    port_name: str = UI_PORT_NAME
+    service_type: str = "ClusterIP"
+    service_labels: Mapping[str, str] = field(default_factory=dict)
+    service_annotations: Mapping[str, str] = field(default_factory=dict)
+    ingress_annotations: Mapping[str, str] = field(default_factory=dict)
+    ingress_tls: tuple[JSON, ...] = ()
+
+    @classmethod
+    def of(cls, app: AppView) -> UIOptions:
+        opts = app.ui_options
+        target = _port(app.spark_conf.get("spark.ui.port")) or DEFAULT_UI_PORT
+        kind = opts.get("serviceType")
+        tls = opts.get("ingressTLS")
+        return cls(
+            target_port=target,
+            service_port=_port(opts.get("servicePort")) or target,
+            port_name=str(opts.get("servicePortName") or UI_PORT_NAME),
+            service_type=kind if kind in SERVICE_TYPES else "ClusterIP",
+            service_labels=_strings(opts.get("serviceLabels")),
+            service_annotations=_strings(opts.get("serviceAnnotations")),
+            ingress_annotations=_strings(opts.get("ingressAnnotations")),
+            ingress_tls=tuple(dict(t) for t in tls if isinstance(t, Mapping)) if isinstance(tls, list) else (),
+        )
 
 
 @dataclass(frozen=True)
 class IngressURL:
-    host: str
-    path: str
+    host: str  # "" for every host
+    path: str  # "" for the host's root, else e.g. "/ns/app" (no trailing slash)
     address: str  # what status.driverInfo.webUIIngressAddress shows
+
+    @property
+    def rule_path(self) -> str:
+        """kubeflow's path: the prefix plus capture groups that rewrite-target ``/$2`` strips."""
+        return f"{self.path}(/|$)(.*)" if self.path else "/"
+
+    @property
+    def path_type(self) -> str:
+        return "ImplementationSpecific" if self.path else "Prefix"
 
 
 def owner_reference(app: AppView) -> JSON:
@@ -33,73 +103,98 @@ def owner_reference(app: AppView) -> JSON:
     }
 
 
-def _metadata(app: AppView, name: str) -> JSON:
-    return {
+def _metadata(app: AppView, name: str, extra_labels: Mapping[str, str], annotations: Mapping[str, str]) -> JSON:
+    meta: JSON = {
         "name": name,
         "namespace": app.namespace,
         "labels": {
+            **extra_labels,
             labels.MANAGED_BY: labels.MANAGER,
             labels.APP: naming.label_value(app.name),
             labels.COMPONENT: COMPONENT_UI,
         },
         "ownerReferences": [owner_reference(app)],
     }
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
 
 
-def service_address(app: AppView) -> str:
-    return f"{naming.ui_service_name(app.name)}.{app.namespace}.svc:{UI_PORT}"
+def service_address(app: AppView, opts: UIOptions) -> str:
+    return f"{naming.ui_service_name(app.name)}.{app.namespace}.svc:{opts.service_port}"
 
 
-def build_service(app: AppView, spark_application_id: str) -> JSON:
-    """ClusterIP Service ``<app>-ui-svc`` → port 4040 of the driver pod running ``spark_application_id``."""
+def build_service(app: AppView, spark_application_id: str, opts: UIOptions) -> JSON:
+    """Service ``<app>-ui-svc`` → the UI port of the driver pod running ``spark_application_id``."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(app, naming.ui_service_name(app.name)),
+        "metadata": _metadata(app, naming.ui_service_name(app.name), opts.service_labels, opts.service_annotations),
         "spec": {
-            "type": "ClusterIP",
+            "type": opts.service_type,
             "selector": {labels.SPARK_APP_SELECTOR: spark_application_id, labels.SPARK_ROLE: labels.ROLE_DRIVER},
-            "ports": [{"name": UI_PORT_NAME, "port": UI_PORT, "targetPort": UI_PORT, "protocol": "TCP"}],
+            "ports": [
+                {
+                    "name": opts.port_name,
+                    "port": opts.service_port,
+                    "targetPort": opts.target_port,
+                    "protocol": "TCP",
+                }
+            ],
         },
     }
 
 
-def ingress_url(url_format: str, app: AppView) -> IngressURL:
+def ingress_url(url_format: str, app: AppView, tls: bool = False) -> IngressURL:
     """Kubeflow's --ingress-url-format: ``{{$appName}}`` and ``{{$appNamespace}}`` are substituted;
-    the result is ``host[/path]``, with or without a scheme."""
-    text = url_format.replace("{{$appName}}", app.name).replace("{{$appNamespace}}", app.namespace)
-    parts = urlsplit(text if "://" in text else f"http://{text}")
-    path = parts.path.rstrip("/") or "/"
-    return IngressURL(host=parts.hostname or "", path=path, address=f"{parts.scheme}://{parts.netloc}{parts.path}")
+    the result is ``[scheme://]host[/path]``. Without a scheme: http, or https when the Ingress
+    has TLS settings."""
+    text = _APP_NAMESPACE.sub(app.namespace, _APP_NAME.sub(app.name, url_format))
+    if "://" not in text:
+        text = f"{'https' if tls else 'http'}://{text}"
+    parts = urlsplit(text)
+    path = parts.path.rstrip("/")
+    return IngressURL(host=parts.hostname or "", path=path, address=f"{parts.scheme}://{parts.netloc}{path}")
 
 
-def build_ingress(app: AppView, url: IngressURL, ingress_class_name: str | None = None) -> JSON:
-    spec: JSON = {
-        "rules": [
-            {
-                "host": url.host,
-                "http": {
-                    "paths": [
-                        {
-                            "path": url.path,
-                            "pathType": "Prefix",
-                            "backend": {
-                                "service": {
-                                    "name": naming.ui_service_name(app.name),
-                                    "port": {"number": UI_PORT},
-                                }
-                            },
+def driver_conf(url: IngressURL | None) -> dict[str, str]:
+    """Spark properties a path-based Ingress needs on the driver (kubeflow's configWebUI): the UI
+    writes its links under the path the Ingress strips."""
+    if url is None or not url.path:
+        return {}
+    return {PROXY_BASE: url.path, PROXY_REDIRECT_URI: "/"}
+
+
+def build_ingress(app: AppView, url: IngressURL, opts: UIOptions, ingress_class_name: str | None = None) -> JSON:
+    annotations = dict(opts.ingress_annotations)
+    if url.path:
+        annotations.setdefault(REWRITE_TARGET, "/$2")
+    rule: JSON = {
+        "http": {
+            "paths": [
+                {
+                    "path": url.rule_path,
+                    "pathType": url.path_type,
+                    "backend": {
+                        "service": {
+                            "name": naming.ui_service_name(app.name),
+                            "port": {"number": opts.service_port},
                         }
-                    ]
-                },
-            }
-        ]
+                    },
+                }
+            ]
+        },
     }
+    if url.host:
+        rule = {"host": url.host, **rule}
+    spec: JSON = {"rules": [rule]}
+    if opts.ingress_tls:
+        spec["tls"] = [dict(t) for t in opts.ingress_tls]
     if ingress_class_name:
         spec["ingressClassName"] = ingress_class_name
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": _metadata(app, naming.ui_ingress_name(app.name)),
+        "metadata": _metadata(app, naming.ui_ingress_name(app.name), {}, annotations),
         "spec": spec,
     }

@@ -3,11 +3,12 @@ order in which a plan is applied (status first, creates only after a successful 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from apps_controller.handlers import AppsController, app_snapshot, owner_key
+from apps_controller.handlers import AppsController, Learned, app_snapshot, owner_key
 from apps_controller.model import AppStatus, AppView, Observed
 from apps_controller.reconcile import reconcile
 from apps_controller.simulation import EPOCH
@@ -34,9 +35,10 @@ def app_body(status: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 class FakeKube:
-    def __init__(self, conflict: bool = False) -> None:
+    def __init__(self, conflict: bool = False, create_error: Exception | None = None) -> None:
         self.calls: list[str] = []
         self.conflict = conflict
+        self.create_error = create_error
 
     async def patch_status(
         self, resource: Any, namespace: str, name: str, *, old: Any, new: Any, resource_version: str
@@ -48,6 +50,8 @@ class FakeKube:
 
     async def create(self, body: dict[str, Any]) -> bool:
         self.calls.append(f"create {body['kind']} {body['metadata']['name']}")
+        if self.create_error is not None:
+            raise self.create_error
         return True
 
     async def delete(self, resource: Any, namespace: str, name: str, *, uid: str | None = None) -> bool:
@@ -123,10 +127,43 @@ async def test_nothing_is_written_when_nothing_changed() -> None:
     body = app_body()
     observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
     plan = reconcile(observed, EPOCH)
-    settled = app_body(plan.status.to_json())
-    settled["status"]["applicationState"]["state"] = "SUSPENDED"
-    settled["spec"] = {**SPEC, "suspend": True}
+    suspended = app_body(plan.status.to_json())
+    suspended["status"]["applicationState"]["state"] = "SUSPENDED"
+    suspended["spec"] = {**SPEC, "suspend": True}
+    observed = Observed(AppView.from_body(suspended), AppStatus.from_json(suspended["status"]))
+    settled = app_body(reconcile(observed, EPOCH).status.to_json())  # its conditions now say so
+    settled["spec"] = suspended["spec"]
     observed = Observed(AppView.from_body(settled), AppStatus.from_json(settled["status"]))
-    again = reconcile(observed, EPOCH)
+    again = reconcile(observed, EPOCH + timedelta(seconds=30))
     assert await controller(fake).apply(again, observed, settled)
     assert fake.calls == []
+
+
+@pytest.mark.asyncio
+async def test_a_refused_create_is_remembered_and_decided_by_the_next_pass() -> None:
+    refused = kube.Refused(403, "Forbidden", 'sparkdrivers.sparkop.io "pi-1" is forbidden: exceeded quota')
+    fake = FakeKube(create_error=refused)
+    ctl = controller(fake)
+    body = app_body()
+    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    with pytest.raises(Learned):
+        await ctl.apply(reconcile(observed, EPOCH), observed, body)
+    assert fake.calls == ["status rv=7", "event SparkApplicationSubmitted", "create SparkDriver pi-1"]
+    known = ctl.refusals(("ns", "pi"), "u1")
+    assert list(known) == ["SparkDriver/pi-1"] and known["SparkDriver/pi-1"].code == 403
+    assert ctl.refusals(("ns", "pi"), "another-uid") == {}  # a new app of the same name starts afresh
+    again = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]), refusals=known)
+    plan = reconcile(again, EPOCH)
+    assert plan.status.state.value == "SUBMISSION_FAILED" and not plan.after_status
+    assert "exceeded quota" in (plan.status.error_message or "")
+
+
+@pytest.mark.asyncio
+async def test_a_transient_create_error_is_left_to_the_queues_backoff() -> None:
+    fake = FakeKube(create_error=RuntimeError("503 Service Unavailable"))
+    ctl = controller(fake)
+    body = app_body()
+    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    with pytest.raises(RuntimeError):
+        await ctl.apply(reconcile(observed, EPOCH), observed, body)
+    assert ctl.refusals(("ns", "pi"), "u1") == {}

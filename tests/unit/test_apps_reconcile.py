@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from api.models import SparkApplicationStatus, SparkDriver
+from api.models import ApplicationState, AttemptOutcome, DriverPhase, SparkApplicationStatus, SparkDriver
 from apps_controller import events
-from apps_controller.model import AppStatus, DriverPhase, Observed, Outcome, State, UIConfig
+from apps_controller.model import AppStatus, Condition, Observed, UIConfig
 from apps_controller.reconcile import CreateDriver, DeleteApp, DeleteObject, EnsureObject, reconcile
 from apps_controller.simulation import SimCluster
 from sparkop import labels
@@ -47,20 +47,23 @@ OUTCOMES: dict[str, tuple[DriverPhase, str | None]] = {
 }
 
 ALWAYS_RUNS = 5  # Always never stops: we stop watching after this many runs
-# (policy, outcome) -> (final state, runs)
-EXPECTED: dict[tuple[str, str], tuple[State, int]] = {
-    ("Never", "succeeded"): (State.COMPLETED, 1),
-    ("Never", "failed"): (State.FAILED, 1),
-    ("Never", "submission_failed"): (State.FAILED, 1),
-    ("Never", "driver_lost"): (State.FAILED, 1),
-    ("OnFailure", "succeeded"): (State.COMPLETED, 1),
-    ("OnFailure", "failed"): (State.FAILED, 3),  # onFailureRetries 2: three runs
-    ("OnFailure", "submission_failed"): (State.FAILED, 2),  # onSubmissionFailureRetries 1: two
-    ("OnFailure", "driver_lost"): (State.FAILED, 3),
-    ("Always", "succeeded"): (State.SUBMITTED, ALWAYS_RUNS + 1),
-    ("Always", "failed"): (State.SUBMITTED, ALWAYS_RUNS + 1),
-    ("Always", "submission_failed"): (State.SUBMITTED, ALWAYS_RUNS + 1),
-    ("Always", "driver_lost"): (State.SUBMITTED, ALWAYS_RUNS + 1),
+# (policy, outcome) -> (final state, runs, executionAttempts, submissionAttempts). Kubeflow's counting:
+# every SparkDriver is a submission, counted afresh for each execution attempt; a run whose driver pod
+# was accepted is an execution attempt; OnFailure retries while the count <= the policy's retries.
+EXPECTED: dict[tuple[str, str], tuple[ApplicationState, int, int, int]] = {
+    ("Never", "succeeded"): (ApplicationState.COMPLETED, 1, 1, 1),
+    ("Never", "failed"): (ApplicationState.FAILED, 1, 1, 1),
+    ("Never", "submission_failed"): (ApplicationState.FAILED, 1, 0, 1),
+    ("Never", "driver_lost"): (ApplicationState.FAILED, 1, 1, 1),
+    ("OnFailure", "succeeded"): (ApplicationState.COMPLETED, 1, 1, 1),
+    ("OnFailure", "failed"): (ApplicationState.FAILED, 3, 3, 1),  # onFailureRetries 2: three execution attempts
+    ("OnFailure", "submission_failed"): (ApplicationState.FAILED, 2, 0, 2),  # onSubmissionFailureRetries 1: two
+    ("OnFailure", "driver_lost"): (ApplicationState.FAILED, 3, 3, 1),
+    # Always: the newest run was just created (not accepted yet); failed submissions count on
+    ("Always", "succeeded"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
+    ("Always", "failed"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
+    ("Always", "submission_failed"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, 0, ALWAYS_RUNS + 1),
+    ("Always", "driver_lost"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
 }
 
 
@@ -102,18 +105,22 @@ def test_restart_policy_table(policy: str, outcome: str) -> None:
     c = make(POLICIES[policy])
     phase, reason = OUTCOMES[outcome]
     drive(c, phase, reason, max_runs=ALWAYS_RUNS)
-    state, runs = EXPECTED[(policy, outcome)]
+    state, runs, executions, submissions = EXPECTED[(policy, outcome)]
     assert (c.state, len(c.created)) == (state, runs)
     status = c.app_status
-    counted = [r for r in status.attempts if r.finished]
-    assert len(counted) == runs - (1 if state is State.SUBMITTED else 0)
-    if outcome == "submission_failed":
-        assert status.submission_attempts == len(counted) and status.execution_attempts == 0
-    else:
-        assert status.execution_attempts == len(counted) and status.submission_attempts == 0
-    if state is State.FAILED:
+    assert (status.execution_attempts, status.submission_attempts) == (executions, submissions)
+    finished = [r for r in status.attempts if r.finished]
+    assert len(finished) == runs - (1 if state is ApplicationState.SUBMITTED else 0)
+    assert [r.attempt for r in status.attempts if r.counted] == list(range(1, executions + 1))
+    if state is ApplicationState.FAILED:
         assert status.termination_time is not None and status.error_message
         assert reason is not None and reason in status.error_message
+        assert status.last_error is not None and status.last_error.reason == reason
+        failed = status.condition("Failed")
+        assert failed is not None and (failed.status, failed.reason) == ("True", reason)
+    if state is ApplicationState.COMPLETED:
+        completed = status.condition("Completed")
+        assert completed is not None and completed.status == "True"
     SparkApplicationStatus.model_validate(c.status)
 
 
@@ -176,11 +183,11 @@ def _fresh(c: SimCluster) -> tuple[Observed, Any]:
 
 def test_crash_between_status_write_and_create_recreates_the_same_run_once() -> None:
     c = make(POLICIES["Never"])
-    c.reconcile(crash_after=1)  # status written (lastRun=1), create lost
-    assert c.app_status.last_run == 1 and not c.drivers
+    c.reconcile(crash_after=1)  # status written (lastRun=1, one submission), create lost
+    assert c.app_status.last_run == 1 and not c.drivers and c.app_status.submission_attempts == 1
     c.run_until_quiet()
     assert list(c.drivers) == ["app-1"] and list(c.created) == [1]
-    assert c.app_status.submission_attempts == 0 and c.app_status.execution_attempts == 0
+    assert c.app_status.submission_attempts == 1 and c.app_status.execution_attempts == 0
 
 
 def test_a_stale_view_cannot_write_status_nor_create() -> None:
@@ -208,12 +215,13 @@ def test_outcome_is_counted_once_even_when_replayed() -> None:
     c = make(POLICIES["OnFailure"])
     c.run_until_quiet()
     finish(c, "app-1", DriverPhase.FAILED, "Error")
-    c.reconcile(crash_after=0)  # crash before the counting write
-    c.reconcile()  # counts
+    c.reconcile(crash_after=0)  # crash before the recording write
+    c.reconcile()  # records the outcome
     counted = c.app_status.execution_attempts
     for _ in range(3):
         c.reconcile()
     assert counted == c.app_status.execution_attempts == 1
+    assert c.app_status.attempts[0].outcome is AttemptOutcome.FAILED and c.app_status.attempts[0].attempt == 1
 
 
 def test_driver_pod_replacement_is_not_an_application_failure() -> None:
@@ -224,7 +232,7 @@ def test_driver_pod_replacement_is_not_an_application_failure() -> None:
     c.drivers["app-1"].incarnation = 2  # the driver controller replaced a lost driver pod
     c.run_until_quiet()
     assert c.state == "RUNNING" and c.app_status.driver_incarnations == 2
-    assert c.app_status.execution_attempts == 0
+    assert c.app_status.execution_attempts == 1  # the same execution attempt
     assert [e.reason for e in c.events].count(events.DRIVER_POD_REPLACED) == 1
     c.set_phase("app-1", DriverPhase.SUCCEEDED)
     c.run_until_quiet()
@@ -239,7 +247,7 @@ def test_a_deleted_spark_driver_counts_as_a_failed_run() -> None:
     del c.drivers["app-1"]
     c.run_until_quiet()
     assert c.state == "FAILING"
-    assert c.app_status.attempts[-1].outcome is Outcome.DELETED
+    assert c.app_status.attempts[-1].outcome is AttemptOutcome.DELETED
     assert c.app_status.execution_attempts == 1
 
 
@@ -252,14 +260,15 @@ def test_spec_change_mid_run_reruns_exactly_once_with_reset_counters() -> None:
     c.run_until_quiet()
     c.set_phase("app-2", DriverPhase.RUNNING)
     c.run_until_quiet()
-    assert c.app_status.execution_attempts == 1
+    assert c.app_status.execution_attempts == 2  # run 1 failed, run 2 runs
     c.edit_spec(arguments=["1000"])
     c.run_until_quiet()
     assert set(c.drivers) == {"app-3"} and len(c.created) == 3  # app-2 stopped, app-1 pruned
     status = c.app_status
-    assert status.state is State.SUBMITTED and status.observed_generation == c.generation
-    assert status.execution_attempts == 0 and status.submission_attempts == 0
-    assert status.attempts[-2].outcome is Outcome.INVALIDATED
+    assert status.state is ApplicationState.SUBMITTED and status.observed_generation == c.generation
+    # counters reset; run 3 is the new spec's first submission, its driver pod not accepted yet
+    assert status.execution_attempts == 0 and status.submission_attempts == 1
+    assert status.attempts[-2].outcome is AttemptOutcome.INVALIDATED
     assert c.drivers["app-3"].spec["arguments"] == ["1000"]
     reasons = [e.reason for e in c.events]
     assert reasons.count(events.INVALIDATING) == 1 and reasons[-2:] == [events.PENDING_RERUN, events.SUBMITTED]
@@ -285,8 +294,11 @@ def test_suspend_and_resume() -> None:
     c.edit_spec(suspend=True)
     c.run_until_quiet()
     assert c.state == "SUSPENDED" and not c.unfinished()
-    assert c.app_status.attempts[-1].outcome is Outcome.INVALIDATED
-    assert c.app_status.execution_attempts == 0  # a suspended run is not counted
+    assert c.app_status.attempts[-1].outcome is AttemptOutcome.INVALIDATED
+    assert c.app_status.attempts[-1].attempt is None
+    assert c.app_status.execution_attempts == 0  # a suspended run is given back
+    suspended = c.app_status.condition("Suspended")
+    assert suspended is not None and suspended.status == "True"
     assert "webUIServiceName" not in c.status.get("driverInfo", {})
     c.advance(100)
     c.run_until_quiet()
@@ -294,6 +306,9 @@ def test_suspend_and_resume() -> None:
     c.edit_spec(suspend=False)
     c.run_until_quiet()
     assert c.state == "SUBMITTED" and list(c.created) == [1, 2]
+    assert (c.app_status.execution_attempts, c.app_status.submission_attempts) == (0, 1)
+    resumed = c.app_status.condition("Suspended")
+    assert resumed is not None and (resumed.status, resumed.reason) == ("False", "Resumed")
     reasons = [e.reason for e in c.events]
     i = reasons.index(events.SUSPENDING)
     assert reasons[i:] == [
@@ -405,7 +420,7 @@ def test_invalid_spec_fails_without_a_driver() -> None:
     obs, _ = c.observed()
     bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": "spec.type: bad"}), obs.status)
     plan = reconcile(bad, c.now)
-    assert plan.status.state is State.FAILED and not plan.after_status
+    assert plan.status.state is ApplicationState.FAILED and not plan.after_status
     assert events.INVALID_SPEC in [e.reason for e in plan.events]
 
 
@@ -414,3 +429,255 @@ def test_status_round_trips_through_json_and_the_api_model() -> None:
     drive(c, DriverPhase.FAILED, "Error", max_runs=5)
     assert AppStatus.from_json(c.status).to_json() == c.status
     SparkApplicationStatus.model_validate(c.status)
+
+
+# -- counting attempts (kubeflow's semantics) ------------------------------------------------------
+
+
+def test_a_run_is_an_execution_attempt_once_its_driver_pod_is_accepted() -> None:
+    c = make(POLICIES["Never"])
+    c.run_until_quiet()
+    status = c.app_status
+    assert status.state is ApplicationState.SUBMITTED  # the SparkDriver exists, no driver pod yet
+    assert (status.execution_attempts, status.submission_attempts) == (0, 1)
+    submitted = status.condition("Submitted")
+    assert submitted is not None and (submitted.status, submitted.reason) == ("False", "Submitting")
+    c.set_phase("app-1", DriverPhase.PENDING)  # the driver controller created the driver pod
+    c.run_until_quiet()
+    status = c.app_status
+    assert status.state is ApplicationState.SUBMITTED and status.execution_attempts == 1
+    assert status.attempts[0].attempt == 1 and status.attempts[0].outcome is AttemptOutcome.RUNNING
+    submitted = status.condition("Submitted")
+    assert submitted is not None and submitted.status == "True"
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    status = c.app_status
+    assert status.state is ApplicationState.RUNNING and status.execution_attempts == 1  # ATTEMPTS 1
+    running = status.condition("Running")
+    assert running is not None and (running.status, running.reason) == ("True", "DriverRunning")
+    c.set_phase("app-1", DriverPhase.SUCCEEDED, "Completed")
+    c.run_until_quiet()
+    assert c.state == "COMPLETED" and c.app_status.execution_attempts == 1
+
+
+def test_a_run_seen_only_when_finished_is_counted_once_with_its_outcome() -> None:
+    c = make(POLICIES["OnFailure"])
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.set_phase("app-1", DriverPhase.FAILED, "Error", 1)  # too fast to be seen running
+    c.run_until_quiet()
+    assert c.state == "FAILING" and c.app_status.execution_attempts == 1
+    assert c.app_status.attempts[0].attempt == 1
+
+
+@pytest.mark.parametrize("crash_after", [0, 1, 2])
+def test_counting_at_acceptance_is_exactly_once_across_crashes(crash_after: int) -> None:
+    c = make(POLICIES["OnFailure"])
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.reconcile(crash_after=crash_after)  # 0: before the counting write; 1+: after it
+    for _ in range(3):
+        c.reconcile()
+    assert c.app_status.execution_attempts == 1 and c.app_status.attempts[0].attempt == 1
+
+
+def test_a_failed_submission_is_not_an_execution_attempt() -> None:
+    c = make(POLICIES["OnFailure"])
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.SUBMISSION_FAILED, "SubmissionFailed")
+    c.run_until_quiet()
+    status = c.app_status
+    assert status.state is ApplicationState.SUBMISSION_FAILED
+    assert (status.execution_attempts, status.submission_attempts) == (0, 1)
+    assert status.attempts[0].attempt is None
+
+
+def test_a_refused_replacement_driver_pod_fails_the_run_not_the_submission() -> None:
+    c = make(POLICIES["Never"])
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    c.drivers["app-1"].incarnation = 2  # the first pod was lost; its replacement is refused
+    c.set_phase("app-1", DriverPhase.SUBMISSION_FAILED, "SubmissionFailed")
+    c.run_until_quiet()
+    status = c.app_status
+    assert c.state == "FAILED" and status.attempts[0].outcome is AttemptOutcome.FAILED
+    assert (status.execution_attempts, status.submission_attempts) == (1, 1)
+
+
+def test_on_failure_retries_count_execution_attempts_not_failed_submissions() -> None:
+    """onFailureRetries 1, onSubmissionFailureRetries 1: run 1 fails; run 2's submission fails and is
+    retried as run 3, which fails too: two execution attempts, FAILED."""
+    policy = {**POLICIES["OnFailure"], "onFailureRetries": 1}
+    c = make(policy)
+    c.run_until_quiet()
+    finish(c, "app-1", DriverPhase.FAILED, "Error")
+    c.run_until_quiet()
+    c.advance(3)
+    c.run_until_quiet()
+    assert c.app_status.submission_attempts == 1  # a new execution attempt counts submissions afresh
+    c.set_phase("app-2", DriverPhase.SUBMISSION_FAILED, "SubmissionFailed")
+    c.run_until_quiet()
+    assert c.state == "SUBMISSION_FAILED"
+    c.advance(2)
+    c.run_until_quiet()
+    assert c.app_status.submission_attempts == 2 and c.app_status.execution_attempts == 1
+    finish(c, "app-3", DriverPhase.FAILED, "Error")
+    c.run_until_quiet()
+    c.advance(10)
+    c.run_until_quiet()
+    status = c.app_status
+    assert c.state == "FAILED" and len(c.created) == 3
+    assert (status.execution_attempts, status.submission_attempts) == (2, 2)
+    assert [r.attempt for r in status.attempts] == [1, None, 2]
+
+
+def test_suspending_a_running_app_gives_its_attempt_back() -> None:
+    c = make({**POLICIES["OnFailure"], "onFailureRetries": 0})  # one execution attempt
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    assert c.app_status.execution_attempts == 1
+    c.edit_spec(suspend=True)
+    c.run_until_quiet()
+    assert c.app_status.execution_attempts == 0
+    c.edit_spec(suspend=False)
+    c.run_until_quiet()
+    finish(c, "app-2", DriverPhase.FAILED, "Error")
+    c.run_until_quiet()
+    status = c.app_status
+    assert c.state == "FAILED" and status.execution_attempts == 1  # within onFailureRetries 0
+    assert [r.attempt for r in status.attempts] == [None, 1]
+
+
+# -- a SparkDriver create the API server refuses ---------------------------------------------------
+
+
+def test_a_refused_spark_driver_is_a_failed_submission_with_the_servers_message() -> None:
+    c = make(POLICIES["OnFailure"])  # onSubmissionFailureRetries 1, interval 2
+    c.refuse_drivers = True
+    c.run_until_quiet()
+    status = c.app_status
+    assert c.state == "SUBMISSION_FAILED" and not c.drivers and not c.created
+    assert (status.execution_attempts, status.submission_attempts) == (0, 1)
+    assert status.error_message is not None and "exceeded quota" in status.error_message
+    assert status.last_error is not None and status.last_error.reason == events.DRIVER_REFUSED
+    assert status.last_error.message is not None and "exceeded quota" in status.last_error.message
+    submitted = status.condition("Submitted")
+    assert submitted is not None and (submitted.status, submitted.reason) == ("False", "SubmissionFailed")
+    assert events.SUBMISSION_FAILED in [e.reason for e in c.events]
+    c.advance(2)
+    c.run_until_quiet()
+    status = c.app_status
+    assert c.state == "FAILED" and status.submission_attempts == 2 and status.last_run == 2
+    failed = status.condition("Failed")
+    assert failed is not None and failed.reason == events.DRIVER_REFUSED
+    SparkApplicationStatus.model_validate(c.status)
+
+
+def test_a_refusal_lifted_before_the_retry_lets_the_next_run_through() -> None:
+    c = make(POLICIES["OnFailure"])
+    c.refuse_drivers = True
+    c.run_until_quiet()
+    c.refuse_drivers = False  # the quota was raised
+    c.advance(2)
+    c.run_until_quiet()
+    c.set_phase("app-2", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    status = c.app_status
+    assert c.state == "RUNNING" and list(c.created) == [2]
+    assert (status.execution_attempts, status.submission_attempts) == (1, 2)
+
+
+def test_a_refusal_forgotten_in_a_crash_is_learned_again_without_counting_twice() -> None:
+    c = make(POLICIES["Never"])
+    c.refuse_drivers = True
+    c.reconcile()  # plans run 1, the create is refused and remembered
+    assert c.refusals and c.state == "SUBMITTED"
+    c.reconcile(crash_after=0)  # the operator dies: what it learned is gone
+    assert not c.refusals
+    c.run_until_quiet()  # the create is tried again, refused again, recorded
+    status = c.app_status
+    assert c.state == "FAILED" and status.submission_attempts == 1 and not c.created
+
+
+# -- conditions and lastError -----------------------------------------------------------------------
+
+
+def test_conditions_follow_the_app_and_move_their_time_only_on_a_status_change() -> None:
+    c = make(POLICIES["Never"])
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.PENDING)
+    c.run_until_quiet()
+    first = c.app_status.condition("Running")
+    assert first is not None and (first.status, first.reason) == ("False", "Submitted")
+    c.advance(5)
+    c.drivers["app-1"].stuck = Condition("Stuck", "True", "ImagePullBackOff", "Back-off pulling image", c.now)
+    c.run_until_quiet()
+    stuck = c.app_status.condition("Stuck")
+    assert stuck is not None and (stuck.status, stuck.reason) == ("True", "ImagePullBackOff")
+    assert stuck.message == "Back-off pulling image" and stuck.last_transition_time == c.now
+    running = c.app_status.condition("Running")
+    assert running == first  # nothing about it changed
+    c.advance(5)
+    c.drivers["app-1"].stuck = Condition("Stuck", "False", "Progressing", None, c.now)
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    running = c.app_status.condition("Running")
+    assert running is not None and running.status == "True" and running.last_transition_time == c.now
+    stuck = c.app_status.condition("Stuck")
+    assert stuck is not None and stuck.status == "False"
+    c.advance(5)
+    c.set_phase("app-1", DriverPhase.SUCCEEDED, "Completed")
+    c.run_until_quiet()
+    status = c.app_status
+    assert [x.type for x in status.conditions] == ["Submitted", "Running", "Completed"]  # no Stuck
+    assert all(x.observed_generation == 1 for x in status.conditions)
+    writes = c.writes
+    c.advance(60)
+    c.run_until_quiet()
+    assert c.writes == writes  # no status churn
+
+
+def test_last_error_is_set_on_every_failure_and_kept_after_a_success() -> None:
+    c = make(POLICIES["OnFailure"])
+    c.run_until_quiet()
+    finish(c, "app-1", DriverPhase.FAILED, "OOMKilled")
+    c.run_until_quiet()
+    error = c.app_status.last_error
+    assert error is not None and error.reason == "OOMKilled" and error.time == c.app_status.termination_time
+    assert error.message is not None and "run 1 (app-1) failed" in error.message
+    c.advance(3)
+    c.run_until_quiet()
+    c.set_phase("app-2", DriverPhase.RUNNING)
+    del c.drivers["app-2"]  # somebody deletes the running SparkDriver
+    c.run_until_quiet()
+    error = c.app_status.last_error
+    assert error is not None and error.reason == events.DRIVER_LOST
+    c.advance(3)
+    c.run_until_quiet()
+    finish(c, "app-3", DriverPhase.SUCCEEDED, "Completed")
+    c.run_until_quiet()
+    assert c.state == "COMPLETED" and c.app_status.last_error == error  # the last error, kept
+    assert c.app_status.error_message is None
+
+
+def test_a_spec_change_clears_last_error() -> None:
+    c = make(POLICIES["OnFailure"])
+    c.run_until_quiet()
+    finish(c, "app-1", DriverPhase.FAILED, "Error")
+    c.run_until_quiet()
+    assert c.app_status.last_error is not None
+    c.edit_spec(arguments=["2"])
+    c.run_until_quiet()
+    assert c.app_status.last_error is None and c.state == "SUBMITTED"
+
+
+def test_invalid_spec_sets_last_error_and_the_failed_condition() -> None:
+    c = make(POLICIES["Never"])
+    obs, _ = c.observed()
+    bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": "spec.type: bad"}), obs.status)
+    status = reconcile(bad, c.now).status
+    assert status.last_error is not None and status.last_error.reason == events.INVALID_SPEC
+    failed = status.condition("Failed")
+    assert failed is not None and (failed.status, failed.reason) == ("True", events.INVALID_SPEC)

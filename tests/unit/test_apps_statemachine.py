@@ -1,9 +1,19 @@
 """Property test of the SparkApplication state machine: any sequence of observations (driver phases,
-lost drivers, driver-pod replacements, spec edits, suspend toggles, TTL edits, time passing), any
-crash point inside a pass, stale and lagging views — and the invariants hold:
+lost drivers, driver-pod replacements, stuck driver pods, spec edits, suspend toggles, TTL edits,
+time passing, an API server that refuses SparkDriver creates or the Spark UI objects), any crash
+point inside a pass (the crash also forgets the refusals the process had learned), stale and lagging
+views — and the invariants hold:
 
-* counters never exceed the restart policy; an outcome, once counted, never changes;
-* COMPLETED and FAILED never change;
+* counters never exceed the restart policy: with OnFailure, executionAttempts <= onFailureRetries+1
+  and submissionAttempts <= onSubmissionFailureRetries+1; with Never, both <= 1;
+* each counter moves exactly with the records it counts (SimCluster checks every write): a run is
+  counted once, in the write that first records its driver pod accepted, and is given back only
+  when we stop it ourselves; one submission per SparkDriver planned; an outcome, once recorded,
+  never changes;
+* a RUNNING app's current run is counted (the ATTEMPTS column is never 0 while a driver runs);
+* COMPLETED and FAILED never change; FAILED has lastError and a True Failed condition;
+* conditions are bounded, unique, and a lastTransitionTime moves only with its condition's status;
+* a settled app is quiet: another pass writes nothing;
 * the plan is a function of (spec, status, observed, now) alone (SimCluster calls reconcile twice);
 * no two SparkDrivers are ever created with the same run number, and at most one unfinished
   SparkDriver exists at a time (SimCluster refuses such a create);
@@ -20,9 +30,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from api.models import SparkApplicationStatus
-from apps_controller.model import DriverPhase, Outcome, RestartType, State
-from apps_controller.simulation import SimCluster, Snapshot
+from api.models import ApplicationState, AttemptOutcome, DriverPhase, RestartPolicyType, SparkApplicationStatus
+from apps_controller.model import Condition, UIConfig
+from apps_controller.simulation import EPOCH, SimCluster, Snapshot
 
 SPEC: dict[str, Any] = {
     "type": "Python",
@@ -62,13 +72,14 @@ class AppLifecycle(RuleBasedStateMachine):
     cluster: SimCluster
     policy: dict[str, Any]
 
-    @initialize(policy=policies, ttl=st.none() | st.integers(0, 30))
-    def start(self, policy: dict[str, Any], ttl: int | None) -> None:
+    @initialize(policy=policies, ttl=st.none() | st.integers(0, 30), ingress=st.booleans())
+    def start(self, policy: dict[str, Any], ttl: int | None, ingress: bool) -> None:
         spec = {**SPEC, "restartPolicy": policy}
         if ttl is not None:
             spec["timeToLiveSeconds"] = ttl
         self.policy = policy
-        self.cluster = SimCluster(spec=spec)
+        ui = UIConfig(ingress_url_format="example.com/{{$appNamespace}}/{{$appName}}" if ingress else None)
+        self.cluster = SimCluster(spec=spec, ui=ui)
         self.terminal: str | None = None
         self.counted: dict[int, Any] = {}
 
@@ -101,6 +112,9 @@ class AppLifecycle(RuleBasedStateMachine):
     @rule()
     def settle(self) -> None:
         self.cluster.run_until_quiet()
+        writes, status = self.cluster.writes, self.cluster.status
+        self.cluster.reconcile()
+        assert (self.cluster.writes, self.cluster.status) == (writes, status), "a settled app wrote status"
 
     # -- the world ---------------------------------------------------------------------------------
 
@@ -116,6 +130,25 @@ class AppLifecycle(RuleBasedStateMachine):
     def driver_pod_replaced(self) -> None:
         (drv,) = self.cluster.unfinished()
         drv.incarnation += 1
+        drv.phase = drv.phase or DriverPhase.PENDING  # a pod existed, was lost; its successor pends
+
+    @precondition(lambda self: bool(self.cluster.unfinished()))
+    @rule(
+        stuck=st.sampled_from([None, ("True", "ImagePullBackOff"), ("True", "Unschedulable"), ("False", "Progressing")])
+    )
+    def driver_pod_stuck(self, stuck: tuple[str, str] | None) -> None:
+        (drv,) = self.cluster.unfinished()
+        since = self.cluster.now if drv.stuck is None or drv.stuck.status != (stuck or ("",))[0] else None
+        drv.stuck = None if stuck is None else Condition("Stuck", stuck[0], stuck[1], "why", since or EPOCH)
+
+    @rule(on=st.booleans())
+    def api_server_refuses_spark_drivers(self, on: bool) -> None:
+        """A quota or an admission policy on SparkDrivers comes and goes."""
+        self.cluster.refuse_drivers = on
+
+    @rule(on=st.booleans())
+    def api_server_refuses_ui_objects(self, on: bool) -> None:
+        self.cluster.refuse_ui = on
 
     @rule()
     def user_deletes_a_seen_driver(self) -> None:
@@ -146,15 +179,38 @@ class AppLifecycle(RuleBasedStateMachine):
         if not hasattr(self, "cluster"):
             return
         status = self.cluster.app_status
-        kind = RestartType(self.policy["type"])
+        kind = RestartPolicyType(self.policy["type"])
         retries_f = self.policy.get("onFailureRetries") or 0
         retries_s = self.policy.get("onSubmissionFailureRetries") or 0
-        if kind is RestartType.NEVER:
-            assert status.execution_attempts + status.submission_attempts <= 1
-        elif kind is RestartType.ON_FAILURE:
+        if kind is RestartPolicyType.NEVER:
+            assert status.execution_attempts <= 1 and status.submission_attempts <= 1
+        elif kind is RestartPolicyType.ON_FAILURE:
             assert status.execution_attempts <= retries_f + 1
             assert status.submission_attempts <= retries_s + 1
         assert status.execution_attempts >= 0 and status.submission_attempts >= 0
+
+    @invariant()
+    def a_running_app_shows_its_attempt(self) -> None:
+        if not hasattr(self, "cluster") or self.cluster.deleted:
+            return
+        status = self.cluster.app_status
+        if status.state is ApplicationState.RUNNING:
+            assert status.current is not None and status.current.counted
+            assert status.execution_attempts >= 1
+
+    @invariant()
+    def conditions_are_bounded_and_failures_explained(self) -> None:
+        if not hasattr(self, "cluster") or self.cluster.deleted:
+            return
+        status = self.cluster.app_status
+        types = [c.type for c in status.conditions]
+        assert len(types) == len(set(types)) <= 6
+        if status.state is ApplicationState.FAILED:
+            failed = status.condition("Failed")
+            assert status.last_error is not None and failed is not None and failed.status == "True"
+        running = status.condition("Running")
+        if running is not None:
+            assert (running.status == "True") == (status.state is ApplicationState.RUNNING)
 
     @invariant()
     def terminal_stays_terminal_and_outcomes_never_change(self) -> None:
@@ -163,13 +219,13 @@ class AppLifecycle(RuleBasedStateMachine):
         status = self.cluster.app_status
         if self.terminal is not None:
             assert status.state.value == self.terminal
-        if status.state in (State.COMPLETED, State.FAILED):
+        if status.state in (ApplicationState.COMPLETED, ApplicationState.FAILED):
             self.terminal = status.state.value
         for record in status.attempts:
             if record.finished:
                 assert self.counted.setdefault(record.run, record) == record
         for run, record in self.counted.items():
-            assert record.outcome is not Outcome.RUNNING
+            assert record.outcome is not AttemptOutcome.RUNNING
             assert all(r == record for r in status.attempts if r.run == run)
 
     @invariant()
