@@ -814,7 +814,12 @@ class AttemptRecord(Model):
     """One run (SparkDriver) of the application."""
 
     run: int = Field(ge=1, description="Run number (never reused).")
-    attempt: int | None = Field(None, ge=1, description="Attempt counted against the restart policy.")
+    attempt: int | None = Field(
+        None,
+        ge=1,
+        description="Its number among the execution attempts (executionAttempts when its driver pod was "
+        "accepted); unset for a failed submission or a run stopped by suspend.",
+    )
     driver: Annotated[str, Field(max_length=253)] = Field(description="SparkDriver name.")
     outcome: AttemptOutcome = Field(description="Running, Succeeded, Failed, SubmissionFailed, Deleted, Invalidated.")
     reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Why, CamelCase.")
@@ -835,10 +840,16 @@ class SparkApplicationStatus(Model):
     terminationTime: Time | None = Field(None, description="When the application finished.")
     driverInfo: DriverInfo | None = Field(None, description="The current driver.")
     executionAttempts: int = Field(
-        0, ge=0, description="Runs that reached a driver pod, counted against onFailureRetries."
+        0,
+        ge=0,
+        description="Runs whose driver pod the API server accepted, counted as soon as it is (1 while the "
+        "first run runs); OnFailure retries a failed run while executionAttempts <= onFailureRetries.",
     )
     submissionAttempts: int = Field(
-        0, ge=0, description="Runs whose driver pod could not be created, counted against onSubmissionFailureRetries."
+        0,
+        ge=0,
+        description="SparkDrivers created for the current execution attempt (each a submission, refused or "
+        "not); OnFailure retries a failed submission while submissionAttempts <= onSubmissionFailureRetries.",
     )
     lastRun: int = Field(0, ge=0, description="Highest run number used so far; run numbers are never reused.")
     currentDriver: Annotated[str, Field(max_length=253)] | None = Field(
@@ -856,8 +867,17 @@ class SparkApplicationStatus(Model):
     attempts: list[AttemptRecord] | None = Field(
         None, max_length=20, description="The last (at most 20) runs, oldest first."
     )
-    conditions: list[Condition] | None = Field(None, max_length=8, description="Conditions.")
-    lastError: LastError | None = Field(None, description="Last reconcile error, if any.")
+    conditions: list[Condition] | None = Field(
+        None,
+        max_length=8,
+        description="Submitted, Running, Stuck (the current SparkDriver's, e.g. ImagePullBackOff or "
+        "Unschedulable), Suspended, Completed, Failed; see docs/state-machine.md.",
+    )
+    lastError: LastError | None = Field(
+        None,
+        description="The last failure: of a run, a submission (with the API server's message), the spec, or "
+        "the Spark UI objects. Kept after a later run succeeds; cleared when the spec changes.",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
