@@ -8,6 +8,7 @@ like ``kubectl get -w``.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import tempfile
@@ -94,16 +95,26 @@ def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
         kubectl(kubectl_path, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(source))
 
 
-def wait_for_crds(kubectl_path: Path, kubeconfig: Path) -> None:
-    kubectl(
-        kubectl_path,
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/sparkapplications.sparkop.io",
-        "crd/sparkdrivers.sparkop.io",
-    )
+CRD_NAMES = ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io")
+
+
+def wait_for_crds(kubectl_path: Path, kubeconfig: Path, timeout: float = 30.0) -> None:
+    """Until both CRDs are Established. (``kubectl wait`` and jsonpath filters fail at once while
+    a new CRD has no conditions yet, so read the objects instead.)"""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = json.loads(kubectl(kubectl_path, kubeconfig, "get", "-o", "json", *(f"crd/{n}" for n in CRD_NAMES)))
+        established = {
+            crd["metadata"]["name"]
+            for crd in listed.get("items", [])
+            for cond in (crd.get("status") or {}).get("conditions") or []
+            if cond.get("type") == "Established" and cond.get("status") == "True"
+        }
+        if established >= set(CRD_NAMES):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"CRDs not Established after {timeout:.0f}s: {sorted(set(CRD_NAMES) - established)}")
+        time.sleep(0.1)
 
 
 async def watch(

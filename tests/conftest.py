@@ -8,15 +8,13 @@ from pathlib import Path
 import pytest
 
 from devcluster.testing import ClusterHandle, session_cluster, temporary_namespace
+from sparkop import demo
 from tests.support.operator import OperatorProcess
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def install_crds(cluster: ClusterHandle) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    for crd in ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
+    demo.install_crds(cluster.kubectl_binary, cluster.kubeconfig)
+    demo.wait_for_crds(cluster.kubectl_binary, cluster.kubeconfig)
 
 
 @pytest.fixture(scope="session")

@@ -25,12 +25,10 @@ CRD_NAMES = [f"{info['plural']}.sparkop.io" for info in crds.KINDS.values()]
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: ClusterHandle) -> ClusterHandle:
+def installed(crds: ClusterHandle) -> ClusterHandle:
     """The CRDs, installed as users will: `kubectl apply --server-side` (they exceed the 256 KiB
-    last-applied annotation of client-side apply)."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in CRD_NAMES])
-    return cluster
+    last-applied annotation of client-side apply); see the session fixture `crds`."""
+    return crds
 
 
 @pytest.fixture(scope="module")

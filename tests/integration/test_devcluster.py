@@ -90,7 +90,14 @@ def test_crd_schema_rejects_invalid_object_with_the_servers_error(cluster: Clust
     }
     cluster.apply(crd)
     try:
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/widgets.{group}", "--timeout=30s")
+        # Not `kubectl wait`: it fails at once while the new CRD has no conditions yet.
+        wait_for(
+            lambda: any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in cluster.kubectl_json("get", f"crd/widgets.{group}").get("status", {}).get("conditions") or []
+            ),
+            message="CRD Established",
+        )
         valid = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "ok"}, "spec": {"size": 2}}
         cluster.apply(valid, namespace)
         invalid = {**valid, "metadata": {"name": "bad"}, "spec": {"size": 0}}
