@@ -6,6 +6,8 @@ from typing import Any
 
 EXAMPLES_JAR = "local:///opt/spark/examples/jars/spark-examples.jar"
 PI_PY = "local:///opt/spark/examples/src/main/python/pi.py"
+DATAFRAME_R = "local:///opt/spark/examples/src/main/r/dataframe.R"
+JMX_JAR = "/prometheus/jmx_prometheus_javaagent-1.0.1.jar"
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "scala-minimal": {
@@ -132,5 +134,63 @@ CONFIGS: dict[str, dict[str, Any]] = {
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "spark", "effect": "NoSchedule"}],
             "env": [{"name": "EXEC_ENV", "value": "x"}],
         },
+    },
+    "r-basic": {
+        "type": "R",
+        "image": "apache/spark-r:3.5.7",
+        "mainApplicationFile": DATAFRAME_R,
+        "arguments": ["--rows", "10"],
+        "driver": {"memory": "1g", "cores": 1},
+        "executor": {"instances": 1},
+    },
+    "scala-deps-packages": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "deps": {
+            "jars": ["https://repo1.maven.org/maven2/org/xerial/snappy/snappy-java/1.1.10.5/snappy-java-1.1.10.5.jar"],
+            "files": ["https://files.example.com/conf/app.conf"],
+            # Resolved with Ivy from Maven Central by spark-submit (and again by the driver).
+            "packages": ["org.postgresql:postgresql:42.7.3"],
+            "excludePackages": ["org.checkerframework:checker-qual"],
+            "repositories": ["https://repo1.maven.org/maven2"],
+        },
+    },
+    "python-deps-remote": {
+        "type": "Python",
+        "image": "apache/spark-py:3.5.7",
+        "mainApplicationFile": "https://files.example.com/jobs/etl.py",
+        "deps": {
+            "pyFiles": ["https://files.example.com/lib/helpers.zip", "https://files.example.com/lib/more.py"],
+            "files": ["https://files.example.com/conf/settings.json"],
+            "archives": ["https://files.example.com/envs/pyenv.tar.gz#environment"],
+        },
+    },
+    "scala-dynamic-allocation": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "dynamicAllocation": {
+            "enabled": True,
+            "initialExecutors": 2,
+            "minExecutors": 1,
+            "maxExecutors": 8,
+            "shuffleTrackingTimeout": 60000,
+        },
+        "executor": {"instances": 2, "cores": 1},
+    },
+    "scala-monitoring": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "monitoring": {
+            "exposeDriverMetrics": True,
+            "exposeExecutorMetrics": True,
+            "prometheus": {"jmxExporterJar": JMX_JAR, "port": 8091},
+        },
+        "driver": {"javaOptions": "-XX:+UseG1GC"},
     },
 }

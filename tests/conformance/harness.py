@@ -112,7 +112,7 @@ def kubeflow_args(
     (only the fields the conformance configurations use)."""
     from sparkop import naming
 
-    meta, spec = driver["metadata"], driver["spec"]
+    meta, spec = driver["metadata"], _with_monitoring(driver)
     name, ns = meta["name"], meta["namespace"]
     args: list[str] = []
 
@@ -123,7 +123,15 @@ def kubeflow_args(
         args += ["--class", spec["mainClass"]]
     args += ["--name", spec.get("appName") or name]
     deps = spec.get("deps") or {}
-    for field, flag in (("jars", "--jars"), ("pyFiles", "--py-files"), ("files", "--files")):
+    for field, flag in (
+        ("jars", "--jars"),
+        ("packages", "--packages"),
+        ("excludePackages", "--exclude-packages"),
+        ("repositories", "--repositories"),
+        ("pyFiles", "--py-files"),
+        ("files", "--files"),
+        ("archives", "--archives"),
+    ):
         if deps.get(field):
             args += [flag, ",".join(deps[field])]
     conf("spark.kubernetes.namespace", ns)
@@ -228,6 +236,8 @@ def kubeflow_args(
             if dyn.get(field) is not None:
                 conf(f"spark.dynamicAllocation.{field}", dyn[field])
         conf("spark.dynamicAllocation.shuffleTracking.enabled", "true")
+        if dyn.get("shuffleTrackingTimeout") is not None:
+            conf("spark.dynamicAllocation.shuffleTracking.timeout", dyn["shuffleTrackingTimeout"])
     # What sparkop owns (the same values its renderer sets).
     conf("spark.kubernetes.executor.podNamePrefix", naming.pod_prefix(name, 1))
     conf("spark.kubernetes.executor.podTemplateFile", executor_template_file)
@@ -237,6 +247,34 @@ def kubeflow_args(
     args.append(spec.get("mainApplicationFile") or "spark-internal")
     args += [str(a) for a in spec.get("arguments") or ()]
     return args
+
+
+def _with_monitoring(driver: Mapping[str, Any]) -> Body:
+    """The spec after kubeflow's configPrometheusMonitoring: it writes spark.metrics.* into sparkConf,
+    and the prometheus.io annotations and the -javaagent option into the exposed roles' fields."""
+    spec = copy.deepcopy(dict(driver["spec"]))
+    mon = spec.get("monitoring") or {}
+    prom = mon.get("prometheus")
+    if not prom:
+        return spec
+    port = prom.get("port") or 8090
+    config = prom.get("configFile") or "/etc/metrics/conf/prometheus.yaml"
+    agent = f"-javaagent:{prom['jmxExporterJar']}={port}:{config}"
+    spark_conf = spec.setdefault("sparkConf", {})
+    spark_conf["spark.metrics.namespace"] = f"{driver['metadata']['namespace']}.{driver['metadata']['name']}"
+    spark_conf["spark.metrics.conf"] = mon.get("metricsPropertiesFile") or "/etc/metrics/conf/metrics.properties"
+    for role, on in (("driver", mon.get("exposeDriverMetrics")), ("executor", mon.get("exposeExecutorMetrics"))):
+        if not on:
+            continue
+        pod = spec.setdefault(role, {})
+        pod["annotations"] = {
+            **(pod.get("annotations") or {}),
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": str(port),
+            "prometheus.io/path": "/metrics",
+        }
+        pod["javaOptions"] = f"{pod['javaOptions']} {agent}" if pod.get("javaOptions") else agent
+    return spec
 
 
 @dataclass
