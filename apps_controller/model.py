@@ -272,8 +272,9 @@ class Refusal:
     reason: str  # the API server's Status reason, e.g. Forbidden, Invalid
     message: str  # the API server's message
 
-    def describe(self, what: str) -> str:
-        return clip(f"{what} refused by the API server ({self.code} {self.reason}): {self.message}") or ""
+    def describe(self, what: str | None = None) -> str:
+        text = f"{self.code} {self.reason}: {self.message}"
+        return clip(f"{what} refused by the API server ({text})" if what else text) or text
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -268,7 +268,7 @@ class _Pass:
         if refusal is None:
             self.after.append(action)  # planned, not seen yet: (re)issue the create; 409 if it exists
             return
-        message = refusal.describe(f"SparkDriver {cur.driver}")
+        message = refusal.describe()  # the record's reason says what was refused: SparkDriverRefused
         self.enter_outcome(self.finish(cur, AttemptOutcome.SUBMISSION_FAILED, events.DRIVER_REFUSED, message))
 
     def enter_outcome(self, record: AttemptRecord) -> None:

@@ -51,30 +51,40 @@ def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Op
 
 class DriverWatch:
     """Records every SparkDriver ever created in a namespace (name -> uids), through a watch, so a
-    duplicate is caught even if it was deleted again."""
+    duplicate is caught even if it was deleted again. The watch is started again when it ends (an
+    API server restart): its first events list what exists, so only an object created and deleted
+    while no watch ran could be missed."""
 
     def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
         kubectl = str(cluster.kubectl_binary)
         jsonpath = '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}'
-        self.proc = subprocess.Popen(
-            [kubectl, "--kubeconfig", str(cluster.kubeconfig), "get", "sparkdrivers", "-n", namespace,
-             "--watch", "--output-watch-events", "-o", f"jsonpath={jsonpath}"],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        self.argv = [kubectl, "--kubeconfig", str(cluster.kubeconfig), "get", "sparkdrivers", "-n", namespace,
+                     "--watch", "--output-watch-events", "-o", f"jsonpath={jsonpath}"]  # fmt: skip
         self.uids: dict[str, set[str]] = {}
-        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.watches = 0
+        self.stopped = threading.Event()
+        self.proc: subprocess.Popen[str] | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            parts = line.split()
-            if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
-                self.uids.setdefault(parts[1], set()).add(parts[2])
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.watches += 1
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                parts = line.split()
+                if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
+                    self.uids.setdefault(parts[1], set()).add(parts[2])
+            self.proc.wait()
+            self.stopped.wait(0.5)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(5)
+        self.stopped.set()
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(5)
+        self.thread.join(5)
 
     def created(self, app: str) -> dict[str, set[str]]:
         return {n: u for n, u in self.uids.items() if n.rsplit("-", 1)[0] == app}
@@ -185,20 +195,21 @@ POLICIES: dict[str, Obj] = {
     },
     "always": {"type": "Always", "onFailureRetryInterval": 1, "onSubmissionFailureRetryInterval": 1},
 }
-# (policy, outcome) -> final state and runs; Always is watched for 3 runs, then deleted
-EXPECTED: dict[tuple[str, str], tuple[str, int]] = {
-    ("never", "succeeded"): ("COMPLETED", 1),
-    ("never", "failed"): ("FAILED", 1),
-    ("never", "subfail"): ("FAILED", 1),
-    ("never", "lost"): ("FAILED", 1),
-    ("onfailure", "succeeded"): ("COMPLETED", 1),
-    ("onfailure", "failed"): ("FAILED", 2),
-    ("onfailure", "subfail"): ("FAILED", 2),
-    ("onfailure", "lost"): ("FAILED", 2),
-    ("always", "succeeded"): ("", 3),
-    ("always", "failed"): ("", 3),
-    ("always", "subfail"): ("", 3),
-    ("always", "lost"): ("", 3),
+# (policy, outcome) -> final state, runs, executionAttempts, submissionAttempts; Always is watched
+# for 3 runs, then deleted
+EXPECTED: dict[tuple[str, str], tuple[str, int, int, int]] = {
+    ("never", "succeeded"): ("COMPLETED", 1, 1, 1),
+    ("never", "failed"): ("FAILED", 1, 1, 1),
+    ("never", "subfail"): ("FAILED", 1, 0, 1),
+    ("never", "lost"): ("FAILED", 1, 1, 1),
+    ("onfailure", "succeeded"): ("COMPLETED", 1, 1, 1),
+    ("onfailure", "failed"): ("FAILED", 2, 2, 1),
+    ("onfailure", "subfail"): ("FAILED", 2, 0, 2),
+    ("onfailure", "lost"): ("FAILED", 2, 2, 1),
+    ("always", "succeeded"): ("", 3, 0, 0),
+    ("always", "failed"): ("", 3, 0, 0),
+    ("always", "subfail"): ("", 3, 0, 0),
+    ("always", "lost"): ("", 3, 0, 0),
 }
 
 
@@ -232,7 +243,7 @@ def test_each_restart_policy_with_each_outcome(
 
     def settled() -> bool:
         states = all_states(crds, namespace)
-        for (policy, outcome), (final, runs) in EXPECTED.items():
+        for (policy, outcome), (final, runs, _, _) in EXPECTED.items():
             name = f"{policy}-{outcome}"
             s = states.get(name, {})
             if outcome == "lost":
@@ -247,17 +258,18 @@ def test_each_restart_policy_with_each_outcome(
     wait_for(settled, timeout=150, interval=0.5, message="every app settled")
     elapsed = time.monotonic() - started
     states = all_states(crds, namespace)
-    for (policy, outcome), (final, runs) in EXPECTED.items():
+    for (policy, outcome), (final, runs, executions, submissions) in EXPECTED.items():
         name = f"{policy}-{outcome}"
         s = states[name]
         if final:
             assert s["lastRun"] == runs, (name, s)
             attempts = s["attempts"]
             assert len(attempts) == runs
-            if outcome == "subfail":
-                assert s["submissionAttempts"] == runs and s.get("executionAttempts", 0) == 0, (name, s)
-            elif final == "FAILED":
-                assert s["executionAttempts"] == runs, (name, s)
+            assert (s["executionAttempts"], s["submissionAttempts"]) == (executions, submissions), (name, s)
+            conditions = {c["type"]: c for c in s["conditions"]}
+            assert conditions["Completed" if final == "COMPLETED" else "Failed"]["status"] == "True", (name, s)
+            if final == "FAILED":
+                assert s["lastError"]["reason"] and s["lastError"]["message"], (name, s)
             if outcome == "lost":
                 assert "DriverPodLost" in json.dumps(attempts[-1]), (name, attempts[-1])
             assert_no_duplicates(drivers_watch, name, runs)
@@ -452,3 +464,206 @@ def test_spark_ui_service_and_ingress(crds: ClusterHandle, namespace: str, tmp_p
             timeout=10,
             message="UI objects removed after the app finished",
         )
+
+
+# -- attempts, refusals, conditions ----------------------------------------------------------------
+
+
+def get_columns(cluster: ClusterHandle, namespace: str, name: str) -> list[str] | None:
+    """`kubectl get sparkapp NAME`'s row: NAME STATE ATTEMPTS DRIVER INCARNATIONS EXECUTORS AGE."""
+    out = cluster.kubectl("get", "sparkapp", name, "-n", namespace, "--no-headers", check=False).stdout.split()
+    return out if len(out) == 7 else None
+
+
+def test_attempts_are_visible_while_running(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
+    """ATTEMPTS (executionAttempts) counts the run that is running: 1 while the first runs, 2 while
+    the retry runs, as kubeflow's does."""
+    policy = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
+    crds.apply(app_manifest("visible", policy, outcome="Failed", run_seconds=3), namespace=namespace)
+    rows: list[list[str]] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        row = get_columns(crds, namespace, "visible")
+        if row and (not rows or rows[-1][1:6] != row[1:6]):
+            rows.append(row)
+        if row and row[1] == "FAILED":
+            break
+        time.sleep(0.2)
+    header = ["NAME", "STATE", "ATTEMPTS", "DRIVER", "INCARNATIONS", "EXECUTORS"]
+    table = "\n".join(" ".join(f"{c:<13}" for c in r[:6]).rstrip() for r in [header, *rows])
+    print(f"\nkubectl get sparkapp (each change):\n{table}")
+    running = [(r[2], r[3]) for r in rows if r[1] == "RUNNING"]
+    assert ("1", "visible-1") in running and ("2", "visible-2") in running, table
+    assert all(attempts == driver.rsplit("-", 1)[1] for attempts, driver in running), table
+    assert rows[-1][1:3] == ["FAILED", "2"], table
+
+
+def quota_on_spark_drivers(cluster: ClusterHandle, namespace: str) -> None:
+    """A ResourceQuota allowing no SparkDriver. The devcluster runs no quota controller, so its
+    status is set here; the API server's quota admission then refuses with "exceeded quota"."""
+    resource = "count/sparkdrivers.sparkop.io"
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-spark-drivers"},
+        "spec": {"hard": {resource: "0"}},
+    }
+    cluster.apply(quota, namespace=namespace)
+    status = json.dumps({"status": {"hard": {resource: "0"}, "used": {resource: "0"}}})
+    cluster.kubectl("patch", "resourcequota", "no-spark-drivers", "-n", namespace, "--subresource=status",
+                    "--type=merge", "-p", status)  # fmt: skip
+
+
+def test_a_spark_driver_refused_by_the_api_server_is_a_failed_submission(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    quota_on_spark_drivers(crds, namespace)
+    refused = {"type": "OnFailure", "onSubmissionFailureRetries": 1, "onSubmissionFailureRetryInterval": 1}
+    lifted = {"type": "OnFailure", "onSubmissionFailureRetries": 3, "onSubmissionFailureRetryInterval": 4}
+    crds.apply(app_manifest("refused", refused, run_seconds=1), namespace=namespace)
+    crds.apply(app_manifest("lifted", lifted, run_seconds=1), namespace=namespace)
+    s = refused_status = wait_state(crds, namespace, "refused", "FAILED", timeout=30)
+    assert (s["submissionAttempts"], s["executionAttempts"], s["lastRun"]) == (2, 0, 2), s
+    assert "exceeded quota" in s["applicationState"]["errorMessage"], s
+    assert s["lastError"]["reason"] == "SparkDriverRefused" and "exceeded quota" in s["lastError"]["message"]
+    assert [a["outcome"] for a in s["attempts"]] == ["SubmissionFailed", "SubmissionFailed"]
+    conditions = {c["type"]: c for c in s["conditions"]}
+    assert conditions["Submitted"]["reason"] == "SubmissionFailed"
+    assert conditions["Failed"]["reason"] == "SparkDriverRefused"
+    assert get(crds, namespace, "sparkdriver", "refused-1") is None
+    wait_state(crds, namespace, "lifted", "SUBMISSION_FAILED", timeout=30)
+    crds.kubectl("delete", "resourcequota", "no-spark-drivers", "-n", namespace)  # the quota is raised
+    s = wait_state(crds, namespace, "lifted", "COMPLETED", timeout=40)
+    outcomes = [a["outcome"] for a in s["attempts"]]
+    assert outcomes[-1] == "Succeeded" and set(outcomes[:-1]) == {"SubmissionFailed"}, s
+    assert (s["executionAttempts"], s["submissionAttempts"]) == (1, len(outcomes)), s
+    events = crds.kubectl_json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=refused")
+    assert "SparkApplicationSubmissionFailed" in [e["reason"] for e in events["items"]]
+    print(f"\nrefused: lastError {refused_status['lastError']}")
+
+
+def test_a_stuck_driver_shows_in_the_apps_conditions(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    manifest = app_manifest("stuck", run_seconds=1)
+    manifest["spec"]["driver"]["annotations"]["sim.sparkop.io/waiting-reason"] = "ImagePullBackOff"
+
+    def stuck() -> Obj | None:
+        s = status(crds, namespace, "stuck")
+        conditions = {c["type"]: c for c in s.get("conditions") or ()}
+        cond = conditions.get("Stuck")
+        return s if cond and cond["status"] == "True" and cond["reason"] == "ImagePullBackOff" else None
+
+    crds.apply(manifest, namespace=namespace)
+    s = wait_for(stuck, timeout=30, interval=0.3, message="Stuck mirrored on the app")
+    conditions = {c["type"]: c for c in s["conditions"]}
+    assert s["applicationState"]["state"] == "SUBMITTED" and s["executionAttempts"] == 1
+    assert conditions["Submitted"]["status"] == "True" and conditions["Running"]["status"] == "False"
+    assert "stuck-1-1-driver" in conditions["Stuck"]["message"]
+    described = crds.kubectl("describe", "sparkapp", "stuck", "-n", namespace).stdout
+    assert "ImagePullBackOff" in described
+    section = described[described.index("Conditions:") :][:1500]
+    print(f"\nkubectl describe sparkapp stuck (from status.conditions on):\n{section}")
+    version = get(crds, namespace, "sparkapplication", "stuck")["metadata"]["resourceVersion"]  # type: ignore[index]
+    time.sleep(2)  # a stuck app is quiet too
+    assert get(crds, namespace, "sparkapplication", "stuck")["metadata"]["resourceVersion"] == version  # type: ignore[index]
+
+
+def test_spark_ui_options_and_a_path_based_ingress(crds: ClusterHandle, namespace: str, tmp_path: Path) -> None:
+    args = ["--ingress-url-format", "spark.example.com/{{$appNamespace}}/{{ $appName }}"]
+    options = {
+        "servicePort": 80,
+        "servicePortName": "http",
+        "serviceType": "NodePort",
+        "serviceAnnotations": {"example.com/scrape": "false"},
+        "serviceLabels": {"team": "data"},
+        "ingressAnnotations": {"example.com/auth": "sso"},
+        "ingressTLS": [{"hosts": ["spark.example.com"], "secretName": "spark-tls"}],
+    }
+    with OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=args):
+        crds.apply(app_manifest("pathui", run_seconds=6, sparkUIOptions=options), namespace=namespace)
+        wait_state(crds, namespace, "pathui", "RUNNING", timeout=30)
+        info = wait_for(
+            lambda: (
+                (status(crds, namespace, "pathui").get("driverInfo") or {}).get("webUIIngressName")
+                and status(crds, namespace, "pathui")["driverInfo"]
+            ),
+            timeout=10,
+            message="UI in driverInfo",
+        )
+        assert info["webUIPort"] == 80 and info["webUIAddress"] == f"pathui-ui-svc.{namespace}.svc:80"
+        assert info["webUIIngressAddress"] == f"https://spark.example.com/{namespace}/pathui"
+        svc = get(crds, namespace, "service", "pathui-ui-svc")
+        assert svc is not None and svc["spec"]["type"] == "NodePort"
+        (port,) = svc["spec"]["ports"]
+        assert (port["name"], port["port"], port["targetPort"]) == ("http", 80, 4040) and port["nodePort"] > 0
+        assert svc["metadata"]["annotations"]["example.com/scrape"] == "false"
+        assert svc["metadata"]["labels"]["team"] == "data"
+        ingress = get(crds, namespace, "ingress", "pathui-ui-ingress")
+        assert ingress is not None
+        rule = ingress["spec"]["rules"][0]
+        assert rule["host"] == "spark.example.com"
+        path = rule["http"]["paths"][0]
+        assert path["path"] == f"/{namespace}/pathui(/|$)(.*)" and path["pathType"] == "ImplementationSpecific"
+        assert path["backend"]["service"] == {"name": "pathui-ui-svc", "port": {"number": 80}}
+        assert ingress["spec"]["tls"] == options["ingressTLS"]
+        assert ingress["metadata"]["annotations"] == {
+            "example.com/auth": "sso",
+            "nginx.ingress.kubernetes.io/rewrite-target": "/$2",
+        }
+        driver = get(crds, namespace, "sparkdriver", "pathui-1")
+        assert driver is not None and driver["spec"]["sparkConf"]["spark.ui.proxyBase"] == f"/{namespace}/pathui"
+        wait_state(crds, namespace, "pathui", "COMPLETED", timeout=30)
+        wait_for(
+            lambda: (
+                get(crds, namespace, "service", "pathui-ui-svc") is None
+                and get(crds, namespace, "ingress", "pathui-ui-ingress") is None
+            ),
+            timeout=10,
+            message="UI objects removed after the app finished",
+        )
+
+
+# -- resilience --------------------------------------------------------------------------------------
+
+
+def test_apiserver_and_etcd_restart_mid_run(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess, drivers_watch: DriverWatch
+) -> None:
+    """The control plane (etcd and kube-apiserver) is restarted while apps run and the operator keeps
+    running: every app reaches its final state with the attempt counts it would have had, and no
+    SparkDriver is created twice."""
+    if not crds.can_restart:
+        pytest.skip("external cluster: not ours to restart")
+    on_failure = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
+    sub_retry = {"type": "OnFailure", "onSubmissionFailureRetries": 1, "onSubmissionFailureRetryInterval": 3}
+    # name -> (manifest, final state, runs, executionAttempts, submissionAttempts)
+    apps: dict[str, tuple[Obj, str, int, int, int]] = {
+        "res-ok": (app_manifest("res-ok", run_seconds=8), "COMPLETED", 1, 1, 1),
+        "res-fail": (app_manifest("res-fail", on_failure, outcome="Failed", run_seconds=4), "FAILED", 2, 2, 1),
+        "res-sub": (app_manifest("res-sub", sub_retry, service_account=MISSING_SA), "FAILED", 2, 0, 2),
+        "res-late": (app_manifest("res-late", on_failure, outcome="Failed", run_seconds=2), "FAILED", 2, 2, 1),
+    }
+    started = time.monotonic()
+    for name, (manifest, *_) in apps.items():
+        if name != "res-late":
+            crds.apply(manifest, namespace=namespace)
+    wait_state(crds, namespace, "res-ok", "RUNNING", timeout=30)
+    wait_state(crds, namespace, "res-fail", "RUNNING", timeout=30)
+    before = {name: status(crds, namespace, name).get("applicationState", {}).get("state") for name in apps}
+    outage = time.monotonic()
+    crds.restart("all")
+    outage = time.monotonic() - outage
+    crds.apply(apps["res-late"][0], namespace=namespace)  # one more app, right after the restart
+    finals = {name: wait_state(crds, namespace, name, *TERMINAL, timeout=120) for name in apps}
+    elapsed = time.monotonic() - started
+    assert operator.alive(), "the operator must survive a control-plane restart"
+    for name, (_, final, runs, executions, submissions) in apps.items():
+        s = finals[name]
+        got = (s["applicationState"]["state"], s["lastRun"], s["executionAttempts"], s["submissionAttempts"])
+        assert got == (final, runs, executions, submissions), (name, s)
+        assert [a["run"] for a in s["attempts"]] == list(range(1, runs + 1)), (name, s)
+        assert_no_duplicates(drivers_watch, name, runs)
+    print(f"\nstates when etcd and kube-apiserver were restarted: {before}; restart took {outage:.1f}s; "
+          f"all {len(apps)} apps final {elapsed:.1f}s after the first was applied; "
+          f"the SparkDriver watch was (re)started {drivers_watch.watches} time(s)")  # fmt: skip
