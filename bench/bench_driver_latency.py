@@ -18,7 +18,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from kubernetes_asyncio import client, config, watch
 
@@ -26,24 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from devcluster.testing import session_cluster, wait_for  # noqa: E402
+from tests.integration.test_driver_lifecycle import driver_manifest  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
-
-
-def manifest(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "sparkop.io/v1alpha1",
-        "kind": "SparkDriver",
-        "metadata": {"name": name},
-        "spec": {
-            "type": "Scala",
-            "sparkVersion": "3.5.7",
-            "image": "apache/spark:3.5.7",
-            "mainClass": "org.apache.spark.examples.SparkPi",
-            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-            "driver": {"annotations": {"sim.sparkop.io/run-seconds": "2"}},
-            "executor": {"instances": 1},
-        },
-    }
 
 
 async def run(kubeconfig: str, namespace: str, count: int, concurrency: int) -> list[float]:
@@ -74,8 +57,9 @@ async def run(kubeconfig: str, namespace: str, count: int, concurrency: int) -> 
             name = f"lat-{i}"
             async with sem:
                 sent[f"{name}-1-driver"] = time.perf_counter()
-                await custom.create_namespaced_custom_object("sparkop.io", "v1alpha1", namespace, "sparkdrivers",
-                                                             manifest(name))  # fmt: skip
+                # The integration tests' SparkPi, done after 2 s in the devcluster's simulator.
+                body = driver_manifest(name, run_seconds=2, instances=1)
+                await custom.create_namespaced_custom_object("sparkop.io", "v1alpha1", namespace, "sparkdrivers", body)
                 while f"{name}-1-driver" not in seen:  # noqa: ASYNC110 - polling a dict the watcher fills
                     await asyncio.sleep(0.002)
 

@@ -1,9 +1,11 @@
-"""Pure render time per SparkDriver (the hot path of every submission).
+"""Pure render time per SparkDriver (the hot path of every submission), and one reconcile pass.
 
     .venv/bin/python bench/bench_render.py [iterations]
 
 Measures parse (manifest -> model) and render (model -> pod, ConfigMaps, Service) separately,
-for a minimal spec and for a spec that uses most fields.
+for a minimal spec and for a spec that uses most fields; then reconcile(observed, now) for a new
+SparkDriver (everything to create) and for a running one whose objects all exist (the pass that
+runs on every pod event).
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from datetime import UTC, datetime
 from typing import Any
 
+from driver_controller.observe import summarize_object, summarize_pod
+from driver_controller.reconcile import Observed, reconcile
 from driver_controller.render import parse, render
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 MINIMAL: dict[str, Any] = {
     "type": "Scala",
@@ -73,10 +80,51 @@ def measure(name: str, spec: dict[str, Any], n: int) -> None:
               f"p99 {xs[int(len(xs) * 0.99)] * 1e6:7.0f} us   ({n} SparkDrivers)")  # fmt: skip
 
 
+def running(spec: dict[str, Any]) -> Observed:
+    """A SparkDriver whose driver pod runs, with two adopted executors and all objects present."""
+    body = {**manifest(spec, 0), "status": {"incarnation": 1, "driverPod": {"name": "app-0-1-driver"}}}
+    body["metadata"] = {**body["metadata"], "generation": 1, "resourceVersion": "1"}
+    out = render(parse(body), 1)
+    uid = {"uid": "u", "resourceVersion": "1"}
+    pod = {**out.pod, "metadata": {**out.pod["metadata"], **uid},
+           "status": {"phase": "Running", "containerStatuses": [{"name": "spark-kubernetes-driver",
+                                                                 "state": {"running": {}}}]}}  # fmt: skip
+    owner = out.pod["metadata"]["ownerReferences"][0]
+    executors = [
+        {"metadata": {"name": f"app-0-1-exec-{i}", "namespace": "default", "uid": f"e{i}", "resourceVersion": "1",
+                      "labels": {**out.pod["metadata"]["labels"], "spark-role": "executor"},
+                      "ownerReferences": [{**owner, "controller": True}]}, "status": {"phase": "Running"}}
+        for i in (1, 2)
+    ]  # fmt: skip
+    owned = [*out.config_maps, out.service]
+    summaries = [summarize_object({**o, "metadata": {**o["metadata"], **uid}}) for o in owned]
+    pods = [summarize_pod(p) for p in (pod, *executors)]
+    first = reconcile(Observed(body, pods, summaries[:-1], summaries[-1:]), NOW)
+    body["status"] = first.status
+    observed = Observed(body, pods, summaries[:-1], summaries[-1:])
+    again = reconcile(observed, NOW)
+    assert again.status is None and not again.create and not again.patches, "not a steady state"
+    return observed
+
+
+def measure_reconcile(name: str, spec: dict[str, Any], n: int) -> None:
+    for label, observed in (("create", Observed(manifest(spec, 0))), ("steady", running(spec))):
+        xs = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            reconcile(observed, NOW)
+            xs.append(time.perf_counter() - t0)
+        xs.sort()
+        print(f"{name:8} {label:7} median {statistics.median(xs) * 1e6:7.0f} us   "
+              f"p99 {xs[int(len(xs) * 0.99)] * 1e6:7.0f} us   (reconcile passes)")  # fmt: skip
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     measure("minimal", MINIMAL, n)
     measure("full", FULL, n)
+    measure_reconcile("minimal", MINIMAL, n)
+    measure_reconcile("full", FULL, n)
 
 
 if __name__ == "__main__":

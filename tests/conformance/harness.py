@@ -153,25 +153,23 @@ def kubeflow_args(
         conf("spark.kubernetes.driver.podTemplateFile", driver_template_file)
         conf("spark.kubernetes.driver.podTemplateContainerName", "spark-kubernetes-driver")
     conf("spark.kubernetes.driver.pod.name", naming.driver_pod_name(name, 1))
-    for role, short in (("driver", "driver"), ("executor", "executor")):
+    for role in ("driver", "executor"):
         pod = spec.get(role) or {}
         image = pod.get("image") or spec.get("image")
         if image:
             conf(f"spark.kubernetes.{role}.container.image", image)
-        if pod.get("cores") is not None:
-            conf(f"spark.{short}.cores", pod["cores"])
-        if pod.get("coreRequest"):
-            conf(f"spark.kubernetes.{role}.request.cores", pod["coreRequest"])
-        if pod.get("coreLimit"):
-            conf(f"spark.kubernetes.{role}.limit.cores", pod["coreLimit"])
-        if pod.get("memory"):
-            conf(f"spark.{short}.memory", pod["memory"])
-        if pod.get("memoryOverhead"):
-            conf(f"spark.{short}.memoryOverhead", pod["memoryOverhead"])
-        if pod.get("serviceAccount"):
-            conf(f"spark.kubernetes.authenticate.{role}.serviceAccountName", pod["serviceAccount"])
-        if pod.get("javaOptions"):
-            conf(f"spark.{short}.extraJavaOptions", pod["javaOptions"])
+        # kubeflow's driverConfOption / executorConfOption, field by field.
+        for field, key in (
+            ("cores", f"spark.{role}.cores"),
+            ("coreRequest", f"spark.kubernetes.{role}.request.cores"),
+            ("coreLimit", f"spark.kubernetes.{role}.limit.cores"),
+            ("memory", f"spark.{role}.memory"),
+            ("memoryOverhead", f"spark.{role}.memoryOverhead"),
+            ("serviceAccount", f"spark.kubernetes.authenticate.{role}.serviceAccountName"),
+            ("javaOptions", f"spark.{role}.extraJavaOptions"),
+        ):
+            if pod.get(field) is not None:
+                conf(key, pod[field])
         for key, value in (pod.get("labels") or {}).items():
             conf(f"spark.kubernetes.{role}.label.{key}", value)
         for key, value in (pod.get("annotations") or {}).items():
