@@ -378,45 +378,45 @@ class _Build:
             _env(container, env_name, value_from={"secretKeyRef": {"key": key, "name": secret}})
 
     def volumes(self, pod: Body, container: Body) -> None:
-        prefix = "spark.kubernetes.driver.volumes."
+        """``MountVolumesFeatureStep``: spark.kubernetes.driver.volumes.<kind>.<name>.{mount,options}.*"""
         specs: dict[tuple[str, str], dict[str, str]] = {}
-        for key, value in self.prefixed(prefix).items():
+        for key, value in self.prefixed("spark.kubernetes.driver.volumes.").items():
             parts = key.split(".", 2)
             if len(parts) == 3:
                 specs.setdefault((parts[0], parts[1]), {})[parts[2]] = value
         for (kind, name), opts in sorted(specs.items(), key=lambda item: item[0][1]):
-            if "mount.path" not in opts:
+            source = self._volume_source(kind, opts)
+            if "mount.path" not in opts or source is None:
                 continue
             mount: Body = {"name": name, "mountPath": opts["mount.path"]}
             if sparkconf.parse_bool(opts.get("mount.readOnly")):
                 mount["readOnly"] = True
-            if opts.get("mount.subPath"):
-                mount["subPath"] = opts["mount.subPath"]
-            if opts.get("mount.subPathExpr"):
-                mount["subPathExpr"] = opts["mount.subPathExpr"]
-            source: Body
-            if kind == "hostPath":
-                # Spark 3.5 ignores options.type (always ""); 4.0 passes it through.
-                kind_type = opts.get("options.type", "") if self.sub.major_version >= 4 else ""
-                source = {"path": opts.get("options.path", ""), "type": kind_type}
-            elif kind == "emptyDir":
-                source = {}
-                if opts.get("options.medium"):
-                    source["medium"] = opts["options.medium"]
-                if opts.get("options.sizeLimit"):
-                    source["sizeLimit"] = opts["options.sizeLimit"]
-            elif kind == "nfs":
-                source = {"path": opts.get("options.path", ""), "server": opts.get("options.server", "")}
-                if sparkconf.parse_bool(opts.get("options.readOnly")):
-                    source["readOnly"] = True
-            elif kind == "persistentVolumeClaim":
-                source = {"claimName": opts.get("options.claimName", "")}
-                if sparkconf.parse_bool(opts.get("options.readOnly")):
-                    source["readOnly"] = True
-            else:
-                continue
+            for field in ("subPath", "subPathExpr"):
+                if opts.get(f"mount.{field}"):
+                    mount[field] = opts[f"mount.{field}"]
             _volume(pod, {"name": name, kind: source})
             _mount(container, mount)
+
+    def _volume_source(self, kind: str, opts: Mapping[str, str]) -> Body | None:
+        """The volume source of one of the four kinds Spark mounts from properties (None: another kind)."""
+        source: Body
+        if kind == "hostPath":
+            # Spark 3.5 ignores options.type (always ""); 4.0 passes it through.
+            kind_type = opts.get("options.type", "") if self.sub.major_version >= 4 else ""
+            return {"path": opts.get("options.path", ""), "type": kind_type}
+        if kind == "emptyDir":
+            return {
+                field: opts[f"options.{field}"] for field in ("medium", "sizeLimit") if opts.get(f"options.{field}")
+            }
+        if kind == "nfs":
+            source = {"path": opts.get("options.path", ""), "server": opts.get("options.server", "")}
+        elif kind == "persistentVolumeClaim":
+            source = {"claimName": opts.get("options.claimName", "")}
+        else:
+            return None
+        if sparkconf.parse_bool(opts.get("options.readOnly")):
+            source["readOnly"] = True
+        return source
 
     def command(self, container: Body) -> None:
         sub = self.sub

@@ -606,26 +606,32 @@ def _submit_time_ms(driver: SparkDriver) -> int | None:
     return int(datetime.fromisoformat(text).timestamp() * 1000)
 
 
+def _main(spec: SparkDriverSpec) -> tuple[str, str, str]:
+    """(resource type, main class, primary resource) as SparkSubmit derives them."""
+    resource_type = _resource_type(spec.type)
+    if resource_type == "python":
+        main_class = PYTHON_RUNNER
+    elif resource_type == "r":
+        main_class = R_RUNNER
+    elif spec.mainClass:
+        main_class = spec.mainClass
+    else:
+        raise InvalidSpec("mainClass is required for Java and Scala applications")
+    resource = spec.mainApplicationFile or ""
+    if not resource:
+        if resource_type != "java":
+            raise InvalidSpec("mainApplicationFile is required for Python and R applications")
+        resource = NO_RESOURCE
+    return resource_type, main_class, resource
+
+
 def submission(driver: SparkDriver, incarnation: int) -> Submission:
     """The spark-submit request equivalent to ``driver``'s spec for driver-pod ``incarnation``."""
     spec = driver.spec
     meta = driver.metadata
     if incarnation < 1:
         raise ValueError("incarnations are numbered from 1")
-    resource_type = _resource_type(spec.type)
-    if resource_type == "python":
-        main_class = PYTHON_RUNNER
-    elif resource_type == "r":
-        main_class = R_RUNNER
-    else:
-        if not spec.mainClass:
-            raise InvalidSpec("mainClass is required for Java and Scala applications")
-        main_class = spec.mainClass
-    resource = spec.mainApplicationFile or ""
-    if not resource:
-        if resource_type != "java":
-            raise InvalidSpec("mainApplicationFile is required for Python and R applications")
-        resource = NO_RESOURCE
+    resource_type, main_class, resource = _main(spec)
     if not (spec.image or (spec.driver.image and spec.executor.image)):
         raise InvalidSpec("spec.image (or both driver.image and executor.image) is required")
     conf, template_mounts = _spark_conf(driver, incarnation)
