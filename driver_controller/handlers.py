@@ -132,6 +132,8 @@ class DriverController:
         obj, exc = failures[0]
         if isinstance(exc, Refused) and refusable:
             return obj, exc
+        if not isinstance(exc, Exception):
+            raise exc  # cancellation
         raise Failed(f"creating {obj['kind']} {obj['metadata']['name']}") from exc
 
     async def _submission_failed(
