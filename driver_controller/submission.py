@@ -164,6 +164,8 @@ def sparkop_labels(driver: SparkDriver, incarnation: int) -> dict[str, str]:
 
 
 def owner_reference(driver: SparkDriver, *, controller: bool) -> Body:
+    """An ownerReference to the SparkDriver model (``sparkop.kube.owner_reference`` builds the same from
+    a body; the pure renderer does not import the client layer, which would double its import time)."""
     meta = driver.metadata
     return {
         "apiVersion": labels.API_VERSION,
