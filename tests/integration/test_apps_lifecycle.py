@@ -431,20 +431,24 @@ def test_operator_restart_at_every_state_converges_to_the_same_result(
     print(f"\nstates seen: {seen}; the operator died after each of {crashes} transitions")
 
 
+def wait_ui_info(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
+    """status.driverInfo once it names the UI Ingress."""
+
+    def ready() -> Obj | None:
+        info = status(cluster, namespace, name).get("driverInfo") or {}
+        return info if info.get("webUIIngressName") else None
+
+    found: Obj = wait_for(ready, timeout=10, message=f"UI of {name} in driverInfo")
+    return found
+
+
 def test_spark_ui_service_and_ingress(crds: ClusterHandle, namespace: str, tmp_path: Path) -> None:
     url_format = "{{$appName}}.{{$appNamespace}}.spark.example.com"
     args = ["--ingress-url-format", url_format]
     with OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=args):
         crds.apply(app_manifest("webui", run_seconds=6), namespace=namespace)
         wait_state(crds, namespace, "webui", "RUNNING", timeout=30)
-        info = wait_for(
-            lambda: (
-                (status(crds, namespace, "webui").get("driverInfo") or {}).get("webUIIngressName")
-                and status(crds, namespace, "webui")["driverInfo"]
-            ),
-            timeout=10,
-            message="UI in driverInfo",
-        )
+        info = wait_ui_info(crds, namespace, "webui")
         assert info["webUIServiceName"] == "webui-ui-svc" and info["webUIPort"] == 4040
         assert info["webUIIngressAddress"] == f"http://webui.{namespace}.spark.example.com"
         svc = get(crds, namespace, "service", "webui-ui-svc")
@@ -583,14 +587,7 @@ def test_spark_ui_options_and_a_path_based_ingress(crds: ClusterHandle, namespac
     with OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=args):
         crds.apply(app_manifest("pathui", run_seconds=6, sparkUIOptions=options), namespace=namespace)
         wait_state(crds, namespace, "pathui", "RUNNING", timeout=30)
-        info = wait_for(
-            lambda: (
-                (status(crds, namespace, "pathui").get("driverInfo") or {}).get("webUIIngressName")
-                and status(crds, namespace, "pathui")["driverInfo"]
-            ),
-            timeout=10,
-            message="UI in driverInfo",
-        )
+        info = wait_ui_info(crds, namespace, "pathui")
         assert info["webUIPort"] == 80 and info["webUIAddress"] == f"pathui-ui-svc.{namespace}.svc:80"
         assert info["webUIIngressAddress"] == f"https://spark.example.com/{namespace}/pathui"
         svc = get(crds, namespace, "service", "pathui-ui-svc")
