@@ -29,7 +29,7 @@ from apps_controller.reconcile import (
     reconcile,
     refusal_key,
 )
-from sparkop import kube, labels
+from sparkop import kube, labels, logs
 from sparkop.operator import Runtime
 
 log = logging.getLogger(__name__)
@@ -169,12 +169,12 @@ class AppsController:
             body["metadata"]["resourceVersion"] = written.get("metadata", {}).get("resourceVersion")
             body["status"] = written.get("status") or {}
             if plan.status.state is not observed.status.state:
-                log.info("%s/%s: %s -> %s", namespace, name, observed.status.state, plan.status.state)
                 self._transitions += 1
                 if self.exit_after_transitions and self._transitions >= self.exit_after_transitions:
                     log.warning("%s=%d: exiting now", FAULT_EXIT_ENV, self.exit_after_transitions)
                     os._exit(FAULT_EXIT_CODE)
         for event in plan.events:
+            logs.decision(log, f"{namespace}/{name}", event.message, event.reason, state=plan.status.state.value)
             await self.kube.event(body, type_=event.type, reason=event.reason, message=event.message)  # type: ignore[arg-type]
         for action in plan.after_status:
             await self.do(key, uid, action)
@@ -184,7 +184,8 @@ class AppsController:
         namespace = key[0]
         if isinstance(action, CreateDriver):
             created = await self.create(key, uid, action)
-            log.info("%s/%s: SparkDriver %s", namespace, action.name, "created" if created else "exists")
+            what = "created" if created else "already existed (a retried create)"
+            logs.decision(log, f"{namespace}/{key[1]}", f"SparkDriver {action.name} {what}", "CreateRun")
         elif isinstance(action, EnsureObject):
             if not await self.create(key, uid, action):
                 manifest = action.manifest
@@ -193,8 +194,10 @@ class AppsController:
                 patch = {"metadata": wanted, "spec": manifest["spec"]}
                 await self.kube.patch(kube.resource_of(manifest), namespace, meta["name"], patch)
         elif isinstance(action, DeleteDriver):
+            logs.decision(log, f"{namespace}/{key[1]}", f"delete SparkDriver {action.name}", "StopRun")
             await self.kube.delete(kube.SPARK_DRIVERS, namespace, action.name, uid=action.uid)
         elif isinstance(action, DeleteApp):
+            logs.decision(log, f"{namespace}/{key[1]}", "delete the finished app", "TimeToLiveExpired")
             await self.kube.delete(kube.SPARK_APPLICATIONS, namespace, action.name, uid=action.uid)
         elif isinstance(action, DeleteObject):
             await self.kube.delete(_RESOURCES[(action.api_version, action.kind)], namespace, action.name)
@@ -219,7 +222,7 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     queue = runtime.queue("apps", controller.reconcile_key)
 
     @kopf.index(labels.GROUP, labels.VERSION, "sparkapplications", id=APPS_INDEX, registry=registry)
-    def apps_sparkapplications(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Key, Any]:
+    async def apps_sparkapplications(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Key, Any]:
         return {(namespace or "", name): app_snapshot(body)}
 
     @kopf.index(
@@ -230,16 +233,16 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
         id=DRIVERS_INDEX,
         registry=registry,
     )
-    def apps_sparkdrivers(body: kopf.Body, **_: Any) -> dict[Key, DriverView] | None:
+    async def apps_sparkdrivers(body: kopf.Body, **_: Any) -> dict[Key, DriverView] | None:
         key = owner_key(body)
         return {key: DriverView.from_body(body)} if key else None
 
     @kopf.on.event(labels.GROUP, labels.VERSION, "sparkapplications", registry=registry)
-    def apps_on_sparkapplication(namespace: str | None, name: str, **_: Any) -> None:
+    async def apps_on_sparkapplication(namespace: str | None, name: str, **_: Any) -> None:
         queue.enqueue((namespace or "", name))
 
     @kopf.on.event(labels.GROUP, labels.VERSION, "sparkdrivers", labels={labels.APP: kopf.PRESENT}, registry=registry)
-    def apps_on_sparkdriver(body: kopf.Body, **_: Any) -> None:
+    async def apps_on_sparkdriver(body: kopf.Body, **_: Any) -> None:
         key = owner_key(body)
         if key:
             queue.enqueue(key)

@@ -56,11 +56,22 @@ class WorkQueue(Generic[K]):
     _again: set[K] = field(default_factory=set, init=False)
     _timers: dict[K, asyncio.TimerHandle] = field(default_factory=dict, init=False)
     _failures: dict[K, int] = field(default_factory=dict, init=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
 
     def enqueue(self, key: K, after: float = 0.0) -> None:
-        """Ask for ``key`` to be reconciled now, or after ``after`` seconds (an earlier ask wins)."""
-        if after > 0:
+        """Ask for ``key`` to be reconciled now, or after ``after`` seconds (an earlier ask wins).
+
+        Safe to call from any thread: kopf runs synchronous handlers in a thread pool."""
+        try:
             loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or (self._loop is not None and loop is not self._loop):
+            if self._loop is None:
+                raise RuntimeError(f"work queue {self.name!r} is not running yet")
+            self._loop.call_soon_threadsafe(self.enqueue, key, after)
+            return
+        if after > 0:
             existing = self._timers.get(key)
             due = loop.time() + after
             if existing is not None and existing.when() <= due:
@@ -82,6 +93,7 @@ class WorkQueue(Generic[K]):
 
     async def run(self) -> None:
         """Run the workers until cancelled."""
+        self._loop = asyncio.get_running_loop()
         try:
             async with asyncio.TaskGroup() as group:
                 for _ in range(self.workers):

@@ -97,3 +97,22 @@ async def test_an_earlier_delayed_enqueue_wins() -> None:
     await _run_briefly(queue, 0.1)
     assert len(seen) == 1
     assert 0.02 <= seen[0] < 0.1
+
+
+async def test_enqueue_from_another_thread_wakes_the_queue() -> None:
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        done.set()
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile)
+    task = asyncio.create_task(queue.run())
+    await asyncio.sleep(0)
+    await asyncio.to_thread(queue.enqueue, "from-thread")
+    await asyncio.wait_for(done.wait(), timeout=1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == ["from-thread"]
