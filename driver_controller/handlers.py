@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from driver_controller import reconcile as rc
 from driver_controller.observe import ObjectSummary, PodSummary, summarize_object, summarize_pod
-from sparkop import labels, naming
+from sparkop import labels, logs, naming
 from sparkop.kube import CONFIGMAPS, PODS, SERVICES, SPARK_DRIVERS, Conflict, Kube, Refused, Resource
 from sparkop.operator import Runtime
 from sparkop.times import format_time
@@ -106,16 +106,21 @@ class DriverController:
         if body is not None and plan.status is not None:
             await _doing("writing the status", self._write_status(body, plan.status))
         if body is not None:
+            obj = f"{key[0]}/{body['metadata']['name']}"
             for event in plan.events:
+                logs.decision(log, obj, event.message, event.reason, incarnation=plan.incarnation)
                 await _doing(
                     f"posting the {event.reason} event",
                     self.kube.event(dict(body), type_=event.type, reason=event.reason, message=event.message),
                 )
         requeue = plan.requeue_after
         for patch in plan.patches:
+            logs.decision(log, f"{key[0]}/{key[1]}", f"patch Pod {patch.name}", patch.why.title().replace(" ", ""))
             if not await self._patch(patch):
                 requeue = CONFLICT_RETRY_S
         for delete in plan.deletes:
+            what = f"delete {delete.kind} {delete.name} of an earlier incarnation"
+            logs.decision(log, f"{key[0]}/{key[1]}", what, "StaleIncarnation")
             resource = _RESOURCES[delete.kind]
             await _doing(
                 f"deleting {delete.kind} {delete.name}",

@@ -34,19 +34,7 @@ MISSING_SA = "sparkop-test-missing"  # the API server refuses a pod with an unkn
 # -- fixtures ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def crds(cluster: ClusterHandle) -> ClusterHandle:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    for crd in ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
-    return cluster
-
-
-@pytest.fixture
-def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path)
-    with proc:
-        yield proc
+# `crds` and `operator` (both controllers, watching the test's namespace) come from conftest.
 
 
 class DriverWatch:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -85,15 +84,3 @@ class OperatorProcess:
 
     def __exit__(self, *exc: object | TracebackType) -> None:
         self.stop()
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = "condition"):  # type: ignore[no-untyped-def]
-    """Poll ``predicate`` until it returns a truthy value; return that value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}; last value: {last!r}")
