@@ -7,9 +7,7 @@ few handlers that enqueue keys, and a reconcile function that its WorkQueue runs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +99,9 @@ async def run_operator(
     log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
     async with asyncio.TaskGroup() as group:
         workers = [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
+        # Let the queues spawn their worker tasks before kopf starts: kopf takes every task born
+        # after its start for one of its own and waits 5 s for it at shutdown.
+        await asyncio.sleep(0)
         try:
             await kopf.operator(
                 registry=registry,
@@ -120,14 +121,8 @@ async def run_operator(
 
 
 def run_blocking(**kwargs: Any) -> None:
-    """Run the operator in this thread; SIGTERM and SIGINT stop it cleanly."""
+    """Run the operator in this thread until SIGTERM or SIGINT.
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await run_operator(stop_flag=stop, **kwargs)
-
-    asyncio.run(main())
+    kopf installs its own handlers for both signals; a stop flag of ours on top would never be
+    set, and kopf would wait out its 5-second grace period for the task watching it."""
+    asyncio.run(run_operator(**kwargs))
