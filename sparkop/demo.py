@@ -191,7 +191,7 @@ def main(*, name: str, keep: bool) -> int:
         say("==> installing the CRDs and starting the operator")
         install_crds(cluster.kubectl, cluster.kubeconfig)
         log_path = cluster.directory / "sparkop.log"
-        # The operator imports and logs in while the API server establishes the CRDs.
+        # The operator waits itself until the CRDs are served, so it can import meanwhile.
         with log_path.open("ab") as log:
             operator = subprocess.Popen(
                 [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(cluster.kubeconfig)],

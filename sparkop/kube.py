@@ -194,6 +194,17 @@ class Kube:
                 return None
             raise
 
+    async def served(self, resource: Resource) -> bool:
+        """Whether the API server serves ``resource`` now (its CRD exists and is established)."""
+        root = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
+        try:
+            listing = await self._call("GET", root)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == resource.plural for r in listing.get("resources", []))
+
     async def list(self, resource: Resource, namespace: str | None, *, selector: str | None = None) -> list[Body]:
         """For tools and tests. Controllers read from kopf indexes instead."""
         query = [("labelSelector", selector)] if selector else []

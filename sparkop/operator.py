@@ -16,7 +16,7 @@ import kopf
 from kopf._core.engines.indexing import OperatorIndexers  # public in spirit: kopf.operator() takes it
 
 from sparkop.controller import Reconcile, WorkQueue
-from sparkop.kube import Kube
+from sparkop.kube import SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,26 @@ class Runtime:
 
 
 Register = Callable[[kopf.OperatorRegistry, Runtime], None]
+
+CRD_POLL_SECONDS = 0.5
+CRD_NAG_SECONDS = 10.0
+
+
+async def wait_until_served(kube: Kube, resources: Sequence[Resource]) -> None:
+    """Start watching only once the CRDs are served. The operator never installs CRDs, and kopf
+    does not reliably pick up a kind whose CRD appears after it has started."""
+    waited = 0.0
+    while True:
+        missing = [r.plural for r in resources if not await kube.served(r)]
+        if not missing:
+            return
+        if waited % CRD_NAG_SECONDS < CRD_POLL_SECONDS:
+            log.warning(
+                "waiting for the API server to serve %s; install the CRDs with: kubectl apply --server-side -f crds/",
+                ", ".join(missing),
+            )
+        await asyncio.sleep(CRD_POLL_SECONDS)
+        waited += CRD_POLL_SECONDS
 
 
 def controller_registrations(names: Iterable[str]) -> list[Register]:
@@ -96,6 +116,7 @@ async def run_operator(
     for register in controller_registrations(controllers):
         register(registry, runtime)
 
+    await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS))
     log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
     async with asyncio.TaskGroup() as group:
         workers = [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
