@@ -1,4 +1,7 @@
-"""Parse java.util.Properties text (the format of Spark's spark.properties)."""
+"""Parse java.util.Properties text (the format of Spark's spark.properties).
+
+driver_controller has its own writer and reader of this format; the simulator deliberately shares
+no code with sparkop, so that it checks what sparkop writes instead of agreeing with it."""
 
 from __future__ import annotations
 

@@ -13,15 +13,9 @@ from apps_controller.model import AppStatus, AppView, Observed
 from apps_controller.reconcile import reconcile
 from apps_controller.simulation import EPOCH
 from sparkop import kube
+from tests.support.specs import PYTHON_PI_SPEC
 
-SPEC = {
-    "type": "Python",
-    "image": "spark:3.5.3",
-    "sparkVersion": "3.5.3",
-    "mainApplicationFile": "local:///opt/spark/examples/src/main/python/pi.py",
-    "driver": {"cores": 1, "memory": "512m"},
-    "executor": {"instances": 1},
-}
+SPEC = PYTHON_PI_SPEC
 
 
 def app_body(status: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -33,15 +33,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from api.models import ApplicationState, AttemptOutcome, DriverPhase, RestartPolicyType, SparkApplicationStatus
 from apps_controller.model import Condition, UIConfig
 from apps_controller.simulation import EPOCH, SimCluster, Snapshot
+from tests.support.specs import PYTHON_PI_SPEC
 
-SPEC: dict[str, Any] = {
-    "type": "Python",
-    "sparkVersion": "3.5.3",
-    "image": "spark:3.5.3",
-    "mainApplicationFile": "local:///opt/spark/examples/src/main/python/pi.py",
-    "driver": {"cores": 1, "memory": "512m"},
-    "executor": {"instances": 1},
-}
+SPEC = PYTHON_PI_SPEC
 
 policies = st.builds(
     lambda kind, f, s, fi, si: {

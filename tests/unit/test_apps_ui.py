@@ -13,15 +13,9 @@ from apps_controller.builders import build_driver
 from apps_controller.model import AppView, UIConfig
 from apps_controller.simulation import SimCluster
 from sparkop import labels
+from tests.support.specs import PYTHON_PI_SPEC
 
-SPEC: dict[str, Any] = {
-    "type": "Python",
-    "image": "spark:3.5.3",
-    "sparkVersion": "3.5.3",
-    "mainApplicationFile": "local:///opt/spark/examples/src/main/python/pi.py",
-    "driver": {"cores": 1, "memory": "512m"},
-    "executor": {"instances": 1},
-}
+SPEC = PYTHON_PI_SPEC
 OPTIONS: dict[str, Any] = {
     "servicePort": 80,
     "servicePortName": "http",
