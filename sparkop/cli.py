@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -131,7 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise AssertionError(args.command)
 
 
+def _stop_quietly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
 def _run(args: argparse.Namespace) -> int:
+    # A stop that arrives while the operator is still importing is a clean stop too.
+    signal.signal(signal.SIGTERM, _stop_quietly)
     from sparkop.operator import Options, run_blocking
 
     logs.configure(args.log_format)

@@ -7,7 +7,9 @@ few handlers that enqueue keys, and a reconcile function that its WorkQueue runs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,34 +118,47 @@ async def run_operator(
     for register in controller_registrations(controllers):
         register(registry, runtime)
 
-    await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS))
-    log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
-    async with asyncio.TaskGroup() as group:
-        workers = [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
-        # Let the queues spawn their worker tasks before kopf starts: kopf takes every task born
-        # after its start for one of its own and waits 5 s for it at shutdown.
-        await asyncio.sleep(0)
-        try:
-            await kopf.operator(
-                registry=registry,
-                settings=operator_settings(),
-                indexers=runtime.indexers,
-                standalone=True,
-                clusterwide=not namespaces,
-                namespaces=list(namespaces),
-                stop_flag=stop_flag,
-                ready_flag=ready_flag,
-            )
-        finally:
-            for task in workers:
-                task.cancel()
-            await kube.close()
-            log.info("sparkop stopped")
+    try:
+        await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS))
+        log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
+        async with asyncio.TaskGroup() as group:
+            workers = [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
+            # Let the queues spawn their worker tasks before kopf starts: kopf takes every task born
+            # after its start for one of its own and waits 5 s for it at shutdown.
+            await asyncio.sleep(0)
+            try:
+                await kopf.operator(
+                    registry=registry,
+                    settings=operator_settings(),
+                    indexers=runtime.indexers,
+                    standalone=True,
+                    clusterwide=not namespaces,
+                    namespaces=list(namespaces),
+                    stop_flag=stop_flag,
+                    ready_flag=ready_flag,
+                )
+            finally:
+                for task in workers:
+                    task.cancel()
+    finally:
+        await kube.close()
+        log.info("sparkop stopped")
 
 
 def run_blocking(**kwargs: Any) -> None:
     """Run the operator in this thread until SIGTERM or SIGINT.
 
-    kopf installs its own handlers for both signals; a stop flag of ours on top would never be
-    set, and kopf would wait out its 5-second grace period for the task watching it."""
-    asyncio.run(run_operator(**kwargs))
+    Until kopf installs its own handlers for both signals, ours cancel the start-up, so a stop
+    at any instant is clean. (A stop flag of ours next to kopf's handlers would never be set, and
+    kopf would wait out its 5-second grace period for the task watching it.)"""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        starting = asyncio.current_task()
+        assert starting is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, starting.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await run_operator(**kwargs)
+
+    asyncio.run(main())
