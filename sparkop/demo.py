@@ -175,7 +175,7 @@ def summary(rows: dict[str, Row], kubeconfig: Path, total: float) -> str:
         "  kubectl get spark                       # apps and their drivers",
         "  kubectl describe sparkapp etl-retries   # events of every transition",
         "  kubectl get pods -L spark-role,sparkop.io/incarnation",
-        "  sparkop status stream-recovers          # attempts, incarnations, executors",
+        f"  {Path(sys.executable).parent / 'sparkop'} status stream-recovers   # attempts, incarnations, executors",
     ]
     return "\n".join(lines)
 
