@@ -13,6 +13,8 @@ from typing import Annotated, Any, Final
 
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
+from sparkop.times import format_time, parse_time
+
 K8S_MARKER: Final = "x-sparkop-k8s"
 
 # Spark's own memory syntax, as spark.driver.memory / spark.executor.memory / *.memoryOverhead
@@ -67,15 +69,11 @@ Cpu = Annotated[str, Field(pattern=CPU_PATTERN, max_length=32)]
 
 
 def _parse_time(value: Any) -> Any:
-    if isinstance(value, str) and value.endswith("Z"):
-        return value[:-1] + "+00:00"
-    return value
+    return parse_time(value) or value  # unreadable: let pydantic say why
 
 
 def _format_time(value: datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(value) or ""
 
 
 Time = Annotated[
@@ -84,7 +82,7 @@ Time = Annotated[
     PlainSerializer(_format_time, return_type=str, when_used="always"),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
-"""An RFC3339 timestamp, second precision, UTC, as Kubernetes writes metav1.Time."""
+"""An RFC3339 timestamp in UTC, written by sparkop.times (the one timestamp format of the project)."""
 
 
 def now() -> datetime:
