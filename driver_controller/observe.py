@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from driver_controller.submission import DRIVER_CONTAINER
+from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 from sparkop import labels
 from sparkop.times import parse_time
 
@@ -141,8 +141,14 @@ def _terminated(state: Body | None) -> Terminated | None:
     )
 
 
-def _spark_status(statuses: list[Body], role: str) -> Body | None:
-    wanted = DRIVER_CONTAINER if role == labels.ROLE_DRIVER else "spark-kubernetes-executor"
+def _spark_status(statuses: list[Body], role: str, containers: list[Body]) -> Body | None:
+    """The Spark container's status. A driver pod's Spark container is its last one (Spark appends it
+    after the template's others, under the name spark.kubernetes.driver.podTemplateContainerName
+    chose); the kubelet lists statuses by name, not in that order."""
+    if role == labels.ROLE_DRIVER:
+        wanted = str(containers[-1].get("name")) if containers else DRIVER_CONTAINER
+    else:
+        wanted = EXECUTOR_CONTAINER
     for status in statuses:
         if status.get("name") == wanted:
             return status
@@ -171,7 +177,7 @@ def summarize_pod(body: Body) -> PodSummary:
             unschedulable_since = parse_time(cond.get("lastTransitionTime"))
             unschedulable_message = cond.get("message")
     containers = list(status.get("containerStatuses") or ())
-    spark = _spark_status(containers, role)
+    spark = _spark_status(containers, role, list((body.get("spec") or {}).get("containers") or ()))
     waiting = (spark or {}).get("state", {}).get("waiting") or {}
     waiting_reason = waiting.get("reason") if waiting.get("reason") in STUCK_WAITING else None
     init_failure = None

@@ -27,11 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from driver_controller import sparkconf
-from driver_controller.submission import (
-    DRIVER_CONTAINER,
-    IN_CLUSTER_MASTER,
-    Submission,
-)
+from driver_controller.submission import IN_CLUSTER_MASTER, Submission
 from sparkop import labels, naming
 
 Body = dict[str, Any]
@@ -254,7 +250,7 @@ class _Build:
     def _basic_container(self, container: Body) -> None:
         conf = self.conf
         rpc, block, ui = self.ports
-        container.setdefault("name", DRIVER_CONTAINER)
+        container.setdefault("name", self.sub.driver_container)
         container["image"] = conf.get("spark.kubernetes.driver.container.image") or conf.get(
             "spark.kubernetes.container.image"
         )
@@ -385,11 +381,12 @@ class _Build:
             if len(parts) == 3:
                 specs.setdefault((parts[0], parts[1]), {})[parts[2]] = value
         for (kind, name), opts in sorted(specs.items(), key=lambda item: item[0][1]):
-            source = self._volume_source(kind, opts)
+            read_only = sparkconf.parse_bool(opts.get("mount.readOnly"))
+            source = self._volume_source(kind, opts, read_only)
             if "mount.path" not in opts or source is None:
                 continue
             mount: Body = {"name": name, "mountPath": opts["mount.path"]}
-            if sparkconf.parse_bool(opts.get("mount.readOnly")):
+            if read_only:
                 mount["readOnly"] = True
             for field in ("subPath", "subPathExpr"):
                 if opts.get(f"mount.{field}"):
@@ -397,9 +394,11 @@ class _Build:
             _volume(pod, {"name": name, kind: source})
             _mount(container, mount)
 
-    def _volume_source(self, kind: str, opts: Mapping[str, str]) -> Body | None:
-        """The volume source of one of the four kinds Spark mounts from properties (None: another kind)."""
-        source: Body
+    def _volume_source(self, kind: str, opts: Mapping[str, str], read_only: bool) -> Body | None:
+        """The volume source of one of the four kinds Spark mounts from properties (None: another kind).
+
+        Spark has no ``options.readOnly``: a claim is read-only exactly when its mount is
+        (``mount.readOnly``), and an NFS source never carries the flag (``MountVolumesFeatureStep``)."""
         if kind == "hostPath":
             # Spark 3.5 ignores options.type (always ""); 4.0 passes it through.
             kind_type = opts.get("options.type", "") if self.sub.major_version >= 4 else ""
@@ -409,14 +408,13 @@ class _Build:
                 field: opts[f"options.{field}"] for field in ("medium", "sizeLimit") if opts.get(f"options.{field}")
             }
         if kind == "nfs":
-            source = {"path": opts.get("options.path", ""), "server": opts.get("options.server", "")}
-        elif kind == "persistentVolumeClaim":
-            source = {"claimName": opts.get("options.claimName", "")}
-        else:
-            return None
-        if sparkconf.parse_bool(opts.get("options.readOnly")):
-            source["readOnly"] = True
-        return source
+            return {"path": opts.get("options.path", ""), "server": opts.get("options.server", "")}
+        if kind == "persistentVolumeClaim":
+            claim: Body = {"claimName": opts.get("options.claimName", "")}
+            if read_only:
+                claim["readOnly"] = True
+            return claim
+        return None
 
     def command(self, container: Body) -> None:
         sub = self.sub
@@ -546,7 +544,7 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     content) rather than copying them: ``submission()`` builds them fresh for each call."""
     b = _Build(sub, options or RenderOptions())
     pod = sub.driver_template  # consumed: the Submission is a one-shot request (see build's docstring)
-    container = select_spark_container(pod, DRIVER_CONTAINER)
+    container = select_spark_container(pod, sub.driver_container)
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     b.basic(pod, container)
     b.credentials(pod)

@@ -104,7 +104,6 @@ OWNED_PROPERTIES: Final = frozenset(
         "spark.kubernetes.driver.podTemplateFile",
         "spark.kubernetes.driver.podTemplateContainerName",
         "spark.kubernetes.executor.podTemplateFile",
-        "spark.kubernetes.executor.podTemplateContainerName",
         "spark.kubernetes.submission.waitAppCompletion",
         "spark.master",
         "spark.submit.deployMode",
@@ -139,6 +138,7 @@ class Submission:
     executor_template: Body
     sparkop_labels: dict[str, str]
     owner: Body  # the SparkDriver, as an ownerReference target
+    driver_container: str = DRIVER_CONTAINER  # the name of the driver template's Spark container
     submit_time_ms: int | None = None
     # The metrics ConfigMap's files (metrics.properties, prometheus.yaml); empty: no such ConfigMap.
     metrics_files: dict[str, str] = field(default_factory=dict)
@@ -147,6 +147,13 @@ class Submission:
     def major_version(self) -> int:
         head = self.spark_version.split(".", 1)[0]
         return int(head) if head.isdigit() else 3
+
+
+def spark_container_name(spark_conf: Mapping[str, str] | None, role: str) -> str:
+    """The Spark container of ``role``'s pod template: ``spark.kubernetes.<role>.podTemplateContainerName``
+    when the user sets it, else Spark's default name (Spark takes the first container when none has it)."""
+    default = DRIVER_CONTAINER if role == "driver" else EXECUTOR_CONTAINER
+    return (spark_conf or {}).get(f"spark.kubernetes.{role}.podTemplateContainerName") or default
 
 
 def sparkop_labels(driver: SparkDriver, incarnation: int) -> dict[str, str]:
@@ -233,12 +240,8 @@ def _volume_properties(conf: dict[str, str], role: str, volume: Mapping[str, Any
     elif kind == "nfs":
         conf[f"{base}.options.path"] = source["path"]
         conf[f"{base}.options.server"] = source["server"]
-        if source.get("readOnly"):
-            conf[f"{base}.options.readOnly"] = "true"
     else:
         conf[f"{base}.options.claimName"] = source["claimName"]
-        if source.get("readOnly"):
-            conf[f"{base}.options.readOnly"] = "true"
 
 
 # The typed per-role fields kubeflow passes as --conf (driverConfOption / executorConfOption).
@@ -331,8 +334,16 @@ def _executor_conf(conf: dict[str, str], spec: SparkDriverSpec) -> None:
 
 
 def _by_properties(volume: Mapping[str, Any], mount: Mapping[str, Any]) -> bool:
-    """Whether Spark can mount ``volume`` at ``mount`` from properties; other volumes go into the pod templates."""
-    return _volume_type(volume) is not None and not mount.get("subPathExpr") and not mount.get("mountPropagation")
+    """Whether Spark can mount ``volume`` at ``mount`` from properties; other volumes go into the pod templates.
+
+    Spark has no property for a source's ``readOnly``: it makes a claim read-only exactly when the
+    mount is (``mount.readOnly``) and never marks an NFS source. A source marked read-only where
+    that rule would lose the mark is therefore mounted through the template, as written."""
+    kind = _volume_type(volume)
+    if kind is None or mount.get("subPathExpr") or mount.get("mountPropagation"):
+        return False
+    source_read_only = bool((volume[kind] or {}).get("readOnly"))
+    return not source_read_only or (kind == "persistentVolumeClaim" and bool(mount.get("readOnly")))
 
 
 def _volume_conf(conf: dict[str, str], spec: SparkDriverSpec) -> dict[str, list[tuple[Body, Body]]]:
@@ -383,7 +394,8 @@ def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], 
     # What sparkop owns: deterministic names per incarnation.
     conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, incarnation)
     conf["spark.kubernetes.executor.podNamePrefix"] = naming.pod_prefix(name, incarnation)
-    conf["spark.kubernetes.executor.podTemplateContainerName"] = EXECUTOR_CONTAINER
+    # The user's name, or Spark's default: the executor template's Spark container is found by it.
+    conf["spark.kubernetes.executor.podTemplateContainerName"] = spark_container_name(spec.sparkConf, "executor")
     return conf, template_mounts
 
 
@@ -555,7 +567,7 @@ def _role_template(
     spec = driver.spec
     role_spec = spec.driver if role == "driver" else spec.executor
     pod = _template_pod(role_spec.template)
-    container = _spark_container(pod, DRIVER_CONTAINER if role == "driver" else EXECUTOR_CONTAINER)
+    container = _spark_container(pod, spark_container_name(spec.sparkConf, role))
     _pod_fields(pod["spec"], role_spec)
     _container_fields(container, role_spec)
     for cm in role_spec.configMaps or ():
@@ -659,6 +671,7 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
         executor_template=_executor_template(driver, incarnation, template_mounts["executor"], metrics_map),
         sparkop_labels=sparkop_labels(driver, incarnation),
         owner=owner_reference(driver, controller=True),
+        driver_container=spark_container_name(spec.sparkConf, "driver"),
         submit_time_ms=_submit_time_ms(driver),
         metrics_files=files,
     )

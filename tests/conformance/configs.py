@@ -83,6 +83,44 @@ CONFIGS: dict[str, dict[str, Any]] = {
             ]
         },
     },
+    # issue 9: a read-only mount makes the claim read-only (spark-submit writes
+    # persistentVolumeClaim.readOnly from mount.readOnly), given as sparkConf (the issue's case) and as
+    # spec volumes for both roles; source read-only marks Spark has no property for (a claim mounted
+    # read-write, NFS) go through the pod templates.
+    "scala-volumes-readonly": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "sparkConf": {
+            f"spark.kubernetes.{role}.volumes.persistentVolumeClaim.conf.{key}": value
+            for role in ("driver", "executor")
+            for key, value in (
+                ("mount.path", "/conf"),
+                ("options.claimName", "spark-conf"),
+                ("mount.readOnly", "true"),
+            )
+        },
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "spark-data"}},
+            {"name": "ro-claim", "persistentVolumeClaim": {"claimName": "spark-ro", "readOnly": True}},
+            {"name": "share", "nfs": {"server": "nfs.example.com", "path": "/exports/share", "readOnly": True}},
+        ],
+        "driver": {
+            "volumeMounts": [
+                {"name": "data", "mountPath": "/data", "readOnly": True},
+                {"name": "ro-claim", "mountPath": "/ro"},
+                {"name": "share", "mountPath": "/share", "readOnly": True},
+            ]
+        },
+        "executor": {
+            "instances": 1,
+            "volumeMounts": [
+                {"name": "data", "mountPath": "/data", "readOnly": True},
+                {"name": "share", "mountPath": "/share"},
+            ],
+        },
+    },
     "scala-ports-conf": {
         "type": "Scala",
         "image": "apache/spark:3.5.7",
@@ -132,6 +170,40 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "executor": {
             "instances": 2,
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "spark", "effect": "NoSchedule"}],
+            "env": [{"name": "EXEC_ENV", "value": "x"}],
+        },
+    },
+    # issue 9: the user names each template's Spark container, and a sidecar comes first.
+    "scala-template-container-names": {
+        "type": "Scala",
+        "image": "apache/spark:3.5.7",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "sparkConf": {
+            "spark.kubernetes.driver.podTemplateContainerName": "main",
+            "spark.kubernetes.executor.podTemplateContainerName": "main",
+        },
+        "driver": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "log-shipper", "image": "busybox:1.36", "args": ["sleep", "infinity"]},
+                        {"name": "main", "env": [{"name": "FROM_TEMPLATE", "value": "1"}]},
+                    ]
+                }
+            },
+            "env": [{"name": "DRIVER_ENV", "value": "x"}],
+        },
+        "executor": {
+            "instances": 1,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "log-shipper", "image": "busybox:1.36", "args": ["sleep", "infinity"]},
+                        {"name": "main", "env": [{"name": "FROM_TEMPLATE", "value": "1"}]},
+                    ]
+                }
+            },
             "env": [{"name": "EXEC_ENV", "value": "x"}],
         },
     },

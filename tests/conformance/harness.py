@@ -141,6 +141,8 @@ def kubeflow_args(
         conf("spark.kubernetes.container.image.pullPolicy", spec["imagePullPolicy"])
     if spec.get("imagePullSecrets"):
         conf("spark.kubernetes.container.image.pullSecrets", ",".join(spec["imagePullSecrets"]))
+    if spec.get("pythonVersion"):
+        conf("spark.kubernetes.pyspark.pythonVersion", spec["pythonVersion"])
     if spec.get("memoryOverheadFactor"):
         conf("spark.kubernetes.memoryOverheadFactor", spec["memoryOverheadFactor"])
     for key, value in (spec.get("sparkConf") or {}).items():
@@ -196,12 +198,17 @@ def kubeflow_args(
     if executor.get("instances") is not None:
         conf("spark.executor.instances", executor["instances"])
     # Volumes of the four types Spark mounts from properties (kubeflow's driverVolumeMountsOption).
+    # Spark reads no options.readOnly: a claim is read-only when its mount is (mount.readOnly), and an
+    # NFS source never is. A source marked read-only where that would lose the mark reaches
+    # spark-submit as written, in the pod templates (sparkop's rule: submission._by_properties).
     volumes = {v["name"]: v for v in spec.get("volumes") or ()}
     for role in ("driver", "executor"):
         for mount in (spec.get(role) or {}).get("volumeMounts") or ():
             volume = volumes[mount["name"]]
             kind = next((k for k in ("emptyDir", "hostPath", "nfs", "persistentVolumeClaim") if k in volume), None)
-            if kind is None:
+            if kind is None or mount.get("subPathExpr") or mount.get("mountPropagation"):
+                continue
+            if volume[kind].get("readOnly") and not (kind == "persistentVolumeClaim" and mount.get("readOnly")):
                 continue
             base = f"spark.kubernetes.{role}.volumes.{kind}.{volume['name']}"
             conf(f"{base}.mount.path", mount["mountPath"])
@@ -221,12 +228,8 @@ def kubeflow_args(
             if kind == "nfs":
                 conf(f"{base}.options.path", source["path"])
                 conf(f"{base}.options.server", source["server"])
-                if source.get("readOnly"):
-                    conf(f"{base}.options.readOnly", "true")
             if kind == "persistentVolumeClaim":
                 conf(f"{base}.options.claimName", source["claimName"])
-                if source.get("readOnly"):
-                    conf(f"{base}.options.readOnly", "true")
     dyn = spec.get("dynamicAllocation") or {}
     if dyn.get("enabled"):
         conf("spark.dynamicAllocation.enabled", "true")
@@ -239,7 +242,9 @@ def kubeflow_args(
     # What sparkop owns (the same values its renderer sets).
     conf("spark.kubernetes.executor.podNamePrefix", naming.pod_prefix(name, 1))
     conf("spark.kubernetes.executor.podTemplateFile", executor_template_file)
-    conf("spark.kubernetes.executor.podTemplateContainerName", "spark-kubernetes-executor")
+    # The user's container name is honoured (kubeflow would force Spark's default here).
+    container = (spec.get("sparkConf") or {}).get("spark.kubernetes.executor.podTemplateContainerName")
+    conf("spark.kubernetes.executor.podTemplateContainerName", container or "spark-kubernetes-executor")
     if spec.get("proxyUser"):
         args += ["--proxy-user", spec["proxyUser"]]
     args.append(spec.get("mainApplicationFile") or "spark-internal")

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from driver_controller import sparkconf
+from driver_controller.observe import summarize_pod
 from driver_controller.podbuild import app_name_label, driver_memory_mib
 from driver_controller.render import InvalidSpec, names, parse, render
 from sparkop import labels, naming
@@ -210,6 +211,104 @@ def test_pod_customisation_goes_into_the_pod_and_the_executor_template() -> None
     template = json.loads(out.executor_template["data"]["podspec-configmap-key"])
     assert template["spec"]["tolerations"] == [toleration]
     assert template["spec"]["containers"][0]["env"] == [{"name": "A", "value": "b"}]
+
+
+# --- the Spark container of a pod template -------------------------------------------------------
+
+SIDECAR_FIRST = {"spec": {"containers": [{"name": "sidecar", "image": "busybox"}, {"name": "main"}]}}
+
+
+def test_executor_template_container_name_set_by_the_user_is_honoured() -> None:
+    spec = {
+        "sparkConf": {"spark.kubernetes.executor.podTemplateContainerName": "main"},
+        "executor": {"template": SIDECAR_FIRST, "env": [{"name": "A", "value": "b"}]},
+    }
+    out = render(parse(manifest(**spec)), 1)
+    assert out.properties["spark.kubernetes.executor.podTemplateContainerName"] == "main"
+    containers = {c["name"]: c for c in executor_template(out)["spec"]["containers"]}
+    assert containers["main"]["env"] == [{"name": "A", "value": "b"}]  # the Spark container, not the sidecar
+    assert containers["sidecar"] == {"name": "sidecar", "image": "busybox"}
+
+
+def test_executor_template_container_name_defaults_to_sparks() -> None:
+    out = render(parse(manifest()), 1)
+    assert out.properties["spark.kubernetes.executor.podTemplateContainerName"] == "spark-kubernetes-executor"
+    assert [c["name"] for c in executor_template(out)["spec"]["containers"]] == ["spark-kubernetes-executor"]
+
+
+def test_driver_template_container_named_by_the_user_is_the_spark_container() -> None:
+    spec = {
+        "sparkConf": {"spark.kubernetes.driver.podTemplateContainerName": "main"},
+        "driver": {"template": SIDECAR_FIRST},
+    }
+    out = render(parse(manifest(**spec)), 1)
+    sidecar, spark = out.pod["spec"]["containers"]
+    assert sidecar == {"name": "sidecar", "image": "busybox"}
+    assert spark["name"] == "main" and spark["args"][0] == "driver"
+    # Its outcome is read from that container, whatever the order of the kubelet's statuses.
+    statuses = [
+        {"name": "main", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}},
+        {"name": "sidecar", "state": {"running": {}}},
+    ]
+    summary = summarize_pod({**out.pod, "status": {"phase": "Running", "containerStatuses": statuses}})
+    assert summary.terminated is not None and summary.terminated.exit_code == 3
+
+
+# --- volumes Spark mounts from properties ----------------------------------------------------------
+
+PVC_BY_CONF = {
+    f"spark.kubernetes.{role}.volumes.persistentVolumeClaim.data.{key}": value
+    for role in ("driver", "executor")
+    for key, value in (("mount.path", "/data"), ("options.claimName", "spark-data"), ("mount.readOnly", "true"))
+}
+PVC_BY_SPEC = {
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "spark-data"}}],
+    "driver": {"volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}]},
+    "executor": {"volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}]},
+}
+
+
+def pod_volume(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in pod["spec"]["volumes"] if v["name"] == name)
+
+
+@pytest.mark.parametrize("spec", [{"sparkConf": PVC_BY_CONF}, PVC_BY_SPEC], ids=["sparkConf", "spec.volumes"])
+def test_a_read_only_mount_makes_the_claim_read_only(spec: dict[str, Any]) -> None:
+    """Spark's MountVolumesFeatureStep: PersistentVolumeClaimVolumeSource(claimName, mount.readOnly)."""
+    out = render(parse(manifest(**spec)), 1)
+    assert pod_volume(out.pod, "data") == {
+        "name": "data", "persistentVolumeClaim": {"claimName": "spark-data", "readOnly": True},
+    }  # fmt: skip
+    assert mounts(container(out.pod))["/data"] == {"name": "data", "mountPath": "/data", "readOnly": True}
+    # Executors get it from the same properties, through Spark's own executor builder.
+    prefix = "spark.kubernetes.executor.volumes.persistentVolumeClaim.data."
+    executor = {k.removeprefix(prefix): v for k, v in out.properties.items() if k.startswith(prefix)}
+    assert executor == {"mount.path": "/data", "options.claimName": "spark-data", "mount.readOnly": "true"}
+    assert not any(k.endswith(".options.readOnly") for k in out.properties)  # Spark has no such option
+
+
+def test_a_source_read_only_mark_spark_would_lose_is_mounted_through_the_templates() -> None:
+    volumes = [
+        {"name": "ro-claim", "persistentVolumeClaim": {"claimName": "c", "readOnly": True}},
+        {"name": "ro-share", "nfs": {"server": "nfs.example.com", "path": "/x", "readOnly": True}},
+        {"name": "rw-claim", "persistentVolumeClaim": {"claimName": "w"}},
+    ]
+    role_mounts = [
+        {"name": "ro-claim", "mountPath": "/c"},
+        {"name": "ro-share", "mountPath": "/x", "readOnly": True},
+        {"name": "rw-claim", "mountPath": "/w"},
+    ]
+    spec = {"volumes": volumes, "driver": {"volumeMounts": role_mounts}, "executor": {"volumeMounts": role_mounts}}
+    out = render(parse(manifest(**spec)), 1)
+    template = executor_template(out)
+    for volume in volumes[:2]:  # as written, in the driver pod and in the executor template
+        assert pod_volume(out.pod, volume["name"]) == volume
+        assert volume in template["spec"]["volumes"]
+        assert not any(f".{volume['name']}." in k for k in out.properties)
+    assert pod_volume(out.pod, "rw-claim") == {"name": "rw-claim", "persistentVolumeClaim": {"claimName": "w"}}
+    assert out.properties["spark.kubernetes.executor.volumes.persistentVolumeClaim.rw-claim.mount.path"] == "/w"
+    assert mounts(container(out.pod))["/c"] == {"name": "ro-claim", "mountPath": "/c"}
+    assert mounts(template["spec"]["containers"][0])["/x"] == role_mounts[1]
 
 
 @pytest.mark.parametrize(
