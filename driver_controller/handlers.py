@@ -119,8 +119,7 @@ class DriverController:
             if not await self._patch(patch):
                 requeue = CONFLICT_RETRY_S
         for delete in plan.deletes:
-            what = f"delete {delete.kind} {delete.name} of an earlier incarnation"
-            logs.decision(log, f"{key[0]}/{key[1]}", what, "StaleIncarnation")
+            logs.decision(log, f"{key[0]}/{key[1]}", f"delete {delete.kind} {delete.name}", delete.reason)
             resource = _RESOURCES[delete.kind]
             await _doing(
                 f"deleting {delete.kind} {delete.name}",

@@ -2,9 +2,10 @@
 
 The handler (:mod:`driver_controller.handlers`) builds ``Observed`` from kopf indexes, calls
 ``reconcile`` and applies the plan in a fixed order: creates (ConfigMaps and Service before the
-pod), then the status write (guarded by resourceVersion), then patches (adoption, finalizer
-removal) and deletes, then events. Facts are written to status before anything that depends on
-them is released: a driver pod's finalizer is removed only once its outcome is in status.
+pod), then the status write (guarded by resourceVersion), then the events of that write, then
+patches (adoption, finalizer removal), then deletes. Facts are written to status before anything
+that depends on them is released: a driver pod's finalizer is removed only once its outcome is in
+status, and an Event is posted only after the status it reports was written.
 
 The phases, in the order they run (each reads the facts the earlier ones established):
 
@@ -13,9 +14,12 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 3. the current driver pod: record its outcome, or notice it was lost and start a replacement,
    or report it stuck;
 4. create whatever the current incarnation is missing;
-5. executors: adopt the current incarnation's, delete stale ones;
+5. executors: adopt the current incarnation's, delete stale ones, and once the driver has ended
+   (Succeeded, Failed, SubmissionFailed) delete the last incarnation's live ones as well: the
+   SparkDriver stays their owner, so the garbage collector never would;
 6. stale incarnations: release and delete their pods, ConfigMaps and Services;
-7. status: computed once from the above.
+7. status: computed once from the above. A SparkDriver that had already ended is frozen: its status
+   is never written again unless its spec changes (and then only observedGeneration moves).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from api.models import SparkDriver, SparkDriverStatus
@@ -43,7 +47,6 @@ REASON_FAILED: Final = "DriverFailed"
 REASON_SUBMISSION_FAILED: Final = "SubmissionFailed"
 REASON_STUCK: Final = "DriverPodStuck"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
-REASON_TOO_MANY_LOST: Final = "DriverPodLost"  # status.termination reason beyond maxDriverPodReplacements
 
 CONDITION_STUCK: Final = "Stuck"
 CONDITION_UNSCHEDULABLE: Final = "Unschedulable"
@@ -76,10 +79,13 @@ class Observed:
 
 @dataclass(frozen=True)
 class Delete:
+    """A delete with a uid precondition, so that a same-named successor is never hit."""
+
     kind: Literal["Pod", "ConfigMap", "Service"]
     namespace: str
     name: str
     uid: str
+    reason: str = "StaleIncarnation"  # or "DriverEnded": the last incarnation's executors once the driver ended
 
 
 @dataclass(frozen=True)
@@ -287,7 +293,10 @@ def reconcile(observed: Observed, now: datetime) -> Plan:
         _create_missing(p)
     _executors(p)
     _stale(p)
-    _finish_status(p)
+    if old_status.get("phase") in TERMINAL:
+        _frozen_status(p)
+    else:
+        _finish_status(p)
     return plan
 
 
@@ -382,7 +391,7 @@ def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
             f"maxDriverPodReplacements={limit}"
         )
         p.status["phase"] = "Failed"
-        p.status["termination"] = {"reason": REASON_TOO_MANY_LOST, "message": text}
+        p.status["termination"] = {"reason": REASON_POD_LOST, "message": text}
         p.status["completionTime"] = format_time(p.now)
         p.event("Warning", REASON_POD_LOST, text)
         return
@@ -486,9 +495,24 @@ def _invalid_spec(p: _Pass, message: str) -> None:
     p.event("Warning", REASON_INVALID_SPEC, message)
 
 
+def _deletes_finished_executors(driver: SparkDriver) -> bool:
+    """``spark.kubernetes.executor.deleteOnTermination`` (the typed field wins over sparkConf, as in
+    :mod:`driver_controller.submission`): false asks to keep finished executor pods, e.g. for their logs."""
+    typed = driver.spec.executor.deleteOnTermination
+    if typed is not None:
+        return typed
+    value = (driver.spec.sparkConf or {}).get("spark.kubernetes.executor.deleteOnTermination")
+    return value is None or value.strip().lower() != "false"
+
+
 def _executors(p: _Pass) -> None:
+    """Count, adopt and clean up executors. Once the driver has ended, the last incarnation's executors
+    are deleted too (finished ones are kept when deleteOnTermination is false), and the counts are of
+    those that stay: what status keeps for good."""
     counts = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
     uid = str(p.driver.metadata["uid"])
+    ended = p.phase in TERMINAL
+    keep_finished = not _deletes_finished_executors(p.driver)
     for pod in p.owned_pods:
         if pod.role != labels.ROLE_EXECUTOR:
             continue
@@ -496,10 +520,15 @@ def _executors(p: _Pass) -> None:
             if not pod.deleting:
                 p.plan.deletes.append(Delete("Pod", pod.namespace, pod.name, pod.uid))
             continue
+        finished = pod.phase in ("Succeeded", "Failed")
+        if ended and (pod.deleting or not (finished and keep_finished)):
+            if not pod.deleting:
+                p.plan.deletes.append(Delete("Pod", pod.namespace, pod.name, pod.uid, "DriverEnded"))
+            continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
         controller = next((r for r in pod.owner_refs if r.get("controller")), None)
-        if pod.deleting or (controller is not None and controller.get("uid") == uid):
+        if ended or pod.deleting or (controller is not None and controller.get("uid") == uid):
             continue
         refs = []
         for ref in pod.owner_refs:
@@ -573,6 +602,15 @@ def _finish_status(p: _Pass) -> None:
             p.plan.status = new
 
 
+def _frozen_status(p: _Pass) -> None:
+    """The SparkDriver had already ended: its status stays as the pass that ended it wrote it (executors
+    deleted afterwards, a released finalizer, a late pod change write nothing). A spec change is
+    acknowledged, and nothing else: observedGeneration moves."""
+    generation = p.driver.metadata.get("generation")
+    if generation is not None and p.old_status.get("observedGeneration") != generation:
+        p.plan.status = {**p.old_status, "observedGeneration": generation}
+
+
 def submission_failed(observed: Observed, now: datetime, incarnation: int, reason: str, message: str) -> Body:
     """The status after the API server refused one of the incarnation's objects (422/403/400):
     SubmissionFailed with lastError; the apps controller decides whether to retry with a new run."""
@@ -593,9 +631,3 @@ def submission_failed(observed: Observed, now: datetime, incarnation: int, reaso
     if generation is not None:
         status["observedGeneration"] = generation
     return SparkDriverStatus.model_validate(status).to_json()
-
-
-def requeue_for(now: datetime, moment: datetime | None) -> float | None:
-    if moment is None:
-        return None
-    return max((moment - now) / timedelta(seconds=1), 0.0)

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from driver_controller.observe import summarize_object, summarize_pod
 from driver_controller.reconcile import Observed, Plan, Settings, reconcile, submission_failed
@@ -412,3 +414,102 @@ def test_terminal_lasterror_is_not_replaced_by_a_transient_one() -> None:
                   "lastError": TRANSIENT}  # fmt: skip
     done = transient_plan(running_st, [terminated(pod, 0)], None)
     assert done.status is not None and done.status["phase"] == "Succeeded" and "lastError" not in done.status
+
+
+# --- the end of a driver: its executors go, its status is frozen -------------------------------------
+
+
+def only_sparkdriver_owned(pod: dict[str, Any]) -> dict[str, Any]:
+    """An executor after the GC dropped the reference to its deleted driver pod."""
+    refs = [r for r in pod["metadata"]["ownerReferences"] if r["kind"] == "SparkDriver"]
+    return {**pod, "metadata": {**pod["metadata"], "ownerReferences": refs}}
+
+
+def test_executors_of_the_last_incarnation_are_deleted_when_its_loss_fails_the_driver() -> None:
+    _, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"},
+          "executors": {"pending": 0, "running": 1, "succeeded": 0, "failed": 0, "unknown": 0}}  # fmt: skip
+    leftover = only_sparkdriver_owned(executor(1, adopted=True))
+    plan = plan_for(driver(st, replacements=0), [leftover], cms, svcs)  # the driver pod is gone
+    assert plan.status is not None and plan.status["phase"] == "Failed"
+    assert [(d.kind, d.name, d.uid, d.reason) for d in plan.deletes] == [("Pod", "pi-1-exec-1", "e1", "DriverEnded")]
+    assert plan.status["executors"] == {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
+
+
+def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_if_asked() -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    execs = [executor(1, adopted=True), executor(2, adopted=True, phase="Succeeded"),
+             deleting(executor(3, adopted=True))]  # fmt: skip
+    plan = plan_for(driver(st), [terminated(pod, 0), *execs], cms, svcs)
+    assert plan.status is not None and plan.status["phase"] == "Succeeded"
+    assert sorted(d.name for d in plan.deletes) == ["pi-1-exec-1", "pi-1-exec-2"]
+    assert plan.status["executors"]["running"] == 0 and plan.status["executors"]["succeeded"] == 0
+    keep = driver(st)
+    keep["spec"]["executor"] = {"deleteOnTermination": False}
+    kept = plan_for(keep, [terminated(pod, 0), *execs], cms, svcs)
+    assert [d.name for d in kept.deletes] == ["pi-1-exec-1"]
+    assert kept.status is not None and kept.status["executors"]["succeeded"] == 1
+
+
+def ended_status(phase: str) -> dict[str, Any]:
+    """The status a pass wrote when the driver ended (``phase``)."""
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    ending = {
+        "Succeeded": [terminated(pod, 0), executor(1, adopted=True)],
+        "Failed": [terminated(pod, 1), executor(1, adopted=True)],
+        "Lost": [deleting(running(pod)), executor(1, adopted=True)],
+    }[phase]
+    plan = plan_for(driver(st, replacements=0), ending, cms, svcs)
+    assert plan.status is not None and plan.status["phase"] in ("Succeeded", "Failed")
+    return plan.status
+
+
+EXECUTOR_PHASES = hst.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"])
+
+
+@hst.composite
+def owned_objects(draw: hst.DrawFn) -> tuple[list[dict[str, Any]], list[Any], list[Any]]:
+    """Any mix of what a SparkDriver can own once it ended: its driver pod in any state or gone,
+    executors of any incarnation and phase, being deleted or not, ConfigMaps and Service or not."""
+    pod, cms, svcs = objects(draw(hst.integers(1, 2)))
+    pods: list[dict[str, Any]] = []
+    driver_state = draw(hst.sampled_from(["gone", "running", "succeeded", "failed", "deleting"]))
+    if driver_state != "gone":
+        shaped = {"running": running, "succeeded": lambda p: terminated(p, 0), "failed": lambda p: terminated(p, 1),
+                  "deleting": lambda p: deleting(running(p))}[driver_state](pod)  # fmt: skip
+        pods.append(shaped)
+    for n in range(draw(hst.integers(0, 4))):
+        exec_pod = executor(n, draw(hst.integers(1, 2)), adopted=draw(hst.booleans()), phase=draw(EXECUTOR_PHASES))
+        if draw(hst.booleans()):
+            exec_pod = deleting(exec_pod)
+        if draw(hst.booleans()):
+            exec_pod = only_sparkdriver_owned(exec_pod)
+        pods.append(exec_pod)
+    return pods, cms if draw(hst.booleans()) else [], svcs if draw(hst.booleans()) else []
+
+
+@settings(max_examples=300, deadline=None)
+@given(ended=hst.sampled_from(["Succeeded", "Failed", "Lost"]), owned=owned_objects(), keep=hst.booleans())
+def test_an_ended_driver_never_writes_status_again(ended: str, owned: Any, keep: bool) -> None:
+    """issue 9 item 2: whatever happens to what it owns afterwards, no status write."""
+    status = ended_status(ended)
+    body = driver(status, replacements=0)
+    if keep:
+        body["spec"]["executor"] = {"deleteOnTermination": False}
+        body["metadata"]["generation"] = status["observedGeneration"]  # same spec generation
+    pods, cms, svcs = owned
+    plan = plan_for(body, pods, cms, svcs)
+    assert plan.status is None
+    assert plan.create == [] and plan.events == []
+    assert all(d.uid for d in plan.deletes)  # every delete carries its uid precondition
+
+
+def test_an_ended_driver_acknowledges_a_spec_change_and_nothing_else() -> None:
+    status = ended_status("Succeeded")
+    body = driver(status)
+    body["metadata"]["generation"] = 2
+    pod, cms, svcs = objects()
+    plan = plan_for(body, [deleting(terminated(pod, 0)), executor(1, adopted=True)], cms, svcs)
+    assert plan.status == {**status, "observedGeneration": 2}
