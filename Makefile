@@ -20,8 +20,15 @@ lint: $(STAMP)
 crds: $(STAMP)
 	$(VENV)/bin/sparkop crds --out crds
 
+# A fresh machine's traps get one clear line each: no or too old a python3, and a python3 without
+# its venv module (Debian/Ubuntu ship it apart), which leaves a .venv without pip behind.
 $(STAMP): pyproject.toml
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]'
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "error: sparkop needs Python 3.11+, and '$(PYTHON)' is $$($(PYTHON) --version 2>/dev/null || echo "not on PATH");" \
+	       "install one, or name it: make $(MAKECMDGOALS) PYTHON=python3.12" >&2; exit 1; }
+	@$(VENV)/bin/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); } || { rm -rf $(VENV); \
+	  echo "error: '$(PYTHON) -m venv' failed; on Debian/Ubuntu install the venv module:" \
+	       "sudo apt-get install python3-venv (or python3.X-venv for your version)" >&2; exit 1; }
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)

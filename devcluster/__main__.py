@@ -25,7 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--node-cpu", default="8", help="allocatable CPU per node (quantity)")
     up.add_argument("--node-memory", default="32Gi", help="allocatable memory per node (quantity)")
     up.add_argument("--no-simulator", dest="simulator", action="store_false", help="no Spark-driver simulator")
-    up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    up.add_argument(
+        "--timeout", type=float, default=90.0, help="seconds to wait for readiness (a first build is not counted)"
+    )
 
     for command, text in (("down", "stop a cluster and delete its data"), ("status", "show a cluster")):
         sub.add_parser(command, help=text).add_argument("--name", default=DEFAULT_NAME)
@@ -48,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ClusterError, BuildError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -24,6 +25,10 @@ Log = Callable[[str], None]
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 PROGRESS_EVERY_S = 15.0
+# What a cold build took on 2 cores (go module downloads included), so a newcomer watching the
+# first run knows how long to wait. Kept apart from GoBuild: its repr is part of the cache key.
+EXPECTED_BUILD_S = {"etcd": 60, "kwok": 120, "kubernetes": 600}
+GO_DOWNLOAD_URL = "https://go.dev/dl/"
 
 
 class BuildError(RuntimeError):
@@ -117,15 +122,21 @@ def ensure_built(log: Log = print) -> Path:
     if is_built(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.parent / ".build.lock"):
+    with _exclusive(target.parent / ".build.lock", log):
         if is_built(target):  # another process built it while we waited for the lock
             return target
+        builds = go_builds(read_versions())
+        check_go_toolchain(log)
+        log(
+            f"[build] building the control plane from source into {target}: first run only, "
+            f"~{_minutes(sum(EXPECTED_BUILD_S.get(b.name, 0) for b in builds))} on 2 cores; later runs start in seconds"
+        )
         _remove_stale_tmp_dirs(target.parent)
         tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         started = time.monotonic()
-        for build in go_builds(read_versions()):
+        for build in builds:
             _run_go_build(build, tmp, log)
         if not is_built(tmp):
             raise BuildError(f"build finished but {tmp} lacks some of {BINARIES}")
@@ -135,10 +146,93 @@ def ensure_built(log: Log = print) -> Path:
     return target
 
 
+def _minutes(seconds: float) -> str:
+    return f"{max(1, round(seconds / 60))} min"
+
+
+def required_go_version(gobuild_dir: Path = GOBUILD_DIR) -> tuple[tuple[int, ...], Path]:
+    """The newest `go` directive among the build modules, and the go.mod that asks for it."""
+    found: list[tuple[tuple[int, ...], Path]] = []
+    for go_mod in sorted(gobuild_dir.glob("*/go.mod")):
+        match = re.search(r"^go\s+(\d+(?:\.\d+)*)\s*$", go_mod.read_text(), re.MULTILINE)
+        if match:
+            found.append((_version_tuple(match.group(1)), go_mod))
+    if not found:
+        raise BuildError(f"no `go` directive in {gobuild_dir}/*/go.mod")
+    return max(found)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def check_go_toolchain(log: Log) -> None:
+    """Fail in a second, with the fix, when `go` cannot build the pinned modules: not after a
+    long wait with a compiler error."""
+    need, go_mod = required_go_version()
+    wanted = f"Go {_dotted(need)} or newer ({GO_DOWNLOAD_URL})"
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(f"`go` is not on PATH: the control plane is built from source once, which needs {wanted}")
+    try:
+        result = subprocess.run(
+            [go, "env", "GOVERSION", "GOTOOLCHAIN"],
+            env=_go_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise BuildError(f"`{go} env` did not run ({err}); the build needs {wanted}") from None
+    lines = result.stdout.split()
+    if result.returncode != 0 or len(lines) != 2:
+        raise BuildError(f"`{go} env GOVERSION GOTOOLCHAIN` failed: {result.stderr.strip() or result.stdout.strip()}")
+    go_version, toolchain = lines
+    match = re.fullmatch(r"go(\d+(?:\.\d+)*)", go_version)
+    if match is None:  # a development toolchain: let it try
+        return
+    have = _version_tuple(match.group(1))
+    if have >= need:
+        return
+    if toolchain == "local":
+        raise BuildError(
+            f"{go} is {go_version}, older than the go {_dotted(need)} that {go_mod} needs, and "
+            f"GOTOOLCHAIN=local forbids fetching a newer one: install {wanted}, or set GOTOOLCHAIN=auto"
+        )
+    log(f"[build] {go} is {go_version}; go fetches toolchain go{_dotted(need)} itself (GOTOOLCHAIN={toolchain})")
+
+
+def _go_env() -> dict[str, str]:
+    # The user's GOFLAGS (e.g. -mod=vendor) must not change what the pinned modules build, and
+    # the binaries run on this machine whatever GOOS/GOARCH the shell sets for cross-compiling.
+    env = {k: v for k, v in os.environ.items() if k not in ("GOOS", "GOARCH")}
+    env.update({"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"})
+    return env
+
+
 @contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    with lock_path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _exclusive(lock_path: Path, log: Log) -> Iterator[None]:
+    # "a+": opening must not truncate the pid a running holder wrote.
+    with lock_path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            log(
+                f"[build] another process (pid {holder}) is building the control plane; waiting for it "
+                f"(a first build takes ~{_minutes(sum(EXPECTED_BUILD_S.values()))} on 2 cores; lock {lock_path})"
+            )
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
         try:
             yield
         finally:
@@ -154,10 +248,12 @@ def _remove_stale_tmp_dirs(parent: Path) -> None:
 def _run_go_build(build: GoBuild, out_dir: Path, log: Log) -> None:
     if shutil.which("go") is None:
         raise BuildError("`go` is not on PATH; it is needed once to build the control plane")
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    env = _go_env()
     log_file = out_dir / f"build-{build.name}.log"
     names = build.output or ", ".join(p.rsplit("/", 1)[-1] for p in build.packages)
-    log(f"[build] {build.name}: go build {names}")
+    expected = EXPECTED_BUILD_S.get(build.name)
+    estimate = f"; ~{_minutes(expected)} on 2 cores" if expected else ""
+    log(f"[build] {build.name}: go build {names} (first run only{estimate})")
     started = time.monotonic()
     with log_file.open("wb") as sink:
         proc = subprocess.Popen(
@@ -172,11 +268,16 @@ def _run_go_build(build: GoBuild, out_dir: Path, log: Log) -> None:
         while proc.poll() is None:
             time.sleep(0.5)
             if time.monotonic() >= next_report:
-                log(f"[build] {build.name}: still building ({time.monotonic() - started:.0f}s)")
+                log(f"[build] {build.name}: still building ({time.monotonic() - started:.0f}s{estimate})")
                 next_report += PROGRESS_EVERY_S
     elapsed = time.monotonic() - started
     if proc.returncode != 0:
         tail = log_file.read_text(errors="replace")[-4000:]
-        raise BuildError(f"go build of {build.name} failed (exit {proc.returncode}):\n{tail}")
+        hint = ""
+        if "dial tcp" in tail or "proxy.golang.org" in tail:
+            hint = "\n(the first build downloads Go modules: check the network and GOPROXY)"
+        elif proc.returncode < 0 or "signal: killed" in tail:
+            hint = "\n(the compiler was killed, most likely out of memory: the kubernetes build needs about 4 GB)"
+        raise BuildError(f"go build of {build.name} failed (exit {proc.returncode}), log {log_file}:\n{tail}{hint}")
     log_file.unlink()
     log(f"[build] {build.name}: done in {elapsed:.0f}s")

@@ -146,8 +146,12 @@ class Cluster:
         timeout: float = 90.0,
         log: Log = stderr_log,
     ) -> Cluster:
-        started = time.monotonic()
+        """Build the binaries if this machine lacks them (not counted in `timeout`), then start
+        every component and wait up to `timeout` seconds for all of them to be ready."""
         bin_dir = ensure_built(log)
+        # `timeout` is the start-up budget. It starts only now: a first build takes minutes and
+        # would eat it whole (the binaries are ready here, so nothing slow and one-time is left).
+        started = time.monotonic()
         remove_cluster(name)  # whatever a crashed run left under this name
         directory = cluster_dir(name)
         directory.mkdir(parents=True)

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -135,6 +136,71 @@ def session_cluster(**up_options: Any) -> Iterator[ClusterHandle]:
         yield ClusterHandle(cluster.kubeconfig, cluster.kubectl, cluster)
     finally:
         cluster.down()
+
+
+FAKE_GO = """#!{python}
+# A stand-in for `go` written by devcluster.testing.install_fake_go: `go env` answers like the
+# real one; `go build ... -o OUT PACKAGES` takes its time, then puts each binary in place.
+import os, shutil, sys, time
+from pathlib import Path
+
+args = sys.argv[1:]
+if args[:1] == ["env"]:
+    known = {{"GOVERSION": {version!r}, "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN") or "local"}}
+    print("\\n".join(known[name] for name in args[1:]))
+    sys.exit(0)
+if args[:1] != ["build"]:
+    sys.exit(f"fake go: cannot {{args}}")
+out = args.index("-o")
+target, packages = args[out + 1], args[out + 2 :]
+time.sleep({seconds!r}.get(Path.cwd().name, 0.0))
+names = [package.rstrip("/").rsplit("/", 1)[-1] for package in packages] if target.endswith("/") else [""]
+for name in names:
+    dest = Path(target) / name if name else Path(target)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    source = {source!r}
+    if source:
+        binary = Path(source) / dest.name
+        try:
+            os.link(binary, dest)
+        except OSError:
+            shutil.copy2(binary, dest)
+    else:
+        dest.write_text({placeholder!r})
+        dest.chmod(0o755)
+"""
+# A placeholder binary: runs until stopped, and keeps its own path as argv[0], so devcluster's
+# guard against pid reuse (it only signals a pid whose argv[0] is the binary it started) holds.
+PLACEHOLDER_BINARY = '#!/bin/bash\nexec -a "$0" sleep 3600\n'
+
+
+def install_fake_go(
+    directory: Path,
+    *,
+    build_seconds: dict[str, float],
+    version: str,
+    binaries_from: Path | None = None,
+) -> Path:
+    """Write a fake `go` into `directory` (put it first on PATH) for tests of a cold build.
+
+    `build_seconds` maps a build module ("etcd", "kwok", "kubernetes") to how long its
+    `go build` takes. The binaries it "builds" are hard links to (or copies of) the real ones in
+    `binaries_from`, or placeholders that only sleep when that is None.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    go = directory / "go"
+    source = str(binaries_from) if binaries_from else None
+    go.write_text(
+        FAKE_GO.format(
+            python=sys.executable,
+            version=version,
+            seconds=build_seconds,
+            source=source,
+            placeholder=PLACEHOLDER_BINARY,
+        )
+    )
+    go.chmod(0o755)
+    return directory
 
 
 def unique_name(prefix: str = "t") -> str:

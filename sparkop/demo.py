@@ -66,6 +66,10 @@ class Row:
 HEADER = f"{'TIME':>7}  {'APP':<16} {'STATE':<18} {'ATTEMPTS':>8} {'INC':>4}  {'EXEC R/P/S':<9} DRIVER POD"
 
 
+class DemoError(RuntimeError):
+    """A step of the demo failed; the message says which and why."""
+
+
 def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
     result = subprocess.run(
         [str(kubectl_path), "--kubeconfig", str(kubeconfig), *args],
@@ -75,7 +79,7 @@ def kubectl(kubectl_path: Path, kubeconfig: Path, *args: str, stdin: str | None 
         check=False,
     )
     if result.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        raise DemoError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
     return result.stdout
 
 
@@ -181,16 +185,30 @@ def summary(rows: dict[str, Row], kubeconfig: Path, total: float) -> str:
 
 
 def main(*, name: str, keep: bool) -> int:
-    from devcluster.cluster import Cluster
+    from devcluster.build import BuildError, ensure_built
+    from devcluster.cluster import Cluster, ClusterError
 
-    started = time.monotonic()
+    def progress(message: str) -> None:
+        say(f"    {message}")
+
     say("==> starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK)")
-    cluster = Cluster.up(name, nodes=3, log=lambda m: say(f"    {m}"))
+    try:
+        # Built first and on its own, so neither the start-up budget nor the table's clock
+        # counts a first build (minutes, once per machine).
+        ensure_built(progress)
+        started = time.monotonic()
+        cluster = Cluster.up(name, nodes=3, log=progress)
+    except (BuildError, ClusterError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        say("\ninterrupted")
+        return 130
     operator: subprocess.Popen[bytes] | None = None
+    log_path = cluster.directory / "sparkop.log"
     try:
         say("==> installing the CRDs and starting the operator")
         install_crds(cluster.kubectl, cluster.kubeconfig)
-        log_path = cluster.directory / "sparkop.log"
         # The operator waits itself until the CRDs are served, so it can import meanwhile.
         with log_path.open("ab") as log:
             operator = subprocess.Popen(
@@ -208,6 +226,11 @@ def main(*, name: str, keep: bool) -> int:
     except KeyboardInterrupt:
         say("\ninterrupted; cleaning up")
         return 130
+    except (DemoError, TimeoutError) as err:
+        exited = operator is not None and operator.poll() is not None
+        why = f" (the operator exited with code {operator.returncode})" if exited and operator else ""
+        print(f"error: {err}{why}; operator log: {log_path}", file=sys.stderr, flush=True)
+        return 1
     finally:
         if operator is not None and not keep:
             operator.terminate()
