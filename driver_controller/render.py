@@ -6,6 +6,8 @@ identical object instead of making a second one.
 
     render(driver, incarnation)  -> DriverObjects(pod, config_map, service, executor_template, properties,
                                                   metrics_config_map)
+                                    raises InvalidSpec, or SpecTooLarge (an InvalidSpec) when a ConfigMap
+                                    would exceed the API server's 1 MiB
     names(driver, incarnation)   -> IncarnationNames: the same objects' names, without rendering
 
 ``submission`` maps the run spec to what spark-submit would receive (kubeflow's mapping);
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from api.models import SparkDriver
 from driver_controller.podbuild import DriverObjects, RenderOptions, build, driver_ports
@@ -28,12 +30,57 @@ __all__ = [
     "IncarnationNames",
     "InvalidSpec",
     "RenderOptions",
+    "SpecTooLarge",
     "Submission",
     "names",
     "parse",
     "render",
     "submission",
 ]
+
+
+# The API server refuses a ConfigMap whose data (keys and values, in bytes) exceeds 1 MiB.
+CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024
+_LARGEST_SHOWN: Final = 3
+
+
+class SpecTooLarge(InvalidSpec):
+    """A rendered ConfigMap would exceed the API server's limit on its data: a spec error (the API
+    server would refuse the object at run time), raised by :func:`render` before anything is created.
+    ``field`` names the spec fields that fill that ConfigMap."""
+
+    def __init__(self, field: str, config_map: str, size: int, largest: str = "") -> None:
+        message = (
+            f"{field}: too large, ConfigMap {config_map} would hold {size:,} bytes of data, "
+            f"{size - CONFIGMAP_DATA_LIMIT:,} over the API server's limit of {CONFIGMAP_DATA_LIMIT:,} bytes (1 MiB)"
+        )
+        super().__init__(f"{message}; the largest: {largest}" if largest else message)
+        self.field = field
+        self.config_map = config_map
+        self.size = size
+
+
+def config_map_data_size(config_map: Mapping[str, Any]) -> int:
+    """What the API server counts against the limit: the UTF-8 bytes of every key and value."""
+    data: Mapping[str, str] = config_map.get("data") or {}
+    return sum(len(key.encode()) + len(value.encode()) for key, value in data.items())
+
+
+def _check_sizes(objects: DriverObjects) -> None:
+    fields = {
+        id(objects.config_map): "spec.sparkConf / spec.hadoopConf",
+        id(objects.executor_template): "spec.executor (its pod template)",
+        id(objects.metrics_config_map): "spec.monitoring",
+    }
+    for config_map in objects.config_maps:
+        size = config_map_data_size(config_map)
+        if size <= CONFIGMAP_DATA_LIMIT:
+            continue
+        largest = ""
+        if config_map is objects.config_map:
+            biggest = sorted(objects.properties.items(), key=lambda kv: -len(kv[1].encode()))[:_LARGEST_SHOWN]
+            largest = ", ".join(f"{key} ({len(value.encode()):,} bytes)" for key, value in biggest)
+        raise SpecTooLarge(fields[id(config_map)], config_map["metadata"]["name"], size, largest)
 
 
 def parse(body: Mapping[str, Any]) -> SparkDriver:
@@ -44,8 +91,10 @@ def parse(body: Mapping[str, Any]) -> SparkDriver:
 
 def render(driver: SparkDriver, incarnation: int, options: RenderOptions | None = None) -> DriverObjects:
     """Everything driver-pod ``incarnation`` of ``driver`` needs. Raises InvalidSpec for a spec
-    spark-submit would refuse."""
-    return build(submission(driver, incarnation), options)
+    spark-submit would refuse, SpecTooLarge for one whose ConfigMaps the API server would refuse."""
+    objects = build(submission(driver, incarnation), options)
+    _check_sizes(objects)
+    return objects
 
 
 @dataclass(frozen=True)

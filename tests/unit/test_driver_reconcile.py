@@ -513,3 +513,16 @@ def test_an_ended_driver_acknowledges_a_spec_change_and_nothing_else() -> None:
     pod, cms, svcs = objects()
     plan = plan_for(body, [deleting(terminated(pod, 0)), executor(1, adopted=True)], cms, svcs)
     assert plan.status == {**status, "observedGeneration": 2}
+
+
+def test_a_spec_too_large_for_its_configmap_fails_the_driver_once() -> None:
+    body = driver()
+    body["spec"]["sparkConf"] = {f"spark.example.value{n}": "v" * 60_000 for n in range(20)}
+    plan = plan_for(body)
+    assert plan.create == []
+    assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
+    assert plan.status["lastError"]["reason"] == "InvalidSpec"
+    assert plan.status["lastError"]["message"].startswith("spec.sparkConf / spec.hadoopConf: too large, ConfigMap ")
+    assert [e.reason for e in plan.events] == ["InvalidSpec"]
+    again = plan_for({**body, "status": plan.status})
+    assert again.status is None and again.create == [] and again.events == []

@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from driver_controller import sparkconf
 from driver_controller.observe import summarize_pod
 from driver_controller.podbuild import app_name_label, driver_memory_mib
-from driver_controller.render import InvalidSpec, names, parse, render
+from driver_controller.render import (
+    CONFIGMAP_DATA_LIMIT,
+    InvalidSpec,
+    SpecTooLarge,
+    config_map_data_size,
+    names,
+    parse,
+    render,
+)
 from sparkop import labels, naming
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -500,3 +508,31 @@ def test_names_agree_with_render(spec: dict[str, Any]) -> None:
         assert expected.config_maps == {cm["metadata"]["name"] for cm in out.config_maps}
         ui = next(p["port"] for p in out.service["spec"]["ports"] if p["name"] == "spark-ui")
         assert expected.web_ui_address == f"{out.service['metadata']['name']}.ns.svc:{ui}"
+
+
+# --- the API server's 1 MiB limit on a ConfigMap's data -------------------------------------------------
+
+
+def test_a_configmap_over_the_api_servers_limit_is_a_spec_error() -> None:
+    """issue 9 item 9: 20 sparkConf values of 60 KB pass validation, and the API server refuses the ConfigMap."""
+    big = {f"spark.example.value{n}": "v" * 60_000 for n in range(20)}
+    with pytest.raises(SpecTooLarge) as raised:
+        render(parse(manifest(sparkConf=big)), 1)
+    message = str(raised.value)
+    assert message.startswith("spec.sparkConf / spec.hadoopConf: too large, ConfigMap pi-1-1-conf-map would hold ")
+    assert raised.value.size > CONFIGMAP_DATA_LIMIT and f"{raised.value.size:,} bytes" in message
+    assert "spark.example.value0 (60,000 bytes)" in message and "\n" not in message
+    assert isinstance(raised.value, InvalidSpec)  # a spec error like the others
+    # The same through spec.hadoopConf, and through the executor template.
+    with pytest.raises(SpecTooLarge, match=r"^spec\.sparkConf / spec\.hadoopConf: "):
+        render(parse(manifest(hadoopConf={f"fs.k{n}": "v" * 60_000 for n in range(20)})), 1)
+    huge_env = {"executor": {"env": [{"name": "BIG", "value": "v" * CONFIGMAP_DATA_LIMIT}]}}
+    with pytest.raises(
+        SpecTooLarge, match=r"^spec\.executor \(its pod template\): too large, ConfigMap pi-1-1-podspec"
+    ):
+        render(parse(manifest(**huge_env)), 1)
+
+
+def test_a_configmap_just_under_the_limit_renders() -> None:
+    out = render(parse(manifest(sparkConf={f"spark.example.value{n}": "v" * 64_000 for n in range(16)})), 1)
+    assert CONFIGMAP_DATA_LIMIT - 50_000 < config_map_data_size(out.config_map) <= CONFIGMAP_DATA_LIMIT
