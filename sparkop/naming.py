@@ -17,6 +17,7 @@ POD_PREFIX_MAX: Final = DNS_LABEL_MAX - len(_LONGEST_SUFFIX)
 HASH_LEN: Final = 8
 
 _INVALID = re.compile(r"[^a-z0-9-]+")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 def _digest(text: str, length: int = HASH_LEN) -> str:
@@ -24,26 +25,35 @@ def _digest(text: str, length: int = HASH_LEN) -> str:
 
 
 def bounded(name: str, limit: int) -> str:
-    """``name`` lowercased into [a-z0-9-], or, when longer than ``limit``, cut and suffixed with a hash
-    of the whole so that two long names never collide."""
-    clean = _INVALID.sub("-", name.lower()).strip("-") or "x"
-    if len(clean) <= limit:
+    """``name`` as a DNS-1123 name of at most ``limit`` characters ([a-z0-9-], alphanumeric at both
+    ends). A name that already is one comes back unchanged; any other is cleaned (lowercased, every
+    other character run turned into ``-``), cut to fit, and suffixed with a hash of the original, so
+    that two different names never give the same result (``dot.app`` and ``dot-app`` differ)."""
+    return _derived(name, limit)
+
+
+def _derived(name: str, limit: int, prefix: str = "") -> str:
+    clean = prefix + (_INVALID.sub("-", name.lower()).strip("-") or "x")
+    if clean == name and len(clean) <= limit:
         return clean
     head = clean[: limit - HASH_LEN - 1].rstrip("-")
     return f"{head}-{_digest(name)}"
 
 
 def dns_label(name: str, limit: int = DNS_LABEL_MAX) -> str:
-    """A DNS-1035 label (starts with a letter), as Service names require."""
+    """A DNS-1035 label (starts with a letter), as Service names require; as injective as
+    :func:`bounded` (a name that does not start with a letter gets an ``s-`` prefix and a hash)."""
     label = bounded(name, limit)
-    if not label[0].isalpha():
-        label = bounded(f"s-{name}", limit)
-    return label
+    if label[0].isalpha():
+        return label
+    return _derived(name, limit, prefix="s-")
 
 
 def label_value(name: str) -> str:
-    """A label value for an object name (names may reach 253 characters, label values 63)."""
-    return bounded(name, DNS_LABEL_MAX)
+    """A label value for an object name (names may reach 253 characters, label values 63): the name
+    itself when it fits (an object name of up to 63 characters is a valid label value, dots
+    included), else :func:`bounded`."""
+    return name if _LABEL_VALUE.fullmatch(name) else bounded(name, DNS_LABEL_MAX)
 
 
 def driver_name(app_name: str, run: int) -> str:
@@ -88,6 +98,13 @@ def executor_template_configmap_name(driver: str, incarnation: int) -> str:
 def metrics_configmap_name(driver: str, incarnation: int) -> str:
     """The incarnation's metrics.properties / prometheus.yaml ConfigMap (kubeflow's ``<app>-prom-conf``)."""
     return f"{pod_prefix(driver, incarnation)}-prom-conf"
+
+
+def event_name(object_name: str, nanos: int) -> str:
+    """An Event's name, client-go's ``<object>.<hex time>`` (a DNS-1123 subdomain, unique per object
+    and instant)."""
+    name = f"{object_name}.{nanos:x}"
+    return name if len(name) <= 253 else bounded(name, 253)
 
 
 def spark_app_id(driver_uid: str, incarnation: int) -> str:
