@@ -6,7 +6,8 @@ kopf watches and indexes; its event handlers only ``enqueue`` the key of the obj
 * a key is reconciled by at most one worker at a time;
 * a key enqueued while it is being reconciled is reconciled once more afterwards;
 * many enqueues of a waiting key collapse into one reconcile;
-* a reconcile that asks to be requeued after N seconds, or that failed (backoff), runs again.
+* a reconcile that asks to be requeued after N seconds, or that failed (backoff), runs again;
+* a reconcile stopped by its namespace being deleted (``NamespaceTerminating``) ends quietly.
 
 Nothing here is a fact the controllers depend on after a restart: on start kopf lists every
 object, so every key is enqueued again.
@@ -23,7 +24,7 @@ from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from sparkop.kube import Conflict
+from sparkop.kube import Conflict, NamespaceTerminating
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,16 @@ Reconcile = Callable[[K], Awaitable[float | None]]
 """Reconcile one key; return seconds until it must run again even without events, or None."""
 
 
+def namespace_terminating(exc: BaseException) -> NamespaceTerminating | None:
+    """The NamespaceTerminating that ``exc`` is, or was raised from (a controller may wrap it)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, NamespaceTerminating):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 @dataclass
 class WorkQueue(Generic[K]):
     name: str
@@ -49,6 +60,8 @@ class WorkQueue(Generic[K]):
     workers: int = 4
     base_backoff: float = 0.05
     max_backoff: float = 30.0
+    # Told the namespace when a reconcile met NamespaceTerminating (the shared runtime remembers it).
+    on_namespace_terminating: Callable[[str], None] | None = None
 
     _ready: asyncio.Queue[K] = field(default_factory=asyncio.Queue, init=False)
     _waiting: set[K] = field(default_factory=set, init=False)
@@ -128,7 +141,15 @@ class WorkQueue(Generic[K]):
             return
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            if (terminating := namespace_terminating(exc)) is not None:
+                # Not an error: the namespace and everything in it are going. No retry.
+                RECONCILES.labels(self.name, "namespace_terminating").inc()
+                log.debug("%s: %s stopped: %s", self.name, key, terminating)
+                if self.on_namespace_terminating is not None:
+                    self.on_namespace_terminating(terminating.namespace)
+                self._failures.pop(key, None)
+                return
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
             delay = min(self.max_backoff, self.base_backoff * 2**failures)

@@ -1,9 +1,11 @@
 """The one Kubernetes client layer.
 
 Every write sparkop makes goes through here, so the rules for tolerated errors live in one place:
-a create that meets 409 AlreadyExists succeeded (names are deterministic), a delete that meets 404
-succeeded, and a status write carries the resourceVersion it was computed from so that a decision
-made on a stale view is refused (409 Conflict) and recomputed instead of overwriting newer facts.
+a create that meets 409 AlreadyExists succeeded when the existing object has the same controller
+owner (names are deterministic: it is our own retried create), a delete that meets 404 succeeded,
+and a status write carries the resourceVersion it was computed from so that a decision made on a
+stale view is refused (409 Conflict) and recomputed instead of overwriting newer facts. A namespace
+being deleted stops the work in it quietly (NamespaceTerminating).
 """
 
 from __future__ import annotations
@@ -97,12 +99,61 @@ class Refused(Exception):
         self.message = message
 
 
-def _refusal(exc: ApiException) -> Refused:
+class Taken(Refused):
+    """A create met 409 AlreadyExists, and the object of that name is not ours: its controller is not
+    the manifest's controller owner. Never adopted, never taken for a retried create of our own."""
+
+    def __init__(self, kind: str, name: str, holder: str) -> None:
+        message = f"{kind} {name} already exists and {holder}, not by this object's owner; rename or delete it"
+        super().__init__(409, "AlreadyExists", message)
+
+
+class Occupied(Conflict):
+    """A create met 409 AlreadyExists on an object that is on its way out (being deleted, or its
+    controller owner is gone and the garbage collector has yet to remove it): try again later."""
+
+
+class NamespaceTerminating(Exception):
+    """The namespace is being deleted: creates in it are refused (403) and its objects are going.
+    Controllers stop their work in it quietly."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(f"namespace {namespace} is terminating")
+        self.namespace = namespace
+
+
+def _api_status(exc: ApiException) -> dict[str, Any]:
     try:
         status = json.loads(exc.body or "{}")
     except (TypeError, ValueError):
-        status = {}
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def _refusal(exc: ApiException) -> Refused:
+    status = _api_status(exc)
     return Refused(exc.status or 0, status.get("reason") or str(exc.reason), status.get("message") or str(exc))
+
+
+def namespace_terminating(exc: ApiException) -> bool:
+    """Whether the API server refused a write because its namespace is being deleted (403 with a
+    ``NamespaceTerminating`` cause)."""
+    if exc.status != 403:
+        return False
+    causes = (_api_status(exc).get("details") or {}).get("causes") or ()
+    return any(isinstance(c, dict) and c.get("type") == "NamespaceTerminating" for c in causes)
+
+
+def controller_of(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The controller ownerReference of an object, if it has one."""
+    refs = (body.get("metadata") or {}).get("ownerReferences") or ()
+    return next((r for r in refs if isinstance(r, Mapping) and r.get("controller")), None)
+
+
+def _describe(ref: Mapping[str, Any] | None) -> str:
+    if ref is None:
+        return "has no controller"
+    return f"is controlled by {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Body:
@@ -211,18 +262,53 @@ class Kube:
         return list((await self._call("GET", resource.path(namespace), query=query)).get("items", []))
 
     async def create(self, body: Body) -> bool:
-        """Create ``body``. True if created, False if it already existed (a retried create)."""
+        """Create ``body``. True if created, False if it already existed as ours (a retried create).
+
+        When ``body`` has a controller owner, an existing object of that name is ours only if it has
+        the same controller (by uid); otherwise :class:`Taken` (a refusal), or :class:`Occupied` when
+        it is on its way out. NamespaceTerminating when the namespace is being deleted."""
         resource = resource_of(body)
         namespace = body["metadata"].get("namespace")
         try:
             await self._call("POST", resource.path(namespace), body=body)
         except ApiException as exc:
             if exc.status == 409:
+                await self._check_ours(resource, body)
                 return False
+            if namespace_terminating(exc):
+                raise NamespaceTerminating(str(namespace)) from exc
             if exc.status in (400, 403, 422):
                 raise _refusal(exc) from exc
             raise
         return True
+
+    async def _check_ours(self, resource: Resource, body: Body) -> None:
+        """After a 409 on creating ``body``: return if the existing object has ``body``'s controller."""
+        ours = controller_of(body)
+        if ours is None:
+            return  # nothing to tell our object from another: names alone are ours
+        meta = body["metadata"]
+        namespace, name = meta.get("namespace"), meta["name"]
+        existing = await self.get(resource, namespace, name)
+        if existing is None:
+            raise Occupied(f"{resource.kind} {name} was deleted after it refused our create")
+        theirs = controller_of(existing)
+        if theirs is not None and theirs.get("uid") == ours.get("uid"):
+            return
+        if (existing.get("metadata") or {}).get("deletionTimestamp") or await self._owner_gone(theirs, namespace):
+            raise Occupied(f"{resource.kind} {name} is being removed; its name will be free again")
+        raise Taken(resource.kind, name, _describe(theirs))
+
+    async def _owner_gone(self, ref: Mapping[str, Any] | None, namespace: str | None) -> bool:
+        """Whether ``ref`` names an owner that no longer exists (the garbage collector will remove
+        its dependents). Unknown owner kinds are taken to exist."""
+        if ref is None:
+            return False
+        resource = _BY_KIND.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
+        if resource is None:
+            return False
+        owner = await self.get(resource, namespace if resource.namespaced else None, str(ref.get("name")))
+        return owner is None or (owner.get("metadata") or {}).get("uid") != ref.get("uid")
 
     async def delete(
         self,
@@ -297,7 +383,7 @@ class Kube:
             "kind": "Event",
             "metadata": {
                 "namespace": meta["namespace"],
-                "name": naming.bounded(f"{meta['name']}.{int(now.timestamp() * 1e9):x}", 253),
+                "name": naming.event_name(meta["name"], int(now.timestamp() * 1e9)),
             },
             "involvedObject": {
                 "apiVersion": regarding["apiVersion"],
@@ -322,4 +408,6 @@ class Kube:
         try:
             await self._call("POST", EVENTS.path(meta["namespace"]), body=body)
         except ApiException as exc:
-            log.warning("event %s on %s/%s not posted: %s", reason, meta["namespace"], meta["name"], exc.reason)
+            # An Event lost with its namespace is no news; anything else may hide a problem.
+            level = logging.DEBUG if namespace_terminating(exc) else logging.WARNING
+            log.log(level, "event %s on %s/%s not posted: %s", reason, meta["namespace"], meta["name"], exc.reason)

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,15 +41,42 @@ class Runtime:
     options: Options = field(default_factory=Options)
     indexers: OperatorIndexers = field(default_factory=OperatorIndexers)
     queues: list[WorkQueue[Any]] = field(default_factory=list)
+    # Namespaces being deleted: the controllers leave everything in them alone (their objects are
+    # going, and a driver vanishing with its namespace is not a failure). Kept by a Namespace watch,
+    # and by the API server's 403 NamespaceTerminating for the moment before the watch says so.
+    terminating_namespaces: set[str] = field(default_factory=set)
 
     def index(self, name: str) -> kopf.Index[Any, Any]:
         """A kopf index by its handler id (the indexing function's name)."""
         return self.indexers.indices[name]
 
     def queue(self, name: str, reconcile: Reconcile[Any]) -> WorkQueue[Any]:
-        queue: WorkQueue[Any] = WorkQueue(name, reconcile, workers=self.options.workers)
+        queue: WorkQueue[Any] = WorkQueue(
+            name, reconcile, workers=self.options.workers, on_namespace_terminating=self.terminating_namespaces.add
+        )
         self.queues.append(queue)
         return queue
+
+    def namespace_terminating(self, namespace: str) -> bool:
+        return namespace in self.terminating_namespaces
+
+    def observe_namespace(self, name: str, body: Mapping[str, Any] | None) -> None:
+        """Track a Namespace from its watch events (``body`` None: it is gone)."""
+        meta = (body or {}).get("metadata") or {}
+        phase = ((body or {}).get("status") or {}).get("phase")
+        if body is not None and (meta.get("deletionTimestamp") or phase == "Terminating"):
+            self.terminating_namespaces.add(name)
+        else:
+            self.terminating_namespaces.discard(name)
+
+
+def register_namespaces(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
+    """Watch Namespaces (cluster-scoped, also when the operator serves only some namespaces), for
+    ``Runtime.terminating_namespaces``."""
+
+    @kopf.on.event("", "v1", "namespaces", id="sparkop_namespaces", registry=registry)
+    async def sparkop_namespaces(name: str, body: kopf.Body, type: str | None, **_: Any) -> None:
+        runtime.observe_namespace(name, None if type == "DELETED" else body)
 
 
 Register = Callable[[kopf.OperatorRegistry, Runtime], None]
@@ -115,6 +142,7 @@ async def run_operator(
     def login(**_: Any) -> kopf.ConnectionInfo:
         return kube.connection_info()
 
+    register_namespaces(registry, runtime)
     for register in controller_registrations(controllers):
         register(registry, runtime)
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections import Counter
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from sparkop.controller import WorkQueue
-from sparkop.kube import Conflict
+from sparkop.kube import Conflict, NamespaceTerminating, namespace_terminating
+from sparkop.operator import Runtime
 
 
 async def _run_briefly(queue: WorkQueue[str], seconds: float) -> None:
@@ -116,3 +120,53 @@ async def test_enqueue_from_another_thread_wakes_the_queue() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert seen == ["from-thread"]
+
+
+async def test_a_terminating_namespace_ends_the_reconcile_quietly_and_is_remembered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A controller may wrap the client's NamespaceTerminating (the driver controller does): the
+    queue neither retries nor logs an error, and the shared runtime learns the namespace."""
+    calls: Counter[str] = Counter()
+    learned: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        calls[key] += 1
+        try:
+            raise NamespaceTerminating("gone")
+        except NamespaceTerminating as exc:
+            raise RuntimeError("creating Pod x-1-1-driver") from exc
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile, base_backoff=0.001, on_namespace_terminating=learned.append)
+    queue.enqueue("gone/app")
+    with caplog.at_level(logging.DEBUG, logger="sparkop.controller"):
+        await _run_briefly(queue, 0.1)
+    assert calls == Counter({"gone/app": 1}) and learned == ["gone"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_the_runtime_tracks_terminating_namespaces_from_their_watch() -> None:
+    runtime = Runtime(kube=None)  # type: ignore[arg-type]
+    active = {"metadata": {"name": "ns"}, "status": {"phase": "Active"}}
+    terminating = {"metadata": {"name": "ns", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    runtime.observe_namespace("ns", active)
+    assert not runtime.namespace_terminating("ns")
+    runtime.observe_namespace("ns", terminating)
+    assert runtime.namespace_terminating("ns")
+    runtime.observe_namespace("ns", None)  # deleted
+    assert not runtime.namespace_terminating("ns")
+    runtime.observe_namespace("ns", {"metadata": {"name": "ns"}, "status": {"phase": "Terminating"}})
+    runtime.observe_namespace("ns", active)  # a new namespace of the same name
+    assert not runtime.namespace_terminating("ns")
+
+
+def test_a_403_is_namespace_terminating_only_with_that_cause() -> None:
+    def refused(causes: list[dict[str, str]], status: int = 403) -> ApiException:
+        exc = ApiException(status=status, reason="Forbidden")
+        exc.body = json.dumps({"kind": "Status", "reason": "Forbidden", "details": {"causes": causes}})
+        return exc
+
+    terminating = [{"type": "NamespaceTerminating", "message": "namespace ns is being terminated"}]
+    assert namespace_terminating(refused(terminating))
+    assert not namespace_terminating(refused([]))
+    assert not namespace_terminating(refused(terminating, status=409))
