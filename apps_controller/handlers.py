@@ -17,7 +17,7 @@ import kopf
 import pydantic
 
 from api.models import SparkApplicationSpec
-from apps_controller.model import AppStatus, AppView, DriverView, Observed, Refusal, UIConfig
+from apps_controller.model import AppStatus, AppView, DriverView, Observed, OwnedObject, Refusal, UIConfig
 from apps_controller.reconcile import (
     Action,
     CreateDriver,
@@ -38,6 +38,8 @@ Key = tuple[str, str]  # (namespace, SparkApplication name)
 
 APPS_INDEX: Final = "apps_sparkapplications"
 DRIVERS_INDEX: Final = "apps_sparkdrivers"
+UI_SERVICES_INDEX: Final = "apps_ui_services"
+UI_INGRESSES_INDEX: Final = "apps_ui_ingresses"
 # Fault injection for the crash tests: the process exits right after its N-th status write that
 # changes an app's state, before that pass's events and after-status actions (the worst moment).
 FAULT_EXIT_ENV: Final = "SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS"
@@ -51,13 +53,26 @@ _RESOURCES: Final = {
 
 
 def owner_key(body: Mapping[str, Any]) -> Key | None:
-    """The key of a SparkDriver's controller owner, when it is a sparkop SparkApplication."""
+    """The key of an object's controller owner, when it is a sparkop SparkApplication. Ownership, not
+    a label, links an app to its SparkDrivers and UI objects: a label can be edited away."""
     meta = body.get("metadata") or {}
     for ref in meta.get("ownerReferences") or ():
         group = str(ref.get("apiVersion", "")).split("/")[0]
         if ref.get("controller") and ref.get("kind") == "SparkApplication" and group == labels.GROUP:
             return (str(meta.get("namespace", "")), str(ref.get("name", "")))
     return None
+
+
+def driver_entry(body: Mapping[str, Any]) -> dict[Key, DriverView] | None:
+    """The apps controller's index entry for a SparkDriver: under its controller owner's key."""
+    key = owner_key(body)
+    return {key: DriverView.from_body(body)} if key else None
+
+
+def ui_object_entry(body: Mapping[str, Any]) -> dict[Key, OwnedObject] | None:
+    """The index entry for a Service or Ingress a SparkApplication controls (its Spark UI)."""
+    key = owner_key(body)
+    return {key: OwnedObject.from_body(body)} if key else None
 
 
 def app_snapshot(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,9 +134,21 @@ class AppsController:
         if body is None:
             return None
         drivers: Iterable[DriverView] = self.runtime.index(DRIVERS_INDEX).get(key) or ()
+        ui_objects = [
+            o for index in (UI_SERVICES_INDEX, UI_INGRESSES_INDEX) for o in self.runtime.index(index).get(key) or ()
+        ]
         app = AppView.from_body(body, spec_error=self.spec_error(body))
         status = AppStatus.from_json(body.get("status"))
-        return Observed(app, status, tuple(drivers), self.ui, self.refusals(key, app.uid)), body
+        observed = Observed(
+            app,
+            status,
+            tuple(drivers),
+            self.ui,
+            self.refusals(key, app.uid),
+            ui_objects=tuple(ui_objects),
+            namespace_terminating=self.runtime.namespace_terminating(app.namespace),
+        )
+        return observed, body
 
     def refusals(self, key: Key, uid: str) -> dict[str, Refusal]:
         """What the API server refused for this app (a new app of the same name starts afresh)."""
@@ -200,7 +227,9 @@ class AppsController:
             logs.decision(log, f"{namespace}/{key[1]}", "delete the finished app", "TimeToLiveExpired")
             await self.kube.delete(kube.SPARK_APPLICATIONS, namespace, action.name, uid=action.uid)
         elif isinstance(action, DeleteObject):
-            await self.kube.delete(_RESOURCES[(action.api_version, action.kind)], namespace, action.name)
+            logs.decision(log, f"{namespace}/{key[1]}", f"delete {action.kind} {action.name}", "SparkUIRemoved")
+            resource = _RESOURCES[(action.api_version, action.kind)]
+            await self.kube.delete(resource, namespace, action.name, uid=action.uid)
 
     async def create(self, key: Key, uid: str, action: CreateDriver | EnsureObject) -> bool:
         """Create; a refusal (400/403/422) is remembered for the next pass and ends this one."""
@@ -225,24 +254,30 @@ def register(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
     async def apps_sparkapplications(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Key, Any]:
         return {(namespace or "", name): app_snapshot(body)}
 
-    @kopf.index(
-        labels.GROUP,
-        labels.VERSION,
-        "sparkdrivers",
-        labels={labels.APP: kopf.PRESENT},
-        id=DRIVERS_INDEX,
-        registry=registry,
-    )
+    @kopf.index(labels.GROUP, labels.VERSION, "sparkdrivers", id=DRIVERS_INDEX, registry=registry)
     async def apps_sparkdrivers(body: kopf.Body, **_: Any) -> dict[Key, DriverView] | None:
-        key = owner_key(body)
-        return {key: DriverView.from_body(body)} if key else None
+        return driver_entry(body)
+
+    @kopf.index("", "v1", "services", id=UI_SERVICES_INDEX, registry=registry)
+    async def apps_ui_services(body: kopf.Body, **_: Any) -> dict[Key, OwnedObject] | None:
+        return ui_object_entry(body)
+
+    @kopf.index("networking.k8s.io", "v1", "ingresses", id=UI_INGRESSES_INDEX, registry=registry)
+    async def apps_ui_ingresses(body: kopf.Body, **_: Any) -> dict[Key, OwnedObject] | None:
+        return ui_object_entry(body)
 
     @kopf.on.event(labels.GROUP, labels.VERSION, "sparkapplications", registry=registry)
     async def apps_on_sparkapplication(namespace: str | None, name: str, **_: Any) -> None:
         queue.enqueue((namespace or "", name))
 
-    @kopf.on.event(labels.GROUP, labels.VERSION, "sparkdrivers", labels={labels.APP: kopf.PRESENT}, registry=registry)
-    async def apps_on_sparkdriver(body: kopf.Body, **_: Any) -> None:
-        key = owner_key(body)
-        if key:
-            queue.enqueue(key)
+    for group, version, plural in (
+        (labels.GROUP, labels.VERSION, "sparkdrivers"),
+        ("", "v1", "services"),
+        ("networking.k8s.io", "v1", "ingresses"),
+    ):
+
+        @kopf.on.event(group, version, plural, id=f"apps_on_{plural}", registry=registry)
+        async def apps_on_owned(body: kopf.Body, **_: Any) -> None:
+            key = owner_key(body)
+            if key:
+                queue.enqueue(key)

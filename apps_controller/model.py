@@ -327,14 +327,7 @@ class DriverView:
         lbls = _map(meta.get("labels"))
         ann = _map(meta.get("annotations"))
         status = _map(body.get("status"))
-        owner = next(
-            (
-                ref
-                for ref in meta.get("ownerReferences") or ()
-                if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "SparkApplication"
-            ),
-            {},
-        )
+        owner = _controller(meta)
         phase = _opt_enum(DriverPhase, status.get("phase"))
         term = _map(status.get("termination"))
         error = _map(status.get("lastError"))
@@ -362,6 +355,44 @@ class DriverView:
             message=_opt_str(term.get("message")) or (_opt_str(error.get("message")) if failed_early else None),
             stuck=stuck,
         )
+
+
+@dataclass(frozen=True)
+class OwnedObject:
+    """A Service or Ingress controlled by a SparkApplication (the Spark UI), as the watch index holds
+    it: found by its controller ownerReference, whatever status says (a crash between its create and
+    the status write must not leak it)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    owner_uid: str
+    deleting: bool = False
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> OwnedObject:
+        meta = _map(body.get("metadata"))
+        return cls(
+            api_version=str(body.get("apiVersion", "")),
+            kind=str(body.get("kind", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            owner_uid=str(_controller(meta).get("uid", "")),
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+
+def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The SparkApplication controller ownerReference of an object's metadata ({} when none)."""
+    return next(
+        (
+            ref
+            for ref in meta.get("ownerReferences") or ()
+            if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "SparkApplication"
+        ),
+        {},
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -561,17 +592,24 @@ class UIConfig:
 
 @dataclass(frozen=True)
 class Observed:
-    """Everything one reconcile pass decides from. ``drivers`` are the SparkDrivers whose controller
-    owner is this app (any stale entry owned by an older app of the same name is ignored).
-    ``refusals`` are the creates of this app the API server refused, by ``reconcile.refusal_key``
-    (remembered by the shell; lost with the process, when the create is simply tried again)."""
+    """Everything one reconcile pass decides from. ``drivers`` and ``ui_objects`` are the SparkDrivers
+    and the Spark UI Services/Ingresses whose controller owner is this app (any stale entry owned by an
+    older app of the same name is ignored). ``refusals`` are the creates of this app the API server
+    refused, by ``reconcile.refusal_key`` (remembered by the shell; lost with the process, when the
+    create is simply tried again). ``namespace_terminating``: the app's namespace is being deleted."""
 
     app: AppView
     status: AppStatus
     drivers: Sequence[DriverView] = ()
     ui: UIConfig = field(default_factory=UIConfig)
     refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    ui_objects: Sequence[OwnedObject] = ()
+    namespace_terminating: bool = False
 
     @property
     def owned(self) -> tuple[DriverView, ...]:
         return tuple(sorted((d for d in self.drivers if d.owner_uid == self.app.uid), key=lambda d: d.run))
+
+    @property
+    def owned_ui(self) -> tuple[OwnedObject, ...]:
+        return tuple(sorted((o for o in self.ui_objects if o.owner_uid == self.app.uid), key=lambda o: o.kind))

@@ -15,7 +15,9 @@ decision was made from, and only then runs ``plan.after_status``. Hence:
   (``Observed.refusals``) and is recorded like any other outcome.
 
 A pass runs these phases: adopt a SparkDriver newer than status (or) take the state's step and
-prune old SparkDrivers; then the Spark UI objects; then the conditions that summarise it all.
+prune old SparkDrivers; then the Spark UI objects; then the conditions that summarise it all. Two
+kinds of pass write nothing: one in a namespace being deleted (plans nothing at all), and one of a
+finished app (COMPLETED / FAILED: frozen status; it only deletes what is left, and at its TTL itself).
 """
 
 from __future__ import annotations
@@ -91,9 +93,12 @@ class EnsureObject:
 
 @dataclass(frozen=True)
 class DeleteObject:
+    """Delete an observed Spark UI Service or Ingress (by uid: a same-named successor is never hit)."""
+
     api_version: str
     kind: str
     name: str
+    uid: str
 
 
 Action = CreateDriver | DeleteDriver | DeleteApp | EnsureObject | DeleteObject
@@ -166,8 +171,9 @@ class _Pass:
         self.status = replace(self.status, state=state)
         kind, reason = events.BY_STATE[state]
         self.events.append(Event(kind, reason, message))
-        if state in TERMINAL_STATES and self.status.termination_time is None:
-            self.status = replace(self.status, termination_time=self.now)
+        if state in TERMINAL_STATES:
+            # The status written now is final: nothing of a finished app runs any more.
+            self.status = replace(self.status, executors={}, termination_time=self.status.termination_time or self.now)
 
     def wait_until(self, when: datetime) -> None:
         self.waits.append(max(0.0, (when - self.now).total_seconds()))
@@ -428,13 +434,14 @@ class _Pass:
         else:
             self.submit()
 
-    def terminal(self) -> None:
-        """COMPLETED / FAILED never change; keep mirroring the last driver; delete the app at its TTL."""
+    def finished(self) -> None:
+        """COMPLETED / FAILED: the status is frozen (what its SparkDrivers do after the end, such as
+        their executors going, is no news). Only clean up: stop strays, prune, delete the Spark UI
+        objects, and delete the app at its TTL."""
         for drv in self.unfinished():
             self.delete(drv)
-        last = self.driver(self.status.last_run)
-        if last is not None:
-            self.mirror(last)
+        self.prune()
+        self.delete_ui_objects()
         ttl = self.obs.app.ttl_seconds
         if ttl is None or self.status.termination_time is None:
             return
@@ -489,9 +496,6 @@ class _Pass:
     def step(self) -> None:
         state = self.status.state
         app = self.obs.app
-        if state in TERMINAL_STATES:
-            self.terminal()
-            return
         if state in _DECIDING and not self.retries(state):
             _STEPS[state](self)  # the policy's final word (COMPLETED / FAILED) comes before a suspend
             return
@@ -533,6 +537,10 @@ class _Pass:
             self.remove_ui()
         elif self.obs.ui.ingress_url_format:
             self.ui_ingress(opts)
+        else:
+            self.delete_ui_objects(kind="Ingress")
+            info = replace(self.status.driver_info, web_ui_ingress_name=None, web_ui_ingress_address=None)
+            self.status = replace(self.status, driver_info=info)
 
     def ui_service(self, app_id: str, opts: ui.UIOptions) -> bool:
         app, before = self.obs.app, self.obs.status
@@ -566,8 +574,7 @@ class _Pass:
         name = naming.ui_ingress_name(app.name)
         info = self.status.driver_info
         if self.refused(action, f"Spark UI Ingress {name}"):
-            if info.web_ui_ingress_name:
-                self.before.append(DeleteObject("networking.k8s.io/v1", "Ingress", info.web_ui_ingress_name))
+            self.delete_ui_objects(kind="Ingress")
             info = replace(info, web_ui_ingress_name=None, web_ui_ingress_address=None)
         else:
             before = self.obs.status.driver_info
@@ -590,12 +597,15 @@ class _Pass:
         return True
 
     def remove_ui(self) -> None:
-        info = self.status.driver_info
-        if info.web_ui_ingress_name:
-            self.before.append(DeleteObject("networking.k8s.io/v1", "Ingress", info.web_ui_ingress_name))
-        if info.web_ui_service_name:
-            self.before.append(DeleteObject("v1", "Service", info.web_ui_service_name))
-        self.status = replace(self.status, driver_info=DriverInfo(pod_name=info.pod_name))
+        self.delete_ui_objects()
+        self.status = replace(self.status, driver_info=DriverInfo(pod_name=self.status.driver_info.pod_name))
+
+    def delete_ui_objects(self, kind: str | None = None) -> None:
+        """Delete the Spark UI objects this app controls (of ``kind``), as the watch index sees them:
+        status may not know one (the operator died between its create and the status write)."""
+        for obj in self.obs.owned_ui:
+            if not obj.deleting and kind in (None, obj.kind):
+                self.before.append(DeleteObject(obj.api_version, obj.kind, obj.name, obj.uid))
 
     # -- conditions --------------------------------------------------------------------------------
 
@@ -765,7 +775,12 @@ _STEPS: Final[dict[ApplicationState, Callable[[_Pass], None]]] = {
 def reconcile(observed: Observed, now: datetime) -> Plan:
     """Decide one step for a SparkApplication from what was observed, at time ``now``."""
     p = _Pass(observed, now, observed.status)
-    if observed.app.deleting:  # the garbage collector removes what the app owns
+    if observed.app.deleting or observed.namespace_terminating:
+        # The garbage collector, or the namespace's deletion, removes what the app owns; a driver
+        # vanishing with its namespace is not a failed run.
+        return p.plan()
+    if observed.status.state in TERMINAL_STATES:
+        p.finished()
         return p.plan()
     if not p.adopt():
         p.step()

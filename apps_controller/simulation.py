@@ -19,6 +19,7 @@ from apps_controller.model import (
     Condition,
     DriverView,
     Observed,
+    OwnedObject,
     Refusal,
     UIConfig,
 )
@@ -97,6 +98,7 @@ class Snapshot:
     status: JSON
     rv: int
     drivers: tuple[DriverView, ...]
+    ui_objects: tuple[OwnedObject, ...] = ()
 
 
 @dataclass
@@ -147,11 +149,20 @@ class SimCluster:
             copy.deepcopy(self.status),
             self.rv,
             tuple(d.view() for d in sorted(self.drivers.values(), key=lambda d: d.run)),
+            tuple(self.ui_view(manifest) for manifest in self.ui_objects.values()),
         )
+
+    @staticmethod
+    def ui_view(manifest: JSON) -> OwnedObject:
+        """A UI object as the watch index holds it (its uid fixed by kind and name)."""
+        meta = manifest["metadata"]
+        body = {**manifest, "metadata": {**meta, "uid": f"uid-{manifest['kind']}-{meta['name']}"}}
+        return OwnedObject.from_body(body)
 
     def observed(self, snap: Snapshot | None = None) -> tuple[Observed, int]:
         s = snap or self.snapshot()
-        return Observed(s.app, AppStatus.from_json(s.status), s.drivers, self.ui, dict(self.refusals)), s.rv
+        status = AppStatus.from_json(s.status)
+        return Observed(s.app, status, s.drivers, self.ui, dict(self.refusals), ui_objects=s.ui_objects), s.rv
 
     def unfinished(self) -> list[SimDriver]:
         return [d for d in self.drivers.values() if d.phase is None or not d.phase.terminal]
@@ -229,7 +240,9 @@ class SimCluster:
                 self._refuse(action, 422, "Invalid", f'{action.manifest["kind"]} "{meta["name"]}" is invalid')
             self.ui_objects[(action.manifest["kind"], meta["name"])] = action.manifest
         elif isinstance(action, DeleteObject):
-            self.ui_objects.pop((action.kind, action.name), None)
+            existing = self.ui_objects.get((action.kind, action.name))
+            if existing is not None and self.ui_view(existing).uid == action.uid:
+                del self.ui_objects[(action.kind, action.name)]
 
     def _create(self, action: CreateDriver) -> None:
         meta = action.manifest["metadata"]
@@ -265,10 +278,10 @@ class SimCluster:
         raise _Refused
 
     def _check_status(self, old: AppStatus, new: AppStatus) -> None:
-        """Recorded outcomes never change; terminal states stay terminal; each counter moves exactly
+        """Recorded outcomes never change; a terminal status never changes; each counter moves exactly
         with the records it counts; a condition's lastTransitionTime moves only with its status."""
-        if old.state.value in ("COMPLETED", "FAILED") and new.state != old.state:
-            raise InvariantError(f"terminal state {old.state} changed to {new.state}")
+        if old.state.value in ("COMPLETED", "FAILED") and new != old:
+            raise InvariantError(f"the status of a finished app changed: {old} -> {new}")
         before = {r.run: r for r in old.attempts}
         for rec in new.attempts:
             was = before.get(rec.run)
