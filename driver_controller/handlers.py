@@ -75,6 +75,7 @@ class DriverController:
             services,
             self.settings,
             transient_error=self.transient.get(key),
+            namespace_terminating=self.runtime.namespace_terminating(key[0]),
         )
 
     async def reconcile_key(self, key: Key) -> float | None:
@@ -146,7 +147,9 @@ class DriverController:
         assert observed.driver is not None
         body = observed.driver
         log.warning("%s/%s: %s refused: %s", key[0], key[1], obj["kind"], exc)
-        status = rc.submission_failed(observed, now, plan.incarnation, "SubmissionFailed", exc.message)
+        # 409: the name is held by an object that is not ours (sparkop.kube never takes it for ours).
+        reason = exc.reason if exc.status == 409 else rc.REASON_SUBMISSION_FAILED
+        status = rc.submission_failed(observed, now, plan.incarnation, reason, exc.message)
         await _doing("writing the status", self._write_status(body, status))
         await self.kube.event(
             dict(body),

@@ -157,6 +157,21 @@ async def test_refused_pod_is_submission_failed_not_transient() -> None:
     assert KEY not in ctrl.transient
 
 
+async def test_a_name_held_by_a_foreign_object_is_submission_failed_naming_it() -> None:
+    """issue 9 item 5: sparkop.kube refuses a 409 on an object whose controller is not this SparkDriver
+    (409 AlreadyExists, the shape of kube.Taken); never a silent success, never the pod after it."""
+    taken = "ConfigMap pi-1-conf-map already exists and has no controller, not by this object's owner"
+    fake = FakeKube()
+    fake.fail["create ConfigMap pi-1-conf-map"] = [kube.Refused(409, "AlreadyExists", taken)]
+    ctrl, _ = controller(fake, driver())
+    assert await ctrl.reconcile_key(KEY) is None
+    assert not any(c.startswith("create Pod") for c in fake.calls)
+    error = fake.statuses[-1]["lastError"]
+    assert fake.statuses[-1]["phase"] == "SubmissionFailed"
+    assert (error["reason"], error["message"]) == ("AlreadyExists", taken)
+    assert fake.calls[-1] == "event SubmissionFailed"
+
+
 async def test_conflicts_and_other_errors_are_not_transient() -> None:
     pod, _, _ = objects()
     st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
