@@ -75,6 +75,8 @@ class Observed:
     # A transient error (5xx, timeout) the handler met applying an earlier plan, as a lastError
     # {reason, message, time}: recorded in status by the next pass that gets through.
     transient_error: Mapping[str, Any] | None = None
+    # The namespace is being deleted: only let its pods go (their finalizer would hold it up).
+    namespace_terminating: bool = False
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,7 @@ def _status_dict(body: Mapping[str, Any]) -> Body:
 def reconcile(observed: Observed, now: datetime) -> Plan:
     """Decide what to do for one SparkDriver. Never raises for a bad spec: that is a status."""
     body = observed.driver
-    if body is None:
+    if body is None or observed.namespace_terminating:
         return release_orphans(observed.pods)
     meta = body.get("metadata") or {}
     uid = str(meta.get("uid", ""))

@@ -85,6 +85,9 @@ class FakeRuntime:
     def queue(self, name: str, reconcile: Any) -> Any:
         return None
 
+    def namespace_terminating(self, namespace: str) -> bool:
+        return False
+
 
 def controller(fake: FakeKube, body: dict[str, Any], pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
                with_objects: bool = False) -> tuple[DriverController, FakeRuntime]:  # fmt: skip
