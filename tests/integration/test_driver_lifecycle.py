@@ -299,3 +299,76 @@ def test_deleting_the_sparkdriver_removes_everything(
         return not left
 
     wait_for(empty, timeout=30, interval=0.2, message="everything garbage-collected")
+
+
+def stays(read: Any, seconds: float, message: str) -> None:
+    """``read()`` keeps its first value for ``seconds``: the check that nothing happens (fails at the first change)."""
+    first = read()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        now = read()
+        assert now == first, f"{message}: {first!r} became {now!r}"
+        time.sleep(0.1)
+
+
+def test_executors_of_the_last_incarnation_go_when_its_loss_fails_the_driver(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    """issue 9 items 6 and 2: with maxDriverPodReplacements 0, a deleted driver pod fails the SparkDriver;
+    its executors, whose only owner left is the SparkDriver, are deleted by the controller (the garbage
+    collector never would), the final status counts none, and the ended SparkDriver is frozen."""
+    crds.apply(driver_manifest("last", run_seconds=None, outcome=None, instances=1, maxDriverPodReplacements=0),
+               namespace)  # fmt: skip
+    wait_phase(crds, namespace, "last", "Running")
+    (executor,) = executors_owned(crds, namespace, "last", 1, 1)
+    name = executor["metadata"]["name"]
+    # A driver that dies without Spark's own clean-up: the simulator, standing in for Spark's stop(), finds
+    # a driver's executors by their driver-pod reference; drop it, as the GC does once that pod is gone.
+    only_ours = [r for r in executor["metadata"]["ownerReferences"] if r["kind"] == "SparkDriver"]
+    crds.kubectl("patch", "pod", name, "-n", namespace, "--type=merge",
+                 "-p", json.dumps({"metadata": {"ownerReferences": only_ours}}))  # fmt: skip
+    wait_for(lambda: status(crds, namespace, "last").get("executors", {}).get("running") == 1, timeout=10,
+             message="the executor counted")  # fmt: skip
+    crds.kubectl("delete", "pod", "last-1-driver", "-n", namespace, "--wait=false")
+    st = wait_phase(crds, namespace, "last", "Failed", timeout=15)
+    assert st["termination"]["reason"] == "DriverPodLost"
+    assert st["executors"] == {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
+    wait_for(lambda: get(crds, namespace, "pod", name) is None, timeout=15, interval=0.1,
+             message="the last incarnation's executor deleted")  # fmt: skip
+    assert f"delete Pod {name}" in operator.logs() and "DriverEnded" in operator.logs()
+    # Frozen: executors deleted, finalizers released, an owned ConfigMap removed: no status write.
+    crds.kubectl("delete", "configmap", "last-1-conf-map", "-n", namespace)
+
+    def resource_version() -> str:
+        return str((get(crds, namespace, "sparkdriver", "last") or {})["metadata"]["resourceVersion"])
+
+    stays(resource_version, 3, "the ended SparkDriver's status was written again")
+    assert get(crds, namespace, "pod", "last-2-driver") is None
+
+
+def test_a_foreign_object_with_a_deterministic_name_is_never_taken_for_ours(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    """issue 9 item 5: a 409 on create counts as ours only when the existing object's controller is this
+    SparkDriver. A ConfigMap of the same name made by someone else: SubmissionFailed naming it, a Warning
+    Event, and the ConfigMap untouched (never adopted, never overwritten)."""
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "clash-1-conf-map"},
+               "data": {"owner": "someone else"}}  # fmt: skip
+    crds.apply(foreign, namespace)
+    before = get(crds, namespace, "configmap", "clash-1-conf-map")
+    assert before is not None
+    crds.apply(driver_manifest("clash"), namespace)
+    st = wait_phase(crds, namespace, "clash", "SubmissionFailed", timeout=15)
+    assert "ConfigMap clash-1-conf-map already exists" in st["lastError"]["message"], st["lastError"]
+    assert st["lastError"]["reason"] == "AlreadyExists"
+    assert get(crds, namespace, "pod", "clash-1-driver") is None
+    after = get(crds, namespace, "configmap", "clash-1-conf-map")
+    assert after is not None and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert not after["metadata"].get("ownerReferences")
+
+    def warning() -> list[Obj] | None:
+        events = crds.kubectl_json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=clash")
+        found = [e for e in events["items"] if e["type"] == "Warning" and "clash-1-conf-map" in e["message"]]
+        return found or None
+
+    wait_for(warning, timeout=10, message="a Warning Event naming the conflicting ConfigMap")
