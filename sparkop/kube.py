@@ -104,7 +104,7 @@ class Taken(Refused):
     the manifest's controller owner. Never adopted, never taken for a retried create of our own."""
 
     def __init__(self, kind: str, name: str, holder: str) -> None:
-        message = f"{kind} {name} already exists and {holder}, not by this object's owner; rename or delete it"
+        message = f"{kind} {name} already exists and is not ours ({holder}); delete it or choose another name"
         super().__init__(409, "AlreadyExists", message)
 
 
@@ -152,8 +152,8 @@ def controller_of(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def _describe(ref: Mapping[str, Any] | None) -> str:
     if ref is None:
-        return "has no controller"
-    return f"is controlled by {ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
+        return "it has no controller"
+    return f"its controller is {ref.get('kind')} {ref.get('name')}, uid {ref.get('uid')}"
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Body:

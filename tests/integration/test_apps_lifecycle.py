@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import threading
 import time
@@ -158,6 +159,11 @@ def unfinished_drivers(cluster: ClusterHandle, namespace: str, app: str) -> list
     items = cluster.kubectl_json("get", "sparkdrivers", "-n", namespace, "-l", f"sparkop.io/app={app}")
     done = ("Succeeded", "Failed", "SubmissionFailed")
     return [d["metadata"]["name"] for d in items["items"] if (d.get("status") or {}).get("phase") not in done]
+
+
+def pods(cluster: ClusterHandle, namespace: str, selector: str) -> list[str]:
+    items = cluster.kubectl_json("get", "pods", "-n", namespace, "-l", selector)["items"]
+    return [p["metadata"]["name"] for p in items]
 
 
 def ts(value: str) -> datetime:
@@ -312,8 +318,15 @@ def test_ttl_and_suspend_only_edits_do_not_rerun(
     )  # fmt: skip
     s = wait_state(crds, namespace, "noop-edit", "COMPLETED", timeout=30)
     assert s["lastRun"] == 1 and s["observedGeneration"] == 2
-    # a finished app is quiet: no status write without a change
+    # a finished app is quiet: no status write without a change, also while and after its
+    # executors are deleted (their going is recounted by the SparkDriver, never mirrored)
     version = get(crds, namespace, "sparkapplication", "noop-edit")["metadata"]["resourceVersion"]  # type: ignore[index]
+    wait_for(
+        lambda: not pods(crds, namespace, "sparkop.io/app=noop-edit,spark-role=executor"),
+        timeout=30,
+        message="the executors of the finished app are gone",
+    )
+    assert get(crds, namespace, "sparkapplication", "noop-edit")["metadata"]["resourceVersion"] == version  # type: ignore[index]
     time.sleep(2)
     assert get(crds, namespace, "sparkapplication", "noop-edit")["metadata"]["resourceVersion"] == version  # type: ignore[index]
 
@@ -652,3 +665,134 @@ def test_apiserver_and_etcd_restart_mid_run(
     print(f"\nstates when etcd and kube-apiserver were restarted: {before}; restart took {outage:.1f}s; "
           f"all {len(apps)} apps final {elapsed:.1f}s after the first was applied; "
           f"the SparkDriver watch was (re)started {drivers_watch.watches} time(s)")  # fmt: skip
+
+
+# -- ownership, not names, labels or status --------------------------------------------------------
+
+
+def test_a_foreign_spark_driver_holding_the_driver_name_is_never_taken_for_the_apps(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    """A SparkDriver of the app's deterministic name that the app does not control: the create's 409
+    is no success and the object is never adopted; the app says which object is in the way."""
+    foreign = {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": {"name": "taken-1"},
+        "spec": {
+            key: app_manifest("x")["spec"][key]
+            for key in ("type", "image", "sparkVersion", "mainClass", "mainApplicationFile", "driver", "executor")
+        },
+    }
+    crds.apply(foreign, namespace=namespace)
+    crds.apply(app_manifest("taken"), namespace=namespace)
+    s = wait_state(crds, namespace, "taken", "FAILED", timeout=30)
+    assert s["lastError"]["reason"] == "SparkDriverRefused", s
+    assert "SparkDriver taken-1 already exists and is not ours" in s["lastError"]["message"], s
+    assert "SparkDriver taken-1" in s["applicationState"]["errorMessage"], s
+    assert "currentDriver" not in s and s["executionAttempts"] == 0, s
+    driver = get(crds, namespace, "sparkdriver", "taken-1")
+    assert driver is not None and not driver["metadata"].get("ownerReferences"), driver
+    events = crds.kubectl_json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=taken")
+    warnings = [e["message"] for e in events["items"] if e["type"] == "Warning"]
+    assert any("SparkDriver taken-1" in m for m in warnings), warnings
+
+
+def test_an_app_follows_its_spark_driver_by_ownership_not_by_label(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    crds.apply(app_manifest("unlabelled", run_seconds=4), namespace=namespace)
+    wait_state(crds, namespace, "unlabelled", "RUNNING", timeout=30)
+    crds.kubectl("label", "sparkdriver", "unlabelled-1", "-n", namespace, "sparkop.io/app-")
+    s = wait_state(crds, namespace, "unlabelled", *TERMINAL, timeout=30)
+    assert s["applicationState"]["state"] == "COMPLETED", s
+    assert [(a["run"], a["outcome"]) for a in s["attempts"]] == [(1, "Succeeded")], s
+
+
+def test_a_ui_service_the_status_never_named_is_deleted(crds: ClusterHandle, namespace: str, tmp_path: Path) -> None:
+    """The apps operator dies between creating the Spark UI Service and the status write naming it
+    (simulated: the name is removed from status while it is down), and the run ends meanwhile: the
+    Service is found by its owner and deleted all the same."""
+    driver_op = OperatorProcess(crds.kubeconfig, controllers=["driver"], namespaces=[namespace], log_dir=tmp_path)
+    apps_op = OperatorProcess(crds.kubeconfig, controllers=["apps"], namespaces=[namespace], log_dir=tmp_path)
+    with driver_op, apps_op:
+        crds.apply(app_manifest("leaky", run_seconds=5), namespace=namespace)
+        wait_state(crds, namespace, "leaky", "RUNNING", timeout=30)
+        wait_for(lambda: get(crds, namespace, "service", "leaky-ui-svc"), timeout=10, message="UI service")
+        apps_op.kill()
+        forget = {"status": {"driverInfo": {"webUIServiceName": None, "webUIAddress": None, "webUIPort": None}}}
+        crds.kubectl("patch", "sparkapplication", "leaky", "-n", namespace, "--subresource=status",
+                     "--type=merge", "-p", json.dumps(forget))  # fmt: skip
+        wait_for(
+            lambda: (
+                ((get(crds, namespace, "sparkdriver", "leaky-1") or {}).get("status") or {}).get("phase") == "Succeeded"
+            ),
+            timeout=30,
+            message="leaky-1 Succeeded while the apps controller is down",
+        )
+        assert "webUIServiceName" not in status(crds, namespace, "leaky").get("driverInfo", {})
+        apps_op.start()
+        wait_state(crds, namespace, "leaky", "COMPLETED", timeout=30)
+        wait_for(
+            lambda: get(crds, namespace, "service", "leaky-ui-svc") is None,
+            timeout=10,
+            message="the UI Service status never named is deleted",
+        )
+
+
+class Watch:
+    """Every line of a ``kubectl get --watch`` while it runs (its first lines list what exists)."""
+
+    def __init__(self, cluster: ClusterHandle, *args: str) -> None:
+        argv = [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get", *args, "--watch"]
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.lines.append(line.strip())
+
+    def stop(self) -> list[str]:
+        self.proc.terminate()
+        self.proc.wait(5)
+        self.thread.join(5)
+        return self.lines
+
+
+def test_deleting_the_namespace_of_a_running_app_is_not_a_failure(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    """The namespace goes with everything in it. Its driver pod vanishing is no lost driver: no
+    replacement, no new run, no FAILING/FAILED, and no warning (an Event that cannot be posted in a
+    terminating namespace is no news)."""
+    crds.apply(app_manifest("doomed", run_seconds=120), namespace=namespace)
+    wait_state(crds, namespace, "doomed", "RUNNING", timeout=30)
+    wait_for(lambda: pods(crds, namespace, "sparkop.io/app=doomed,spark-role=executor"), timeout=20, message="executor")
+    line = '{.type} {.object.metadata.name} {.object.status.applicationState.state}{"\\n"}'
+    states = Watch(crds, "sparkapplications", "-n", namespace, "--output-watch-events", "-o", f"jsonpath={line}")
+    created = [
+        Watch(crds, kind, "-n", namespace, "--output-watch-events", "-o", f"jsonpath={line}")
+        for kind in ("pods", "sparkdrivers")
+    ]
+    wait_for(lambda: len(states.lines) >= 1, timeout=10, message="the watches list what exists")
+    before = set(pods(crds, namespace, "sparkop.io/app=doomed")) | {"doomed-1"}
+    log_start = len(operator.logs())
+    crds.kubectl("delete", "namespace", namespace, "--wait=false")
+    wait_for(
+        lambda: crds.kubectl("get", "namespace", namespace, check=False).returncode != 0,
+        timeout=120,
+        interval=0.5,
+        message=f"namespace {namespace} deleted",
+    )
+    seen_states = {tuple(row.split()[1:]) for row in states.stop() if row.split()[0] in ("ADDED", "MODIFIED")}
+    names = {row.split()[1] for watch in created for row in watch.stop() if row.split()[0] == "ADDED"}
+    log = operator.logs()[log_start:]
+    assert seen_states == {("doomed", "RUNNING")}, seen_states
+    assert names <= before, f"created while the namespace was going: {sorted(names - before)}"
+    noisy = [line for line in log.splitlines() if re.match(r"\S+ [WE] ", line) or "Forbidden" in line]
+    assert not noisy, "\n".join(noisy)
+    assert operator.alive()
