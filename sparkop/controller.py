@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from sparkop.kube import Conflict, NamespaceTerminating
+from sparkop.kube import Conflict, NamespaceTerminating, Occupied
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +39,21 @@ RECONCILE_SECONDS = Histogram(
 )
 QUEUE_DEPTH = Gauge("sparkop_queue_depth", "Keys waiting to be reconciled", ["controller"])
 
+OCCUPIED_MAX_BACKOFF = 1.0
+
 Reconcile = Callable[[K], Awaitable[float | None]]
 """Reconcile one key; return seconds until it must run again even without events, or None."""
 
 
-def namespace_terminating(exc: BaseException) -> NamespaceTerminating | None:
-    """The NamespaceTerminating that ``exc`` is, or was raised from (a controller may wrap it)."""
+E = TypeVar("E", bound=BaseException)
+
+
+def in_chain(exc: BaseException, kind: type[E]) -> E | None:
+    """The ``kind`` exception that ``exc`` is, or was raised from (a controller may wrap the client's
+    exceptions to say what it was doing)."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, NamespaceTerminating):
+        if isinstance(seen, kind):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
@@ -134,6 +140,9 @@ class WorkQueue(Generic[K]):
         started = time.perf_counter()
         try:
             requeue_after = await self.reconcile(key)
+        except Occupied as exc:
+            self._failed(key, exc)
+            return
         except Conflict:
             # Our view was stale; a fresh event is on its way, but do not depend on it.
             RECONCILES.labels(self.name, "conflict").inc()
@@ -142,22 +151,7 @@ class WorkQueue(Generic[K]):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if (terminating := namespace_terminating(exc)) is not None:
-                # Not an error: the namespace and everything in it are going. No retry.
-                RECONCILES.labels(self.name, "namespace_terminating").inc()
-                log.debug("%s: %s stopped: %s", self.name, key, terminating)
-                if self.on_namespace_terminating is not None:
-                    self.on_namespace_terminating(terminating.namespace)
-                self._failures.pop(key, None)
-                return
-            failures = self._failures.get(key, 0) + 1
-            self._failures[key] = failures
-            delay = min(self.max_backoff, self.base_backoff * 2**failures)
-            RECONCILES.labels(self.name, "error").inc()
-            log.exception(
-                "%s: reconcile of %s failed (%d in a row); retrying in %.2fs", self.name, key, failures, delay
-            )
-            self.enqueue(key, after=delay)
+            self._failed(key, exc)
             return
         finally:
             RECONCILE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
@@ -165,3 +159,28 @@ class WorkQueue(Generic[K]):
         RECONCILES.labels(self.name, "ok").inc()
         if requeue_after is not None:
             self.enqueue(key, after=max(requeue_after, 0.001))
+
+    def _failed(self, key: K, exc: Exception) -> None:
+        if (terminating := in_chain(exc, NamespaceTerminating)) is not None:
+            # Not an error: the namespace and everything in it are going. No retry.
+            RECONCILES.labels(self.name, "namespace_terminating").inc()
+            log.debug("%s: %s stopped: %s", self.name, key, terminating)
+            if self.on_namespace_terminating is not None:
+                self.on_namespace_terminating(terminating.namespace)
+            self._failures.pop(key, None)
+            return
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        if (occupied := in_chain(exc, Occupied)) is not None:
+            # A name is held by an object on its way out: free in a moment, or after a garbage
+            # collector's resync. Not an error; keep looking at least every OCCUPIED_MAX_BACKOFF.
+            RECONCILES.labels(self.name, "occupied").inc()
+            log.debug("%s: %s waits: %s", self.name, key, occupied)
+            self.enqueue(key, after=min(OCCUPIED_MAX_BACKOFF, self.base_backoff * 2**failures))
+            return
+        delay = min(self.max_backoff, self.base_backoff * 2**failures)
+        RECONCILES.labels(self.name, "error").inc()
+        log.error(
+            "%s: reconcile of %s failed (%d in a row); retrying in %.2fs", self.name, key, failures, delay, exc_info=exc
+        )
+        self.enqueue(key, after=delay)

@@ -796,3 +796,22 @@ def test_deleting_the_namespace_of_a_running_app_is_not_a_failure(
     noisy = [line for line in log.splitlines() if re.match(r"\S+ [WE] ", line) or "Forbidden" in line]
     assert not noisy, "\n".join(noisy)
     assert operator.alive()
+
+
+def test_an_app_deleted_and_applied_again_at_once_runs_again(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    """The old app's SparkDriver of the same name may still be there, its owner gone: its name is
+    free again once the garbage collector is done (kube.Occupied, retried), never a refusal."""
+    crds.apply(app_manifest("again", run_seconds=60), namespace=namespace)
+    wait_state(crds, namespace, "again", "RUNNING", timeout=30)
+    old = get(crds, namespace, "sparkapplication", "again")
+    assert old is not None
+    crds.kubectl("delete", "sparkapplication", "again", "-n", namespace, "--wait=false")
+    crds.apply(app_manifest("again", run_seconds=1), namespace=namespace)
+    s = wait_state(crds, namespace, "again", *TERMINAL, timeout=60)
+    assert s["applicationState"]["state"] == "COMPLETED" and s["lastRun"] == 1, s
+    new = get(crds, namespace, "sparkapplication", "again")
+    driver = get(crds, namespace, "sparkdriver", "again-1")
+    assert new is not None and driver is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert driver["metadata"]["ownerReferences"][0]["uid"] == new["metadata"]["uid"]

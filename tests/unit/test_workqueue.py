@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from sparkop.controller import WorkQueue
-from sparkop.kube import Conflict, NamespaceTerminating, namespace_terminating
+from sparkop.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
 from sparkop.operator import Runtime
 
 
@@ -170,3 +170,30 @@ def test_a_403_is_namespace_terminating_only_with_that_cause() -> None:
     assert namespace_terminating(refused(terminating))
     assert not namespace_terminating(refused([]))
     assert not namespace_terminating(refused(terminating, status=409))
+
+
+async def test_a_name_on_its_way_out_is_waited_for_with_a_bounded_backoff_and_no_error_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """kube.Occupied (raised as is, or wrapped by a controller): retried, backing off up to
+    OCCUPIED_MAX_BACKOFF, without a traceback in the log."""
+    seen: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if seen.count(key) > 3:
+            return
+        if key == "wrapped":
+            try:
+                raise Occupied("Pod x-1-1-driver is being removed")
+            except Occupied as exc:
+                raise RuntimeError("creating Pod x-1-1-driver") from exc
+        raise Occupied("SparkDriver x-1 is being removed")
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile, base_backoff=0.001)
+    queue.enqueue("plain")
+    queue.enqueue("wrapped")
+    with caplog.at_level(logging.DEBUG, logger="sparkop.controller"):
+        await _run_briefly(queue, 0.3)
+    assert Counter(seen) == Counter({"plain": 4, "wrapped": 4})
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
