@@ -4,12 +4,17 @@ collector, service accounts; kwok plays the kubelet and sparksim plays the Spark
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devcluster.testing import ClusterHandle, KubectlError, unique_name, wait_for
+from devcluster import build
+from devcluster.cluster import Cluster
+from devcluster.testing import ClusterHandle, KubectlError, install_fake_go, unique_name, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -391,3 +396,44 @@ def test_spark_driver_simulator_converges_after_its_restart(cluster: ClusterHand
     wait_for(lambda: not _executors(cluster, namespace, "spark-done"), message="finished driver's executors deleted")
     time.sleep(1.0)
     assert not _executors(cluster, namespace, "spark-done")
+
+
+# A real `up` takes ~6 s here when warm; the budget leaves room for a loaded machine, and the
+# fake first build outlasts it, as the real one (minutes) outlasts the default 90 s.
+FIRST_RUN_TIMEOUT_S = 30.0
+
+
+def test_up_from_an_empty_cache_survives_a_build_longer_than_its_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first `make demo` of issue 9: an empty binary cache, a build that outlasts the
+    start-up budget, then a real control plane. Only `go` is fake: it takes its time and links
+    the binaries this machine already built; the rest (lock, temp dir, progress, up) is real."""
+    real_binaries = build.ensure_built()
+    need, _ = build.required_go_version()
+    fake_go = install_fake_go(
+        tmp_path / "fake-go",
+        build_seconds={"etcd": 1.0, "kwok": 1.0, "kubernetes": FIRST_RUN_TIMEOUT_S + 2.0},
+        version="go" + ".".join(map(str, need)),
+        binaries_from=real_binaries,
+    )
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("SPARKOP_CACHE", str(cache))
+    monkeypatch.setenv("PATH", f"{fake_go}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(build, "PROGRESS_EVERY_S", 10.0)
+    lines: list[str] = []
+
+    cluster = Cluster.up(
+        f"pytest-first-run-{os.getpid()}", nodes=1, die_with_parent=True, timeout=FIRST_RUN_TIMEOUT_S, log=lines.append
+    )
+    try:
+        log = "\n".join(lines)
+        assert cluster.bin_dir.is_relative_to(cache) and build.is_built(cluster.bin_dir)
+        assert re.search(r"\[build\] kubernetes: still building \(\d+s; ~\d+ min on 2 cores\)", log), log
+        handle = ClusterHandle(cluster.kubeconfig, cluster.kubectl, cluster)
+        (node,) = handle.kubectl_json("get", "nodes", "-l", "type=kwok")["items"]
+        assert condition(node, "Ready")["status"] == "True"
+        assert handle.kubectl("get", "--raw", "/readyz").stdout == "ok"
+    finally:
+        cluster.down()
