@@ -52,7 +52,10 @@ class Runtime:
 
     def queue(self, name: str, reconcile: Reconcile[Any]) -> WorkQueue[Any]:
         queue: WorkQueue[Any] = WorkQueue(
-            name, reconcile, workers=self.options.workers, on_namespace_terminating=self.terminating_namespaces.add
+            name,
+            reconcile,
+            workers=self.options.workers,
+            on_namespace_terminating=lambda namespace: self.namespace_going(namespace, "a create was refused"),
         )
         self.queues.append(queue)
         return queue
@@ -60,12 +63,17 @@ class Runtime:
     def namespace_terminating(self, namespace: str) -> bool:
         return namespace in self.terminating_namespaces
 
+    def namespace_going(self, name: str, seen: str) -> None:
+        if name not in self.terminating_namespaces:
+            log.info("namespace %s is being deleted (%s): the controllers leave what is in it alone", name, seen)
+            self.terminating_namespaces.add(name)
+
     def observe_namespace(self, name: str, body: Mapping[str, Any] | None) -> None:
         """Track a Namespace from its watch events (``body`` None: it is gone)."""
         meta = (body or {}).get("metadata") or {}
         phase = ((body or {}).get("status") or {}).get("phase")
         if body is not None and (meta.get("deletionTimestamp") or phase == "Terminating"):
-            self.terminating_namespaces.add(name)
+            self.namespace_going(name, "its watch")
         else:
             self.terminating_namespaces.discard(name)
 

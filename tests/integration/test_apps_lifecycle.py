@@ -698,6 +698,20 @@ def test_a_foreign_spark_driver_holding_the_driver_name_is_never_taken_for_the_a
     assert any("SparkDriver taken-1" in m for m in warnings), warnings
 
 
+def test_apps_whose_names_differ_only_by_a_dot_both_run(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    for name in ("dot.app", "dot-app"):
+        crds.apply(app_manifest(name, run_seconds=1), namespace=namespace)
+    finals = {name: wait_state(crds, namespace, name, *TERMINAL, timeout=30) for name in ("dot.app", "dot-app")}
+    assert {n: s["applicationState"]["state"] for n, s in finals.items()} == {n: "COMPLETED" for n in finals}
+    drivers = {name: finals[name]["currentDriver"] for name in finals}
+    assert drivers["dot-app"] == "dot-app-1" and drivers["dot.app"] != "dot-app-1", drivers
+    for app, driver_name in drivers.items():
+        driver = get(crds, namespace, "sparkdriver", driver_name)
+        assert driver is not None and driver["metadata"]["ownerReferences"][0]["name"] == app, driver
+
+
 def test_an_app_follows_its_spark_driver_by_ownership_not_by_label(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -795,6 +809,7 @@ def test_deleting_the_namespace_of_a_running_app_is_not_a_failure(
     assert names <= before, f"created while the namespace was going: {sorted(names - before)}"
     noisy = [line for line in log.splitlines() if re.match(r"\S+ [WE] ", line) or "Forbidden" in line]
     assert not noisy, "\n".join(noisy)
+    assert f"namespace {namespace} is being deleted" in log
     assert operator.alive()
 
 
