@@ -505,7 +505,8 @@ class RestartPolicy(Model):
 
 
 class BatchSchedulerConfiguration(Model):
-    """Options for a batch scheduler such as Volcano or Yunikorn."""
+    """kubeflow's options for a batch scheduler such as Volcano or Yunikorn. Not supported yet: a
+    SparkApplication that sets them is rejected (see api.rules)."""
 
     queue: Str | None = Field(None, description="Queue the application is submitted to.")
     priorityClassName: Str | None = Field(None, description="PriorityClass of the application's pod group.")
@@ -660,10 +661,15 @@ class SparkApplicationSpec(RunSpec):
     )
     sparkUIOptions: SparkUIConfiguration | None = Field(None, description="Service and Ingress exposing the Spark UI.")
     batchScheduler: Str | None = Field(
-        None, description="Batch scheduler for the pods, e.g. volcano or yunikorn (sets schedulerName)."
+        None,
+        description="Not supported yet, rejected when set: sparkop has no batch scheduler integration "
+        "(kubeflow: volcano or yunikorn pod groups). Pods use default-scheduler; set driver.schedulerName "
+        "and executor.schedulerName to use another scheduler.",
     )
     batchSchedulerOptions: BatchSchedulerConfiguration | None = Field(
-        None, description="Options for the batch scheduler."
+        None,
+        description="Not supported yet, rejected when set (kubeflow: queue, priorityClassName and resources "
+        "of the batch scheduler's pod group).",
     )
 
 

@@ -43,6 +43,7 @@ class Rule:
     hint: str = ""  # how to fix it (offline messages)
     reason: str | None = None  # CEL reason (FieldValueInvalid when None)
     extra: dict[str, Any] = field(default_factory=dict)
+    measure: Callable[[Obj], str] | None = None  # what was found, for the offline message (e.g. a size)
 
     def crd_rule(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rule": self.cel, "message": self.message}
@@ -62,7 +63,73 @@ def _has(obj: Obj, *keys: str) -> bool:
     return True
 
 
+def _at(obj: Obj, path: tuple[str, ...]) -> Any:
+    cur: Any = obj
+    for key in path:
+        cur = cur.get(key) if isinstance(cur, dict) else None
+    return cur
+
+
+def _cel_has(path: tuple[str, ...]) -> str:
+    return " && ".join("has(self." + ".".join(path[: i + 1]) + ")" for i in range(len(path)))
+
+
+# What sparkop writes, one property per entry, into the driver's spark.properties ConfigMap, which
+# the API server refuses above 1 MiB (1,048,576 bytes of keys and values). Free text of the spec that
+# ends up there: maps (counted as key + value), texts and lists (each item; they are comma-joined).
+INLINED_MAPS: Final = (
+    ("sparkConf",),
+    ("hadoopConf",),
+    *((role, attr) for role in ("driver", "executor") for attr in ("labels", "annotations", "nodeSelector", "envVars")),
+)
+INLINED_TEXTS: Final = (("driver", "javaOptions"), ("executor", "javaOptions"))
+INLINED_LISTS: Final = tuple(
+    ("deps", attr) for attr in ("jars", "files", "pyFiles", "packages", "excludePackages", "repositories", "archives")
+)
+# The budget for those, in characters: 1,000,000 less a 100,000 margin for what sparkop adds to each
+# entry (prefixes such as spark.kubernetes.driver.annotation., escapes, "=" and newlines) and its own
+# ~60 properties. Characters, not bytes, because CEL's size() counts characters; a value full of
+# multi-byte characters can still pass here and be refused when the driver is rendered, which checks
+# the real size.
+INLINED_PROPERTIES_BUDGET: Final = 1_000_000 - 100_000
+
+
+def inlined_properties_size(spec: Obj) -> int:
+    """Characters of the spec's free text that go into the driver's properties ConfigMap."""
+    total = 0
+    for path in INLINED_MAPS:
+        mapping = _at(spec, path)
+        if isinstance(mapping, dict):
+            total += sum(len(k) + len(v) for k, v in mapping.items())
+    for path in INLINED_TEXTS:
+        text = _at(spec, path)
+        if text is not None:
+            total += len(text)
+    for path in INLINED_LISTS:
+        items = _at(spec, path)
+        if isinstance(items, list):
+            total += sum(len(x) for x in items)
+    return total
+
+
+def _inlined_properties_cel() -> str:
+    terms = []
+    for path in INLINED_MAPS:
+        ref = "self." + ".".join(path)
+        terms.append(f"({_cel_has(path)} ? {ref}.map(k, size(k) + size({ref}[k])).sum() : 0)")
+    for path in INLINED_TEXTS:
+        terms.append(f"({_cel_has(path)} ? size(self.{'.'.join(path)}) : 0)")
+    for path in INLINED_LISTS:
+        terms.append(f"({_cel_has(path)} ? self.{'.'.join(path)}.map(x, size(x)).sum() : 0)")
+    return " + ".join(terms) + f" <= {INLINED_PROPERTIES_BUDGET}"
+
+
 SPEC: Final = ("spec",)
+
+BATCH_SCHEDULER_HINT: Final = (
+    "pods are scheduled by default-scheduler; to use another scheduler, set spec.driver.schedulerName "
+    "and spec.executor.schedulerName"
+)
 
 RULES: Final[tuple[Rule, ...]] = (
     Rule(
@@ -185,6 +252,44 @@ RULES: Final[tuple[Rule, ...]] = (
                 and ("maxExecutors" not in d or d["initialExecutors"] <= d["maxExecutors"])
             )
         ),
+    ),
+    Rule(
+        name="batch-scheduler-unsupported",
+        kinds=(APP,),
+        paths=(SPEC,),
+        cel="!has(self.batchScheduler)",
+        message="batchScheduler is not supported yet: sparkop has no batch scheduler integration (e.g. volcano, "
+        "yunikorn pod groups), so the field would do nothing",
+        field_path=".batchScheduler",
+        reason="FieldValueForbidden",
+        hint="remove spec.batchScheduler; " + BATCH_SCHEDULER_HINT,
+        predicate=lambda s: "batchScheduler" not in s,
+    ),
+    Rule(
+        name="batch-scheduler-options-unsupported",
+        kinds=(APP,),
+        paths=(SPEC,),
+        cel="!has(self.batchSchedulerOptions)",
+        message="batchSchedulerOptions is not supported yet: sparkop has no batch scheduler integration, so "
+        "queue, priorityClassName and resources would do nothing",
+        field_path=".batchSchedulerOptions",
+        reason="FieldValueForbidden",
+        hint="remove spec.batchSchedulerOptions; " + BATCH_SCHEDULER_HINT,
+        predicate=lambda s: "batchSchedulerOptions" not in s,
+    ),
+    Rule(
+        name="inlined-properties-fit-a-configmap",
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel=_inlined_properties_cel(),
+        message="sparkConf, hadoopConf, the driver's and executor's labels, annotations, nodeSelector, envVars "
+        f"and javaOptions, and the deps lists together must stay within {INLINED_PROPERTIES_BUDGET} characters: "
+        "sparkop writes them into the driver's properties ConfigMap, which the API server refuses above 1 MiB",
+        field_path=".sparkConf",
+        hint="move large values into files (a ConfigMap of your own mounted with spec.sparkConfigMap or "
+        "spec.hadoopConfigMap, or the image)",
+        predicate=lambda s: inlined_properties_size(s) <= INLINED_PROPERTIES_BUDGET,
+        measure=lambda s: f"they have {inlined_properties_size(s)} characters",
     ),
 )
 

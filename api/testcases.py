@@ -65,6 +65,24 @@ def manifest(case: Case) -> dict[str, Any]:
 
 LONG_NAME: Final = "a" * 254
 
+
+def _flow_map(entries: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in entries.items()) + "}"
+
+
+# The issue's case: 20 sparkConf values of 60 KB, each within its own bound, 1.2 MB together (more than
+# the 1 MiB the driver's properties ConfigMap may hold).
+BIG_SPARK_CONF: Final = "spec: {sparkConf: " + _flow_map({f"spark.big.{i}": "x" * 60_000 for i in range(20)}) + "}"
+# The same total spread over the other free-text fields that go into that ConfigMap.
+BIG_MIXED_PROPERTIES: Final = (
+    "spec: {"
+    + f"hadoopConf: {_flow_map({f'fs.big.{i}': 'h' * 60_000 for i in range(6)})}, "
+    + f"driver: {{javaOptions: {'-Dx=' + 'j' * 60_000}, envVars: {_flow_map({'BIG': 'e' * 60_000})}}}, "
+    + f"executor: {{annotations: {_flow_map({f'a/{i}': 'n' * 60_000 for i in range(4)})}}}, "
+    + f"deps: {{jars: [{', '.join(f'local:///{i}/' + 'k' * 4_000 for i in range(50))}]}}"
+    + "}"
+)
+
 INVALID: Final[tuple[Case, ...]] = (
     Case("bad-type-enum", "spec: {type: Go}", "spec.type"),
     Case("mode-client", "spec: {mode: client}", "spec.mode"),
@@ -177,6 +195,15 @@ INVALID: Final[tuple[Case, ...]] = (
     Case("driver-has-restart-policy", "spec: {restartPolicy: {type: Always}}", "spec", kind="SparkDriver"),
     Case("driver-missing-main-class", "spec: {mainClass: null}", "spec.mainClass", kind="SparkDriver"),
     Case("driver-missing-type", "spec: {type: null}", "spec", kind="SparkDriver"),
+    Case("batch-scheduler", "spec: {batchScheduler: volcano}", "spec.batchScheduler"),
+    Case("batch-scheduler-empty", "spec: {batchScheduler: ''}", "spec.batchScheduler"),
+    Case(
+        "batch-scheduler-options",
+        "spec: {batchSchedulerOptions: {queue: default, priorityClassName: high}}",
+        "spec.batchSchedulerOptions",
+    ),
+    Case("spark-conf-over-configmap-budget", BIG_SPARK_CONF, "spec.sparkConf"),
+    Case("inlined-properties-over-budget", BIG_MIXED_PROPERTIES, "spec.sparkConf", kind="SparkDriver"),
 )
 
 

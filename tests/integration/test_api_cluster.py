@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import api
-from api import crds, testcases, validate
+from api import crds, rules, testcases, validate
 from devcluster.testing import ClusterHandle, temporary_namespace
 
 pytestmark = pytest.mark.cluster
@@ -88,6 +88,27 @@ def test_valid_manifest_accepted_by_server_and_validate(
         assert validate.validate_document(doc, path.name) == []
         accepted, stderr = server_verdict(installed, shared_namespace, doc)
         assert accepted, stderr
+
+
+def test_properties_budget_has_the_same_edge_on_the_server(installed: ClusterHandle, shared_namespace: str) -> None:
+    """The CEL rule and its Python twin count the same characters (multi-byte ones too): at the budget
+    both accept, one character over both refuse."""
+    doc = testcases.manifest(testcases.Case("budget-edge", "{}", ""))
+    filler = "x" * 59_990 + "é" * 10
+    doc["spec"]["sparkConf"] = {f"spark.edge.{i}": filler for i in range(rules.INLINED_PROPERTIES_BUDGET // 60_000 - 1)}
+    doc["spec"]["hadoopConf"] = {"edge": ""}
+    doc["spec"]["hadoopConf"]["edge"] = "h" * (
+        rules.INLINED_PROPERTIES_BUDGET - rules.inlined_properties_size(doc["spec"])
+    )
+    assert rules.inlined_properties_size(doc["spec"]) == rules.INLINED_PROPERTIES_BUDGET
+    assert validate.validate_document(doc) == []
+    accepted, stderr = server_verdict(installed, shared_namespace, doc)
+    assert accepted, stderr[:2000]
+
+    doc["spec"]["driver"]["javaOptions"] = "é"
+    assert [e.path for e in validate.validate_document(doc)] == ["spec.sparkConf"]
+    accepted, stderr = server_verdict(installed, shared_namespace, doc)
+    assert not accepted and "spec.sparkConf" in stderr and "1 MiB" in stderr, stderr[:2000]
 
 
 def test_kubeflow_manifest_accepted_by_server(installed: ClusterHandle, shared_namespace: str) -> None:
