@@ -25,17 +25,16 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Final
 
 import jsonschema  # type: ignore[import-untyped]
-import yaml
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore[import-untyped]
 
 from sparkop import labels
 
-from . import crds, rules
+from . import crds, manifests, rules
+from .manifests import clip, one_line, quote
 from .types import CPU_PATTERN, MEMORY_PATTERN
 
 DNS1123_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -65,6 +64,8 @@ METADATA_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
+KUBEFLOW_GROUP: Final = "sparkoperator.k8s.io"
+
 # kubeflow v1beta2 fields sparkop does not take, and what to do instead.
 KUBEFLOW_UNSUPPORTED: Final = {
     "failureRetries": "deprecated in kubeflow: use spec.restartPolicy.type OnFailure with onFailureRetries",
@@ -92,10 +93,11 @@ class ValidationError:
     hint: str = ""
 
     def __str__(self) -> str:
-        what = f"{self.kind or '?'}/{self.name or '?'}"
-        where = f"{self.path}: " if self.path else ""
+        """One line, whatever the document holds (long names and values are cut)."""
+        what = f"{clip(self.kind or '?', 64)}/{clip(self.name or '?')}: " if self.kind or self.name else ""
+        where = f"{clip(self.path, 200)}: " if self.path else ""
         fix = f" (fix: {self.hint})" if self.hint else ""
-        return f"{self.source}: {what}: {where}{self.message}{fix}"
+        return one_line(f"{self.source}: {what}{where}{self.message}{fix}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ def _list_type(validator: Any, list_type: str, instance: Any, schema: dict[str, 
         seen: list[Any] = []
         for item in instance:
             if item in seen:
-                yield SchemaError(f"duplicate value: {json.dumps(item)}")
+                yield SchemaError(f"duplicate value: {quote(item)}")
             seen.append(item)
     elif list_type == "map":
         keys = schema.get("x-kubernetes-list-map-keys", [])
@@ -134,15 +136,15 @@ def _list_type(validator: Any, list_type: str, instance: Any, schema: dict[str, 
         for item in instance:
             if not isinstance(item, dict):
                 continue
-            key = json.dumps([item.get(k, defaults[k]) for k in keys])
+            key = json.dumps([item.get(k, defaults[k]) for k in keys], default=str)
             if key in seen_keys:
-                yield SchemaError(f"duplicate entry with key {', '.join(keys)} = {key}")
+                yield SchemaError(f"duplicate entry with key {', '.join(keys)} = {clip(key)}")
             seen_keys.add(key)
 
 
 def _int_or_string(validator: Any, value: bool, instance: Any, schema: dict[str, Any]) -> Iterator[SchemaError]:
     if value and (isinstance(instance, bool) or not isinstance(instance, int | str)):
-        yield SchemaError(f"{json.dumps(instance)} must be an integer or a string")
+        yield SchemaError(f"{quote(instance)} must be an integer or a string")
 
 
 _Validator = jsonschema.validators.extend(
@@ -187,7 +189,8 @@ def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
     return obj
 
 
-def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, rules.Rule]]:
+def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(field path, message, hint) of each cross-field rule the defaulted document breaks."""
     defaulted = apply_defaults(_crd_schema(kind), copy.deepcopy(doc))
     for rule in rules.RULES:
         if kind not in rule.kinds:
@@ -203,7 +206,8 @@ def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, rules.Ru
             except (TypeError, KeyError, AttributeError):
                 continue  # ill-typed input: the schema errors already say why
             if not ok:
-                yield ".".join(path) + (rule.field_path or ""), rule
+                found = f" ({rule.measure(node)})" if rule.measure else ""
+                yield ".".join(path) + (rule.field_path or ""), rule.message + found, rule.hint
 
 
 # ------------------------------------------------------------------------------------------------
@@ -213,30 +217,57 @@ def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, rules.Ru
 def _path(error: SchemaError) -> str:
     out = ""
     for part in error.absolute_path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{clip(part)}" if out else clip(part))
     return out
+
+
+def _size(instance: Any) -> str:
+    if isinstance(instance, str):
+        return f"{len(instance)} characters"
+    if isinstance(instance, dict):
+        return f"{len(instance)} entries"
+    if isinstance(instance, list):
+        return f"{len(instance)} items"
+    return quote(instance)
+
+
+# What each bound says; the instance is never echoed whole (it may be 1 MiB).
+_BOUNDS: Final = {
+    "maxLength": "at most {bound} characters",
+    "minLength": "at least {bound} characters",
+    "maxItems": "at most {bound} items",
+    "minItems": "at least {bound} items",
+    "maxProperties": "at most {bound} entries",
+    "minProperties": "at least {bound} entries",
+}
 
 
 def _schema_error(error: SchemaError) -> tuple[str, str, str]:
     path = _path(error)
     if error.validator == "additionalProperties":
         unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        names = ", ".join(f'"{u}"' for u in unknown)
+        names = ", ".join(quote(u) for u in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         where = path or "the top level"
         hints = [f"{u}: {KUBEFLOW_UNSUPPORTED[u]}" for u in unknown if u in KUBEFLOW_UNSUPPORTED]
         hint = "; ".join(hints) or f"remove it or fix its spelling (see `kubectl explain` for {where})"
         return path, f"unknown field {names}", hint
     if error.validator == "enum":
         allowed = ", ".join(json.dumps(x) for x in error.validator_value)
-        return path, f"{json.dumps(error.instance)} is not allowed", f"use one of {allowed}"
+        return path, f"{quote(error.instance)} is not allowed", f"use one of {allowed}"
     if error.validator == "pattern":
         hint = PATTERN_HINTS.get(error.validator_value, f"match {error.validator_value}")
-        return path, f"{json.dumps(error.instance)} is malformed", hint
+        return path, f"{quote(error.instance)} is malformed", hint
     if error.validator == "required":
-        return path, error.message, "add the missing field"
+        return path, clip(error.message, 200), "add the missing field"
     if error.validator == "type":
-        return path, f"{json.dumps(error.instance)} is not of type {error.validator_value}", ""
-    return path, error.message, ""
+        return path, f"{quote(error.instance)} is not of type {error.validator_value}", ""
+    if error.validator in _BOUNDS:
+        bound = _BOUNDS[error.validator].format(bound=error.validator_value)
+        return path, f"{quote(error.instance)} has {_size(error.instance)}, must have {bound}", ""
+    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        words = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+        return path, f"{quote(error.instance)} must be {words[error.validator]} {error.validator_value}", ""
+    return path, clip(error.message, 200), ""
 
 
 def _metadata_errors(meta: Any) -> Iterator[tuple[str, str, str]]:
@@ -252,23 +283,23 @@ def _metadata_errors(meta: Any) -> Iterator[tuple[str, str, str]]:
         elif not DNS1123_SUBDOMAIN.match(name):
             yield (
                 "metadata.name",
-                f"{json.dumps(name)} is not a DNS-1123 subdomain",
+                f"{quote(name)} is not a DNS-1123 subdomain",
                 "use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
             )
     for key, value in (meta.get("labels") or {}).items() if isinstance(meta.get("labels"), dict) else ():
         if not _qualified(key):
-            yield f"metadata.labels[{key}]", "invalid label key", "use [prefix/]name, name at most 63 characters"
+            yield f"metadata.labels[{clip(key)}]", "invalid label key", "use [prefix/]name, name at most 63 characters"
         if isinstance(value, str) and (len(value) > 63 or not LABEL_VALUE.match(value)):
             yield (
-                f"metadata.labels[{key}]",
-                f"invalid label value {json.dumps(value)}",
+                f"metadata.labels[{clip(key)}]",
+                f"invalid label value {quote(value)}",
                 "at most 63 characters [A-Za-z0-9._-], starting and ending alphanumeric",
             )
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
         for key in annotations:
             if not _qualified(key):
-                yield f"metadata.annotations[{key}]", "invalid annotation key", "use [prefix/]name"
+                yield f"metadata.annotations[{clip(key)}]", "invalid annotation key", "use [prefix/]name"
 
 
 def _qualified(key: str) -> bool:
@@ -278,10 +309,43 @@ def _qualified(key: str) -> bool:
     return 0 < len(name) <= 63 and bool(QUALIFIED_NAME.match(name))
 
 
+def _api_group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def skip_note(doc: Any) -> str | None:
+    """Why ``doc`` is passed over (a kind that is not sparkop's, e.g. the ConfigMap an app mounts,
+    next to it in the same file), or None when sparkop checks it."""
+    if not isinstance(doc, dict):
+        return None
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not isinstance(api_version, str) or not api_version or not isinstance(kind, str) or not kind:
+        return None
+    if _api_group(api_version) in (labels.GROUP, KUBEFLOW_GROUP):
+        return None
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return one_line(f"skipped {clip(kind, 64)}/{clip(name) if isinstance(name, str) else '?'}: not a sparkop kind")
+
+
+def _api_version_error(api_version: Any, kind: Any) -> tuple[str, str] | None:
+    """(message, hint) when ``apiVersion`` is not sparkop's, or None."""
+    if api_version == labels.API_VERSION:
+        return None
+    hint = f"change apiVersion to {labels.API_VERSION}"
+    if not isinstance(api_version, str) or not api_version:
+        return "apiVersion is required", f"set apiVersion: {labels.API_VERSION}"
+    if _api_group(api_version) == KUBEFLOW_GROUP:
+        if isinstance(kind, str) and kind in crds.KINDS:
+            hint += f" (a kubeflow {api_version.rpartition('/')[2]} {kind} needs only this change)"
+        return f"{quote(api_version)} is kubeflow spark-operator's apiVersion", hint
+    return f"unsupported apiVersion {quote(api_version)}: sparkop serves only {labels.API_VERSION}", hint
+
+
 def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError]:
     """Errors of one parsed document (empty when the API server would accept it)."""
     if not isinstance(doc, dict):
-        return [ValidationError(source, None, None, "", "a document must be a mapping (an object)")]
+        return [ValidationError(source, None, None, "", f"a document must be a mapping (an object), not {quote(doc)}")]
     kind = doc.get("kind")
     meta = doc.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
@@ -290,40 +354,55 @@ def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError
     def err(path: str, message: str, hint: str = "") -> ValidationError:
         return ValidationError(source, kind if isinstance(kind, str) else None, name, path, message, hint)
 
-    if doc.get("apiVersion") != labels.API_VERSION:
-        hint = f"set apiVersion: {labels.API_VERSION}"
-        if doc.get("apiVersion") == "sparkoperator.k8s.io/v1beta2":
-            hint += " (a kubeflow v1beta2 SparkApplication needs only this change)"
-        return [err("apiVersion", f"unsupported apiVersion {json.dumps(doc.get('apiVersion'))}", hint)]
-    if kind not in crds.KINDS:
-        return [err("kind", f"unsupported kind {json.dumps(kind)}", "use SparkApplication or SparkDriver")]
+    wrong_version = _api_version_error(doc.get("apiVersion"), kind)
+    if wrong_version:
+        return [err("apiVersion", *wrong_version)]
+    if not isinstance(kind, str) or kind not in crds.KINDS:
+        return [err("kind", f"unsupported kind {quote(kind)}", "use SparkApplication or SparkDriver")]
 
     errors = [err(*e) for e in _metadata_errors(meta)]
     schema_errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: (_path(e), e.message))
     errors += [err(*_schema_error(e)) for e in schema_errors]
-    errors += [err(path, rule.message, rule.hint) for path, rule in _rule_errors(kind, doc)]
+    errors += [err(*e) for e in _rule_errors(kind, doc)]
     return errors
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A document of a file, checked: skipped (``note``), unreadable, invalid or valid."""
+
+    source: str
+    body: Any
+    errors: list[ValidationError]
+    note: str | None = None  # why it was passed over
+
+
+def check(documents: Iterable[manifests.Document]) -> list[Checked]:
+    """Every non-empty document checked; those of other kinds are passed over with a note."""
+    out: list[Checked] = []
+    for doc in documents:
+        if doc.problem is not None:
+            out.append(Checked(doc.source, None, [ValidationError(doc.source, None, None, "", doc.problem)]))
+        elif doc.body is None:
+            continue
+        elif (note := skip_note(doc.body)) is not None:
+            out.append(Checked(doc.source, doc.body, [], note))
+        else:
+            out.append(Checked(doc.source, doc.body, validate_document(doc.body, doc.source)))
+    return out
 
 
 def validate_documents(docs: Iterable[Any], source: str = "<input>") -> list[ValidationError]:
-    """Errors of all documents (``None`` documents, i.e. empty YAML documents, are skipped)."""
-    errors: list[ValidationError] = []
-    for i, doc in enumerate(docs, 1):
-        if doc is None:
-            continue
-        errors += validate_document(doc, source if i == 1 else f"{source}#{i}")
-    return errors
-
-
-def load(path: str) -> list[Any]:
-    """All YAML documents of a file (``-`` = stdin)."""
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    return list(yaml.safe_load_all(text))
+    """Errors of all documents (``None`` documents, i.e. empty YAML documents, and documents of
+    other kinds, see :func:`skip_note`, are skipped)."""
+    parsed = [manifests.Document(manifests.source_of(source, i), manifests.as_json(d)) for i, d in enumerate(docs, 1)]
+    return [e for checked in check(parsed) for e in checked.errors]
 
 
 def main(argv: list[str] | None = None) -> int:
     """``sparkop validate FILE...``: 0 when all documents are valid, 1 when some are not, 2 when a
-    file cannot be read or parsed."""
+    file (or a document of it) cannot be read or parsed. One line per problem, naming the document;
+    documents of other kinds (a ConfigMap next to the app) are passed over with a note on stderr."""
     parser = argparse.ArgumentParser(
         prog="sparkop validate",
         description="Check SparkApplication/SparkDriver manifests offline, with the API server's verdict.",
@@ -333,19 +412,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     status = 0
     for path in args.files:
-        source = "<stdin>" if path == "-" else path
         try:
-            docs = load(path)
-        except (OSError, yaml.YAMLError) as exc:
-            print(f"{source}: cannot read: {exc}", file=sys.stderr)
+            source, documents = manifests.read(path)
+        except OSError as exc:
+            print(f"{path}: cannot read: {one_line(exc.strerror or str(exc))}", file=sys.stderr)
             status = 2
             continue
-        errors = validate_documents(docs, source)
-        for error in errors:
-            print(error)
-        if errors:
+        if any(d.problem is not None for d in documents):
+            status = 2
+        checked = check(documents)
+        for item in checked:
+            if item.note:
+                print(f"{item.source}: {item.note}", file=sys.stderr)
+            for error in item.errors:
+                print(error)
+        if any(item.errors for item in checked):
             status = max(status, 1)
         elif not args.quiet:
-            count = sum(1 for d in docs if d is not None)
-            print(f"{source}: {count} document{'s' if count != 1 else ''} valid")
+            valid = sum(1 for item in checked if not item.note)
+            skipped = len(checked) - valid
+            print(
+                f"{source}: {valid} document{'s' if valid != 1 else ''} valid"
+                + (f", {skipped} of other kinds skipped" if skipped else "")
+            )
     return status

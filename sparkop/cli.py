@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
         "validate",
         help="check manifests offline with the same rules as the API server",
         formatter_class=_Formatter,
+        description="One line per problem, naming the file, the document (file#2 is the second) and the\n"
+        "field. Documents of other kinds (ConfigMap, Secret, ...) are passed over with a note on stderr.\n"
+        "Exit 0: all valid, 1: some invalid, 2: a file or document could not be read.",
         epilog="Examples:\n  sparkop validate examples/*.yaml\n  kubectl get sparkapp -o yaml | sparkop validate -",
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="YAML files ('-' for stdin)")
@@ -74,8 +77,9 @@ def _parser() -> argparse.ArgumentParser:
         "render",
         help="print what sparkop would create for a SparkApplication or SparkDriver",
         formatter_class=_Formatter,
-        description="Offline: the SparkDriver, driver pod, ConfigMaps and Service, as YAML, for review "
-        "and GitOps diffs.",
+        description="Offline: the SparkDriver, driver pod, ConfigMaps and Service, as YAML, for review\n"
+        "and GitOps diffs. Each document is validated first; a bad one is one line on stderr (exit 1)\n"
+        "and the others are still rendered. Documents of other kinds are passed over with a note.",
         epilog="Example:\n  sparkop render examples/spark-pi.yaml | less",
     )
     render.add_argument("file", metavar="FILE", help="a manifest ('-' for stdin)")

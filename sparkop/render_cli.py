@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
+import pydantic
 import yaml
 
+from api import manifests, validate
+from api.manifests import clip, one_line, quote
 from sparkop import labels
 
 Body = dict[str, Any]
@@ -25,11 +27,6 @@ PLACEHOLDER_DRIVER_UID = "00000000-0000-0000-0000-00000000d001"
 
 class RenderError(ValueError):
     pass
-
-
-def _load(path: str) -> list[Body]:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
 def _with_identity(body: Body, uid: str, namespace: str | None) -> Body:
@@ -51,27 +48,26 @@ def render_driver_objects(driver: Body) -> Iterator[Body]:
     yield objects.pod
 
 
-def render_documents(docs: Iterable[Body], namespace: str | None = None) -> list[Body]:
+def render_document(doc: Body, namespace: str | None = None) -> list[Body]:
+    """What sparkop creates for one SparkApplication or SparkDriver. Raises RenderError for another
+    kind, InvalidSpec for a spec Spark would refuse."""
     from apps_controller.builders import build_driver
     from apps_controller.model import AppView
 
-    out: list[Body] = []
-    for doc in docs:
-        if doc.get("apiVersion") != labels.API_VERSION:
-            raise RenderError(
-                f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}: apiVersion must be "
-                f"{labels.API_VERSION} (got {doc.get('apiVersion')!r})"
-            )
-        if doc.get("kind") == "SparkApplication":
-            app = AppView.from_body(_with_identity(doc, PLACEHOLDER_APP_UID, namespace))
-            driver = _with_identity(build_driver(app, run=1), PLACEHOLDER_DRIVER_UID, app.namespace)
-        elif doc.get("kind") == "SparkDriver":
-            driver = _with_identity(doc, PLACEHOLDER_DRIVER_UID, namespace)
-        else:
-            raise RenderError(f"cannot render kind {doc.get('kind')!r}: expected SparkApplication or SparkDriver")
-        out.append(driver)
-        out.extend(render_driver_objects(driver))
-    return out
+    if doc.get("apiVersion") != labels.API_VERSION:
+        raise RenderError(f"apiVersion must be {labels.API_VERSION} (got {quote(doc.get('apiVersion'))})")
+    if doc.get("kind") == "SparkApplication":
+        app = AppView.from_body(_with_identity(doc, PLACEHOLDER_APP_UID, namespace))
+        driver = _with_identity(build_driver(app, run=1), PLACEHOLDER_DRIVER_UID, app.namespace)
+    elif doc.get("kind") == "SparkDriver":
+        driver = _with_identity(doc, PLACEHOLDER_DRIVER_UID, namespace)
+    else:
+        raise RenderError(f"cannot render kind {quote(doc.get('kind'))}: expected SparkApplication or SparkDriver")
+    return [driver, *render_driver_objects(driver)]
+
+
+def render_documents(docs: Iterable[Body], namespace: str | None = None) -> list[Body]:
+    return [obj for doc in docs if doc for obj in render_document(doc, namespace)]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -90,13 +86,63 @@ def dump(objects: list[Body]) -> str:
     return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
-def main(path: str, *, namespace: str | None = None) -> int:
+def _document_name(body: Any) -> str:
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    kind = body.get("kind") if isinstance(body, dict) else None
+    return f"{clip(kind, 64) if isinstance(kind, str) else '?'}/{clip(name) if isinstance(name, str) else '?'}"
+
+
+def _first_problem(exc: Exception) -> str:
+    """One line for an error the renderer raised on a document that passed validation."""
     from driver_controller.render import InvalidSpec
 
+    if isinstance(exc, pydantic.ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return clip(f"{where}: {first['msg']}", 300)
+    if isinstance(exc, RenderError | InvalidSpec):
+        return clip(str(exc), 300)
+    return clip(f"sparkop could not render it ({type(exc).__name__}: {exc}); this is a bug, please report it", 300)
+
+
+def render_file(path: str, namespace: str | None = None) -> tuple[list[Body], list[str], list[str]]:
+    """(objects, problems, notes) of file ``path``: each document is validated first (the messages of
+    ``sparkop validate``), then rendered; a bad document is one line in ``problems`` and does not
+    stop the others. Documents of other kinds are passed over with a note. OSError when the file
+    cannot be read."""
+    source, documents = manifests.read(path)
+    objects: list[Body] = []
+    problems: list[str] = []
+    notes: list[str] = []
+    for checked in validate.check(documents):
+        if checked.note:
+            notes.append(f"{checked.source}: {checked.note}")
+            continue
+        if checked.errors:
+            more = len(checked.errors) - 1
+            suffix = f" (and {more} more: run sparkop validate {source})" if more else ""
+            problems.append(f"{checked.errors[0]}{suffix}")
+            continue
+        try:
+            objects.extend(render_document(checked.body, namespace))
+        except Exception as exc:  # the CLI boundary: one line per document, never a traceback
+            problems.append(one_line(f"{checked.source}: {_document_name(checked.body)}: {_first_problem(exc)}"))
+    return objects, problems, notes
+
+
+def main(path: str, *, namespace: str | None = None) -> int:
+    """``sparkop render FILE``: the objects of every good document on stdout; one line per bad
+    document on stderr and exit 1 when there is one."""
     try:
-        objects = render_documents(_load(path), namespace)
-    except (RenderError, InvalidSpec, OSError, yaml.YAMLError) as exc:
-        print(f"sparkop render: {exc}", file=sys.stderr)
+        objects, problems, notes = render_file(path, namespace)
+    except OSError as exc:
+        print(f"sparkop render: {path}: cannot read: {one_line(exc.strerror or str(exc))}", file=sys.stderr)
         return 1
-    sys.stdout.write(dump(objects))
-    return 0
+    for note in notes:
+        print(f"sparkop render: {note}", file=sys.stderr)
+    if objects:
+        sys.stdout.write(dump(objects))
+    for problem in problems:
+        print(f"sparkop render: {problem}", file=sys.stderr)
+    return 1 if problems else 0
