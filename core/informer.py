@@ -1,0 +1,583 @@
+"""Informer caches: LIST then WATCH one resource, with client-go's semantics, on kubernetes_asyncio.
+
+An :class:`Informer` keeps a :class:`Store` of one resource in one scope (a namespace, or the whole
+cluster) up to date:
+
+* it LISTs (paged with ``limit``/``continue``), then WATCHes from the list's resourceVersion with
+  ``allowWatchBookmarks=true``; both carry the server-side ``labelSelector``/``fieldSelector``, so
+  objects outside the selection are never sent, decoded or stored;
+* bookmarks and events advance the store's resourceVersion, and a watch that ends (its
+  ``timeoutSeconds``, a dropped connection) resumes from it, with a backoff when it ends early;
+* when continuity is lost (410 Gone / Expired, an ERROR event, an undecodable line) it LISTs again and
+  **replaces** the store: an object missing from the new list is removed and handed to the handlers as
+  a deletion, so no object deleted during a gap survives in the cache.
+
+Handlers are plain callables ``handler(event_type, obj, old)`` called on the event loop after the store
+changed; they must only enqueue keys (a reconciler reads the store, never the event).
+
+How a reconciler uses the cache safely (never acting on an owner the server has deleted):
+
+1. Reconcile only once ``informer.has_synced()``; while ``informer.continuous`` is False (a gap was
+   detected and the re-list has not replaced the store yet) requeue rather than create anything.
+2. Before creating children of an owner of uid U, require ``owners.store.holds_uid(U)``: after a gap
+   the re-list removed a deleted owner, and its deletion enqueued its key. The create itself names U
+   in its controller ownerReference, so a child created in the window before the gap was detected is
+   collected by the garbage collector and is never re-created from this cache after the re-list.
+3. Read your own writes: a write returns the object's new resourceVersion R; ``await
+   informer.wait_for_resource_version(R)`` (or check ``store.is_at_least(R)``) before deciding on that
+   object again, so a decision is never taken on a view older than the last write. resourceVersions
+   are compared as integers (etcd revisions, which is what every Kubernetes API server hands out);
+   an unparsable one is never "at least" anything, which only makes callers wait or requeue.
+
+Memory: each informer keeps objects as the decoded dicts, minus ``metadata.managedFields``
+(:func:`drop_managed_fields`, the default ``transform``); pass a narrower ``transform`` for kinds
+whose bodies are not needed whole. Each informer holds one connection of the client's pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, NamedTuple, Protocol
+
+import aiohttp
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+"""(namespace, name); namespace is "" for cluster-scoped objects."""
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, Obj, Obj | None], None]
+"""``handler(event_type, obj, old)``: ``old`` is the stored object before the change (None when added)."""
+IndexFunc = Callable[[Obj], Iterable[str]]
+Transform = Callable[[Obj], Obj]
+
+BY_CONTROLLER_UID: Final = "controller-uid"
+
+DEFAULT_PAGE_SIZE: Final = 500
+DEFAULT_WATCH_TIMEOUT_S: Final = 300
+MIN_BACKOFF_S: Final = 0.1
+MAX_BACKOFF_S: Final = 30.0
+EARLY_END_S: Final = 1.0  # a watch that ends sooner than this without an event is treated as a failure
+
+
+class ResourceLike(Protocol):
+    """What an informer needs to know of a resource: its REST path, apiVersion and kind."""
+
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str: ...
+
+
+class ApiClientLike(Protocol):
+    """kubernetes_asyncio's ``ApiClient`` (only ``call_api`` is used, with ``_preload_content=False``)."""
+
+    async def call_api(self, resource_path: str, method: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class Delta(NamedTuple):
+    type: EventType
+    obj: Obj
+    old: Obj | None
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def resource_version_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _revision(resource_version: str | None) -> int | None:
+    try:
+        return int(resource_version or "")
+    except ValueError:
+        return None
+
+
+def controller_uid(obj: Obj) -> Iterable[str]:
+    """Index function: the uid of the object's controller ownerReference."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
+            return (str(ref["uid"]),)
+    return ()
+
+
+def by_label(label_key: str) -> IndexFunc:
+    """Index function: the value of one label."""
+
+    def index(obj: Obj) -> Iterable[str]:
+        value = ((obj.get("metadata") or {}).get("labels") or {}).get(label_key)
+        return (str(value),) if value is not None else ()
+
+    return index
+
+
+def drop_managed_fields(obj: Obj) -> Obj:
+    """The default transform: server-side-apply bookkeeping is often a third of an object, and unread."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class Store:
+    """Objects of one informer by (namespace, name), with secondary indexes and the resourceVersion
+    the content is current as of. Pure: the informer mutates it, readers only read."""
+
+    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+        self._items: dict[Key, Obj] = {}
+        self._by_uid: dict[str, Key] = {}
+        self._indexers: dict[str, IndexFunc] = dict(indexers or {})
+        self._indexes: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
+        self._indexed: dict[str, dict[Key, tuple[str, ...]]] = {name: {} for name in self._indexers}
+        self.resource_version: str | None = None
+        self._synced = False
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def has_synced(self) -> bool:
+        """True once a first full list has been stored."""
+        return self._synced
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        return self._items.get((namespace or "", name))
+
+    def get_by_uid(self, uid: str) -> Obj | None:
+        key = self._by_uid.get(uid)
+        return self._items.get(key) if key is not None else None
+
+    def holds_uid(self, uid: str) -> bool:
+        """Whether the object of this uid is (still) in the cache."""
+        return uid in self._by_uid
+
+    def __iter__(self) -> Iterator[Key]:
+        """The keys, as of now (a copy: the store may change while the caller iterates)."""
+        return iter(list(self._items))
+
+    def objects(self) -> list[Obj]:
+        return list(self._items.values())
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        """The objects whose ``index`` function yields ``value`` (e.g. children by controller uid)."""
+        return [self._items[k] for k in sorted(self._indexes[index].get(value, ()))]
+
+    def index_values(self, index: str) -> list[str]:
+        return list(self._indexes[index])
+
+    def is_at_least(self, resource_version: str) -> bool:
+        """Whether the cache is at least as new as ``resource_version`` (has seen every change up to it)."""
+        have, want = _revision(self.resource_version), _revision(resource_version)
+        return have is not None and want is not None and have >= want
+
+    # -- writing (the informer's) --------------------------------------------------------------
+
+    def add_indexer(self, name: str, index: IndexFunc) -> None:
+        if name in self._indexers:
+            raise ValueError(f"index {name!r} is already registered")
+        self._indexers[name] = index
+        self._indexes[name] = {}
+        self._indexed[name] = {}
+        for key, obj in self._items.items():
+            self._index(name, key, obj)
+
+    def advance(self, resource_version: str | None) -> None:
+        """Record that the cache is current as of ``resource_version`` (an event's or a bookmark's)."""
+        if resource_version:
+            self.resource_version = resource_version
+
+    def upsert(self, obj: Obj) -> list[Delta]:
+        """Store ``obj`` (added or modified). A same-named object of another uid is a deletion of the old
+        one followed by an addition, so uid-keyed readers never mistake one for the other."""
+        key = key_of(obj)
+        old = self._items.get(key)
+        if old is not None and uid_of(old) != uid_of(obj):
+            return [*self._remove(key, old), self._put(key, obj, None)]
+        return [self._put(key, obj, old)]
+
+    def delete(self, obj: Obj) -> list[Delta]:
+        """Remove the object ``obj`` names (``obj`` is its final state, as a DELETED event carries it)."""
+        key = key_of(obj)
+        old = self._items.get(key)
+        if old is None:
+            return []
+        if uid_of(obj) and uid_of(old) != uid_of(obj):
+            return []  # a deletion of an earlier object of that name; ours is another one
+        self._unput(key, old)
+        return [Delta("DELETED", obj, old)]
+
+    def replace(self, objs: Iterable[Obj], resource_version: str | None) -> list[Delta]:
+        """Make the store hold exactly ``objs`` (a full list) as of ``resource_version``. Returns the
+        differences: additions, modifications (a changed resourceVersion), deletions of objects the list
+        no longer has (delivered with their last known state)."""
+        fresh: dict[Key, Obj] = {key_of(obj): obj for obj in objs}
+        deltas: list[Delta] = []
+        # Deletions first (also of a name now held by a new uid), so no handler sees two at once.
+        for key, stored in list(self._items.items()):
+            listed = fresh.get(key)
+            if listed is None or uid_of(listed) != uid_of(stored):
+                deltas.extend(self._remove(key, stored))
+        for key, obj in fresh.items():
+            old = self._items.get(key)
+            if old is None:
+                deltas.append(self._put(key, obj, None))
+            elif resource_version_of(old) != resource_version_of(obj):
+                deltas.append(self._put(key, obj, old))
+            # else: the same version is the same object: keep ours, nothing to tell
+        self.resource_version = resource_version
+        self._synced = True
+        return deltas
+
+    def _put(self, key: Key, obj: Obj, old: Obj | None) -> Delta:
+        if old is not None:
+            self._unindex(key)
+        self._items[key] = obj
+        if uid := uid_of(obj):
+            self._by_uid[uid] = key
+        for name in self._indexers:
+            self._index(name, key, obj)
+        return Delta("ADDED" if old is None else "MODIFIED", obj, old)
+
+    def _remove(self, key: Key, old: Obj) -> list[Delta]:
+        self._unput(key, old)
+        return [Delta("DELETED", old, old)]
+
+    def _unput(self, key: Key, old: Obj) -> None:
+        del self._items[key]
+        if self._by_uid.get(uid_of(old)) == key:
+            del self._by_uid[uid_of(old)]
+        self._unindex(key)
+
+    def _index(self, name: str, key: Key, obj: Obj) -> None:
+        values = tuple(dict.fromkeys(self._indexers[name](obj)))
+        if values:
+            self._indexed[name][key] = values
+            for value in values:
+                self._indexes[name].setdefault(value, set()).add(key)
+
+    def _unindex(self, key: Key) -> None:
+        for name, indexed in self._indexed.items():
+            for value in indexed.pop(key, ()):
+                keys = self._indexes[name][value]
+                keys.discard(key)
+                if not keys:
+                    del self._indexes[name][value]
+
+
+class RecordedRequest(NamedTuple):
+    """A LIST or WATCH the informer made: for tests and diagnostics."""
+
+    verb: Literal["LIST", "WATCH"]
+    path: str
+    params: tuple[tuple[str, str], ...]
+
+    def param(self, name: str) -> str | None:
+        return next((v for k, v in self.params if k == name), None)
+
+
+class _ContinuityLost(Exception):
+    """The watch cannot resume from the store's resourceVersion: re-list and replace."""
+
+
+class _Unavailable(Exception):
+    """A request failed in a way the same request may get past later (connection, 429, 5xx)."""
+
+
+@dataclass
+class InformerStats:
+    lists: int = 0
+    relists: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    errors: int = 0
+    first_sync_seconds: float | None = None
+
+
+@dataclass
+class Informer:
+    """LIST+WATCH of ``resource`` in ``namespace`` (None: cluster-wide) into :attr:`store`.
+
+    ``api`` is a kubernetes_asyncio ``ApiClient`` (e.g. ``sparkop.kube.Kube.api``); ``resource`` anything
+    with ``path()``, ``api_version`` and ``kind`` (e.g. ``sparkop.kube.PODS``). Run it with
+    ``asyncio.create_task(informer.run())`` and ``await informer.wait_synced()``."""
+
+    api: ApiClientLike
+    resource: ResourceLike
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    indexers: Mapping[str, IndexFunc] = field(default_factory=dict)
+    transform: Transform = drop_managed_fields
+    page_size: int = DEFAULT_PAGE_SIZE
+    watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_S
+    request_timeout_seconds: float = 60.0
+    max_backoff_seconds: float = MAX_BACKOFF_S
+    recorded_requests: int = 64
+
+    store: Store = field(init=False)
+    stats: InformerStats = field(default_factory=InformerStats, init=False)
+    requests: deque[RecordedRequest] = field(init=False)
+    continuous: bool = field(default=False, init=False)
+    _handlers: list[Handler] = field(default_factory=list, init=False)
+    _synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.store = Store(self.indexers)
+        self.requests = deque(maxlen=self.recorded_requests)
+
+    @property
+    def name(self) -> str:
+        return f"{self.resource.kind}@{self.namespace or '*'}"
+
+    def add_handler(self, handler: Handler) -> None:
+        """Called for every change after the store applied it (also for the first list's additions)."""
+        self._handlers.append(handler)
+
+    def has_synced(self) -> bool:
+        return self.store.has_synced()
+
+    async def wait_synced(self) -> None:
+        """Until the first list is stored (bound it with ``asyncio.timeout``)."""
+        await self._synced.wait()
+
+    async def wait_for_resource_version(self, resource_version: str) -> None:
+        """Until the cache is at least as new as ``resource_version`` (bound it with ``asyncio.timeout``;
+        a version that is not an integer is never reached)."""
+        want = _revision(resource_version)
+        if self.store.is_at_least(resource_version):
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (want if want is not None else -1, waiter)
+        if want is not None:
+            self._waiters.append(entry)
+        try:
+            await waiter
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """LIST, then WATCH for ever (until cancelled), re-listing whenever continuity is lost. Run again
+        after a cancel, it resumes watching from where the store is."""
+        backoff = MIN_BACKOFF_S
+        # A store that has synced resumes from its resourceVersion (the server says 410 if it cannot).
+        must_list = not self.store.has_synced()
+        while True:
+            try:
+                if must_list:
+                    await self._list_and_replace()
+                    must_list = False
+                    backoff = MIN_BACKOFF_S
+                if await self._watch():
+                    backoff = MIN_BACKOFF_S
+                    continue
+                # Ended at once with nothing said: do not hammer the server.
+                await asyncio.sleep(self._jitter(backoff))
+                backoff = min(backoff * 2, self.max_backoff_seconds)
+            except _ContinuityLost as lost:
+                self.continuous = False
+                must_list = True
+                log.info("%s: watch lost continuity (%s); re-listing", self.name, lost)
+            except (_Unavailable, aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+                self.stats.errors += 1
+                log.warning("%s: %s; retrying in %.1fs", self.name, exc or type(exc).__name__, backoff)
+                await asyncio.sleep(self._jitter(backoff))
+                backoff = min(backoff * 2, self.max_backoff_seconds)
+
+    def _jitter(self, seconds: float) -> float:
+        return seconds * random.uniform(0.8, 1.2)
+
+    def _base_params(self) -> list[tuple[str, str]]:
+        params: list[tuple[str, str]] = []
+        if self.label_selector:
+            params.append(("labelSelector", self.label_selector))
+        if self.field_selector:
+            params.append(("fieldSelector", self.field_selector))
+        return params
+
+    async def _get(self, verb: Literal["LIST", "WATCH"], params: list[tuple[str, str]], request_timeout: Any) -> Any:
+        path = self.resource.path(self.namespace)
+        self.requests.append(RecordedRequest(verb, path, tuple(params)))
+        response = await self.api.call_api(
+            path,
+            "GET",
+            query_params=params,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=request_timeout,
+        )
+        if 200 <= response.status < 300:
+            return response
+        body = await response.read()
+        response.release()
+        status = _status(body)
+        if response.status == 410 or status.get("reason") in ("Expired", "Gone"):
+            raise _ContinuityLost(f"{response.status} {status.get('reason') or 'Gone'}")
+        if response.status == 429 or response.status >= 500:
+            raise _Unavailable(f"{verb} {path}: {response.status} {status.get('message') or response.reason}")
+        # 401/403/404 and the like: a retry will not fix it, but an operator must not die of it either
+        # (RBAC may be granted, a CRD installed); keep retrying with the capped backoff, loudly.
+        raise _Unavailable(f"{verb} {path} refused: {response.status} {status.get('message') or response.reason}")
+
+    async def _list_and_replace(self) -> None:
+        started = time.monotonic()
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            params = [*self._base_params(), ("limit", str(self.page_size))]
+            if token:
+                params.append(("continue", token))
+            try:
+                response = await self._get("LIST", params, self.request_timeout_seconds)
+            except _ContinuityLost:
+                if token is None:
+                    raise
+                items, token = [], None  # the continue token expired: start the list over
+                continue
+            try:
+                page = json.loads(await response.read())
+            finally:
+                response.release()
+            for obj in page.get("items") or ():
+                obj.setdefault("apiVersion", self.resource.api_version)
+                obj.setdefault("kind", self.resource.kind)
+                items.append(self.transform(obj))
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if token is None:
+                resource_version = str(meta.get("resourceVersion") or "")
+                break
+        relist = self.store.has_synced()
+        deltas = self.store.replace(items, resource_version)
+        self.stats.lists += 1
+        self.stats.relists += relist
+        self.continuous = True
+        if self.stats.first_sync_seconds is None:
+            self.stats.first_sync_seconds = time.monotonic() - started
+        self._dispatch(deltas)
+        self._synced.set()
+        self._wake()
+        if relist:
+            gone = sum(d.type == "DELETED" for d in deltas)
+            log.info("%s: re-listed %d objects (%d gone since the gap)", self.name, len(items), gone)
+
+    async def _watch(self) -> bool:
+        """Watch from the store's resourceVersion until the server ends the watch. True if it ran
+        normally (it said something or lasted a while), False if it ended at once."""
+        assert self.store.resource_version is not None
+        server_timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 1.2))
+        params = [
+            *self._base_params(),
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self.store.resource_version),
+            ("timeoutSeconds", str(server_timeout)),
+        ]
+        read_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.request_timeout_seconds, sock_read=server_timeout + 30
+        )
+        started = time.monotonic()
+        response = await self._get("WATCH", params, read_timeout)
+        self.stats.watches += 1
+        said = False
+        try:
+            async for line in lines(response):
+                said = True
+                self._on_line(line)
+        finally:
+            response.release()
+        return said or time.monotonic() - started >= EARLY_END_S
+
+    def _on_line(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+            kind, obj = event["type"], event["object"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _ContinuityLost(f"undecodable watch line: {exc}") from None
+        if kind == "BOOKMARK":
+            self.stats.bookmarks += 1
+            self.store.advance(resource_version_of(obj))
+            self._wake()
+            return
+        if kind == "ERROR":
+            code, reason = obj.get("code"), obj.get("reason")
+            raise _ContinuityLost(f"watch ERROR {code} {reason}: {obj.get('message')}")
+        self.stats.events += 1
+        obj = self.transform(obj)
+        if kind == "DELETED":
+            deltas = self.store.delete(obj)
+        elif kind in ("ADDED", "MODIFIED"):
+            deltas = self.store.upsert(obj)
+        else:
+            raise _ContinuityLost(f"unknown watch event type {kind!r}")
+        self.store.advance(resource_version_of(obj))
+        self._dispatch(deltas)
+        self._wake()
+
+    def _dispatch(self, deltas: Sequence[Delta]) -> None:
+        for delta in deltas:
+            for handler in self._handlers:
+                try:
+                    handler(delta.type, delta.obj, delta.old)
+                except Exception:
+                    log.exception("%s: handler %r failed on %s %s", self.name, handler, delta.type, key_of(delta.obj))
+
+    def _wake(self) -> None:
+        if not self._waiters:
+            return
+        have = _revision(self.store.resource_version)
+        if have is None:
+            return
+        for want, waiter in list(self._waiters):
+            if want <= have and not waiter.done():
+                waiter.set_result(None)
+
+
+async def lines(response: Any) -> AsyncIterator[bytes]:
+    """The non-empty newline-separated lines of a streamed response body (a watch), whatever their
+    length (aiohttp's ``readline`` refuses lines longer than its buffer; objects can be larger)."""
+    buffer = bytearray()
+    async for chunk in response.content.iter_any():
+        buffer.extend(chunk)
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            if end > start:
+                yield bytes(buffer[start:end])
+            start = end + 1
+        del buffer[:start]
+
+
+def _status(body: bytes) -> dict[str, Any]:
+    try:
+        status = json.loads(body or b"{}")
+    except ValueError:
+        return {}
+    return status if isinstance(status, dict) else {}

@@ -1,0 +1,228 @@
+"""core.informer against the real control plane: server-side selection, events, and a re-list that
+replaces the cache after a watch gap the API server can no longer serve (410 Gone)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from core.informer import BY_CONTROLLER_UID, EventType, Informer, Obj, controller_uid
+from devcluster.testing import ClusterHandle
+from sparkop.kube import CONFIGMAPS, Kube
+
+pytestmark = pytest.mark.cluster
+
+LABEL = "informer-test.sparkop.io/run"
+
+
+async def eventually(predicate: Callable[[], Any], within: float = 30.0, message: str = "condition") -> Any:
+    deadline = time.monotonic() + within
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {within:.0f}s waiting for {message}")
+        await asyncio.sleep(0.05)
+    return value
+
+
+def config_map(namespace: str, name: str, labels: dict[str, str] | None = None, **meta: Any) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}, **meta},
+        "data": {"k": "v"},
+    }
+
+
+class Recorder:
+    """A handler that remembers every (type, name, old resourceVersion) it was given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[EventType, str, str | None]] = []
+
+    def __call__(self, type_: EventType, obj: Obj, old: Obj | None) -> None:
+        self.seen.append((type_, obj["metadata"]["name"], old["metadata"]["resourceVersion"] if old else None))
+
+    def names(self) -> set[str]:
+        return {name for _, name, _ in self.seen}
+
+    def of(self, name: str) -> list[EventType]:
+        return [t for t, n, _ in self.seen if n == name]
+
+
+@asynccontextmanager
+async def running(informer: Informer) -> AsyncIterator[Informer]:
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(30):
+            await informer.wait_synced()
+        yield informer
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.fixture
+async def kube(cluster: ClusterHandle) -> AsyncIterator[Kube]:
+    client = await Kube.connect(str(cluster.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def test_sync_with_a_label_selector_never_shows_unlabelled_objects(kube: Kube, namespace: str) -> None:
+    run = uuid.uuid4().hex[:8]
+    mine = [config_map(namespace, f"mine-{i}", {LABEL: run}) for i in range(5)]
+    others = [config_map(namespace, f"other-{i}", {LABEL: "someone-else"}) for i in range(3)]
+    others.append(config_map(namespace, "unlabelled"))
+    await asyncio.gather(*(kube.create(o) for o in mine + others))
+
+    recorder = Recorder()
+    informer = Informer(kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", page_size=2)
+    informer.add_handler(recorder)
+    async with running(informer):
+        assert sorted(name for _, name in informer.store) == [f"mine-{i}" for i in range(5)]
+        assert recorder.names() == {f"mine-{i}" for i in range(5)}
+        pages = [r for r in informer.requests if r.verb == "LIST"]
+        assert len(pages) == 3 and all(r.param("limit") == "2" for r in pages)
+        assert pages[0].param("continue") is None and all(r.param("continue") for r in pages[1:])
+
+        # Watched too: an unlabelled object created before a labelled one is never delivered.
+        await kube.create(config_map(namespace, "other-late", {LABEL: "someone-else"}))
+        await kube.create(config_map(namespace, "mine-late", {LABEL: run}))
+        await eventually(lambda: informer.store.get(namespace, "mine-late"), message="mine-late in the cache")
+        assert not any(name.startswith(("other", "unlabelled")) for name in recorder.names())
+        assert len(informer.store) == 6
+
+
+async def test_every_list_and_watch_request_carries_the_selectors(kube: Kube, namespace: str) -> None:
+    run = uuid.uuid4().hex[:8]
+    selector, fields = f"{LABEL}={run}", f"metadata.namespace={namespace}"
+    # Cluster-wide: the selection is the server's, the informer never sees another namespace's objects.
+    informer = Informer(kube.api, CONFIGMAPS, label_selector=selector, field_selector=fields)
+    async with running(informer):
+        await kube.create(config_map(namespace, "seen", {LABEL: run}))
+        await eventually(lambda: informer.store.get(namespace, "seen"), message="seen in the cache")
+        await eventually(lambda: any(r.verb == "WATCH" for r in informer.requests), message="a watch request")
+    verbs = [r.verb for r in informer.requests]
+    assert verbs[0] == "LIST" and "WATCH" in verbs
+    for request in informer.requests:
+        assert request.path == "/api/v1/configmaps"
+        assert request.param("labelSelector") == selector and request.param("fieldSelector") == fields
+    watch = next(r for r in informer.requests if r.verb == "WATCH")
+    assert watch.param("allowWatchBookmarks") == "true" and watch.param("resourceVersion")
+
+
+async def test_added_modified_deleted_reach_the_store_and_the_handlers(kube: Kube, namespace: str) -> None:
+    run = uuid.uuid4().hex[:8]
+    await kube.create(config_map(namespace, "owner"))
+    owner = await kube.get(CONFIGMAPS, namespace, "owner")
+    assert owner is not None
+    owner_ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    recorder = Recorder()
+    informer = Informer(
+        kube.api,
+        CONFIGMAPS,
+        namespace=namespace,
+        label_selector=f"{LABEL}={run}",
+        indexers={BY_CONTROLLER_UID: controller_uid},
+    )
+    informer.add_handler(recorder)
+    async with running(informer):
+        assert len(informer.store) == 0
+        child = config_map(namespace, "child", {LABEL: run}, ownerReferences=[{**owner_ref, "controller": True}])
+        await kube.create(child)
+        added = await eventually(lambda: informer.store.get(namespace, "child"), message="child added")
+        assert informer.store.by_index(BY_CONTROLLER_UID, owner["metadata"]["uid"]) == [added]
+        assert "managedFields" not in added["metadata"]
+
+        patched = await kube.patch(CONFIGMAPS, namespace, "child", {"data": {"k": "changed"}})
+        assert patched is not None
+        new_rv = patched["metadata"]["resourceVersion"]
+        async with asyncio.timeout(30):
+            await informer.wait_for_resource_version(new_rv)
+        cached = informer.store.get(namespace, "child")
+        assert cached is not None and cached["data"] == {"k": "changed"}
+        assert ("MODIFIED", "child", added["metadata"]["resourceVersion"]) in recorder.seen
+
+        await kube.delete(CONFIGMAPS, namespace, "child")
+        await eventually(lambda: "DELETED" in recorder.of("child"), message="child deleted")
+        assert informer.store.get(namespace, "child") is None
+        assert informer.store.by_index(BY_CONTROLLER_UID, owner["metadata"]["uid"]) == []
+        assert recorder.of("child") == ["ADDED", "MODIFIED", "DELETED"]
+
+
+def _etcd(cluster: ClusterHandle) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    assert cluster.cluster is not None
+    url = f"http://127.0.0.1:{cluster.cluster.ports.etcd_client}"
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            result: dict[str, Any] = json.load(response)
+            return result
+
+    return post
+
+
+async def compact_etcd_and_restart_apiserver(cluster: ClusterHandle) -> int:
+    """Lose every event up to now: etcd forgets them (compaction) and the API server's watch cache
+    starts over from the current revision (restart). A watch from before is then answered 410."""
+    post = _etcd(cluster)
+    revision = int(post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+    post("/v3/kv/compaction", {"revision": revision, "physical": True})
+    await asyncio.to_thread(cluster.restart_apiserver)
+    return revision
+
+
+async def test_a_watch_gap_past_compaction_relists_and_drops_what_was_deleted(
+    cluster: ClusterHandle, kube: Kube, namespace: str
+) -> None:
+    if not cluster.can_restart:
+        pytest.skip("needs a devcluster it can restart (etcd compaction and a fresh watch cache)")
+    run = uuid.uuid4().hex[:8]
+    names = ["stays", "goes", "changes"]
+    await asyncio.gather(*(kube.create(config_map(namespace, n, {LABEL: run})) for n in names))
+    recorder = Recorder()
+    informer = Informer(kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}")
+    informer.add_handler(recorder)
+    async with running(informer):
+        pass  # synced; now the informer stops, as an operator stopped (SIGSTOP) for a while would
+    goes = informer.store.get(namespace, "goes")
+    assert goes is not None and len(informer.store) == 3
+    gap_from = informer.store.resource_version
+
+    await kube.delete(CONFIGMAPS, namespace, "goes")
+    await kube.patch(CONFIGMAPS, namespace, "changes", {"data": {"k": "during the gap"}})
+    await kube.create(config_map(namespace, "new", {LABEL: run}))
+    compacted = await compact_etcd_and_restart_apiserver(cluster)
+    assert int(gap_from or 0) < compacted
+
+    await _resumed(informer, lambda: informer.stats.relists == 1)
+    assert sorted(name for _, name in informer.store) == ["changes", "new", "stays"]
+    assert not informer.store.holds_uid(goes["metadata"]["uid"])
+    assert recorder.of("goes") == ["ADDED", "DELETED"]
+    assert recorder.of("changes") == ["ADDED", "MODIFIED"] and recorder.of("new") == ["ADDED"]
+    assert recorder.of("stays") == ["ADDED"]  # unchanged: nothing to tell
+    # The watch resumed from the gap, was refused, and the informer listed again and watched on.
+    verbs = [(r.verb, r.param("resourceVersion")) for r in informer.requests]
+    assert ("WATCH", gap_from) in verbs and verbs.count(("LIST", None)) == 2 and verbs[-1][0] == "WATCH"
+
+
+async def _resumed(informer: Informer, done: Callable[[], Any]) -> None:
+    task = asyncio.create_task(informer.run())
+    try:
+        await eventually(done, within=60, message="the informer to re-list")
+        await eventually(lambda: informer.requests[-1].verb == "WATCH", message="a watch after the re-list")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
