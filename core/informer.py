@@ -389,30 +389,41 @@ class Informer:
         backoff = MIN_BACKOFF_S
         # A store that has synced resumes from its resourceVersion (the server says 410 if it cannot).
         must_list = not self.store.has_synced()
+        listed_at = -EARLY_END_S
         while True:
             try:
                 if must_list:
                     await self._list_and_replace()
-                    must_list = False
-                    backoff = MIN_BACKOFF_S
+                    must_list, listed_at = False, time.monotonic()
                 if await self._watch():
                     backoff = MIN_BACKOFF_S
                     continue
                 # Ended at once with nothing said: do not hammer the server.
-                await asyncio.sleep(self._jitter(backoff))
+                await self._back_off(backoff)
                 backoff = min(backoff * 2, self.max_backoff_seconds)
             except _ContinuityLost as lost:
-                self.continuous = False
-                must_list = True
+                self.continuous, must_list = False, True
                 log.info("%s: watch lost continuity (%s); re-listing", self.name, lost)
+                if time.monotonic() - listed_at < EARLY_END_S:
+                    # A fresh list refused at once (an API server whose watch cache is still filling).
+                    await self._back_off(backoff)
+                    backoff = min(backoff * 2, self.max_backoff_seconds)
             except (_Unavailable, aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
                 self.stats.errors += 1
                 log.warning("%s: %s; retrying in %.1fs", self.name, exc or type(exc).__name__, backoff)
-                await asyncio.sleep(self._jitter(backoff))
+                await self._back_off(backoff)
+                backoff = min(backoff * 2, self.max_backoff_seconds)
+            except Exception:
+                # Something this loop does not understand (a malformed response, a failing transform):
+                # whatever the store missed meanwhile, a re-list makes it right.
+                self.stats.errors += 1
+                self.continuous, must_list = False, True
+                log.exception("%s: unexpected error; re-listing in %.1fs", self.name, backoff)
+                await self._back_off(backoff)
                 backoff = min(backoff * 2, self.max_backoff_seconds)
 
-    def _jitter(self, seconds: float) -> float:
-        return seconds * random.uniform(0.8, 1.2)
+    async def _back_off(self, seconds: float) -> None:
+        await asyncio.sleep(seconds * random.uniform(0.8, 1.2))
 
     def _base_params(self) -> list[tuple[str, str]]:
         params: list[tuple[str, str]] = []
