@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from api.models import ApplicationState
 
-NORMAL: Final = "Normal"
-WARNING: Final = "Warning"
+EventType = Literal["Normal", "Warning"]
+NORMAL: Final[EventType] = "Normal"
+WARNING: Final[EventType] = "Warning"
 
 SUBMITTED: Final = "SparkApplicationSubmitted"
 RUNNING: Final = "SparkApplicationRunning"
@@ -32,7 +33,7 @@ EXPIRED: Final = "SparkApplicationExpired"  # timeToLiveSeconds elapsed: the app
 INVALID_SPEC: Final = "InvalidSpec"
 UI_REFUSED: Final = "SparkUIRefused"  # the API server refused the Spark UI Service or Ingress
 
-BY_STATE: Final[dict[ApplicationState, tuple[str, str]]] = {
+BY_STATE: Final[dict[ApplicationState, tuple[EventType, str]]] = {
     ApplicationState.NEW: (NORMAL, NEW),
     ApplicationState.SUBMITTED: (NORMAL, SUBMITTED),
     ApplicationState.RUNNING: (NORMAL, RUNNING),

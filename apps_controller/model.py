@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, Final, TypeVar
 
 from api.models import ApplicationState, AttemptOutcome, DriverPhase, RestartPolicyType, RunSpec
+from core.reconciler import Refusal
 from sparkop import labels
 from sparkop.times import format_time, parse_time
 
@@ -261,20 +262,6 @@ class LastError:
         if reason is None:
             return None
         return cls(reason=reason, message=_opt_str(d.get("message")), time=parse_time(d.get("time")))
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """The API server refused a create for a reason a retry will not fix (kube.Refused: 400/403/422).
-    Learned by the shell when it applies a plan, and handed to the next pass as an observation."""
-
-    code: int
-    reason: str  # the API server's Status reason, e.g. Forbidden, Invalid
-    message: str  # the API server's message
-
-    def describe(self, what: str | None = None) -> str:
-        text = f"{self.code} {self.reason}: {self.message}"
-        return clip(f"{what} refused by the API server ({text})" if what else text) or text
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -595,8 +582,8 @@ class Observed:
     """Everything one reconcile pass decides from. ``drivers`` and ``ui_objects`` are the SparkDrivers
     and the Spark UI Services/Ingresses whose controller owner is this app (any stale entry owned by an
     older app of the same name is ignored). ``refusals`` are the creates of this app the API server
-    refused, by ``reconcile.refusal_key`` (remembered by the shell; lost with the process, when the
-    create is simply tried again). ``namespace_terminating``: the app's namespace is being deleted."""
+    refused, by ``core.reconciler.refusal_key`` (remembered by the Applier; lost with the process, when
+    the create is simply tried again). ``namespace_terminating``: the app's namespace is being deleted."""
 
     app: AppView
     status: AppStatus

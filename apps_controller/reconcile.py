@@ -22,8 +22,6 @@ finished app (COMPLETED / FAILED: frozen status; it only deletes what is left, a
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -39,7 +37,6 @@ from apps_controller.model import (
     CONDITION_STUCK,
     CONDITION_SUBMITTED,
     CONDITION_SUSPENDED,
-    JSON,
     TERMINAL_STATES,
     AppStatus,
     AttemptRecord,
@@ -50,7 +47,8 @@ from apps_controller.model import (
     Observed,
     clip,
 )
-from sparkop import naming
+from core.reconciler import Action, Create, Delete, Ensure, Event, Plan, refusal_key
+from sparkop import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2
@@ -59,84 +57,18 @@ _ACTIVE_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.
 
 
 # ---------------------------------------------------------------------------------------------------
-# the plan
+# the actions (core.reconciler's vocabulary) and why each is taken (the decision line's reason)
+
+RUN_CREATED: Final = "CreateRun"
+RUN_STOPPED: Final = "StopRun"
+APP_EXPIRED: Final = "TimeToLiveExpired"
+UI_ENSURED: Final = "SparkUI"
+UI_REMOVED: Final = "SparkUIRemoved"
 
 
-@dataclass(frozen=True)
-class CreateDriver:
-    run: int
-    manifest: JSON
-
-    @property
-    def name(self) -> str:
-        return str(self.manifest["metadata"]["name"])
-
-
-@dataclass(frozen=True)
-class DeleteDriver:
-    name: str
-    uid: str | None  # None: never observed (created just before a crash); deleted by its unique name
-
-
-@dataclass(frozen=True)
-class DeleteApp:
-    name: str
-    uid: str
-
-
-@dataclass(frozen=True)
-class EnsureObject:
-    """Create, or patch to the manifest when it exists (Spark UI Service and Ingress)."""
-
-    manifest: JSON
-
-
-@dataclass(frozen=True)
-class DeleteObject:
-    """Delete an observed Spark UI Service or Ingress (by uid: a same-named successor is never hit)."""
-
-    api_version: str
-    kind: str
-    name: str
-    uid: str
-
-
-Action = CreateDriver | DeleteDriver | DeleteApp | EnsureObject | DeleteObject
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What one pass wants: ``before_status`` actions (idempotent, the status then records their
-    result), the status to write, ``after_status`` actions (only run once the status write succeeded),
-    events to post after the write, and when to look again at the latest."""
-
-    status: AppStatus
-    before_status: tuple[Action, ...] = ()
-    after_status: tuple[Action, ...] = ()
-    events: tuple[Event, ...] = ()
-    requeue_after: float | None = None
-
-    @property
-    def actions(self) -> tuple[Action, ...]:
-        return self.before_status + self.after_status
-
-
-def refusal_key(action: CreateDriver | EnsureObject) -> str:
-    """How a refused create is remembered (``Observed.refusals``): a SparkDriver by its name (a run
-    recorded SubmissionFailed is never created again), a UI object by name and content (a changed
-    object, e.g. for the next run, is tried anew)."""
-    meta = action.manifest["metadata"]
-    if isinstance(action, CreateDriver):
-        return f"{DRIVER_KIND}/{meta['name']}"
-    text = json.dumps(action.manifest, sort_keys=True, separators=(",", ":"), default=str)
-    return f"{action.manifest['kind']}/{meta['name']}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+def delete_driver(name: str, uid: str | None) -> Delete:
+    """uid None: never observed (created just before a crash); deleted by its unique name."""
+    return Delete(labels.API_VERSION, DRIVER_KIND, name, uid, RUN_STOPPED)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -179,14 +111,14 @@ class _Pass:
         self.waits.append(max(0.0, (when - self.now).total_seconds()))
 
     def delete(self, drv: DriverView) -> None:
-        action = DeleteDriver(drv.name, drv.uid)
+        action = delete_driver(drv.name, drv.uid)
         if not drv.deleting and action not in self.after:
             self.after.append(action)
 
-    def create_action(self, run: int) -> CreateDriver:
-        return CreateDriver(run, build_driver(self.obs.app, run, self.obs.ui))
+    def create_action(self, run: int) -> Create:
+        return Create(build_driver(self.obs.app, run, self.obs.ui), RUN_CREATED)
 
-    def plan(self) -> Plan:
+    def plan(self) -> Plan[AppStatus]:
         return Plan(
             status=self.status,
             before_status=tuple(self.before),
@@ -364,7 +296,7 @@ class _Pass:
             self.delete(drv)
         if cur is not None and not cur.finished and not self.seen(cur) and self.driver(cur.run) is None:
             # Maybe created just before a crash and not indexed yet: delete it by its unique name.
-            self.after.append(DeleteDriver(cur.driver, None))
+            self.after.append(delete_driver(cur.driver, None))
         if left:
             return False
         if cur is not None and not cur.finished:
@@ -448,7 +380,8 @@ class _Pass:
         expires = self.status.termination_time + timedelta(seconds=ttl)
         if self.now >= expires:
             self.events.append(Event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {ttl} elapsed"))
-            self.after.append(DeleteApp(self.obs.app.name, self.obs.app.uid))
+            app = self.obs.app
+            self.after.append(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
         else:
             self.wait_until(expires)
 
@@ -544,7 +477,7 @@ class _Pass:
 
     def ui_service(self, app_id: str, opts: ui.UIOptions) -> bool:
         app, before = self.obs.app, self.obs.status
-        action = EnsureObject(ui.build_service(app, app_id, opts))
+        action = Ensure(ui.build_service(app, app_id, opts), UI_ENSURED)
         name = naming.ui_service_name(app.name)
         if self.refused(action, f"Spark UI Service {name}"):
             return False
@@ -570,7 +503,7 @@ class _Pass:
         app, cfg = self.obs.app, self.obs.ui
         url = ui_url(app, cfg)
         assert url is not None
-        action = EnsureObject(ui.build_ingress(app, url, opts, cfg.ingress_class_name))
+        action = Ensure(ui.build_ingress(app, url, opts, cfg.ingress_class_name), UI_ENSURED)
         name = naming.ui_ingress_name(app.name)
         info = self.status.driver_info
         if self.refused(action, f"Spark UI Ingress {name}"):
@@ -583,7 +516,7 @@ class _Pass:
             info = replace(info, web_ui_ingress_name=name, web_ui_ingress_address=url.address)
         self.status = replace(self.status, driver_info=info)
 
-    def refused(self, action: EnsureObject, what: str) -> bool:
+    def refused(self, action: Ensure, what: str) -> bool:
         """A UI object the API server refused is not retried with the same content: lastError and
         one Warning event say why; the app itself carries on."""
         refusal = self.obs.refusals.get(refusal_key(action))
@@ -605,7 +538,7 @@ class _Pass:
         status may not know one (the operator died between its create and the status write)."""
         for obj in self.obs.owned_ui:
             if not obj.deleting and kind in (None, obj.kind):
-                self.before.append(DeleteObject(obj.api_version, obj.kind, obj.name, obj.uid))
+                self.before.append(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))
 
     # -- conditions --------------------------------------------------------------------------------
 
@@ -772,7 +705,7 @@ _STEPS: Final[dict[ApplicationState, Callable[[_Pass], None]]] = {
 }
 
 
-def reconcile(observed: Observed, now: datetime) -> Plan:
+def reconcile(observed: Observed, now: datetime) -> Plan[AppStatus]:
     """Decide one step for a SparkApplication from what was observed, at time ``now``."""
     p = _Pass(observed, now, observed.status)
     if observed.app.deleting or observed.namespace_terminating:
@@ -790,16 +723,4 @@ def reconcile(observed: Observed, now: datetime) -> Plan:
     return p.plan()
 
 
-__all__ = [
-    "DRIVER_KIND",
-    "Action",
-    "CreateDriver",
-    "DeleteApp",
-    "DeleteDriver",
-    "DeleteObject",
-    "EnsureObject",
-    "Event",
-    "Plan",
-    "reconcile",
-    "refusal_key",
-]
+__all__ = ["DRIVER_KIND", "delete_driver", "reconcile"]

@@ -103,7 +103,7 @@ def running(spec: dict[str, Any]) -> Observed:
     body["status"] = first.status
     observed = Observed(body, pods, summaries[:-1], summaries[-1:])
     again = reconcile(observed, NOW)
-    assert again.status is None and not again.create and not again.patches, "not a steady state"
+    assert again.status is None and not again.creates and not again.patches, "not a steady state"
     return observed
 
 

@@ -1,11 +1,14 @@
 """reconcile(observed, now) -> Plan: what to do for one SparkDriver, decided without I/O.
 
-The handler (:mod:`driver_controller.handlers`) builds ``Observed`` from kopf indexes, calls
-``reconcile`` and applies the plan in a fixed order: creates (ConfigMaps and Service before the
-pod), then the status write (guarded by resourceVersion), then the events of that write, then
-patches (adoption, finalizer removal), then deletes. Facts are written to status before anything
-that depends on them is released: a driver pod's finalizer is removed only once its outcome is in
-status, and an Event is posted only after the status it reports was written.
+The handler (:mod:`driver_controller.handlers`) builds ``Observed``, calls ``reconcile`` and applies
+the :class:`core.reconciler.Plan` in its fixed order: the creates before the status write
+(ConfigMaps and Service before the pod that mounts them: status names a driver pod only once it was
+accepted), then the status write (guarded by resourceVersion), then the events of that write, then
+patches (adoption, finalizer removal) and deletes after it. Facts are written to status before
+anything that depends on them is released: a driver pod's finalizer is removed only once its
+outcome is in status, and an Event is posted only after the status it reports was written. A create
+the API server refused comes back as an observation (``Observed.refusals``): the pass that sees it
+records SubmissionFailed.
 
 The phases, in the order they run (each reads the facts the earlier ones established):
 
@@ -31,6 +34,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from api.models import SparkDriver, SparkDriverStatus
+from core.reconciler import Create, Delete, Event, Patch, Plan, Refusal, refusal_key
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
 from driver_controller.podbuild import RenderOptions
 from driver_controller.render import InvalidSpec, names, parse, render
@@ -77,64 +81,64 @@ class Observed:
     transient_error: Mapping[str, Any] | None = None
     # The namespace is being deleted: only let its pods go (their finalizer would hold it up).
     namespace_terminating: bool = False
+    # Creates of this SparkDriver the API server refused, by core.reconciler.refusal_key.
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Delete:
-    """A delete with a uid precondition, so that a same-named successor is never hit."""
-
-    kind: Literal["Pod", "ConfigMap", "Service"]
-    namespace: str
-    name: str
-    uid: str
-    reason: str = "StaleIncarnation"  # or "DriverEnded": the last incarnation's executors once the driver ended
-
-
-@dataclass(frozen=True)
-class Patch:
-    """A merge patch of a pod, refused if the pod changed since ``resource_version``."""
-
-    namespace: str
-    name: str
-    resource_version: str
-    body: Body
-    why: str
-
-
-@dataclass(frozen=True)
-class Event:
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
+# Why a pod, ConfigMap or Service is deleted (the decision line's reason).
+STALE_INCARNATION: Final = "StaleIncarnation"
+DRIVER_ENDED: Final = "DriverEnded"  # the last incarnation's executors, once the driver ended
 
 
 @dataclass
-class Plan:
-    create: list[Body] = field(default_factory=list)
+class _Draft:
+    """The plan as a pass builds it: creates go before the status write, patches and deletes after."""
+
     status: Body | None = None  # the new status; None: unchanged
+    creates: list[Create] = field(default_factory=list)
     patches: list[Patch] = field(default_factory=list)
     deletes: list[Delete] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
-    # What the handler records if the API server refuses one of ``create`` (422/403/400).
-    incarnation: int = 0
 
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
+    def plan(self) -> Plan[Body]:
+        return Plan(
+            status=self.status,
+            before_status=tuple(self.creates),
+            events=tuple(self.events),
+            after_status=(*self.patches, *self.deletes),
+            requeue_after=self.requeue_after,
+        )
+
+
+def _delete(kind: str, name: str, uid: str, reason: str = STALE_INCARNATION) -> Delete:
+    return Delete("v1", kind, name, uid, reason)
+
 
 def _release(pod: PodSummary, why: str) -> Patch:
     rest = [f for f in pod.finalizers if f != labels.DRIVER_OUTCOME_FINALIZER]
-    return Patch(pod.namespace, pod.name, pod.resource_version, {"metadata": {"finalizers": rest or None}}, why)
+    body = {"metadata": {"finalizers": rest or None}}
+    return Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason(why))
 
 
-def release_orphans(pods: Sequence[PodSummary]) -> Plan:
-    """The SparkDriver is gone or being deleted: let its pods go."""
-    plan = Plan()
+def _reason(why: str) -> str:
+    """A decision line's CamelCase reason from a few words ("outcome recorded" -> OutcomeRecorded)."""
+    return why.title().replace(" ", "")
+
+
+def _release_orphans(draft: _Draft, pods: Sequence[PodSummary]) -> _Draft:
     for pod in pods:
         if labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers:
-            plan.patches.append(_release(pod, "owner gone or deleting"))
-    return plan
+            draft.patches.append(_release(pod, "owner gone or deleting"))
+    return draft
+
+
+def release_orphans(pods: Sequence[PodSummary]) -> Plan[Body]:
+    """The SparkDriver is gone or being deleted: let its pods go."""
+    return _release_orphans(_Draft(), pods).plan()
 
 
 # --- status pieces ---------------------------------------------------------------------------------
@@ -229,7 +233,7 @@ class _Pass:
     body: Mapping[str, Any]
     obs: Observed
     now: datetime
-    plan: Plan
+    plan: _Draft
     status: Body  # what this pass decides, starting from a copy of old_status
     old_status: Body  # the status as observed, normalised
     owned_pods: list[PodSummary]
@@ -268,7 +272,7 @@ def _status_dict(body: Mapping[str, Any]) -> Body:
         return {k: v for k, v in raw.items() if k in SparkDriverStatus.model_fields}
 
 
-def reconcile(observed: Observed, now: datetime) -> Plan:
+def reconcile(observed: Observed, now: datetime) -> Plan[Body]:
     """Decide what to do for one SparkDriver. Never raises for a bad spec: that is a status."""
     body = observed.driver
     if body is None or observed.namespace_terminating:
@@ -280,13 +284,13 @@ def reconcile(observed: Observed, now: datetime) -> Plan:
     strangers = [p for p in observed.pods if uid not in p.owner_uids]
     if meta.get("deletionTimestamp"):
         return release_orphans(observed.pods)
-    plan = release_orphans(strangers)
+    plan = _release_orphans(_Draft(), strangers)
     old_status = _status_dict(body)
     status = copy.deepcopy(old_status)
     try:
         driver = parse(body)
     except ValueError as exc:
-        return _invalid(plan, status, body, now, f"the SparkDriver does not parse: {exc}")
+        return _invalid(plan, status, body, now, f"the SparkDriver does not parse: {exc}").plan()
     p = _Pass(driver, body, observed, now, plan, status, old_status, owned_pods)
     _incarnation(p)
     if p.phase not in TERMINAL:
@@ -299,10 +303,10 @@ def reconcile(observed: Observed, now: datetime) -> Plan:
         _frozen_status(p)
     else:
         _finish_status(p)
-    return plan
+    return plan.plan()
 
 
-def _invalid(plan: Plan, status: Body, body: Mapping[str, Any], now: datetime, message: str) -> Plan:
+def _invalid(plan: _Draft, status: Body, body: Mapping[str, Any], now: datetime, message: str) -> _Draft:
     if status.get("phase") in TERMINAL:
         return plan
     new = dict(status)
@@ -453,19 +457,21 @@ def _create_missing(p: _Pass) -> None:
     have_cm = {c.name for c in _owned(uid, p.obs.config_maps)}
     have_svc = {s.name for s in _owned(uid, p.obs.services)}
     pod_missing = p.driver_pod(p.incarnation) is None
-    p.plan.incarnation = p.incarnation
+    if _refused(p, expected.config_maps, expected.service, expected.pod):
+        return
     if pod_missing or not expected.config_maps <= have_cm or expected.service not in have_svc:
         try:
             objects = render(p.driver, p.incarnation, p.obs.settings.render)
         except (InvalidSpec, ValueError) as exc:
             _invalid_spec(p, str(exc))
             return
-        p.plan.create.extend(cm for cm in objects.config_maps if cm["metadata"]["name"] not in have_cm)
+        why = f"Incarnation{p.incarnation}"
+        p.plan.creates.extend(Create(cm, why) for cm in objects.config_maps if cm["metadata"]["name"] not in have_cm)
         if expected.service not in have_svc:
-            p.plan.create.append(objects.service)
+            p.plan.creates.append(Create(objects.service, why))
         if pod_missing:
             # Also when status already names it: a create the index has not seen yet meets 409.
-            p.plan.create.append(objects.pod)
+            p.plan.creates.append(Create(objects.pod, why))
             if (p.status.get("driverPod") or {}).get("name") != expected.pod:
                 p.status["driverPod"] = {"name": expected.pod}
                 p.event(
@@ -476,6 +482,24 @@ def _create_missing(p: _Pass) -> None:
                 )
     p.status["webUIAddress"] = expected.web_ui_address
     p.status["sparkApplicationId"] = naming.spark_app_id(uid, p.incarnation)
+
+
+def _refused(p: _Pass, config_maps: frozenset[str], service: str, pod: str) -> bool:
+    """An object of the current incarnation the API server refused to create (a quota, an admission
+    policy, a name held by an object that is not ours): SubmissionFailed, nothing more created; the apps
+    controller decides whether to run again."""
+    wanted = [("ConfigMap", name) for name in sorted(config_maps)] + [("Service", service), ("Pod", pod)]
+    for kind, name in wanted:
+        refusal = p.obs.refusals.get(refusal_key(Create({"kind": kind, "metadata": {"name": name}})))
+        if refusal is None:
+            continue
+        # 409: the name is held by an object that is not ours (never taken for ours, never adopted).
+        reason = refusal.reason if refusal.code == 409 else REASON_SUBMISSION_FAILED
+        assert p.obs.driver is not None
+        p.status = submission_failed(p.obs, p.now, p.incarnation, reason, refusal.message)
+        p.event("Warning", REASON_SUBMISSION_FAILED, f"{kind} {name} refused: {refusal.describe()}")
+        return True
+    return False
 
 
 def _invalid_spec(p: _Pass, message: str) -> None:
@@ -520,12 +544,12 @@ def _executors(p: _Pass) -> None:
             continue
         if pod.incarnation < p.incarnation:
             if not pod.deleting:
-                p.plan.deletes.append(Delete("Pod", pod.namespace, pod.name, pod.uid))
+                p.plan.deletes.append(_delete("Pod", pod.name, pod.uid))
             continue
         finished = pod.phase in ("Succeeded", "Failed")
         if ended and (pod.deleting or not (finished and keep_finished)):
             if not pod.deleting:
-                p.plan.deletes.append(Delete("Pod", pod.namespace, pod.name, pod.uid, "DriverEnded"))
+                p.plan.deletes.append(_delete("Pod", pod.name, pod.uid, DRIVER_ENDED))
             continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
@@ -537,15 +561,8 @@ def _executors(p: _Pass) -> None:
             ref = dict(ref)
             ref["controller"] = ref.get("uid") == uid
             refs.append(ref)
-        p.plan.patches.append(
-            Patch(
-                pod.namespace,
-                pod.name,
-                pod.resource_version,
-                {"metadata": {"resourceVersion": pod.resource_version, "ownerReferences": refs}},
-                "adopt executor",
-            )
-        )
+        body = {"metadata": {"resourceVersion": pod.resource_version, "ownerReferences": refs}}
+        p.plan.patches.append(Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason("adopt executor")))
     p.status["executors"] = counts
 
 
@@ -567,11 +584,11 @@ def _stale(p: _Pass) -> None:
         if has_finalizer and (stale or terminal):
             p.plan.patches.append(_release(pod, "outcome recorded"))
         if stale and not pod.deleting:
-            p.plan.deletes.append(Delete("Pod", pod.namespace, pod.name, pod.uid))
+            p.plan.deletes.append(_delete("Pod", pod.name, pod.uid))
     uid = str(p.driver.metadata["uid"])
     for obj in [*_owned(uid, p.obs.config_maps), *_owned(uid, p.obs.services)]:
         if obj.incarnation < p.incarnation and not obj.deleting:
-            p.plan.deletes.append(Delete(obj.kind, obj.namespace, obj.name, obj.uid))
+            p.plan.deletes.append(_delete(obj.kind, obj.name, obj.uid))
 
 
 def _last_error(p: _Pass) -> None:

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-import kopf
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from core.reconciler import Refusal
 from sparkop import labels, naming
+from sparkop.times import format_time
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +146,44 @@ def namespace_terminating(exc: ApiException) -> bool:
     return any(isinstance(c, dict) and c.get("type") == "NamespaceTerminating" for c in causes)
 
 
+def transient_error(exc: BaseException | None, doing: str) -> Body | None:
+    """A lastError {reason, message, time} for an error a retry may get past: 5xx or 429 from the API
+    server, a timeout, a lost connection. None for anything else."""
+    if isinstance(exc, ApiException) and (exc.status == 429 or (exc.status or 0) >= 500):
+        status = _api_status(exc)
+        default = "TooManyRequests" if exc.status == 429 else "InternalError"
+        reason = str(status.get("reason") or default)
+        text = f"{doing}: {exc.status} {reason}: {status.get('message') or exc.reason or ''}"
+    elif isinstance(exc, TimeoutError):
+        reason, text = "Timeout", f"{doing}: the API server did not answer in time"
+    elif isinstance(exc, (aiohttp.ClientError, ConnectionError)):
+        reason, text = "ConnectionError", f"{doing}: {exc}"
+    else:
+        return None
+    return {"reason": reason, "message": text[:32768], "time": format_time(datetime.now(UTC))}
+
+
+class Rules:
+    """sparkop's error rules for ``core.reconciler.Applier`` (a ``core.reconciler.Rules``)."""
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        return resource_of({"apiVersion": api_version, "kind": kind})
+
+    def refusal(self, exc: BaseException) -> Refusal | None:
+        if isinstance(exc, Refused):
+            return Refusal(exc.status, exc.reason, exc.message)
+        return None
+
+    def transient(self, exc: BaseException, doing: str) -> Body | None:
+        return transient_error(exc, doing)
+
+    def stale(self, exc: BaseException) -> bool:
+        return isinstance(exc, Conflict) and not isinstance(exc, Occupied)
+
+    def for_the_queue(self, exc: BaseException) -> bool:
+        return isinstance(exc, Conflict)
+
+
 def controller_of(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controller ownerReference of an object, if it has one."""
     refs = (body.get("metadata") or {}).get("ownerReferences") or ()
@@ -197,22 +237,6 @@ class Kube:
             await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
         return cls(client.ApiClient(configuration))
 
-    def connection_info(self) -> kopf.ConnectionInfo:
-        """The same credentials, handed to kopf so both clients talk to one server as one user."""
-        c = self.api.configuration
-        token = (c.api_key or {}).get("BearerToken") or (c.api_key or {}).get("authorization")
-        if token and token.lower().startswith("bearer "):
-            token = token[7:]
-        return kopf.ConnectionInfo(
-            server=c.host or "",
-            ca_path=c.ssl_ca_cert,
-            insecure=not c.verify_ssl,
-            certificate_path=c.cert_file,
-            private_key_path=c.key_file,
-            token=token,
-            scheme="Bearer" if token else None,
-        )
-
     async def close(self) -> None:
         await self.api.close()
 
@@ -257,7 +281,7 @@ class Kube:
         return any(r.get("name") == resource.plural for r in listing.get("resources", []))
 
     async def list(self, resource: Resource, namespace: str | None, *, selector: str | None = None) -> list[Body]:
-        """For tools and tests. Controllers read from kopf indexes instead."""
+        """For tools and tests. Controllers read from the informer caches instead."""
         query = [("labelSelector", selector)] if selector else []
         return list((await self._call("GET", resource.path(namespace), query=query)).get("items", []))
 

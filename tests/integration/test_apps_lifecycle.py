@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from apps_controller.handlers import FAULT_EXIT_CODE, FAULT_EXIT_ENV
 from devcluster.testing import ClusterHandle, wait_for
+from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV
+from tests.support.faults import MODULE as FAULT_MODULE
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -396,7 +397,7 @@ def test_operator_restart_at_every_state_converges_to_the_same_result(
         reference = wait_state(crds, namespace, "reference", *TERMINAL, timeout=60)
 
     monkeypatch.setenv(FAULT_EXIT_ENV, "1")
-    proc = OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path)
+    proc = OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, module=FAULT_MODULE)
     crds.apply(app_manifest("restarted", policy, outcome="Failed", run_seconds=1), namespace=namespace)
     seen: list[str] = []
     crashes = 0

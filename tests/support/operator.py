@@ -21,11 +21,13 @@ class OperatorProcess:
         namespaces: Sequence[str] = (),
         log_dir: Path | None = None,
         extra_args: Sequence[str] = (),
+        module: str = "sparkop",
     ) -> None:
         self.kubeconfig = str(kubeconfig)
         self.controllers = controllers
         self.namespaces = namespaces
         self.extra_args = list(extra_args)
+        self.module = module  # the entry point: sparkop, or a tests/support wrapper of it
         self.log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -36,7 +38,7 @@ class OperatorProcess:
 
     def start(self) -> OperatorProcess:
         assert self.proc is None or self.proc.poll() is not None, "operator already running"
-        args = [sys.executable, "-m", "sparkop", "run", "--kubeconfig", self.kubeconfig]
+        args = [sys.executable, "-m", self.module, "run", "--kubeconfig", self.kubeconfig]
         args += ["--controllers", ",".join(self.controllers), *self.extra_args]
         for ns in self.namespaces:
             args += ["--namespace", ns]

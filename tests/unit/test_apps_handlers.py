@@ -11,8 +11,8 @@ import pytest
 from apps_controller.handlers import AppsController, Learned, app_snapshot, owner_key
 from apps_controller.model import AppStatus, AppView, Observed
 from apps_controller.reconcile import reconcile
-from apps_controller.simulation import EPOCH
 from sparkop import kube
+from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC
 
 SPEC = PYTHON_PI_SPEC

@@ -15,8 +15,11 @@ from api.models import DriverPhase
 from apps_controller import events
 from apps_controller.handlers import driver_entry, ui_object_entry
 from apps_controller.model import Condition, DriverView, OwnedObject
-from apps_controller.reconcile import CreateDriver, DeleteObject, EnsureObject, reconcile
-from apps_controller.simulation import SimCluster
+from apps_controller.reconcile import reconcile
+from core.reconciler import Create as CreateDriver
+from core.reconciler import Delete as DeleteObject
+from core.reconciler import Ensure as EnsureObject
+from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 
 SPEC: dict[str, Any] = {**PYTHON_PI_SPEC, "restartPolicy": {"type": "Never"}}

@@ -11,9 +11,13 @@ import pytest
 from api.models import ApplicationState, AttemptOutcome, DriverPhase, SparkApplicationStatus, SparkDriver
 from apps_controller import events
 from apps_controller.model import AppStatus, Condition, Observed, UIConfig
-from apps_controller.reconcile import CreateDriver, DeleteApp, DeleteObject, EnsureObject, reconcile
-from apps_controller.simulation import SimCluster
+from apps_controller.reconcile import reconcile
+from core.reconciler import Create as CreateDriver
+from core.reconciler import Delete as DeleteApp
+from core.reconciler import Delete as DeleteObject
+from core.reconciler import Ensure as EnsureObject
 from sparkop import labels
+from tests.support.simulation import SimCluster
 
 BASE_SPEC: dict[str, Any] = {
     "type": "Scala",

@@ -32,7 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from api.models import ApplicationState, AttemptOutcome, DriverPhase, RestartPolicyType, SparkApplicationStatus
 from apps_controller.model import Condition, UIConfig
-from apps_controller.simulation import EPOCH, SimCluster, Snapshot
+from tests.support.simulation import EPOCH, SimCluster, Snapshot
 from tests.support.specs import PYTHON_PI_SPEC
 
 SPEC = PYTHON_PI_SPEC

@@ -11,8 +11,8 @@ from api.models import DriverPhase, SparkApplicationStatus, SparkDriver
 from apps_controller import events, ui
 from apps_controller.builders import build_driver
 from apps_controller.model import AppView, UIConfig
-from apps_controller.simulation import SimCluster
 from sparkop import labels
+from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 
 SPEC = PYTHON_PI_SPEC

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from core.reconciler import ApplyFailed as Failed
 from driver_controller import handlers
-from driver_controller.handlers import DriverController, Failed, transient_error
+from driver_controller.handlers import DriverController
 from driver_controller.observe import summarize_pod
 from sparkop import kube
+from sparkop.kube import transient_error
 from sparkop.operator import Options
 from tests.unit.test_driver_reconcile import driver, objects, running
 

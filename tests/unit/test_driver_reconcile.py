@@ -97,7 +97,7 @@ def plan_for(body: dict[str, Any] | None, pods: list[dict[str, Any]] = (), cms: 
 
 
 def kinds(plan: Plan) -> list[str]:
-    return [f"{o['kind']}/{o['metadata']['name']}" for o in plan.create]
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in (a.manifest for a in plan.creates)]
 
 
 def test_new_driver_creates_configmaps_and_service_before_the_pod() -> None:
@@ -114,7 +114,7 @@ def test_everything_present_and_running() -> None:
     pod, cms, svcs = objects()
     st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
     plan = plan_for(driver(st), [running(pod), executor(1), executor(2, adopted=True)], cms, svcs)
-    assert plan.create == []
+    assert plan.creates == ()
     assert plan.status is not None and plan.status["phase"] == "Running"
     assert plan.status["executors"]["running"] == 2
     assert plan.status["driverPod"]["uid"] == "pod-1"
@@ -131,7 +131,7 @@ def test_unchanged_status_is_not_written() -> None:
     first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}), [running(pod)], cms, svcs)
     assert first.status is not None
     again = plan_for(driver(first.status), [running(pod)], cms, svcs)
-    assert again.status is None and again.events == [] and again.create == []
+    assert again.status is None and again.events == () and again.creates == ()
 
 
 @pytest.mark.parametrize(
@@ -146,11 +146,11 @@ def test_finished_driver_is_recorded_and_released(code: int, phase: str, reason:
     assert plan.status["termination"]["exitCode"] == code
     assert plan.status["incarnations"][-1]["outcome"] == phase
     assert [e.reason for e in plan.events] == [reason]
-    assert [p.why for p in plan.patches] == ["outcome recorded"]
-    assert plan.create == []
+    assert [p.reason for p in plan.patches] == ["OutcomeRecorded"]
+    assert plan.creates == ()
     # Next pass: terminal, nothing more happens even if the pod disappears.
     final = plan_for(driver(plan.status), [], cms, svcs)
-    assert final.create == [] and final.status is None
+    assert final.creates == () and final.status is None
 
 
 @pytest.mark.parametrize(
@@ -209,7 +209,7 @@ def test_created_but_not_yet_seen_is_created_again_not_lost() -> None:
     assert first.status is not None
     plan = plan_for(driver(first.status), [], cms, svcs)
     assert kinds(plan) == ["Pod/pi-1-driver"]  # idempotent: 409 if it exists
-    assert plan.status is None and plan.events == []
+    assert plan.status is None and plan.events == ()
 
 
 def test_replacements_are_bounded() -> None:
@@ -218,7 +218,7 @@ def test_replacements_are_bounded() -> None:
     plan = plan_for(driver(st, replacements=0), [deleting(running(pod))], cms, svcs)
     assert plan.status is not None
     assert plan.status["phase"] == "Failed" and plan.status["termination"]["reason"] == "DriverPodLost"
-    assert plan.create == []
+    assert plan.creates == ()
     assert any(p.name == "pi-1-driver" for p in plan.patches)
 
 
@@ -227,7 +227,7 @@ def test_incarnation_recovered_from_pod_labels_after_a_lost_status_write() -> No
     new, cms, svcs = objects(2)
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(running(old)), running(new)], cms, svcs)
-    assert plan.create == []  # nothing duplicated
+    assert plan.creates == ()  # nothing duplicated
     assert plan.status is not None and plan.status["incarnation"] == 2
     assert plan.status["incarnations"][0]["incarnation"] == 1
     assert any(p.name == "pi-1-driver" for p in plan.patches)
@@ -237,7 +237,7 @@ def test_terminal_phase_is_final() -> None:
     pod, cms, svcs = objects()
     st = {"phase": "Failed", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(running(pod))], cms, svcs)
-    assert plan.create == [] and plan.events == []
+    assert plan.creates == () and plan.events == ()
     assert plan.status is not None and plan.status["phase"] == "Failed" and plan.status["incarnation"] == 1
     assert [p.name for p in plan.patches] == ["pi-1-driver"]
 
@@ -245,7 +245,7 @@ def test_terminal_phase_is_final() -> None:
 def test_sparkdriver_being_deleted_only_releases_finalizers() -> None:
     pod, cms, svcs = objects()
     plan = plan_for(driver({"phase": "Running", "incarnation": 1}, deleting=True), [running(pod)], cms, svcs)
-    assert plan.create == [] and plan.status is None and plan.deletes == []
+    assert plan.creates == () and plan.status is None and plan.deletes == ()
     assert [p.name for p in plan.patches] == ["pi-1-driver"]
 
 
@@ -298,7 +298,7 @@ def test_invalid_spec_is_submission_failed() -> None:
     body = driver()
     body["spec"]["sparkConf"] = {"spark.driver.host": "nope"}
     plan = plan_for(body)
-    assert plan.create == []
+    assert plan.creates == ()
     assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
     assert plan.status["lastError"]["reason"] == "InvalidSpec"
 
@@ -315,7 +315,7 @@ def test_strangers_pods_are_released_not_adopted() -> None:
     other = {**pod, "metadata": {**pod["metadata"], "ownerReferences": [{**pod["metadata"]["ownerReferences"][0],
                                                                           "uid": "someone-else"}]}}  # fmt: skip
     plan = plan_for(driver(), [running(other)], cms, svcs)
-    assert any(p.why == "owner gone or deleting" for p in plan.patches)
+    assert any(p.reason == "OwnerGoneOrDeleting" for p in plan.patches)
     assert "Pod/pi-1-driver" in kinds(plan)
 
 
@@ -335,7 +335,7 @@ def test_steady_state_does_not_render(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr("driver_controller.reconcile.render", no_render)
     again = plan_for(driver(first.status), [running(pod)], cms, svcs)
-    assert again.status is None and again.create == []
+    assert again.status is None and again.creates == ()
     assert first.status["webUIAddress"] == "pi-1-driver-svc.ns.svc:4040"
     assert first.status["sparkApplicationId"] == render(parse(driver()), 1).properties["spark.app.id"]
 
@@ -502,7 +502,7 @@ def test_an_ended_driver_never_writes_status_again(ended: str, owned: Any, keep:
     pods, cms, svcs = owned
     plan = plan_for(body, pods, cms, svcs)
     assert plan.status is None
-    assert plan.create == [] and plan.events == []
+    assert plan.creates == () and plan.events == ()
     assert all(d.uid for d in plan.deletes)  # every delete carries its uid precondition
 
 
@@ -519,10 +519,10 @@ def test_a_spec_too_large_for_its_configmap_fails_the_driver_once() -> None:
     body = driver()
     body["spec"]["sparkConf"] = {f"spark.example.value{n}": "v" * 60_000 for n in range(20)}
     plan = plan_for(body)
-    assert plan.create == []
+    assert plan.creates == ()
     assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
     assert plan.status["lastError"]["reason"] == "InvalidSpec"
     assert plan.status["lastError"]["message"].startswith("spec.sparkConf / spec.hadoopConf: too large, ConfigMap ")
     assert [e.reason for e in plan.events] == ["InvalidSpec"]
     again = plan_for({**body, "status": plan.status})
-    assert again.status is None and again.create == [] and again.events == []
+    assert again.status is None and again.creates == () and again.events == ()

@@ -45,7 +45,7 @@ RUNNING = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-dri
 def test_a_driver_pod_going_with_its_namespace_is_not_replaced() -> None:
     for pods in ([], [driver_pod(deleting=True)]):
         plan = reconcile(Observed(driver(RUNNING), [summarize_pod(p) for p in pods], namespace_terminating=True), NOW)
-        assert (plan.create, plan.status, plan.events, plan.deletes) == ([], None, [], [])
+        assert (plan.creates, plan.status, plan.events, plan.deletes) == ((), None, (), ())
         for patch in plan.patches:  # only our finalizer goes
             assert labels.DRIVER_OUTCOME_FINALIZER not in (patch.body["metadata"]["finalizers"] or [])
     pod = summarize_pod(driver_pod(deleting=True))
@@ -53,4 +53,4 @@ def test_a_driver_pod_going_with_its_namespace_is_not_replaced() -> None:
     assert reconcile(Observed(driver(RUNNING), [pod], namespace_terminating=True), NOW).patches
     # the same observation in a live namespace starts a replacement incarnation
     lost = reconcile(Observed(driver(RUNNING), []), NOW)
-    assert lost.create and lost.status is not None and lost.status["incarnation"] == 2
+    assert lost.creates and lost.status is not None and lost.status["incarnation"] == 2

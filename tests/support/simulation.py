@@ -1,15 +1,17 @@
-"""An in-memory API server for one SparkApplication and its SparkDrivers, applying Plans the way the
-kopf shell does (status first, with a resourceVersion precondition; 409 on create is success; 404
-on delete is success; deletes carry a uid precondition). Used by the unit and property tests to run
-the pure state machine against crashes, stale observations and a simulated driver controller.
+"""An in-memory API server for one SparkApplication and its SparkDrivers, driven by the real
+``core.reconciler.Applier`` (status write with a resourceVersion precondition; 409 on create is
+success for our own object; 404 on delete is success; deletes carry a uid precondition). Used by the
+unit and property tests to run the pure state machine against crashes, stale observations and a
+simulated driver controller.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from api.models import ApplicationState, AttemptOutcome, DriverPhase
 from apps_controller.model import (
@@ -20,21 +22,13 @@ from apps_controller.model import (
     DriverView,
     Observed,
     OwnedObject,
-    Refusal,
     UIConfig,
 )
-from apps_controller.reconcile import (
-    CreateDriver,
-    DeleteApp,
-    DeleteDriver,
-    DeleteObject,
-    EnsureObject,
-    Event,
-    Plan,
-    reconcile,
-    refusal_key,
-)
-from sparkop import labels
+from apps_controller.reconcile import reconcile
+from core.reconciler import Applier, Event, Learned, Plan, Refusal
+from sparkop import kube, labels
+
+T = TypeVar("T")
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -46,8 +40,17 @@ class InvariantError(AssertionError):
     pass
 
 
-class _Refused(Exception):
-    """The simulated API server refused a create (kube.Refused): the shell remembers it and stops."""
+class _Crash(BaseException):
+    """The operator process died here (not an API error: nothing in the Applier catches it)."""
+
+
+def _run(call: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (the simulated API server answers at once)."""
+    try:
+        call.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    raise RuntimeError("the simulated API server never waits")
 
 
 @dataclass
@@ -123,9 +126,22 @@ class SimCluster:
     # The API server refuses SparkDriver creates (a quota, an admission policy) / the UI objects.
     refuse_drivers: bool = False
     refuse_ui: bool = False
-    refusals: dict[str, Refusal] = field(default_factory=dict)  # what the (one) operator process learned
     learned: int = 0  # passes that ended on a refusal (the shell reconciles again at once)
     _uids: int = 0
+    _steps: int = 10**9  # API calls left before the operator process dies
+    _applier: Applier[tuple[str, str]] | None = None
+
+    @property
+    def applier(self) -> Applier[tuple[str, str]]:
+        """The operator process's Applier (a new one after a crash: what it learned is gone)."""
+        if self._applier is None:
+            self._applier = Applier(self, kube.Rules(), lambda obj, what, reason: None)
+        return self._applier
+
+    @property
+    def refusals(self) -> dict[str, Refusal]:
+        """What the (one) operator process learned."""
+        return dict(self.applier.learnt((self.namespace, self.name), self.uid).refusals)
 
     # -- the user ----------------------------------------------------------------------------------
 
@@ -162,16 +178,16 @@ class SimCluster:
     def observed(self, snap: Snapshot | None = None) -> tuple[Observed, int]:
         s = snap or self.snapshot()
         status = AppStatus.from_json(s.status)
-        return Observed(s.app, status, s.drivers, self.ui, dict(self.refusals), ui_objects=s.ui_objects), s.rv
+        return Observed(s.app, status, s.drivers, self.ui, self.refusals, ui_objects=s.ui_objects), s.rv
 
     def unfinished(self) -> list[SimDriver]:
         return [d for d in self.drivers.values() if d.phase is None or not d.phase.terminal]
 
     # -- one pass of the shell ---------------------------------------------------------------------
 
-    def reconcile(self, snap: Snapshot | None = None, crash_after: int | None = None) -> Plan | None:
+    def reconcile(self, snap: Snapshot | None = None, crash_after: int | None = None) -> Plan[AppStatus] | None:
         """Reconcile from ``snap`` (default: a fresh view) and apply the plan. ``crash_after`` = k stops
-        after k steps of [before-actions..., status write, after-actions...]."""
+        after k API writes of [before-actions..., status write, after-actions...] (events are free)."""
         if self.deleted:
             return None
         fresh = self.snapshot()
@@ -183,99 +199,135 @@ class SimCluster:
         self.apply(plan, obs.status, rv, crash_after)
         return plan
 
-    def apply(self, plan: Plan, seen: AppStatus, rv: int, crash_after: int | None = None) -> bool:
-        budget = [crash_after if crash_after is not None else 10**9]
-
-        def step() -> bool:
-            if budget[0] <= 0:
-                self.refusals.clear()  # the process died: what it learned is gone
-                return False
-            budget[0] -= 1
-            return True
-
+    def apply(self, plan: Plan[AppStatus], seen: AppStatus, rv: int, crash_after: int | None = None) -> bool:
+        """Apply ``plan`` as the shell does, with the real Applier, as if decided on ``seen`` at ``rv``."""
+        self._steps = crash_after if crash_after is not None else 10**9
+        body: JSON = {
+            "apiVersion": labels.API_VERSION,
+            "kind": "SparkApplication",
+            "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid, "resourceVersion": str(rv)},
+            "status": seen.to_json(),
+        }
         try:
-            return self._apply(plan, seen, rv, step)
-        except _Refused:
+            applied = _run(
+                self.applier.apply((self.namespace, self.name), body, plan, AppStatus.to_json, namespace=self.namespace)
+            )
+        except _Crash:
+            self._applier = None  # the process died: what it learned is gone
+            return False
+        except Learned:
             self.learned += 1
             return False  # like the shell: remembered, and the key is reconciled again at once
+        except kube.Conflict:
+            return False  # the decision was made from an old view
+        return not applied.gone
 
-    def _apply(self, plan: Plan, seen: AppStatus, rv: int, step: Any) -> bool:
-        for action in plan.before_status:
-            if not step():
-                return False
-            self._do(action)
-        if plan.status != seen or plan.after_status:
-            if not step():
-                return False
-            if rv != self.rv:
-                return False  # 409 Conflict: the decision was made from an old view
-            new = plan.status.to_json()
-            if new != self.status:
-                self._check_status(AppStatus.from_json(self.status), plan.status)
-                self.status = new
-                self.rv += 1
-                self.writes += 1
-        self.events.extend(plan.events)
-        for action in plan.after_status:
-            if not step():
-                return False
-            self._do(action)
+    # -- the simulated API server (a core.reconciler.Client) ----------------------------------------
+
+    def _step(self) -> None:
+        if self._steps <= 0:
+            raise _Crash
+        self._steps -= 1
+
+    async def create(self, body: JSON) -> bool:
+        self._step()
+        if body["kind"] == "SparkDriver":
+            return self._create_driver(body)
+        meta = body["metadata"]
+        if self.refuse_ui:
+            raise kube.Refused(422, "Invalid", f'{body["kind"]} "{meta["name"]}" is invalid')
+        key = (body["kind"], meta["name"])
+        if key in self.ui_objects:
+            return False  # ours (only this app makes them): the Applier patches it to the manifest
+        self.ui_objects[key] = copy.deepcopy(body)
         return True
 
-    def _do(self, action: object) -> None:
-        if isinstance(action, CreateDriver):
-            self._create(action)
-        elif isinstance(action, DeleteDriver):
-            drv = self.drivers.get(action.name)
-            if drv is not None and (action.uid is None or action.uid == drv.uid):
-                del self.drivers[action.name]
-        elif isinstance(action, DeleteApp):
-            if action.uid == self.uid:
+    async def patch(self, resource: Any, namespace: str | None, name: str, patch: Any) -> JSON | None:
+        self._step()
+        existing = self.ui_objects.get((resource.kind, name))
+        if existing is None:
+            return None
+        meta = existing["metadata"]
+        for part in ("labels", "annotations"):
+            if part in patch.get("metadata", {}):
+                meta[part] = copy.deepcopy(patch["metadata"][part])
+        if "spec" in patch:
+            existing["spec"] = copy.deepcopy(patch["spec"])
+        return existing
+
+    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool:
+        self._step()
+        if resource.kind == "SparkDriver":
+            drv = self.drivers.get(name)
+            if drv is not None and (uid is None or uid == drv.uid):
+                del self.drivers[name]
+                return True
+        elif resource.kind == "SparkApplication":
+            if uid == self.uid:
                 self.deleted = True
                 self.drivers.clear()  # garbage collector
                 self.ui_objects.clear()
-        elif isinstance(action, EnsureObject):
-            meta = action.manifest["metadata"]
-            if self.refuse_ui:
-                self._refuse(action, 422, "Invalid", f'{action.manifest["kind"]} "{meta["name"]}" is invalid')
-            self.ui_objects[(action.manifest["kind"], meta["name"])] = action.manifest
-        elif isinstance(action, DeleteObject):
-            existing = self.ui_objects.get((action.kind, action.name))
-            if existing is not None and self.ui_view(existing).uid == action.uid:
-                del self.ui_objects[(action.kind, action.name)]
+                return True
+        else:
+            existing = self.ui_objects.get((resource.kind, name))
+            if existing is not None and self.ui_view(existing).uid == uid:
+                del self.ui_objects[(resource.kind, name)]
+                return True
+        return False
 
-    def _create(self, action: CreateDriver) -> None:
-        meta = action.manifest["metadata"]
+    async def patch_status(
+        self,
+        resource: Any,
+        namespace: str,
+        name: str,
+        *,
+        old: Mapping[str, Any],
+        new: Mapping[str, Any],
+        resource_version: str,
+    ) -> JSON | None:
+        self._step()
+        if resource_version != str(self.rv):
+            raise kube.Conflict("the decision was made from an old view")
+        if new != self.status:
+            self._check_status(AppStatus.from_json(self.status), AppStatus.from_json(new))
+            self.status = copy.deepcopy(dict(new))
+            self.rv += 1
+            self.writes += 1
+        return {"metadata": {"resourceVersion": str(self.rv)}, "status": copy.deepcopy(self.status)}
+
+    async def event(self, regarding: JSON, *, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.events.append(Event(type_, reason, message))
+
+    def _create_driver(self, manifest: JSON) -> bool:
+        meta = manifest["metadata"]
         name = meta["name"]
+        run = int(meta["labels"][labels.RUN])
         if self.refuse_drivers:
-            self._refuse(action, 403, "Forbidden", QUOTA_MESSAGE.format(name=name))
+            raise kube.Refused(403, "Forbidden", QUOTA_MESSAGE.format(name=name))
         if name in self.drivers:
-            return  # 409 AlreadyExists
-        if action.run in self.created:
-            raise InvariantError(f"run {action.run} created twice ({name})")
+            return False  # 409 AlreadyExists, ours
+        if run in self.created:
+            raise InvariantError(f"run {run} created twice ({name})")
         if self.unfinished():
             raise InvariantError(f"creating {name} while {[d.name for d in self.unfinished()]} is unfinished")
         committed = AppStatus.from_json(self.status)
-        if committed.last_run < action.run:
-            raise InvariantError(f"creating run {action.run} before status recorded it")
+        if committed.last_run < run:
+            raise InvariantError(f"creating run {run} before status recorded it")
         self._uids += 1
         uid = f"drv-uid-{self._uids}"
         ann = meta.get("annotations", {})
         self.drivers[name] = SimDriver(
             name=name,
             uid=uid,
-            run=int(meta["labels"][labels.RUN]),
+            run=run,
             owner_uid=meta["ownerReferences"][0]["uid"],
             app_generation=int(ann.get(labels.APP_GENERATION, 0)),
             spec_hash=ann.get(labels.SPEC_HASH),
-            spec=action.manifest["spec"],
+            spec=manifest["spec"],
         )
-        self.created[action.run] = uid
-        self.creates.append((action.run, self.now))
-
-    def _refuse(self, action: CreateDriver | EnsureObject, code: int, reason: str, message: str) -> None:
-        self.refusals[refusal_key(action)] = Refusal(code, reason, message)
-        raise _Refused
+        self.created[run] = uid
+        self.creates.append((run, self.now))
+        return True
 
     def _check_status(self, old: AppStatus, new: AppStatus) -> None:
         """Recorded outcomes never change; a terminal status never changes; each counter moves exactly
@@ -334,7 +386,7 @@ class SimCluster:
             plan = self.reconcile()
             if plan is None or (
                 before == (self.status, set(self.drivers), self.deleted, self.learned)
-                and not any(isinstance(a, CreateDriver | DeleteDriver | DeleteApp) for a in plan.actions)
+                and not any(a.kind in ("SparkDriver", "SparkApplication") for a in plan.creates + plan.deletes)
             ):
                 return
         raise InvariantError("no fixpoint")

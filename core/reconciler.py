@@ -1,0 +1,484 @@
+"""One reconciler skeleton for every sparkop controller: the action vocabulary, the :class:`Plan` a
+pure ``decide(observed, now)`` returns, and the :class:`Applier` that carries a plan out.
+
+A controller is registrations + ``observe`` + ``decide``; this module is the rest. The apply order
+is fixed:
+
+1. ``before_status``: the creates, ensures and deletes whose *result* the status write records
+   (a SparkDriver's ConfigMaps and Service, then its driver pod, whose name status gives only once
+   the API server accepted it; a SparkApplication's Spark UI objects). In plan order; a refusal ends
+   the pass before anything is written.
+2. the status write, guarded by the resourceVersion the decision was made from. A Conflict (the
+   object changed since) ends the pass: the queue reconciles again from a fresh view, nothing below
+   runs. Written when it changed, and also when ``after_status`` is not empty: the write is then the
+   proof that those actions were decided on the newest object.
+3. events, which report what the status write recorded (never posted for a write that failed).
+4. ``after_status``: what may only happen once status holds the facts behind it: a create that
+   status counted first (the SparkDriver of run n, after ``lastRun = n`` was written), patches (a
+   driver pod's finalizer is released only once its outcome is in status), deletes.
+
+Why two places for a create rather than one order by kind of action: the two controllers need both
+"create, then record" (a driver pod is named in status only once it exists, so a pod named there was
+accepted) and "record, then create" (a run is counted before its SparkDriver exists, so a crash never
+leaves an uncounted run). ``decide`` puts each action where the fact it depends on is safe.
+
+What the API server answers is observed, not acted on here: a refusal (400/403/422, or a name held
+by an object that is not ours, :meth:`Rules.refusal`) and a transient error (5xx, 429, timeouts,
+:meth:`Rules.transient`) are *remembered* per key and handed to the next pure pass
+(:class:`Learnt`), which decides what they mean (SubmissionFailed, a lastError, a Warning event).
+A refusal ends the pass with :class:`Learned`: the shell decides again at once from the same cache.
+
+This module imports nothing of sparkop: the client is a :class:`Client` and its error rules
+:class:`Rules`, both Protocols that ``sparkop.kube`` satisfies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar
+
+JSON = dict[str, Any]
+S = TypeVar("S")
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+# Refusals remembered per key (the oldest dropped first); a restarted operator tries them again.
+MAX_REFUSALS_PER_KEY: Final = 16
+# A patch whose resourceVersion precondition failed is looked at again this soon.
+PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
+
+
+# ---------------------------------------------------------------------------------------------------
+# the action vocabulary
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create ``manifest``. A 409 is success only when the existing object's controller owner is the
+    manifest's (our own retried create); otherwise it is a refusal naming the holder."""
+
+    manifest: JSON
+    reason: str = field(default="Create", compare=False)
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class Ensure:
+    """Create ``manifest``, or, when it exists as ours, patch it to the manifest's labels,
+    annotations and spec (an object edited or restored by hand is put back)."""
+
+    manifest: JSON
+    reason: str = field(default="Ensure", compare=False)
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A merge patch of an object in the plan's namespace, refused (and looked at again soon) if the
+    object changed since ``resource_version``."""
+
+    api_version: str
+    kind: str
+    name: str
+    body: JSON
+    resource_version: str | None = None
+    reason: str = field(default="Patch", compare=False)
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete an object of the plan's namespace. ``uid`` is a precondition, so a same-named successor
+    is never hit; None only for an object never observed (created just before a crash) whose name is
+    unique."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str | None
+    reason: str = field(default="Delete", compare=False)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+Action = Create | Ensure | Patch | Delete
+
+
+def refusal_key(action: Create | Ensure) -> str:
+    """How a refused create is remembered: a Create by kind and name (a name refused is not tried
+    again while the memory lasts), an Ensure by kind, name and content (changed content is tried anew)."""
+    if isinstance(action, Create):
+        return f"{action.kind}/{action.name}"
+    text = json.dumps(action.manifest, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{action.kind}/{action.name}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+@dataclass(frozen=True)
+class Plan(Generic[S]):
+    """What one pass wants, applied in the module's fixed order. ``status`` None: leave it as it is."""
+
+    status: S | None = None
+    before_status: tuple[Action, ...] = ()
+    events: tuple[Event, ...] = ()
+    after_status: tuple[Action, ...] = ()
+    requeue_after: float | None = None
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        return self.before_status + self.after_status
+
+    @property
+    def creates(self) -> tuple[Create | Ensure, ...]:
+        return tuple(a for a in self.actions if isinstance(a, Create | Ensure))
+
+    @property
+    def patches(self) -> tuple[Patch, ...]:
+        return tuple(a for a in self.actions if isinstance(a, Patch))
+
+    @property
+    def deletes(self) -> tuple[Delete, ...]:
+        return tuple(a for a in self.actions if isinstance(a, Delete))
+
+
+# ---------------------------------------------------------------------------------------------------
+# what the API server said, for the next pass
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The API server refused a create for a reason a retry will not fix (400/403/422, or 409 on a
+    name held by an object that is not ours)."""
+
+    code: int
+    reason: str  # the API server's Status reason, e.g. Forbidden, Invalid, AlreadyExists
+    message: str
+
+    def describe(self, what: str | None = None, limit: int = 4096) -> str:
+        text = f"{self.code} {self.reason}: {self.message}"
+        return (f"{what} refused by the API server ({text})" if what else text)[:limit]
+
+
+@dataclass(frozen=True)
+class Learnt:
+    """What applying earlier plans of one object taught: refusals by :func:`refusal_key`, and the last
+    transient error as a lastError ``{reason, message, time}`` (until a pass that saw it got through)."""
+
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    transient: Mapping[str, Any] | None = None
+
+
+class Learned(Exception):
+    """A create of the plan was refused: remembered; decide again (the refusal is now observed)."""
+
+
+class ApplyFailed(RuntimeError):
+    """An API call of a plan failed; ``doing`` says which (the API error is the ``__cause__``)."""
+
+    def __init__(self, doing: str) -> None:
+        super().__init__(doing)
+        self.doing = doing
+
+
+class Client(Protocol):
+    """The writes an Applier makes (``sparkop.kube.Kube``). ``resource`` is what :meth:`Rules.resource`
+    returns for a kind."""
+
+    async def create(self, body: JSON) -> bool: ...
+
+    async def patch(self, resource: Any, namespace: str | None, name: str, patch: Any) -> JSON | None: ...
+
+    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool: ...
+
+    async def patch_status(
+        self,
+        resource: Any,
+        namespace: str,
+        name: str,
+        *,
+        old: Mapping[str, Any],
+        new: Mapping[str, Any],
+        resource_version: str,
+    ) -> JSON | None: ...
+
+    async def event(
+        self, regarding: JSON, *, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None: ...
+
+
+class Rules(Protocol):
+    """The client layer's error rules, as the Applier needs them."""
+
+    def resource(self, api_version: str, kind: str) -> Any:
+        """The client's handle for a kind."""
+
+    def refusal(self, exc: BaseException) -> Refusal | None:
+        """``exc`` as a refusal a retry will not fix (remembered for the next pass), or None."""
+
+    def transient(self, exc: BaseException, doing: str) -> JSON | None:
+        """``exc`` as a lastError a retry may get past (5xx, 429, timeout, lost connection), or None."""
+
+    def stale(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the object changed since it was read (a resourceVersion precondition)."""
+
+    def for_the_queue(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the work queue's to handle as it is (Conflict: reconcile again; a name on
+        its way out: wait), never wrapped in ApplyFailed."""
+
+
+Decision = Callable[[str, str, str], None]
+"""Logs one decision line: (object, what is done, reason)."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    gone: bool = False  # the object vanished at its status write: nothing after it ran
+    requeue_after: float | None = None
+    written: JSON | None = None  # the object as its status write returned it
+
+
+@dataclass
+class _Memory:
+    uid: str
+    refusals: dict[str, Refusal] = field(default_factory=dict)
+    transient: JSON | None = None
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+class Applier(Generic[K]):
+    """Applies plans through a :class:`Client`, and remembers per key (and object uid) what the API
+    server refused or failed to do, for the next pass (:meth:`learnt`)."""
+
+    def __init__(self, client: Client, rules: Rules, decision: Decision) -> None:
+        self.client = client
+        self.rules = rules
+        self.decision = decision
+        self._memory: dict[K, _Memory] = {}
+
+    # -- memory ----------------------------------------------------------------------------------
+
+    def learnt(self, key: K, uid: str) -> Learnt:
+        """What earlier passes of this object learnt (a new object of the same name starts afresh)."""
+        memory = self._memory.get(key)
+        if memory is None or memory.uid != uid:
+            return Learnt()
+        return Learnt(dict(memory.refusals), memory.transient)
+
+    def forget(self, key: K) -> None:
+        """The object is gone: what was learnt about it is no news to anyone."""
+        self._memory.pop(key, None)
+
+    def remember_refusal(self, key: K, uid: str, action_key: str, refusal: Refusal) -> None:
+        memory = self._own(key, uid)
+        memory.refusals[action_key] = refusal
+        while len(memory.refusals) > MAX_REFUSALS_PER_KEY:
+            del memory.refusals[next(iter(memory.refusals))]
+
+    def transient_errors(self) -> dict[K, JSON]:
+        """The transient errors waiting to be recorded, by key."""
+        return {k: m.transient for k, m in self._memory.items() if m.transient is not None}
+
+    def _own(self, key: K, uid: str) -> _Memory:
+        memory = self._memory.get(key)
+        if memory is None or memory.uid != uid:
+            memory = self._memory[key] = _Memory(uid)
+        return memory
+
+    # -- applying --------------------------------------------------------------------------------
+
+    async def apply(
+        self,
+        key: K,
+        body: JSON | None,
+        plan: Plan[S],
+        status_json: Callable[[S], JSON],
+        *,
+        namespace: str,
+        seen: Learnt | None = None,
+        owner_current: Callable[[], None] | None = None,
+    ) -> Applied:
+        """Apply ``plan`` for the object ``body`` as observed (None: it is gone; only its leftovers are
+        acted on: no status, no events). ``body`` must be the caller's own copy: it takes the written
+        status and resourceVersion. ``seen``: what the pass that made the plan was told; a
+        transient error it saw is forgotten once the plan got through (the status recorded it).
+        ``owner_current`` is called before each create and raises when the owner of what is created is
+        no longer current in the cache (a child is never created for an owner the server deleted).
+
+        Raises :class:`Learned` after remembering a refusal, the client's own errors the queue handles
+        (Conflict, ...), and :class:`ApplyFailed` for anything else (a transient one remembered)."""
+        uid = str(((body or {}).get("metadata") or {}).get("uid", ""))
+        try:
+            applied = await self._apply(key, uid, body, plan, status_json, namespace, owner_current)
+        except ApplyFailed as exc:
+            error = self.rules.transient(exc.__cause__ or exc, exc.doing)
+            if error is not None and body is not None:
+                self._own(key, uid).transient = error
+            raise
+        if body is None:
+            self.forget(key)
+        elif seen is not None and seen.transient is not None and (memory := self._memory.get(key)) is not None:
+            memory.transient = None
+        return applied
+
+    async def _apply(
+        self,
+        key: K,
+        uid: str,
+        body: JSON | None,
+        plan: Plan[S],
+        status_json: Callable[[S], JSON],
+        namespace: str,
+        owner_current: Callable[[], None] | None,
+    ) -> Applied:
+        where = f"{namespace}/{(body or {}).get('metadata', {}).get('name', key)}"
+        requeue = plan.requeue_after
+        written: JSON | None = None
+        for action in plan.before_status:
+            requeue = _earliest(requeue, await self._do(key, uid, namespace, where, action, owner_current))
+        if body is not None and plan.status is not None:
+            new = status_json(plan.status)
+            old = body.get("status") or {}
+            if new != old or plan.after_status:
+                written = await self._doing("writing the status", self._write_status(body, old, new))
+                if written is None:
+                    return Applied(gone=True)
+                # The pass's own copy follows the write: events name the new resourceVersion, and a
+                # shell that decides again (after a refusal) decides from what was written.
+                meta = body["metadata"]
+                meta["resourceVersion"] = (written.get("metadata") or {}).get(
+                    "resourceVersion", meta.get("resourceVersion")
+                )
+                body["status"] = written.get("status") or new
+        if body is not None:
+            for event in plan.events:
+                self.decision(where, event.message, event.reason)
+                await self._doing(
+                    f"posting the {event.reason} event",
+                    self.client.event(body, type_=event.type, reason=event.reason, message=event.message),
+                )
+        for action in plan.after_status:
+            requeue = _earliest(requeue, await self._do(key, uid, namespace, where, action, owner_current))
+        return Applied(requeue_after=requeue, written=written)
+
+    async def _write_status(self, body: JSON, old: Mapping[str, Any], new: JSON) -> JSON | None:
+        meta = body["metadata"]
+        resource = self.rules.resource(str(body["apiVersion"]), str(body["kind"]))
+        return await self.client.patch_status(
+            resource,
+            str(meta["namespace"]),
+            str(meta["name"]),
+            old=old,
+            new=new,
+            resource_version=str(meta.get("resourceVersion", "")),
+        )
+
+    async def _do(
+        self, key: K, uid: str, namespace: str, where: str, action: Action, owner_current: Callable[[], None] | None
+    ) -> float | None:
+        """One action; a requeue delay when it could not be done now (a patch met a newer object)."""
+        if isinstance(action, Create | Ensure):
+            if owner_current is not None:
+                owner_current()
+            created = await self._create(key, uid, where, action)
+            if isinstance(action, Create):
+                what = "created" if created else "already existed (a retried create)"
+                self.decision(where, f"{action.kind} {action.name} {what}", action.reason)
+            elif not created:
+                meta = action.manifest["metadata"]
+                wanted = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+                patch = {"metadata": wanted, "spec": action.manifest.get("spec")}
+                resource = self.rules.resource(str(action.manifest["apiVersion"]), action.kind)
+                await self._doing(
+                    f"patching {action.kind} {action.name}", self.client.patch(resource, namespace, action.name, patch)
+                )
+            else:
+                self.decision(where, f"{action.kind} {action.name} created", action.reason)
+            return None
+        resource = self.rules.resource(action.api_version, action.kind)
+        if isinstance(action, Patch):
+            self.decision(where, f"patch {action.kind} {action.name}", action.reason)
+            body = action.body
+            if action.resource_version is not None:
+                body = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion": action.resource_version}}
+            try:
+                await self._doing(
+                    f"patching {action.kind} {action.name} ({action.reason})",
+                    self.client.patch(resource, namespace, action.name, body),
+                )
+            except Exception as exc:
+                if self.rules.stale(exc):
+                    return PATCH_CONFLICT_RETRY_SECONDS  # it moved on since we looked: look again soon
+                raise
+            return None
+        self.decision(where, f"delete {action.kind} {action.name}", action.reason)
+        await self._doing(
+            f"deleting {action.kind} {action.name}",
+            self.client.delete(resource, namespace, action.name, uid=action.uid),
+        )
+        return None
+
+    async def _create(self, key: K, uid: str, where: str, action: Create | Ensure) -> bool:
+        """Create; a refusal is remembered for the next pass and ends this one (:class:`Learned`)."""
+        try:
+            return await self.client.create(action.manifest)
+        except Exception as exc:
+            refusal = self.rules.refusal(exc)
+            if refusal is None:
+                if self.rules.for_the_queue(exc):
+                    raise
+                raise ApplyFailed(f"creating {action.kind} {action.name}") from exc
+            self.decision(where, f"{action.kind} {action.name} refused: {refusal.describe()}", refusal.reason)
+            self.remember_refusal(key, uid, refusal_key(action), refusal)
+            raise Learned(f"{action.kind} {action.name}: {refusal.describe()}") from exc
+
+    async def _doing(self, doing: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except Exception as exc:
+            if self.rules.for_the_queue(exc):
+                raise
+            raise ApplyFailed(doing) from exc
+
+
+__all__ = [
+    "JSON",
+    "Action",
+    "Applied",
+    "Applier",
+    "ApplyFailed",
+    "Client",
+    "Create",
+    "Delete",
+    "Ensure",
+    "Event",
+    "Learned",
+    "Learnt",
+    "Patch",
+    "Plan",
+    "Refusal",
+    "Rules",
+    "refusal_key",
+]
