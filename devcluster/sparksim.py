@@ -40,7 +40,6 @@ Obj = dict[str, Any]
 
 SPARK_CONF_DIR = "/opt/spark/conf"
 PROPERTIES_KEY = "spark.properties"
-DRIVER_CONTAINER = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER = "spark-kubernetes-executor"
 SIM_PREFIX = "sim.sparkop.io/"
 SIM_EXEC_PREFIX = "sim.sparkop.io/exec-"
@@ -55,8 +54,11 @@ MIN_OVERHEAD_MIB = 384
 
 
 def driver_container(driver: Obj) -> Obj:
+    """The driver pod's Spark container: its last. Spark's submission client takes the template's Spark
+    container out (named by spark.kubernetes.driver.podTemplateContainerName, else the first) and appends
+    it after the template's other containers, whatever its name; a sidecar may carry any name."""
     containers: list[Obj] = driver["spec"]["containers"]
-    return next((c for c in containers if c.get("name") == DRIVER_CONTAINER), containers[0])
+    return containers[-1]
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,13 @@ from devcluster.sparksim import (
     app_name_label,
     build_executor_pod,
     configmap_file,
+    driver_container,
     executor_count,
     executor_memory_mib,
     executor_name_prefix,
     parse_size_mib,
 )
+from driver_controller.render import parse, render
 
 
 def driver(**overrides: Any) -> dict[str, Any]:
@@ -169,3 +171,37 @@ def test_template_first_container_by_default() -> None:
     pod = build_executor_pod(driver(), {}, 1, template)
     assert [c["name"] for c in pod["spec"]["containers"]] == ["first", "second"]
     assert pod["spec"]["containers"][0]["args"] == ["executor"]
+
+
+def sparkdriver(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": {"name": "pi-1", "namespace": "ns", "uid": "0b4c3d9e-0000-4000-8000-000000000001"},
+        "spec": {
+            "type": "Scala",
+            "sparkVersion": "3.5.7",
+            "image": "apache/spark:3.5.7",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+            **spec,
+        },
+    }
+
+
+@pytest.mark.parametrize("sidecar", ["sidecar", "spark-kubernetes-driver"])
+def test_driver_container_is_the_spark_container_sparkop_renders(sidecar: str) -> None:
+    """spark.kubernetes.driver.podTemplateContainerName names the Spark container of a driver template whose
+    first container is a sidecar (even one called spark-kubernetes-driver): the simulator takes the container
+    Spark (and sparkop's renderer) made the Spark container, the pod's last, not the sidecar."""
+    template = {"spec": {"containers": [{"name": sidecar, "image": "busybox"}, {"name": "main"}]}}
+    body = sparkdriver(
+        sparkConf={"spark.kubernetes.driver.podTemplateContainerName": "main"}, driver={"template": template}
+    )
+    pod = render(parse(body), 1).pod
+    pod["metadata"]["uid"] = "uid-driver"  # as the API server returns it
+    assert [c["name"] for c in pod["spec"]["containers"]] == [sidecar, "main"]
+    spark = driver_container(pod)
+    assert spark["name"] == "main" and spark["image"] == "apache/spark:3.5.7" and spark["args"][0] == "driver"
+    # Without an executor image property, executors take the driver's Spark image, never the sidecar's.
+    assert build_executor_pod(pod, {}, 1)["spec"]["containers"][0]["image"] == "apache/spark:3.5.7"
