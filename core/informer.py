@@ -55,6 +55,8 @@ Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj, Obj | None], None]
+GapHandler = Callable[["Informer"], None]
+"""Called when an informer finds its watch lost continuity, before it re-lists."""
 """``handler(event_type, obj, old)``: ``old`` is the stored object before the change (None when added)."""
 IndexFunc = Callable[[Obj], Iterable[str]]
 Transform = Callable[[Obj], Obj]
@@ -156,6 +158,9 @@ class Store:
     def has_synced(self) -> bool:
         """True once a first full list has been stored."""
         return self._synced
+
+    def has_index(self, name: str) -> bool:
+        return name in self._indexers
 
     def __len__(self) -> int:
         return len(self._items)
@@ -343,6 +348,9 @@ class Informer:
     requests: deque[RecordedRequest] = field(init=False)
     continuous: bool = field(default=False, init=False)
     _handlers: list[Handler] = field(default_factory=list, init=False)
+    _gap_handlers: list[GapHandler] = field(default_factory=list, init=False)
+    _relist_requested: bool = field(default=False, init=False)
+    _watching: Any = field(default=None, init=False)  # the open watch response, closed by relist()
     _synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list, init=False)
 
@@ -357,6 +365,21 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Called for every change after the store applied it (also for the first list's additions)."""
         self._handlers.append(handler)
+
+    def add_gap_handler(self, handler: GapHandler) -> None:
+        """Called when this informer's watch lost continuity (410 Gone, an ERROR event, an unexpected
+        error), before its re-list: other caches of the same server may be as stale, unnoticed yet."""
+        self._gap_handlers.append(handler)
+
+    def relist(self) -> None:
+        """Re-list and replace the store as soon as possible (the open watch is closed); until then the
+        informer is not :attr:`continuous`. Does not call the gap handlers: the caller knows."""
+        if not self.store.has_synced():
+            return  # the first list is on its way anyway
+        self.continuous = False
+        self._relist_requested = True
+        if self._watching is not None:
+            self._watching.close()
 
     def has_synced(self) -> bool:
         return self.store.has_synced()
@@ -391,6 +414,8 @@ class Informer:
         must_list = not self.store.has_synced()
         listed_at = -EARLY_END_S
         while True:
+            if self._relist_requested:
+                self._relist_requested, must_list = False, True
             try:
                 if must_list:
                     await self._list_and_replace()
@@ -404,11 +429,14 @@ class Informer:
             except _ContinuityLost as lost:
                 self.continuous, must_list = False, True
                 log.info("%s: watch lost continuity (%s); re-listing", self.name, lost)
+                self._gap()
                 if time.monotonic() - listed_at < EARLY_END_S:
                     # A fresh list refused at once (an API server whose watch cache is still filling).
                     await self._back_off(backoff)
                     backoff = min(backoff * 2, self.max_backoff_seconds)
             except (_Unavailable, aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+                if self._relist_requested:
+                    continue  # relist() closed the watch under us
                 self.stats.errors += 1
                 log.warning("%s: %s; retrying in %.1fs", self.name, exc or type(exc).__name__, backoff)
                 await self._back_off(backoff)
@@ -419,8 +447,16 @@ class Informer:
                 self.stats.errors += 1
                 self.continuous, must_list = False, True
                 log.exception("%s: unexpected error; re-listing in %.1fs", self.name, backoff)
+                self._gap()
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.max_backoff_seconds)
+
+    def _gap(self) -> None:
+        for handler in self._gap_handlers:
+            try:
+                handler(self)
+            except Exception:
+                log.exception("%s: gap handler %r failed", self.name, handler)
 
     async def _back_off(self, seconds: float) -> None:
         await asyncio.sleep(seconds * random.uniform(0.8, 1.2))
@@ -490,7 +526,8 @@ class Informer:
         deltas = self.store.replace(items, resource_version)
         self.stats.lists += 1
         self.stats.relists += relist
-        self.continuous = True
+        # A re-list asked for while this one was under way may need what this list began before.
+        self.continuous = not self._relist_requested
         if self.stats.first_sync_seconds is None:
             self.stats.first_sync_seconds = time.monotonic() - started
         self._dispatch(deltas)
@@ -504,6 +541,8 @@ class Informer:
         """Watch from the store's resourceVersion until the server ends the watch. True if it ran
         normally (it said something or lasted a while), False if it ended at once."""
         assert self.store.resource_version is not None
+        if self._relist_requested:
+            return True
         server_timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 1.2))
         params = [
             *self._base_params(),
@@ -519,11 +558,15 @@ class Informer:
         response = await self._get("WATCH", params, read_timeout)
         self.stats.watches += 1
         said = False
+        self._watching = response
         try:
             async for line in lines(response):
+                if self._relist_requested:
+                    break
                 said = True
                 self._on_line(line)
         finally:
+            self._watching = None
             response.release()
         return said or time.monotonic() - started >= EARLY_END_S
 

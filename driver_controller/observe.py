@@ -1,7 +1,7 @@
-"""Summaries of the objects a SparkDriver owns, as kopf indexes keep them.
+"""Summaries of the objects a SparkDriver owns, as the driver controller's indexes hand them out.
 
-A summary holds only what reconcile reads, so the indexes stay small (no pod specs in memory)
-and reconcile never needs to LIST. Pure functions of a watched body.
+A summary holds only what reconcile reads, and reconcile never needs to LIST. Pure functions of a
+watched body.
 """
 
 from __future__ import annotations

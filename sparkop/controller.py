@@ -1,15 +1,18 @@
 """A keyed work queue: the loop every sparkop controller runs.
 
-kopf watches and indexes; its event handlers only ``enqueue`` the key of the object to reconcile
-(an owned object's event maps to its owner's key). The queue guarantees, as client-go's does:
+Informers (``core.caches``) watch and index; their change handlers only ``enqueue`` the key of the
+object to reconcile (an owned object's change maps to its owner's key). The queue guarantees, as
+client-go's does:
 
 * a key is reconciled by at most one worker at a time;
 * a key enqueued while it is being reconciled is reconciled once more afterwards;
 * many enqueues of a waiting key collapse into one reconcile;
 * a reconcile that asks to be requeued after N seconds, or that failed (backoff), runs again;
-* a reconcile stopped by its namespace being deleted (``NamespaceTerminating``) ends quietly.
+* a reconcile stopped by its namespace being deleted (``NamespaceTerminating``) ends quietly;
+* a reconcile that met caches being re-listed after a watch gap (``NotCurrent``) runs again shortly,
+  quietly: it decided nothing.
 
-Nothing here is a fact the controllers depend on after a restart: on start kopf lists every
+Nothing here is a fact the controllers depend on after a restart: on start the informers list every
 object, so every key is enqueued again.
 """
 
@@ -24,6 +27,7 @@ from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from core.caches import NotCurrent
 from sparkop.kube import Conflict, NamespaceTerminating, Occupied
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,7 @@ RECONCILE_SECONDS = Histogram(
 QUEUE_DEPTH = Gauge("sparkop_queue_depth", "Keys waiting to be reconciled", ["controller"])
 
 OCCUPIED_MAX_BACKOFF = 1.0
+NOT_CURRENT_RETRY_S = 0.1
 
 Reconcile = Callable[[K], Awaitable[float | None]]
 """Reconcile one key; return seconds until it must run again even without events, or None."""
@@ -80,7 +85,7 @@ class WorkQueue(Generic[K]):
     def enqueue(self, key: K, after: float = 0.0) -> None:
         """Ask for ``key`` to be reconciled now, or after ``after`` seconds (an earlier ask wins).
 
-        Safe to call from any thread: kopf runs synchronous handlers in a thread pool."""
+        Safe to call from any thread (it hands the call to the queue's loop)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -147,6 +152,10 @@ class WorkQueue(Generic[K]):
             # Our view was stale; a fresh event is on its way, but do not depend on it.
             RECONCILES.labels(self.name, "conflict").inc()
             self.enqueue(key, after=self.base_backoff)
+            return
+        except NotCurrent:
+            RECONCILES.labels(self.name, "not_current").inc()
+            self.enqueue(key, after=NOT_CURRENT_RETRY_S)
             return
         except asyncio.CancelledError:
             raise

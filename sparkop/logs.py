@@ -51,8 +51,6 @@ def configure(fmt: Literal["text", "json"] = "text", level: int = logging.INFO) 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # kopf narrates every watch event at INFO; our controllers log the decisions that matter.
-    logging.getLogger("kopf").setLevel(max(level, logging.WARNING))
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
 
 

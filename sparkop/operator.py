@@ -1,26 +1,32 @@
-"""``sparkop run``: both controllers (or either) in one kopf operator.
+"""``sparkop run``: both controllers (or either) in one process, on informer caches.
 
-kopf does the watching, the initial listing and the indexes; each controller module registers a
-few handlers that enqueue keys, and a reconcile function that its WorkQueue runs.
+Each controller module registers indexes (what it observes, by key) and change handlers that only
+enqueue keys; :class:`core.caches.Caches` runs one informer per watched selection (server-side label
+selectors for everything sparkop owns), and once every cache has listed, the work queues start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-import kopf
-from kopf._core.engines.indexing import OperatorIndexers  # public in spirit: kopf.operator() takes it
-
+from core.caches import CacheIndex, Caches, IndexKey
+from core.informer import EventType, Obj
 from sparkop.controller import Reconcile, WorkQueue
-from sparkop.kube import SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
+from sparkop.kube import NAMESPACES, SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
 
 log = logging.getLogger(__name__)
+
+V = TypeVar("V")
+Enqueue = Callable[[Obj], Iterable[Any]]
+"""The keys an object's change asks to reconcile (its own key, or its owner's)."""
 
 
 @dataclass(frozen=True)
@@ -39,16 +45,49 @@ class Runtime:
 
     kube: Kube
     options: Options = field(default_factory=Options)
-    indexers: OperatorIndexers = field(default_factory=OperatorIndexers)
+    namespaces: Sequence[str] = ()
     queues: list[WorkQueue[Any]] = field(default_factory=list)
     # Namespaces being deleted: the controllers leave everything in them alone (their objects are
     # going, and a driver vanishing with its namespace is not a failure). Kept by a Namespace watch,
     # and by the API server's 403 NamespaceTerminating for the moment before the watch says so.
     terminating_namespaces: set[str] = field(default_factory=set)
+    indexes: dict[str, CacheIndex[Any]] = field(default_factory=dict)
 
-    def index(self, name: str) -> kopf.Index[Any, Any]:
-        """A kopf index by its handler id (the indexing function's name)."""
-        return self.indexers.indices[name]
+    @functools.cached_property
+    def caches(self) -> Caches:
+        return Caches(self.kube.api, self.namespaces)
+
+    def index(self, name: str) -> CacheIndex[Any]:
+        """A registered index by name: ``index(name).get(key)`` is the list of values filed under
+        ``key`` (None if none); it raises ``core.caches.NotCurrent`` while a cache is re-listing."""
+        return self.indexes[name]
+
+    def add_index(
+        self,
+        name: str,
+        resource: Resource,
+        keys: Callable[[Obj], Iterable[IndexKey]],
+        value: Callable[[Obj], V],
+        *,
+        selector: str | None = None,
+    ) -> CacheIndex[V]:
+        """Observe ``resource`` (narrowed on the server by the label ``selector``), filed by ``keys``."""
+        if name in self.indexes:
+            raise ValueError(f"index {name!r} is already registered")
+        index = self.caches.index(name, resource, keys, value, label_selector=selector)
+        self.indexes[name] = index
+        return index
+
+    def enqueue_on_change(
+        self, resource: Resource, queue: WorkQueue[Any], keys: Enqueue, *, selector: str | None = None
+    ) -> None:
+        """On every change of the selection, enqueue the keys of the object before and after it."""
+
+        def handler(_: EventType, obj: Obj, old: Obj | None) -> None:
+            for key in {*keys(obj), *(keys(old) if old is not None else ())}:
+                queue.enqueue(key)
+
+        self.caches.on_change(resource, handler, label_selector=selector)
 
     def queue(self, name: str, reconcile: Reconcile[Any]) -> WorkQueue[Any]:
         queue: WorkQueue[Any] = WorkQueue(
@@ -78,24 +117,26 @@ class Runtime:
             self.terminating_namespaces.discard(name)
 
 
-def register_namespaces(registry: kopf.OperatorRegistry, runtime: Runtime) -> None:
-    """Watch Namespaces (cluster-scoped, also when the operator serves only some namespaces), for
+def register_namespaces(runtime: Runtime) -> None:
+    """Watch Namespaces (only the served ones when the operator serves some), for
     ``Runtime.terminating_namespaces``."""
 
-    @kopf.on.event("", "v1", "namespaces", id="sparkop_namespaces", registry=registry)
-    async def sparkop_namespaces(name: str, body: kopf.Body, type: str | None, **_: Any) -> None:
-        runtime.observe_namespace(name, None if type == "DELETED" else body)
+    def on_namespace(type_: EventType, body: Obj, _: Obj | None) -> None:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        runtime.observe_namespace(name, None if type_ == "DELETED" else body)
+
+    runtime.caches.on_change(NAMESPACES, on_namespace)
 
 
-Register = Callable[[kopf.OperatorRegistry, Runtime], None]
+Register = Callable[[Runtime], None]
 
 CRD_POLL_SECONDS = 0.5
 CRD_NAG_SECONDS = 10.0
 
 
 async def wait_until_served(kube: Kube, resources: Sequence[Resource]) -> None:
-    """Start watching only once the CRDs are served. The operator never installs CRDs, and kopf
-    does not reliably pick up a kind whose CRD appears after it has started."""
+    """Start watching only once the CRDs are served. The operator never installs CRDs, and a LIST of
+    a kind that is not served yet is a 404 the informers would only retry."""
     waited = 0.0
     while True:
         missing = [r.plural for r in resources if not await kube.served(r)]
@@ -121,16 +162,6 @@ def controller_registrations(names: Iterable[str]) -> list[Register]:
     return [known[name] for name in names]
 
 
-def operator_settings() -> kopf.OperatorSettings:
-    settings = kopf.OperatorSettings()
-    # sparkop posts its own Events with stable reasons; kopf's own would duplicate them.
-    settings.posting.enabled = False
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.networking.request_timeout = 30
-    return settings
-
-
 async def run_operator(
     *,
     kubeconfig: str | None,
@@ -143,57 +174,54 @@ async def run_operator(
 ) -> None:
     """Run until ``stop_flag`` is set (or SIGTERM/SIGINT when run from the CLI)."""
     kube = await Kube.connect(kubeconfig, context)
-    runtime = Runtime(kube=kube, options=options or Options())
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return kube.connection_info()
-
-    register_namespaces(registry, runtime)
+    runtime = Runtime(kube=kube, options=options or Options(), namespaces=tuple(namespaces))
+    register_namespaces(runtime)
     for register in controller_registrations(controllers):
-        register(registry, runtime)
-
+        register(runtime)
     try:
         await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS))
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
         async with asyncio.TaskGroup() as group:
-            workers = [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
-            # Let the queues spawn their worker tasks before kopf starts: kopf takes every task born
-            # after its start for one of its own and waits 5 s for it at shutdown.
-            await asyncio.sleep(0)
-            try:
-                await kopf.operator(
-                    registry=registry,
-                    settings=operator_settings(),
-                    indexers=runtime.indexers,
-                    standalone=True,
-                    clusterwide=not namespaces,
-                    namespaces=list(namespaces),
-                    stop_flag=stop_flag,
-                    ready_flag=ready_flag,
-                )
-            finally:
-                for task in workers:
-                    task.cancel()
+            tasks = [group.create_task(runtime.caches.run(), name="caches")]
+            started = time.monotonic()
+            await wait_synced(runtime.caches)
+            log.info("caches synced in %.2fs: %s", time.monotonic() - started, runtime.caches.sizes())
+            tasks += [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
+            if ready_flag is not None:
+                ready_flag.set()
+            await (stop_flag or asyncio.Event()).wait()
+            for task in tasks:
+                task.cancel()
     finally:
         await kube.close()
         log.info("sparkop stopped")
 
 
-def run_blocking(**kwargs: Any) -> None:
-    """Run the operator in this thread until SIGTERM or SIGINT.
+SYNC_NAG_SECONDS = 30.0
 
-    Until kopf installs its own handlers for both signals, ours cancel the start-up, so a stop
-    at any instant is clean. (A stop flag of ours next to kopf's handlers would never be set, and
-    kopf would wait out its 5-second grace period for the task watching it.)"""
+
+async def wait_synced(caches: Caches) -> None:
+    """Until every cache has listed once, saying every SYNC_NAG_SECONDS which ones have not."""
+    while True:
+        try:
+            async with asyncio.timeout(SYNC_NAG_SECONDS):
+                await caches.wait_synced()
+            return
+        except TimeoutError:
+            waiting = [i.name for i in caches.all() if not i.has_synced()]
+            log.warning("still listing %s (see the warnings above for why)", ", ".join(waiting))
+
+
+def run_blocking(**kwargs: Any) -> None:
+    """Run the operator in this thread until SIGTERM or SIGINT: either cancels it, at any instant of
+    its start or its work (the informers and queues hold nothing that a restart does not rebuild)."""
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        starting = asyncio.current_task()
-        assert starting is not None
+        running = asyncio.current_task()
+        assert running is not None
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, starting.cancel)
+            loop.add_signal_handler(sig, running.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await run_operator(**kwargs)
 

@@ -1,0 +1,139 @@
+"""The informer caches of one operator: one :class:`~core.informer.Informer` per (resource, label
+selector, namespace), shared by every controller that reads that selection, with named indexes that
+map a controller's key to the values it observes.
+
+Two rules keep decisions off stale state:
+
+* **A gap anywhere is a gap everywhere.** When one watch finds it lost continuity (410 Gone after an
+  etcd compaction, an API server restart), every other watch of the same server may have missed
+  events too, unnoticed yet. Every informer is made to re-list, and until all have, the caches are not
+  :attr:`Caches.continuous`.
+* **Reads refuse while not continuous.** :meth:`CacheIndex.get` raises :class:`NotCurrent` while any
+  informer is syncing or re-listing; the work queue takes that as "try again shortly". After the
+  re-lists, every object that changed or vanished has been delivered to the handlers, which enqueue
+  its owner's key, so each affected owner is reconciled on the fresh view.
+
+Nothing here imports sparkop, api or the controllers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from core.informer import ApiClientLike, Handler, Informer, Obj, ResourceLike
+
+log = logging.getLogger(__name__)
+
+V = TypeVar("V")
+IndexKey = tuple[str, ...]
+"""What an index maps from: a controller's key, e.g. (namespace, name)."""
+
+
+class NotCurrent(Exception):
+    """The caches cannot be trusted now (a first list or a re-list after a gap is under way): decide
+    nothing, look again shortly."""
+
+
+def index_text(key: IndexKey) -> str:
+    # A unit separator cannot occur in a namespace, a name or a label value.
+    return "\x1f".join(key)
+
+
+@dataclass
+class CacheIndex(Generic[V]):
+    """A read-only map from a controller key to the values of the objects an index files under it,
+    across the informers of one selection (one per watched namespace)."""
+
+    caches: Caches
+    name: str
+    informers: Sequence[Informer]
+    value: Callable[[Obj], V]
+
+    def get(self, key: IndexKey) -> list[V] | None:
+        """The values under ``key`` (None when there are none); :class:`NotCurrent` while a cache is
+        re-listing."""
+        self.caches.check_current()
+        text = index_text(key)
+        found = [self.value(obj) for informer in self.informers for obj in informer.store.by_index(self.name, text)]
+        return found or None
+
+
+class Caches:
+    """Every informer of one operator. ``namespaces`` empty: cluster-wide; else one informer per
+    namespace (a cluster-scoped resource is then selected by ``metadata.name``)."""
+
+    def __init__(self, api: ApiClientLike, namespaces: Sequence[str] = ()) -> None:
+        self.api = api
+        self.namespaces = tuple(namespaces)
+        self._informers: dict[tuple[str, str | None], list[Informer]] = {}
+
+    def informers(self, resource: ResourceLike, label_selector: str | None = None) -> list[Informer]:
+        """The informers of this selection (created on first ask, shared afterwards)."""
+        selection = (resource.path(), label_selector)
+        if selection not in self._informers:
+            made = [self._informer(resource, label_selector, namespace) for namespace in self.namespaces or (None,)]
+            for informer in made:
+                informer.add_gap_handler(self._gap)
+            self._informers[selection] = made
+        return self._informers[selection]
+
+    def _informer(self, resource: ResourceLike, label_selector: str | None, namespace: str | None) -> Informer:
+        if namespace is not None and not getattr(resource, "namespaced", True):
+            return Informer(
+                self.api, resource, label_selector=label_selector, field_selector=f"metadata.name={namespace}"
+            )
+        return Informer(self.api, resource, namespace=namespace, label_selector=label_selector)
+
+    def all(self) -> list[Informer]:
+        return [informer for informers in self._informers.values() for informer in informers]
+
+    def on_change(self, resource: ResourceLike, handler: Handler, label_selector: str | None = None) -> None:
+        """Call ``handler(type, obj, old)`` on every change of the selection (it must only enqueue)."""
+        for informer in self.informers(resource, label_selector):
+            informer.add_handler(handler)
+
+    def index(
+        self,
+        name: str,
+        resource: ResourceLike,
+        keys: Callable[[Obj], Iterable[IndexKey]],
+        value: Callable[[Obj], V],
+        label_selector: str | None = None,
+    ) -> CacheIndex[V]:
+        """File each object of the selection under ``keys(obj)``; read back as ``value(obj)``."""
+        informers = self.informers(resource, label_selector)
+        for informer in informers:
+            informer.store.add_indexer(name, lambda obj: [index_text(k) for k in keys(obj)])
+        return CacheIndex(self, name, informers, value)
+
+    @property
+    def continuous(self) -> bool:
+        """Whether every informer has listed and has seen every change since (no gap being repaired)."""
+        return all(informer.has_synced() and informer.continuous for informer in self.all())
+
+    def check_current(self) -> None:
+        if not self.continuous:
+            raise NotCurrent("the caches are re-listing after a watch gap")
+
+    def _gap(self, lost: Informer) -> None:
+        others = [informer for informer in self.all() if informer is not lost]
+        log.info("%s lost its watch history: re-listing every cache (%d more)", lost.name, len(others))
+        for informer in others:
+            informer.relist()
+
+    async def run(self) -> None:
+        """Run every informer until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for informer in self.all():
+                group.create_task(informer.run(), name=f"informer:{informer.name}")
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(informer.wait_synced() for informer in self.all()))
+
+    def sizes(self) -> dict[str, int]:
+        """Objects cached per informer (for the start-up log line)."""
+        return {f"{i.name}[{i.label_selector or '*'}]": len(i.store) for i in self.all()}

@@ -1,0 +1,142 @@
+"""The operator never acts on a cache older than the server: a SparkDriver deleted while the operator's
+watches were cut off long enough for a 410 Gone (etcd compacted, API server restarted) leaves the cache
+with the re-list, nothing is created for it afterwards, and its app goes on by its state machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+from typing import Any
+
+import pytest
+
+from devcluster.testing import ClusterHandle, wait_for
+from tests.integration.test_apps_lifecycle import app_manifest, get, wait_state
+from tests.support.gap import compact_etcd_and_restart_apiserver
+from tests.support.operator import OperatorProcess
+
+pytestmark = pytest.mark.cluster
+
+MARKER = "watch-established"
+
+
+class PodWatch:
+    """Every pod of a namespace the API server announces while it runs (a ``kubectl get --watch``):
+    name, uid and the uids of its owners, so a pod created and collected at once is still counted."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
+        template = (
+            '{.type} {.object.metadata.name} {.object.metadata.uid} {.object.metadata.ownerReferences[*].uid}{"\\n"}'
+        )
+        argv = [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get", "pods", "-n", namespace,
+                "--watch", "--output-watch-events", "-o", f"jsonpath={template}"]  # fmt: skip
+        self.argv = argv
+        self.seen: list[tuple[str, str, str, tuple[str, ...]]] = []
+        self.stopped = threading.Event()
+        self.proc: subprocess.Popen[str] | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        # Started again if it ends (an API server still coming up): its first lines list what exists.
+        while not self.stopped.is_set():
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                parts = line.split()
+                if len(parts) >= 3:
+                    self.seen.append((parts[0], parts[1], parts[2], tuple(parts[3:])))
+            self.proc.wait()
+            self.stopped.wait(0.2)
+
+    def names(self) -> set[str]:
+        return {name for _, name, _, _ in self.seen}
+
+    def owned_by(self, owner_uid: str) -> set[str]:
+        """The uids of the pods seen with ``owner_uid`` among their owners."""
+        return {uid for _, _, uid, owners in self.seen if owner_uid in owners}
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(5)
+        self.thread.join(5)
+
+
+def marker_pod(namespace: str) -> dict[str, Any]:
+    """A pod that is not sparkop's (no sparkop.io/driver label): the operator never receives it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": MARKER, "namespace": namespace},
+        "spec": {"containers": [{"name": "main", "image": "example.com/none:1"}]},
+    }
+
+
+def created(cluster: ClusterHandle, manifest: dict[str, Any]) -> bool:
+    result = cluster.kubectl("create", "-f", "-", input=json.dumps(manifest), check=False)
+    return result.returncode == 0 or "AlreadyExists" in result.stderr
+
+
+def pods_of(cluster: ClusterHandle, namespace: str, driver: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.kubectl_json(
+        "get", "pods", "-n", namespace, "-l", f"sparkop.io/driver={driver}"
+    )["items"]
+    return items
+
+
+def test_a_spark_driver_deleted_during_a_watch_gap_leaves_the_cache_and_gets_no_pod(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    if not crds.can_restart:
+        pytest.skip("needs a devcluster it can restart (etcd compaction and a fresh watch cache)")
+    retry = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
+    crds.apply(app_manifest("gap", retry, run_seconds=20), namespace=namespace)
+    wait_state(crds, namespace, "gap", "RUNNING", timeout=60)
+    driver = get(crds, namespace, "sparkdriver", "gap-1")
+    assert driver is not None
+    driver_uid = driver["metadata"]["uid"]
+    wait_for(lambda: pods_of(crds, namespace, "gap-1"), timeout=30, message="gap-1's driver pod")
+    existing = {p["metadata"]["uid"] for p in pods_of(crds, namespace, "gap-1")}
+
+    assert operator.proc is not None
+    os.kill(operator.proc.pid, signal.SIGSTOP)
+    try:
+        crds.kubectl("delete", "sparkdriver", "gap-1", "-n", namespace, "--wait=false")
+        wait_for(lambda: get(crds, namespace, "sparkdriver", "gap-1") is None, timeout=30, message="gap-1 gone")
+        # The garbage collector acts on its pods (the driver pod waits for the operator's finalizer).
+        wait_for(
+            lambda: all(p["metadata"].get("deletionTimestamp") for p in pods_of(crds, namespace, "gap-1")),
+            timeout=60,
+            message="gap-1's pods being deleted",
+        )
+        for n in range(20):  # more history the operator misses
+            patch = {"metadata": {"annotations": {"test.sparkop.io/gap": str(n)}}}
+            crds.kubectl("patch", "sparkapplication", "gap", "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+        compact_etcd_and_restart_apiserver(crds)
+        watch = PodWatch(crds, namespace)
+        wait_for(lambda: created(crds, marker_pod(namespace)), timeout=60, message="the API server to serve again")
+        wait_for(lambda: MARKER in watch.names(), timeout=30, message="the pod watch to run")
+    finally:
+        os.kill(operator.proc.pid, signal.SIGCONT)
+    try:
+        # The watches could not resume (410): every cache re-listed, and the SparkDriver left them.
+        gap = re.compile(r"watch lost continuity \(.*410.*\); re-listing")
+        wait_for(lambda: gap.search(operator.logs()), timeout=60, message="a watch to find the gap")
+        wait_for(lambda: "re-listing every cache" in operator.logs(), timeout=60, message="every cache to re-list")
+        # The app goes on as for any vanished SparkDriver: run 1 recorded lost, run 2 runs to the end.
+        final = wait_state(crds, namespace, "gap", "COMPLETED", "FAILED", timeout=120)
+        assert final["applicationState"]["state"] == "COMPLETED" and final["lastRun"] == 2, final
+        assert [a["run"] for a in final["attempts"]] == [1, 2], final
+        wait_for(lambda: not pods_of(crds, namespace, "gap-1"), timeout=30, message="gap-1's pods to go")
+    finally:
+        watch.stop()
+    created_after_the_delete = watch.owned_by(driver_uid) - existing
+    assert created_after_the_delete == set(), watch.seen
+    assert operator.alive()
+    assert "Traceback" not in operator.logs()
