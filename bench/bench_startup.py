@@ -10,9 +10,13 @@ On a dedicated devcluster (`bench-startup`, torn down at the end):
 3. core.informer, in a process of its own, syncs what sparkop owns (server-side label selectors on pods,
    ConfigMaps, Services; its two CRDs whole): sync time, CPU seconds, RSS. A second process syncs every
    ConfigMap unfiltered: its RSS gives the memory an informer pays per 10k ConfigMaps.
-4. Today's operator (`sparkop run`, cluster-wide, both controllers) starts; measured: start -> first
+4. The operator (`sparkop run`, cluster-wide, both controllers) starts; measured: start -> first
    reconcile (``sparkop_reconcile_total`` on its metrics port), start -> every app and driver reconciled
    once, its CPU seconds (/proc) and RSS. It is stopped after --timeout seconds if it gets nowhere.
+   The figures go under ``operator_after`` (on informers); ``operator_before`` (kopf's watches, which
+   reached no reconcile in 600 s) is kept from the JSON already there.
+5. The same operator on an empty devcluster but for one app: start -> its first reconcile
+   (``operator_empty``).
 
 Prints a table and writes JSON (default bench/results/startup.json).
 
@@ -321,15 +325,61 @@ def measure_operator(cluster: Cluster, apps: int, timeout: float) -> dict[str, A
     return result
 
 
+def measure_empty(name: str) -> dict[str, Any]:
+    """Start -> first reconcile on an otherwise empty cluster holding one app (a reconcile needs a key)."""
+    cluster = Cluster.up(name, nodes=1, die_with_parent=True)
+    try:
+        kubectl(cluster, "apply", "--server-side", "-f", str(ROOT / "crds"))
+        for crd in ("sparkapplications", "sparkdrivers"):
+            kubectl(cluster, "wait", "--for=condition=Established", f"crd/{crd}.sparkop.io", "--timeout=60s")
+        kubectl(cluster, "create", "namespace", APPS_NAMESPACE)
+        (port,) = free_ports(1)
+        asyncio.run(_create(cluster, app("first")))
+        start = time.monotonic()
+        with (cluster.directory / "operator-empty.log").open("wb") as log_file:
+            argv = [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(cluster.kubeconfig)]
+            operator = subprocess.Popen([*argv, "--metrics-port", f"{port}"], stdout=log_file, stderr=subprocess.STDOUT)
+            try:
+                while time.monotonic() - start < 60 and not sum(reconciles(port).values()):
+                    time.sleep(0.02)
+                seconds = round(time.monotonic() - start, 2)
+            finally:
+                operator.terminate()
+                operator.wait(30)
+        return {"first_reconcile_seconds": seconds, "note": "one app in the cluster; includes interpreter start"}
+    finally:
+        cluster.down()
+
+
+async def _create(cluster: Cluster, body: dict[str, Any]) -> None:
+    kube = await k8s.Kube.connect(str(cluster.kubeconfig))
+    try:
+        await kube.create(body)
+    finally:
+        await kube.close()
+
+
 def table(result: dict[str, Any]) -> str:
-    op, owned, every = result["operator_before"], result["informer_owned"], result["informer_all_configmaps"]
-    end = op.get("at_end", {})
-    rows = [
-        ("cluster", ", ".join(f"{v} {k}" for k, v in result["cluster_objects"].items())),
-        ("operator today: start -> first reconcile", f"{op['first_reconcile_seconds']} s"),
-        ("operator today: start -> every app+driver reconciled", f"{op['all_reconciled_seconds']} s"),
-        ("operator today: CPU / RSS at the end", f"{end.get('cpu_seconds')} CPU-s / {end.get('rss_mib')} MiB"),
-        ("operator today: outcome", op["outcome"]),
+    owned, every = result["informer_owned"], result["informer_all_configmaps"]
+    rows = [("cluster", ", ".join(f"{v} {k}" for k, v in result["cluster_objects"].items()))]
+    for label, op in (
+        ("before (kopf)", result.get("operator_before")),
+        ("after (informers)", result.get("operator_after")),
+    ):
+        if not op:
+            continue
+        end = op.get("at_end", {})
+        rows += [
+            (f"operator {label}: start -> first reconcile", f"{op['first_reconcile_seconds']} s"),
+            (f"operator {label}: start -> every app+driver reconciled", f"{op['all_reconciled_seconds']} s"),
+            (f"operator {label}: CPU / RSS at the end", f"{end.get('cpu_seconds')} CPU-s / {end.get('rss_mib')} MiB"),
+            (f"operator {label}: outcome", op["outcome"]),
+        ]
+    if empty := result.get("operator_empty"):
+        rows.append(
+            ("operator after, empty cluster: start -> first reconcile", f"{empty['first_reconcile_seconds']} s")
+        )
+    rows += [
         ("core.informer, what sparkop owns: sync", f"{owned['sync_seconds']} s, {owned['cpu_seconds']} CPU-s"),
         ("core.informer, what sparkop owns: process start -> synced -> exit", f"{owned['process_wall_seconds']} s"),
         ("core.informer, what sparkop owns: RSS", f"+{owned['rss_delta_mib']} MiB for {owned['objects']}"),
@@ -372,12 +422,17 @@ def main() -> int:
         result["informer_all_configmaps"] = every
         count = sum(every["objects"].values())
         result["informer_rss_mib_per_10k_configmaps"] = round(every["rss_delta_mib"] / count * 10_000, 1)
-        log("today's operator")
-        result["operator_before"] = measure_operator(cluster, args.apps, args.timeout)
+        log("the operator")
+        result["operator_after"] = measure_operator(cluster, args.apps, args.timeout)
         result["cores"] = os.cpu_count()
         result["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     finally:
         cluster.down()
+    if args.out.exists():
+        kept = json.loads(args.out.read_text()).get("operator_before")
+        if kept:
+            result["operator_before"] = kept
+    result["operator_empty"] = measure_empty(args.name + "-empty")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(table(result))
