@@ -112,6 +112,11 @@ class Cluster:
         return Path(self.state.kubeconfig)
 
     @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: every list and watch of the kinds sparkop reads, as JSON lines."""
+        return self.directory / "audit.log"
+
+    @property
     def server(self) -> str:
         return self.state.server
 
@@ -259,7 +264,7 @@ class Cluster:
 
         self._spawn("etcd", components.etcd_argv(bins, directory / "etcd-data", ports))
         self._wait({"etcd": self._etcd_ready}, deadline)
-        self._spawn("kube-apiserver", components.apiserver_argv(bins, pki, ports))
+        self._spawn("kube-apiserver", components.apiserver_argv(bins, pki, ports, audit_log=self.audit_log))
         self._wait({"kube-apiserver": self._apiserver_ready}, deadline)
 
         # Nodes exist before kwok starts, so it adopts them on its first list.

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from devcluster.certs import CertPaths
-from devcluster.paths import STAGES_FILE
+from devcluster.paths import AUDIT_POLICY_FILE, STAGES_FILE
 from devcluster.ports import LOCALHOST
 
 SERVICE_CIDR = "10.0.0.0/24"
@@ -75,7 +75,17 @@ def etcd_argv(bin_dir: Path, data_dir: Path, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver_argv(bin_dir: Path, pki: CertPaths, ports: Ports) -> list[str]:
+def apiserver_argv(bin_dir: Path, pki: CertPaths, ports: Ports, audit_log: Path | None = None) -> list[str]:
+    audit = (
+        [
+            f"--audit-policy-file={AUDIT_POLICY_FILE}",
+            f"--audit-log-path={audit_log}",
+            "--audit-log-maxsize=50",
+            "--audit-log-maxbackup=1",
+        ]
+        if audit_log
+        else []
+    )
     return [
         str(bin_dir / "kube-apiserver"),
         f"--etcd-servers=http://{LOCALHOST}:{ports.etcd_client}",
@@ -97,6 +107,7 @@ def apiserver_argv(bin_dir: Path, pki: CertPaths, ports: Ports) -> list[str]:
         # node-lifecycle controller (not run: it fights kwok) would lift it.
         "--disable-admission-plugins=TaintNodesByCondition",
         "--profiling=false",
+        *audit,
     ]
 
 

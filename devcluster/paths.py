@@ -9,6 +9,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 GOBUILD_DIR = PACKAGE_DIR / "gobuild"
 VERSIONS_FILE = GOBUILD_DIR / "versions.env"
 STAGES_FILE = PACKAGE_DIR / "stages.yaml"
+AUDIT_POLICY_FILE = PACKAGE_DIR / "audit-policy.yaml"
 
 
 def cache_root() -> Path:
