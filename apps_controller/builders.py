@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 from apps_controller import ui
-from apps_controller.model import JSON, AppView, UIConfig, run_spec
+from apps_controller.observed import JSON, AppView, UIConfig, run_spec
 from sparkop import labels, naming
 
 DRIVER_KIND = "SparkDriver"
-
-
-def ui_url(app: AppView, config: UIConfig | None) -> ui.IngressURL | None:
-    """The app's Spark UI Ingress URL, when the operator makes Ingresses."""
-    if config is None or not config.service or not config.ingress_url_format:
-        return None
-    return ui.ingress_url(config.ingress_url_format, app, tls=bool(ui.UIOptions.of(app).ingress_tls))
 
 
 def build_driver(app: AppView, run: int, config: UIConfig | None = None) -> JSON:
@@ -23,7 +16,7 @@ def build_driver(app: AppView, run: int, config: UIConfig | None = None) -> JSON
     spec["appName"] = app.name
     spec["attempt"] = run
     spec["maxDriverPodReplacements"] = app.policy.max_driver_pod_replacements
-    proxy = ui.driver_conf(ui_url(app, config))
+    proxy = ui.driver_conf(ui.ui_url(app, config))
     if proxy:
         spec["sparkConf"] = {**proxy, **(spec.get("sparkConf") or {})}
     return {

@@ -16,9 +16,10 @@ from typing import Any, Final
 
 import pydantic
 
-from api.models import SparkApplicationSpec
-from apps_controller.model import AppStatus, AppView, DriverView, Observed, OwnedObject, UIConfig
-from apps_controller.reconcile import reconcile
+from api.models import SparkApplicationSpec, SparkApplicationStatus
+from apps_controller.decide import decide
+from apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
+from apps_controller.status import read_status, status_json
 from apps_controller.ui import COMPONENT_UI
 from core.reconciler import Applier, Learned, Plan, Refusal
 from sparkop import kube, labels, logs
@@ -124,7 +125,7 @@ class AppsController:
             o for index in (UI_SERVICES_INDEX, UI_INGRESSES_INDEX) for o in self.runtime.index(index).get(key) or ()
         ]
         app = AppView.from_body(body, spec_error=self.spec_error(body))
-        status = AppStatus.from_json(body.get("status"))
+        status = read_status(body.get("status"))
         observed = Observed(
             app,
             status,
@@ -149,7 +150,7 @@ class AppsController:
                 self.applier.forget(key)
                 return None  # deleted: the garbage collector removes what it owned
             observed, body = seen
-            plan = reconcile(observed, datetime.now(UTC))
+            plan = decide(observed, datetime.now(UTC))
             try:
                 if not await self.apply(plan, observed, body):
                     return None
@@ -158,13 +159,11 @@ class AppsController:
             return plan.requeue_after
         return 0.0
 
-    async def apply(self, plan: Plan[AppStatus], observed: Observed, body: dict[str, Any]) -> bool:
+    async def apply(self, plan: Plan[SparkApplicationStatus], observed: Observed, body: dict[str, Any]) -> bool:
         """Run the plan (core.reconciler's order); False when the app vanished at its status write.
         ``body`` is the pass's own copy: it takes the written status and resourceVersion."""
         app = observed.app
-        applied = await self.applier.apply(
-            (app.namespace, app.name), body, plan, AppStatus.to_json, namespace=app.namespace
-        )
+        applied = await self.applier.apply((app.namespace, app.name), body, plan, status_json, namespace=app.namespace)
         return not applied.gone
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from api.models import ApplicationState, RestartPolicyType
-from apps_controller.model import RestartPolicy
+from apps_controller.observed import RestartPolicy
 
 
 def should_retry(

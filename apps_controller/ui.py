@@ -6,6 +6,9 @@ port, ``spark.ui.port`` or 4040), servicePortName, serviceType, serviceAnnotatio
 ingressAnnotations, ingressTLS. ``--ingress-url-format`` substitutes ``{{$appName}}`` and
 ``{{$appNamespace}}``; a format with a path makes a path-based rule the way kubeflow does (a
 capture-group path and nginx's rewrite-target, and ``spark.ui.proxyBase`` on the driver).
+
+The Spark UI sub-controller's decisions (:func:`spark_ui`) run in every pass of an app that is not
+finished; a finished app's pass only deletes the objects (:func:`delete_ui_objects`).
 """
 
 from __future__ import annotations
@@ -13,11 +16,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from apps_controller.model import JSON, AppView
+from api.models import ApplicationState, DriverInfo, LastError
+from apps_controller import events
+from apps_controller.observed import JSON, AppView, UIConfig
+from apps_controller.status import driver_info
+from core.reconciler import Delete, Ensure, Event, refusal_key
 from sparkop import labels, naming
+
+if TYPE_CHECKING:
+    from apps_controller.draft import Draft
 
 DEFAULT_UI_PORT: Final = 4040
 UI_PORT_NAME: Final = "spark-driver-ui-port"
@@ -28,6 +38,12 @@ SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
 REWRITE_TARGET: Final = "nginx.ingress.kubernetes.io/rewrite-target"
 PROXY_BASE: Final = "spark.ui.proxyBase"
 PROXY_REDIRECT_URI: Final = "spark.ui.proxyRedirectUri"
+
+# Why a UI object is created or deleted (the decision line's reason).
+UI_ENSURED: Final = "SparkUI"
+UI_REMOVED: Final = "SparkUIRemoved"
+# While a run is active its UI is served; in any other state the UI objects go.
+ACTIVE_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING, ApplicationState.UNKNOWN})
 
 _APP_NAME = re.compile(r"{{\s*\$appName\s*}}")
 _APP_NAMESPACE = re.compile(r"{{\s*\$appNamespace\s*}}")
@@ -157,6 +173,13 @@ def ingress_url(url_format: str, app: AppView, tls: bool = False) -> IngressURL:
     return IngressURL(host=parts.hostname or "", path=path, address=f"{parts.scheme}://{parts.netloc}{path}")
 
 
+def ui_url(app: AppView, config: UIConfig | None) -> IngressURL | None:
+    """The app's Spark UI Ingress URL, when the operator makes Ingresses."""
+    if config is None or not config.service or not config.ingress_url_format:
+        return None
+    return ingress_url(config.ingress_url_format, app, tls=bool(UIOptions.of(app).ingress_tls))
+
+
 def driver_conf(url: IngressURL | None) -> dict[str, str]:
     """Spark properties a path-based Ingress needs on the driver (kubeflow's configWebUI): the UI
     writes its links under the path the Ingress strips."""
@@ -198,3 +221,79 @@ def build_ingress(app: AppView, url: IngressURL, opts: UIOptions, ingress_class_
         "metadata": _metadata(app, naming.ui_ingress_name(app.name), {}, annotations),
         "spec": spec,
     }
+
+
+# ---------------------------------------------------------------------------------------------------
+# decisions
+
+
+def spark_ui(d: Draft) -> None:
+    """Spark UI Service (and Ingress) while a run is active; removed otherwise."""
+    app_id = d.status.sparkApplicationId
+    if not (d.obs.ui.service and d.state in ACTIVE_STATES and app_id is not None):
+        remove_ui(d)
+        return
+    opts = UIOptions.of(d.obs.app)
+    if not _service(d, app_id, opts):
+        remove_ui(d)
+    elif d.obs.ui.ingress_url_format:
+        _ingress(d, opts)
+    else:
+        delete_ui_objects(d, kind="Ingress")
+        d.set_driver_info(webUIIngressName=None, webUIIngressAddress=None)
+
+
+def _service(d: Draft, app_id: str, opts: UIOptions) -> bool:
+    app, before = d.obs.app, d.obs.status
+    action = Ensure(build_service(app, app_id, opts), UI_ENSURED)
+    name = naming.ui_service_name(app.name)
+    if _refused(d, action, f"Spark UI Service {name}"):
+        return False
+    info = driver_info(before)
+    if (info.webUIServiceName, info.webUIPort, before.sparkApplicationId) != (name, opts.service_port, app_id):
+        d.before.append(action)
+    d.set_driver_info(webUIServiceName=name, webUIPort=opts.service_port, webUIAddress=service_address(app, opts))
+    return True
+
+
+def _ingress(d: Draft, opts: UIOptions) -> None:
+    app, cfg = d.obs.app, d.obs.ui
+    url = ui_url(app, cfg)
+    assert url is not None
+    action = Ensure(build_ingress(app, url, opts, cfg.ingress_class_name), UI_ENSURED)
+    name = naming.ui_ingress_name(app.name)
+    if _refused(d, action, f"Spark UI Ingress {name}"):
+        delete_ui_objects(d, kind="Ingress")
+        d.set_driver_info(webUIIngressName=None, webUIIngressAddress=None)
+        return
+    info = driver_info(d.obs.status)
+    if (info.webUIIngressName, info.webUIIngressAddress) != (name, url.address):
+        d.before.append(action)
+    d.set_driver_info(webUIIngressName=name, webUIIngressAddress=url.address)
+
+
+def _refused(d: Draft, action: Ensure, what: str) -> bool:
+    """A UI object the API server refused is not retried with the same content: lastError and
+    one Warning event say why; the app itself carries on."""
+    refusal = d.obs.refusals.get(refusal_key(action))
+    if refusal is None:
+        return False
+    text = refusal.describe(what)
+    last = d.status.lastError
+    if last is None or (last.reason, last.message) != (events.UI_REFUSED, text):
+        d.update(lastError=LastError(reason=events.UI_REFUSED, message=text, time=d.now))
+        d.events.append(Event(events.WARNING, events.UI_REFUSED, text))
+    return True
+
+
+def remove_ui(d: Draft) -> None:
+    delete_ui_objects(d)
+    d.update(driverInfo=DriverInfo(podName=driver_info(d.status).podName))
+
+
+def delete_ui_objects(d: Draft, kind: str | None = None) -> None:
+    """Delete the Spark UI objects this app controls (of ``kind``), as the watch index sees them:
+    status may not know one (the operator died between its create and the status write)."""
+    for obj in d.obs.owned_ui:
+        if not obj.deleting and kind in (None, obj.kind):
+            d.before.append(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))

@@ -52,7 +52,7 @@ def render_document(doc: Body, namespace: str | None = None) -> list[Body]:
     """What sparkop creates for one SparkApplication or SparkDriver. Raises RenderError for another
     kind, InvalidSpec for a spec Spark would refuse."""
     from apps_controller.builders import build_driver
-    from apps_controller.model import AppView
+    from apps_controller.observed import AppView
 
     if doc.get("apiVersion") != labels.API_VERSION:
         raise RenderError(f"apiVersion must be {labels.API_VERSION} (got {quote(doc.get('apiVersion'))})")

@@ -13,18 +13,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
-from api.models import ApplicationState, AttemptOutcome, DriverPhase
-from apps_controller.model import (
-    JSON,
-    AppStatus,
-    AppView,
-    Condition,
-    DriverView,
-    Observed,
-    OwnedObject,
-    UIConfig,
-)
-from apps_controller.reconcile import reconcile
+from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus
+from apps_controller.decide import decide
+from apps_controller.observed import JSON, AppView, DriverView, Observed, OwnedObject, UIConfig
+from apps_controller.status import counted, finished, read_status, state, status_json
 from core.reconciler import Applier, Event, Learned, Plan, Refusal
 from sparkop import kube, labels
 
@@ -177,7 +169,7 @@ class SimCluster:
 
     def observed(self, snap: Snapshot | None = None) -> tuple[Observed, int]:
         s = snap or self.snapshot()
-        status = AppStatus.from_json(s.status)
+        status = read_status(s.status)
         return Observed(s.app, status, s.drivers, self.ui, self.refusals, ui_objects=s.ui_objects), s.rv
 
     def unfinished(self) -> list[SimDriver]:
@@ -185,7 +177,9 @@ class SimCluster:
 
     # -- one pass of the shell ---------------------------------------------------------------------
 
-    def reconcile(self, snap: Snapshot | None = None, crash_after: int | None = None) -> Plan[AppStatus] | None:
+    def reconcile(
+        self, snap: Snapshot | None = None, crash_after: int | None = None
+    ) -> Plan[SparkApplicationStatus] | None:
         """Reconcile from ``snap`` (default: a fresh view) and apply the plan. ``crash_after`` = k stops
         after k API writes of [before-actions..., status write, after-actions...] (events are free)."""
         if self.deleted:
@@ -193,24 +187,26 @@ class SimCluster:
         fresh = self.snapshot()
         self.history.append(fresh)
         obs, rv = self.observed(snap or fresh)
-        plan = reconcile(obs, self.now)
-        if reconcile(obs, self.now) != plan:
-            raise InvariantError("reconcile is not a function of its inputs")
+        plan = decide(obs, self.now)
+        if decide(obs, self.now) != plan:
+            raise InvariantError("decide is not a function of its inputs")
         self.apply(plan, obs.status, rv, crash_after)
         return plan
 
-    def apply(self, plan: Plan[AppStatus], seen: AppStatus, rv: int, crash_after: int | None = None) -> bool:
+    def apply(
+        self, plan: Plan[SparkApplicationStatus], seen: SparkApplicationStatus, rv: int, crash_after: int | None = None
+    ) -> bool:
         """Apply ``plan`` as the shell does, with the real Applier, as if decided on ``seen`` at ``rv``."""
         self._steps = crash_after if crash_after is not None else 10**9
         body: JSON = {
             "apiVersion": labels.API_VERSION,
             "kind": "SparkApplication",
             "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid, "resourceVersion": str(rv)},
-            "status": seen.to_json(),
+            "status": status_json(seen),
         }
         try:
             applied = _run(
-                self.applier.apply((self.namespace, self.name), body, plan, AppStatus.to_json, namespace=self.namespace)
+                self.applier.apply((self.namespace, self.name), body, plan, status_json, namespace=self.namespace)
             )
         except _Crash:
             self._applier = None  # the process died: what it learned is gone
@@ -289,7 +285,7 @@ class SimCluster:
         if resource_version != str(self.rv):
             raise kube.Conflict("the decision was made from an old view")
         if new != self.status:
-            self._check_status(AppStatus.from_json(self.status), AppStatus.from_json(new))
+            self._check_status(read_status(self.status), read_status(new))
             self.status = copy.deepcopy(dict(new))
             self.rv += 1
             self.writes += 1
@@ -310,8 +306,8 @@ class SimCluster:
             raise InvariantError(f"run {run} created twice ({name})")
         if self.unfinished():
             raise InvariantError(f"creating {name} while {[d.name for d in self.unfinished()]} is unfinished")
-        committed = AppStatus.from_json(self.status)
-        if committed.last_run < run:
+        committed = read_status(self.status)
+        if committed.lastRun < run:
             raise InvariantError(f"creating run {run} before status recorded it")
         self._uids += 1
         uid = f"drv-uid-{self._uids}"
@@ -329,44 +325,45 @@ class SimCluster:
         self.creates.append((run, self.now))
         return True
 
-    def _check_status(self, old: AppStatus, new: AppStatus) -> None:
+    def _check_status(self, old: SparkApplicationStatus, new: SparkApplicationStatus) -> None:
         """Recorded outcomes never change; a terminal status never changes; each counter moves exactly
         with the records it counts; a condition's lastTransitionTime moves only with its status."""
-        if old.state.value in ("COMPLETED", "FAILED") and new != old:
+        if state(old).value in ("COMPLETED", "FAILED") and new != old:
             raise InvariantError(f"the status of a finished app changed: {old} -> {new}")
-        before = {r.run: r for r in old.attempts}
-        for rec in new.attempts:
+        before = {r.run: r for r in old.attempts or ()}
+        for rec in new.attempts or ():
             was = before.get(rec.run)
-            if was is not None and was.finished and was != rec:  # recorded exactly once
+            if was is not None and finished(was) and was != rec:  # recorded exactly once
                 raise InvariantError(f"finished attempt {rec.run} changed: {was} -> {rec}")
             given_back = rec.outcome is AttemptOutcome.INVALIDATED and rec.attempt is None
-            if was is not None and was.counted and rec.attempt != was.attempt and not given_back:
+            if was is not None and counted(was) and rec.attempt != was.attempt and not given_back:
                 raise InvariantError(f"attempt {rec.run} counted twice or renumbered: {was} -> {rec}")
         self._check_counters(old, new, before)
-        old_conditions = {c.type: c for c in old.conditions}
-        for cond in new.conditions:
+        old_conditions = {c.type: c for c in old.conditions or ()}
+        for cond in new.conditions or ():
             prev = old_conditions.get(cond.type)
-            moved = prev is not None and prev.last_transition_time != cond.last_transition_time
+            moved = prev is not None and prev.lastTransitionTime != cond.lastTransitionTime
             if moved and prev is not None and prev.status == cond.status:
                 raise InvariantError(f"condition {cond.type} moved its lastTransitionTime: {prev} -> {cond}")
 
     @staticmethod
-    def _check_counters(old: AppStatus, new: AppStatus, before: dict[int, Any]) -> None:
-        if new.state is ApplicationState.PENDING_RERUN and new.execution_attempts == new.submission_attempts == 0:
+    def _check_counters(old: SparkApplicationStatus, new: SparkApplicationStatus, before: dict[int, Any]) -> None:
+        if state(new) is ApplicationState.PENDING_RERUN and new.executionAttempts == new.submissionAttempts == 0:
             return  # a spec change: both counters start again
-        gained = sum(1 for r in new.attempts if r.counted and not getattr(before.get(r.run), "counted", False))
-        given_back = sum(1 for r in new.attempts if not r.counted and getattr(before.get(r.run), "counted", False))
-        if new.execution_attempts - old.execution_attempts != gained - given_back:
+        was_counted = {run: counted(r) for run, r in before.items()}
+        gained = sum(1 for r in new.attempts or () if counted(r) and not was_counted.get(r.run, False))
+        given_back = sum(1 for r in new.attempts or () if not counted(r) and was_counted.get(r.run, False))
+        if new.executionAttempts - old.executionAttempts != gained - given_back:
             raise InvariantError(
-                f"executionAttempts {old.execution_attempts} -> {new.execution_attempts} "
+                f"executionAttempts {old.executionAttempts} -> {new.executionAttempts} "
                 f"but {gained} run(s) counted and {given_back} given back"
             )
-        if new.last_run > old.last_run:  # one new run planned (or adopted): one more submission
-            fresh = old.state in (ApplicationState.PENDING_RERUN, ApplicationState.RESUMING)
-            expected = 1 if fresh else old.submission_attempts + 1
-            if new.submission_attempts != expected:
-                raise InvariantError(f"submissionAttempts {old.submission_attempts} -> {new.submission_attempts}")
-        elif new.submission_attempts != old.submission_attempts:
+        if new.lastRun > old.lastRun:  # one new run planned (or adopted): one more submission
+            fresh = state(old) in (ApplicationState.PENDING_RERUN, ApplicationState.RESUMING)
+            expected = 1 if fresh else old.submissionAttempts + 1
+            if new.submissionAttempts != expected:
+                raise InvariantError(f"submissionAttempts {old.submissionAttempts} -> {new.submissionAttempts}")
+        elif new.submissionAttempts != old.submissionAttempts:
             raise InvariantError(f"submissionAttempts moved without a submission: {old} -> {new}")
 
     # -- the simulated driver controller --------------------------------------------------------
@@ -396,8 +393,8 @@ class SimCluster:
 
     @property
     def state(self) -> str:
-        return str(AppStatus.from_json(self.status).state.value)
+        return str(state(read_status(self.status)).value)
 
     @property
-    def app_status(self) -> AppStatus:
-        return AppStatus.from_json(self.status)
+    def app_status(self) -> SparkApplicationStatus:
+        return read_status(self.status)

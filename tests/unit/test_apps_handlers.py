@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from apps_controller import status as apps_status
+from apps_controller.decide import decide as reconcile
 from apps_controller.handlers import AppsController, Learned, app_snapshot, owner_key
-from apps_controller.model import AppStatus, AppView, Observed
-from apps_controller.reconcile import reconcile
+from apps_controller.observed import AppView, Observed
 from sparkop import kube
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC
@@ -98,7 +99,7 @@ def test_invalid_spec_is_reported_once_per_generation() -> None:
 async def test_status_is_written_before_the_create_and_events_after_the_write() -> None:
     fake = FakeKube()
     body = app_body()
-    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     plan = reconcile(observed, EPOCH)
     assert await controller(fake).apply(plan, observed, body)
     assert fake.calls == ["status rv=7", "event SparkApplicationSubmitted", "create SparkDriver pi-1"]
@@ -109,7 +110,7 @@ async def test_status_is_written_before_the_create_and_events_after_the_write() 
 async def test_a_conflicting_status_write_creates_nothing() -> None:
     fake = FakeKube(conflict=True)
     body = app_body()
-    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(kube.Conflict):
         await controller(fake).apply(reconcile(observed, EPOCH), observed, body)
     assert fake.calls == ["status rv=7"]
@@ -119,15 +120,15 @@ async def test_a_conflicting_status_write_creates_nothing() -> None:
 async def test_nothing_is_written_when_nothing_changed() -> None:
     fake = FakeKube()
     body = app_body()
-    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     plan = reconcile(observed, EPOCH)
-    suspended = app_body(plan.status.to_json())
+    suspended = app_body(apps_status.status_json(plan.status))
     suspended["status"]["applicationState"]["state"] = "SUSPENDED"
     suspended["spec"] = {**SPEC, "suspend": True}
-    observed = Observed(AppView.from_body(suspended), AppStatus.from_json(suspended["status"]))
-    settled = app_body(reconcile(observed, EPOCH).status.to_json())  # its conditions now say so
+    observed = Observed(AppView.from_body(suspended), apps_status.read_status(suspended["status"]))
+    settled = app_body(apps_status.status_json(reconcile(observed, EPOCH).status))  # its conditions now say so
     settled["spec"] = suspended["spec"]
-    observed = Observed(AppView.from_body(settled), AppStatus.from_json(settled["status"]))
+    observed = Observed(AppView.from_body(settled), apps_status.read_status(settled["status"]))
     again = reconcile(observed, EPOCH + timedelta(seconds=30))
     assert await controller(fake).apply(again, observed, settled)
     assert fake.calls == []
@@ -139,17 +140,17 @@ async def test_a_refused_create_is_remembered_and_decided_by_the_next_pass() -> 
     fake = FakeKube(create_error=refused)
     ctl = controller(fake)
     body = app_body()
-    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(Learned):
         await ctl.apply(reconcile(observed, EPOCH), observed, body)
     assert fake.calls == ["status rv=7", "event SparkApplicationSubmitted", "create SparkDriver pi-1"]
     known = ctl.refusals(("ns", "pi"), "u1")
     assert list(known) == ["SparkDriver/pi-1"] and known["SparkDriver/pi-1"].code == 403
     assert ctl.refusals(("ns", "pi"), "another-uid") == {}  # a new app of the same name starts afresh
-    again = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]), refusals=known)
+    again = Observed(AppView.from_body(body), apps_status.read_status(body["status"]), refusals=known)
     plan = reconcile(again, EPOCH)
-    assert plan.status.state.value == "SUBMISSION_FAILED" and not plan.after_status
-    assert "exceeded quota" in (plan.status.error_message or "")
+    assert apps_status.state(plan.status).value == "SUBMISSION_FAILED" and not plan.after_status
+    assert "exceeded quota" in (apps_status.error_message(plan.status) or "")
 
 
 @pytest.mark.asyncio
@@ -157,7 +158,7 @@ async def test_a_transient_create_error_is_left_to_the_queues_backoff() -> None:
     fake = FakeKube(create_error=RuntimeError("503 Service Unavailable"))
     ctl = controller(fake)
     body = app_body()
-    observed = Observed(AppView.from_body(body), AppStatus.from_json(body["status"]))
+    observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(RuntimeError):
         await ctl.apply(reconcile(observed, EPOCH), observed, body)
     assert ctl.refusals(("ns", "pi"), "u1") == {}

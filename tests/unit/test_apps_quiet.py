@@ -11,11 +11,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.models import DriverPhase
+from api.models import Condition, DriverPhase
 from apps_controller import events
+from apps_controller import status as apps_status
+from apps_controller.decide import decide as reconcile
 from apps_controller.handlers import driver_entry, ui_object_entry
-from apps_controller.model import Condition, DriverView, OwnedObject
-from apps_controller.reconcile import reconcile
+from apps_controller.observed import DriverView, OwnedObject
 from core.reconciler import Create as CreateDriver
 from core.reconciler import Delete as DeleteObject
 from core.reconciler import Ensure as EnsureObject
@@ -51,7 +52,9 @@ driver_changes = st.fixed_dictionaries(
         "deleting": st.booleans(),
         "exit_code": st.one_of(st.none(), st.integers(0, 137)),
         "reason": st.one_of(st.none(), st.sampled_from(["Completed", "Error", "OOMKilled"])),
-        "stuck": st.one_of(st.none(), st.just(Condition("Stuck", "True", "ImagePullBackOff", "no image"))),
+        "stuck": st.one_of(
+            st.none(), st.just(Condition(type="Stuck", status="True", reason="ImagePullBackOff", message="no image"))
+        ),
     }
 )
 
@@ -115,7 +118,7 @@ def test_a_ui_service_status_never_recorded_is_still_deleted() -> None:
 def test_decide_deletes_observed_ui_objects_of_this_app_only() -> None:
     c = finished_app(DriverPhase.SUCCEEDED)
     observed, _ = c.observed()
-    assert not observed.status.driver_info.web_ui_service_name
+    assert not observed.status.driverInfo.webUIServiceName
     ours = OwnedObject("v1", "Service", "pi-ui-svc", "svc-uid", "app-uid")
     ingress = OwnedObject("networking.k8s.io/v1", "Ingress", "pi-ui-ingress", "ing-uid", "app-uid")
     theirs = OwnedObject("v1", "Service", "pi-ui-svc", "old-svc-uid", "an-older-app-of-this-name")
@@ -148,7 +151,7 @@ def test_an_app_in_a_terminating_namespace_plans_nothing() -> None:
         assert plan.status == observed.status
         assert (plan.actions, plan.events, plan.requeue_after) == ((), (), None)
     # the same observation outside a terminating namespace is a lost run
-    assert reconcile(replace(observed, drivers=()), c.now).status.state.value == "FAILING"
+    assert apps_status.state(reconcile(replace(observed, drivers=()), c.now).status).value == "FAILING"
 
 
 def driver_body(**meta: Any) -> dict[str, Any]:

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from api.models import ApplicationState, AttemptOutcome, DriverPhase, SparkApplicationStatus, SparkDriver
+from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus, SparkDriver
 from apps_controller import events
-from apps_controller.model import AppStatus, Condition, Observed, UIConfig
-from apps_controller.reconcile import reconcile
+from apps_controller import status as apps_status
+from apps_controller.decide import decide as reconcile
+from apps_controller.observed import Observed, UIConfig
 from core.reconciler import Create as CreateDriver
 from core.reconciler import Delete as DeleteApp
 from core.reconciler import Delete as DeleteObject
@@ -112,18 +113,18 @@ def test_restart_policy_table(policy: str, outcome: str) -> None:
     state, runs, executions, submissions = EXPECTED[(policy, outcome)]
     assert (c.state, len(c.created)) == (state, runs)
     status = c.app_status
-    assert (status.execution_attempts, status.submission_attempts) == (executions, submissions)
-    finished = [r for r in status.attempts if r.finished]
+    assert (status.executionAttempts, status.submissionAttempts) == (executions, submissions)
+    finished = [r for r in status.attempts if apps_status.finished(r)]
     assert len(finished) == runs - (1 if state is ApplicationState.SUBMITTED else 0)
-    assert [r.attempt for r in status.attempts if r.counted] == list(range(1, executions + 1))
+    assert [r.attempt for r in status.attempts if apps_status.counted(r)] == list(range(1, executions + 1))
     if state is ApplicationState.FAILED:
-        assert status.termination_time is not None and status.error_message
-        assert reason is not None and reason in status.error_message
-        assert status.last_error is not None and status.last_error.reason == reason
-        failed = status.condition("Failed")
+        assert status.terminationTime is not None and apps_status.error_message(status)
+        assert reason is not None and reason in apps_status.error_message(status)
+        assert status.lastError is not None and status.lastError.reason == reason
+        failed = apps_status.condition(status, "Failed")
         assert failed is not None and (failed.status, failed.reason) == ("True", reason)
     if state is ApplicationState.COMPLETED:
-        completed = status.condition("Completed")
+        completed = apps_status.condition(status, "Completed")
         assert completed is not None and completed.status == "True"
     SparkApplicationStatus.model_validate(c.status)
 
@@ -134,7 +135,7 @@ def test_retry_waits_for_the_interval(outcome: str) -> None:
     phase, reason = OUTCOMES[outcome]
     interval = 3 if outcome == "failed" else 2
     drive(c, phase, reason, max_runs=3, tick=0.25)
-    finished = {r.run: r.finish_time for r in c.app_status.attempts}
+    finished = {r.run: r.finishTime for r in c.app_status.attempts}
     for run, at in c.creates[1:]:
         before = finished[run - 1]
         assert before is not None
@@ -151,7 +152,7 @@ def test_waiting_for_a_retry_is_a_requeue_not_a_sleep() -> None:
     c.advance(1.25)
     plan = c.reconcile()
     assert plan is not None and plan.requeue_after == pytest.approx(1.75)
-    assert plan.status.next_attempt_time == c.app_status.termination_time + timedelta(seconds=3)  # type: ignore[operator]
+    assert plan.status.nextAttemptTime == c.app_status.terminationTime + timedelta(seconds=3)  # type: ignore[operator]
 
 
 def test_kubeflow_retry_counting_on_failure_without_retries_field() -> None:
@@ -188,10 +189,10 @@ def _fresh(c: SimCluster) -> tuple[Observed, Any]:
 def test_crash_between_status_write_and_create_recreates_the_same_run_once() -> None:
     c = make(POLICIES["Never"])
     c.reconcile(crash_after=1)  # status written (lastRun=1, one submission), create lost
-    assert c.app_status.last_run == 1 and not c.drivers and c.app_status.submission_attempts == 1
+    assert c.app_status.lastRun == 1 and not c.drivers and c.app_status.submissionAttempts == 1
     c.run_until_quiet()
     assert list(c.drivers) == ["app-1"] and list(c.created) == [1]
-    assert c.app_status.submission_attempts == 1 and c.app_status.execution_attempts == 0
+    assert c.app_status.submissionAttempts == 1 and c.app_status.executionAttempts == 0
 
 
 def test_a_stale_view_cannot_write_status_nor_create() -> None:
@@ -210,7 +211,7 @@ def test_a_driver_newer_than_status_is_adopted_not_duplicated() -> None:
     c.status = {**c.status, "lastRun": 0, "attempts": []}
     c.rv += 1
     c.run_until_quiet()
-    assert c.app_status.last_run == 1 and c.app_status.current_driver == "app-1"
+    assert c.app_status.lastRun == 1 and c.app_status.currentDriver == "app-1"
     assert any(e.reason == events.ADOPTED for e in c.events)
     assert list(c.created) == [1]
 
@@ -221,10 +222,10 @@ def test_outcome_is_counted_once_even_when_replayed() -> None:
     finish(c, "app-1", DriverPhase.FAILED, "Error")
     c.reconcile(crash_after=0)  # crash before the recording write
     c.reconcile()  # records the outcome
-    counted = c.app_status.execution_attempts
+    counted = c.app_status.executionAttempts
     for _ in range(3):
         c.reconcile()
-    assert counted == c.app_status.execution_attempts == 1
+    assert counted == c.app_status.executionAttempts == 1
     assert c.app_status.attempts[0].outcome is AttemptOutcome.FAILED and c.app_status.attempts[0].attempt == 1
 
 
@@ -235,8 +236,8 @@ def test_driver_pod_replacement_is_not_an_application_failure() -> None:
     c.run_until_quiet()
     c.drivers["app-1"].incarnation = 2  # the driver controller replaced a lost driver pod
     c.run_until_quiet()
-    assert c.state == "RUNNING" and c.app_status.driver_incarnations == 2
-    assert c.app_status.execution_attempts == 1  # the same execution attempt
+    assert c.state == "RUNNING" and c.app_status.driverIncarnations == 2
+    assert c.app_status.executionAttempts == 1  # the same execution attempt
     assert [e.reason for e in c.events].count(events.DRIVER_POD_REPLACED) == 1
     c.set_phase("app-1", DriverPhase.SUCCEEDED)
     c.run_until_quiet()
@@ -252,7 +253,7 @@ def test_a_deleted_spark_driver_counts_as_a_failed_run() -> None:
     c.run_until_quiet()
     assert c.state == "FAILING"
     assert c.app_status.attempts[-1].outcome is AttemptOutcome.DELETED
-    assert c.app_status.execution_attempts == 1
+    assert c.app_status.executionAttempts == 1
 
 
 def test_spec_change_mid_run_reruns_exactly_once_with_reset_counters() -> None:
@@ -264,14 +265,14 @@ def test_spec_change_mid_run_reruns_exactly_once_with_reset_counters() -> None:
     c.run_until_quiet()
     c.set_phase("app-2", DriverPhase.RUNNING)
     c.run_until_quiet()
-    assert c.app_status.execution_attempts == 2  # run 1 failed, run 2 runs
+    assert c.app_status.executionAttempts == 2  # run 1 failed, run 2 runs
     c.edit_spec(arguments=["1000"])
     c.run_until_quiet()
     assert set(c.drivers) == {"app-3"} and len(c.created) == 3  # app-2 stopped, app-1 pruned
     status = c.app_status
-    assert status.state is ApplicationState.SUBMITTED and status.observed_generation == c.generation
+    assert apps_status.state(status) is ApplicationState.SUBMITTED and status.observedGeneration == c.generation
     # counters reset; run 3 is the new spec's first submission, its driver pod not accepted yet
-    assert status.execution_attempts == 0 and status.submission_attempts == 1
+    assert status.executionAttempts == 0 and status.submissionAttempts == 1
     assert status.attempts[-2].outcome is AttemptOutcome.INVALIDATED
     assert c.drivers["app-3"].spec["arguments"] == ["1000"]
     reasons = [e.reason for e in c.events]
@@ -287,7 +288,7 @@ def test_changing_only_ttl_or_suspend_false_does_not_rerun(change: dict[str, Any
     c.edit_spec(**change)
     c.run_until_quiet()
     assert c.state == "RUNNING" and list(c.created) == [1]
-    assert c.app_status.observed_generation == c.generation
+    assert c.app_status.observedGeneration == c.generation
 
 
 def test_suspend_and_resume() -> None:
@@ -300,8 +301,8 @@ def test_suspend_and_resume() -> None:
     assert c.state == "SUSPENDED" and not c.unfinished()
     assert c.app_status.attempts[-1].outcome is AttemptOutcome.INVALIDATED
     assert c.app_status.attempts[-1].attempt is None
-    assert c.app_status.execution_attempts == 0  # a suspended run is given back
-    suspended = c.app_status.condition("Suspended")
+    assert c.app_status.executionAttempts == 0  # a suspended run is given back
+    suspended = apps_status.condition(c.app_status, "Suspended")
     assert suspended is not None and suspended.status == "True"
     assert "webUIServiceName" not in c.status.get("driverInfo", {})
     c.advance(100)
@@ -310,8 +311,8 @@ def test_suspend_and_resume() -> None:
     c.edit_spec(suspend=False)
     c.run_until_quiet()
     assert c.state == "SUBMITTED" and list(c.created) == [1, 2]
-    assert (c.app_status.execution_attempts, c.app_status.submission_attempts) == (0, 1)
-    resumed = c.app_status.condition("Suspended")
+    assert (c.app_status.executionAttempts, c.app_status.submissionAttempts) == (0, 1)
+    resumed = apps_status.condition(c.app_status, "Suspended")
     assert resumed is not None and (resumed.status, resumed.reason) == ("False", "Resumed")
     reasons = [e.reason for e in c.events]
     i = reasons.index(events.SUSPENDING)
@@ -334,7 +335,7 @@ def test_suspend_while_waiting_for_a_retry_then_resume_runs_at_once() -> None:
     c.edit_spec(suspend=False)
     c.run_until_quiet()
     assert c.state == "SUBMITTED" and len(c.created) == 2
-    assert c.app_status.execution_attempts == 1
+    assert c.app_status.executionAttempts == 1
 
 
 def test_ttl_deletes_a_finished_app_after_its_time() -> None:
@@ -424,14 +425,14 @@ def test_invalid_spec_fails_without_a_driver() -> None:
     obs, _ = c.observed()
     bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": "spec.type: bad"}), obs.status)
     plan = reconcile(bad, c.now)
-    assert plan.status.state is ApplicationState.FAILED and not plan.after_status
+    assert apps_status.state(plan.status) is ApplicationState.FAILED and not plan.after_status
     assert events.INVALID_SPEC in [e.reason for e in plan.events]
 
 
 def test_status_round_trips_through_json_and_the_api_model() -> None:
     c = make(POLICIES["OnFailure"], timeToLiveSeconds=5)
     drive(c, DriverPhase.FAILED, "Error", max_runs=5)
-    assert AppStatus.from_json(c.status).to_json() == c.status
+    assert apps_status.status_json(apps_status.read_status(c.status)) == c.status
     SparkApplicationStatus.model_validate(c.status)
 
 
@@ -442,26 +443,26 @@ def test_a_run_is_an_execution_attempt_once_its_driver_pod_is_accepted() -> None
     c = make(POLICIES["Never"])
     c.run_until_quiet()
     status = c.app_status
-    assert status.state is ApplicationState.SUBMITTED  # the SparkDriver exists, no driver pod yet
-    assert (status.execution_attempts, status.submission_attempts) == (0, 1)
-    submitted = status.condition("Submitted")
+    assert apps_status.state(status) is ApplicationState.SUBMITTED  # the SparkDriver exists, no driver pod yet
+    assert (status.executionAttempts, status.submissionAttempts) == (0, 1)
+    submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and (submitted.status, submitted.reason) == ("False", "Submitting")
     c.set_phase("app-1", DriverPhase.PENDING)  # the driver controller created the driver pod
     c.run_until_quiet()
     status = c.app_status
-    assert status.state is ApplicationState.SUBMITTED and status.execution_attempts == 1
+    assert apps_status.state(status) is ApplicationState.SUBMITTED and status.executionAttempts == 1
     assert status.attempts[0].attempt == 1 and status.attempts[0].outcome is AttemptOutcome.RUNNING
-    submitted = status.condition("Submitted")
+    submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and submitted.status == "True"
     c.set_phase("app-1", DriverPhase.RUNNING)
     c.run_until_quiet()
     status = c.app_status
-    assert status.state is ApplicationState.RUNNING and status.execution_attempts == 1  # ATTEMPTS 1
-    running = status.condition("Running")
+    assert apps_status.state(status) is ApplicationState.RUNNING and status.executionAttempts == 1  # ATTEMPTS 1
+    running = apps_status.condition(status, "Running")
     assert running is not None and (running.status, running.reason) == ("True", "DriverRunning")
     c.set_phase("app-1", DriverPhase.SUCCEEDED, "Completed")
     c.run_until_quiet()
-    assert c.state == "COMPLETED" and c.app_status.execution_attempts == 1
+    assert c.state == "COMPLETED" and c.app_status.executionAttempts == 1
 
 
 def test_a_run_seen_only_when_finished_is_counted_once_with_its_outcome() -> None:
@@ -470,7 +471,7 @@ def test_a_run_seen_only_when_finished_is_counted_once_with_its_outcome() -> Non
     c.set_phase("app-1", DriverPhase.RUNNING)
     c.set_phase("app-1", DriverPhase.FAILED, "Error", 1)  # too fast to be seen running
     c.run_until_quiet()
-    assert c.state == "FAILING" and c.app_status.execution_attempts == 1
+    assert c.state == "FAILING" and c.app_status.executionAttempts == 1
     assert c.app_status.attempts[0].attempt == 1
 
 
@@ -482,7 +483,7 @@ def test_counting_at_acceptance_is_exactly_once_across_crashes(crash_after: int)
     c.reconcile(crash_after=crash_after)  # 0: before the counting write; 1+: after it
     for _ in range(3):
         c.reconcile()
-    assert c.app_status.execution_attempts == 1 and c.app_status.attempts[0].attempt == 1
+    assert c.app_status.executionAttempts == 1 and c.app_status.attempts[0].attempt == 1
 
 
 def test_a_failed_submission_is_not_an_execution_attempt() -> None:
@@ -491,8 +492,8 @@ def test_a_failed_submission_is_not_an_execution_attempt() -> None:
     c.set_phase("app-1", DriverPhase.SUBMISSION_FAILED, "SubmissionFailed")
     c.run_until_quiet()
     status = c.app_status
-    assert status.state is ApplicationState.SUBMISSION_FAILED
-    assert (status.execution_attempts, status.submission_attempts) == (0, 1)
+    assert apps_status.state(status) is ApplicationState.SUBMISSION_FAILED
+    assert (status.executionAttempts, status.submissionAttempts) == (0, 1)
     assert status.attempts[0].attempt is None
 
 
@@ -506,7 +507,7 @@ def test_a_refused_replacement_driver_pod_fails_the_run_not_the_submission() -> 
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "FAILED" and status.attempts[0].outcome is AttemptOutcome.FAILED
-    assert (status.execution_attempts, status.submission_attempts) == (1, 1)
+    assert (status.executionAttempts, status.submissionAttempts) == (1, 1)
 
 
 def test_on_failure_retries_count_execution_attempts_not_failed_submissions() -> None:
@@ -519,20 +520,20 @@ def test_on_failure_retries_count_execution_attempts_not_failed_submissions() ->
     c.run_until_quiet()
     c.advance(3)
     c.run_until_quiet()
-    assert c.app_status.submission_attempts == 1  # a new execution attempt counts submissions afresh
+    assert c.app_status.submissionAttempts == 1  # a new execution attempt counts submissions afresh
     c.set_phase("app-2", DriverPhase.SUBMISSION_FAILED, "SubmissionFailed")
     c.run_until_quiet()
     assert c.state == "SUBMISSION_FAILED"
     c.advance(2)
     c.run_until_quiet()
-    assert c.app_status.submission_attempts == 2 and c.app_status.execution_attempts == 1
+    assert c.app_status.submissionAttempts == 2 and c.app_status.executionAttempts == 1
     finish(c, "app-3", DriverPhase.FAILED, "Error")
     c.run_until_quiet()
     c.advance(10)
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "FAILED" and len(c.created) == 3
-    assert (status.execution_attempts, status.submission_attempts) == (2, 2)
+    assert (status.executionAttempts, status.submissionAttempts) == (2, 2)
     assert [r.attempt for r in status.attempts] == [1, None, 2]
 
 
@@ -541,16 +542,16 @@ def test_suspending_a_running_app_gives_its_attempt_back() -> None:
     c.run_until_quiet()
     c.set_phase("app-1", DriverPhase.RUNNING)
     c.run_until_quiet()
-    assert c.app_status.execution_attempts == 1
+    assert c.app_status.executionAttempts == 1
     c.edit_spec(suspend=True)
     c.run_until_quiet()
-    assert c.app_status.execution_attempts == 0
+    assert c.app_status.executionAttempts == 0
     c.edit_spec(suspend=False)
     c.run_until_quiet()
     finish(c, "app-2", DriverPhase.FAILED, "Error")
     c.run_until_quiet()
     status = c.app_status
-    assert c.state == "FAILED" and status.execution_attempts == 1  # within onFailureRetries 0
+    assert c.state == "FAILED" and status.executionAttempts == 1  # within onFailureRetries 0
     assert [r.attempt for r in status.attempts] == [None, 1]
 
 
@@ -563,18 +564,18 @@ def test_a_refused_spark_driver_is_a_failed_submission_with_the_servers_message(
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "SUBMISSION_FAILED" and not c.drivers and not c.created
-    assert (status.execution_attempts, status.submission_attempts) == (0, 1)
-    assert status.error_message is not None and "exceeded quota" in status.error_message
-    assert status.last_error is not None and status.last_error.reason == events.DRIVER_REFUSED
-    assert status.last_error.message is not None and "exceeded quota" in status.last_error.message
-    submitted = status.condition("Submitted")
+    assert (status.executionAttempts, status.submissionAttempts) == (0, 1)
+    assert apps_status.error_message(status) is not None and "exceeded quota" in apps_status.error_message(status)
+    assert status.lastError is not None and status.lastError.reason == events.DRIVER_REFUSED
+    assert status.lastError.message is not None and "exceeded quota" in status.lastError.message
+    submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and (submitted.status, submitted.reason) == ("False", "SubmissionFailed")
     assert events.SUBMISSION_FAILED in [e.reason for e in c.events]
     c.advance(2)
     c.run_until_quiet()
     status = c.app_status
-    assert c.state == "FAILED" and status.submission_attempts == 2 and status.last_run == 2
-    failed = status.condition("Failed")
+    assert c.state == "FAILED" and status.submissionAttempts == 2 and status.lastRun == 2
+    failed = apps_status.condition(status, "Failed")
     assert failed is not None and failed.reason == events.DRIVER_REFUSED
     SparkApplicationStatus.model_validate(c.status)
 
@@ -590,7 +591,7 @@ def test_a_refusal_lifted_before_the_retry_lets_the_next_run_through() -> None:
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "RUNNING" and list(c.created) == [2]
-    assert (status.execution_attempts, status.submission_attempts) == (1, 2)
+    assert (status.executionAttempts, status.submissionAttempts) == (1, 2)
 
 
 def test_a_refusal_forgotten_in_a_crash_is_learned_again_without_counting_twice() -> None:
@@ -602,7 +603,7 @@ def test_a_refusal_forgotten_in_a_crash_is_learned_again_without_counting_twice(
     assert not c.refusals
     c.run_until_quiet()  # the create is tried again, refused again, recorded
     status = c.app_status
-    assert c.state == "FAILED" and status.submission_attempts == 1 and not c.created
+    assert c.state == "FAILED" and status.submissionAttempts == 1 and not c.created
 
 
 # -- conditions and lastError -----------------------------------------------------------------------
@@ -613,30 +614,36 @@ def test_conditions_follow_the_app_and_move_their_time_only_on_a_status_change()
     c.run_until_quiet()
     c.set_phase("app-1", DriverPhase.PENDING)
     c.run_until_quiet()
-    first = c.app_status.condition("Running")
+    first = apps_status.condition(c.app_status, "Running")
     assert first is not None and (first.status, first.reason) == ("False", "Submitted")
     c.advance(5)
-    c.drivers["app-1"].stuck = Condition("Stuck", "True", "ImagePullBackOff", "Back-off pulling image", c.now)
+    c.drivers["app-1"].stuck = Condition(
+        type="Stuck",
+        status="True",
+        reason="ImagePullBackOff",
+        message="Back-off pulling image",
+        lastTransitionTime=c.now,
+    )
     c.run_until_quiet()
-    stuck = c.app_status.condition("Stuck")
+    stuck = apps_status.condition(c.app_status, "Stuck")
     assert stuck is not None and (stuck.status, stuck.reason) == ("True", "ImagePullBackOff")
-    assert stuck.message == "Back-off pulling image" and stuck.last_transition_time == c.now
-    running = c.app_status.condition("Running")
+    assert stuck.message == "Back-off pulling image" and stuck.lastTransitionTime == c.now
+    running = apps_status.condition(c.app_status, "Running")
     assert running == first  # nothing about it changed
     c.advance(5)
-    c.drivers["app-1"].stuck = Condition("Stuck", "False", "Progressing", None, c.now)
+    c.drivers["app-1"].stuck = Condition(type="Stuck", status="False", reason="Progressing", lastTransitionTime=c.now)
     c.set_phase("app-1", DriverPhase.RUNNING)
     c.run_until_quiet()
-    running = c.app_status.condition("Running")
-    assert running is not None and running.status == "True" and running.last_transition_time == c.now
-    stuck = c.app_status.condition("Stuck")
+    running = apps_status.condition(c.app_status, "Running")
+    assert running is not None and running.status == "True" and running.lastTransitionTime == c.now
+    stuck = apps_status.condition(c.app_status, "Stuck")
     assert stuck is not None and stuck.status == "False"
     c.advance(5)
     c.set_phase("app-1", DriverPhase.SUCCEEDED, "Completed")
     c.run_until_quiet()
     status = c.app_status
     assert [x.type for x in status.conditions] == ["Submitted", "Running", "Completed"]  # no Stuck
-    assert all(x.observed_generation == 1 for x in status.conditions)
+    assert all(x.observedGeneration == 1 for x in status.conditions)
     writes = c.writes
     c.advance(60)
     c.run_until_quiet()
@@ -648,22 +655,22 @@ def test_last_error_is_set_on_every_failure_and_kept_after_a_success() -> None:
     c.run_until_quiet()
     finish(c, "app-1", DriverPhase.FAILED, "OOMKilled")
     c.run_until_quiet()
-    error = c.app_status.last_error
-    assert error is not None and error.reason == "OOMKilled" and error.time == c.app_status.termination_time
+    error = c.app_status.lastError
+    assert error is not None and error.reason == "OOMKilled" and error.time == c.app_status.terminationTime
     assert error.message is not None and "run 1 (app-1) failed" in error.message
     c.advance(3)
     c.run_until_quiet()
     c.set_phase("app-2", DriverPhase.RUNNING)
     del c.drivers["app-2"]  # somebody deletes the running SparkDriver
     c.run_until_quiet()
-    error = c.app_status.last_error
+    error = c.app_status.lastError
     assert error is not None and error.reason == events.DRIVER_LOST
     c.advance(3)
     c.run_until_quiet()
     finish(c, "app-3", DriverPhase.SUCCEEDED, "Completed")
     c.run_until_quiet()
-    assert c.state == "COMPLETED" and c.app_status.last_error == error  # the last error, kept
-    assert c.app_status.error_message is None
+    assert c.state == "COMPLETED" and c.app_status.lastError == error  # the last error, kept
+    assert apps_status.error_message(c.app_status) is None
 
 
 def test_a_spec_change_clears_last_error() -> None:
@@ -671,10 +678,10 @@ def test_a_spec_change_clears_last_error() -> None:
     c.run_until_quiet()
     finish(c, "app-1", DriverPhase.FAILED, "Error")
     c.run_until_quiet()
-    assert c.app_status.last_error is not None
+    assert c.app_status.lastError is not None
     c.edit_spec(arguments=["2"])
     c.run_until_quiet()
-    assert c.app_status.last_error is None and c.state == "SUBMITTED"
+    assert c.app_status.lastError is None and c.state == "SUBMITTED"
 
 
 def test_invalid_spec_sets_last_error_and_the_failed_condition() -> None:
@@ -682,6 +689,6 @@ def test_invalid_spec_sets_last_error_and_the_failed_condition() -> None:
     obs, _ = c.observed()
     bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": "spec.type: bad"}), obs.status)
     status = reconcile(bad, c.now).status
-    assert status.last_error is not None and status.last_error.reason == events.INVALID_SPEC
-    failed = status.condition("Failed")
+    assert status.lastError is not None and status.lastError.reason == events.INVALID_SPEC
+    failed = apps_status.condition(status, "Failed")
     assert failed is not None and (failed.status, failed.reason) == ("True", events.INVALID_SPEC)

@@ -30,8 +30,16 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from api.models import ApplicationState, AttemptOutcome, DriverPhase, RestartPolicyType, SparkApplicationStatus
-from apps_controller.model import Condition, UIConfig
+from api.models import (
+    ApplicationState,
+    AttemptOutcome,
+    Condition,
+    DriverPhase,
+    RestartPolicyType,
+    SparkApplicationStatus,
+)
+from apps_controller import status as apps_status
+from apps_controller.observed import UIConfig
 from tests.support.simulation import EPOCH, SimCluster, Snapshot
 from tests.support.specs import PYTHON_PI_SPEC
 
@@ -133,7 +141,13 @@ class AppLifecycle(RuleBasedStateMachine):
     def driver_pod_stuck(self, stuck: tuple[str, str] | None) -> None:
         (drv,) = self.cluster.unfinished()
         since = self.cluster.now if drv.stuck is None or drv.stuck.status != (stuck or ("",))[0] else None
-        drv.stuck = None if stuck is None else Condition("Stuck", stuck[0], stuck[1], "why", since or EPOCH)
+        drv.stuck = (
+            None
+            if stuck is None
+            else Condition(
+                type="Stuck", status=stuck[0], reason=stuck[1], message="why", lastTransitionTime=since or EPOCH
+            )
+        )
 
     @rule(on=st.booleans())
     def api_server_refuses_spark_drivers(self, on: bool) -> None:
@@ -146,7 +160,7 @@ class AppLifecycle(RuleBasedStateMachine):
 
     @rule()
     def user_deletes_a_seen_driver(self) -> None:
-        seen = self.cluster.app_status.current_driver
+        seen = self.cluster.app_status.currentDriver
         if seen in self.cluster.drivers:
             del self.cluster.drivers[seen]
 
@@ -177,20 +191,20 @@ class AppLifecycle(RuleBasedStateMachine):
         retries_f = self.policy.get("onFailureRetries") or 0
         retries_s = self.policy.get("onSubmissionFailureRetries") or 0
         if kind is RestartPolicyType.NEVER:
-            assert status.execution_attempts <= 1 and status.submission_attempts <= 1
+            assert status.executionAttempts <= 1 and status.submissionAttempts <= 1
         elif kind is RestartPolicyType.ON_FAILURE:
-            assert status.execution_attempts <= retries_f + 1
-            assert status.submission_attempts <= retries_s + 1
-        assert status.execution_attempts >= 0 and status.submission_attempts >= 0
+            assert status.executionAttempts <= retries_f + 1
+            assert status.submissionAttempts <= retries_s + 1
+        assert status.executionAttempts >= 0 and status.submissionAttempts >= 0
 
     @invariant()
     def a_running_app_shows_its_attempt(self) -> None:
         if not hasattr(self, "cluster") or self.cluster.deleted:
             return
         status = self.cluster.app_status
-        if status.state is ApplicationState.RUNNING:
-            assert status.current is not None and status.current.counted
-            assert status.execution_attempts >= 1
+        if apps_status.state(status) is ApplicationState.RUNNING:
+            assert (current := apps_status.current(status)) is not None and apps_status.counted(current)
+            assert status.executionAttempts >= 1
 
     @invariant()
     def conditions_are_bounded_and_failures_explained(self) -> None:
@@ -199,12 +213,12 @@ class AppLifecycle(RuleBasedStateMachine):
         status = self.cluster.app_status
         types = [c.type for c in status.conditions]
         assert len(types) == len(set(types)) <= 6
-        if status.state is ApplicationState.FAILED:
-            failed = status.condition("Failed")
-            assert status.last_error is not None and failed is not None and failed.status == "True"
-        running = status.condition("Running")
+        if apps_status.state(status) is ApplicationState.FAILED:
+            failed = apps_status.condition(status, "Failed")
+            assert status.lastError is not None and failed is not None and failed.status == "True"
+        running = apps_status.condition(status, "Running")
         if running is not None:
-            assert (running.status == "True") == (status.state is ApplicationState.RUNNING)
+            assert (running.status == "True") == (apps_status.state(status) is ApplicationState.RUNNING)
 
     @invariant()
     def terminal_stays_terminal_and_outcomes_never_change(self) -> None:
@@ -212,11 +226,11 @@ class AppLifecycle(RuleBasedStateMachine):
             return
         status = self.cluster.app_status
         if self.terminal is not None:
-            assert status.state.value == self.terminal
-        if status.state in (ApplicationState.COMPLETED, ApplicationState.FAILED):
-            self.terminal = status.state.value
+            assert apps_status.state(status).value == self.terminal
+        if apps_status.state(status) in (ApplicationState.COMPLETED, ApplicationState.FAILED):
+            self.terminal = apps_status.state(status).value
         for record in status.attempts:
-            if record.finished:
+            if apps_status.finished(record):
                 assert self.counted.setdefault(record.run, record) == record
         for run, record in self.counted.items():
             assert record.outcome is not AttemptOutcome.RUNNING

@@ -10,7 +10,7 @@ import pytest
 from api.models import DriverPhase, SparkApplicationStatus, SparkDriver
 from apps_controller import events, ui
 from apps_controller.builders import build_driver
-from apps_controller.model import AppView, UIConfig
+from apps_controller.observed import AppView, UIConfig
 from sparkop import labels
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
@@ -132,8 +132,8 @@ def test_a_refused_ui_object_is_reported_once_and_the_app_carries_on() -> None:
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "RUNNING" and not c.ui_objects
-    assert status.last_error is not None and status.last_error.reason == events.UI_REFUSED
-    assert status.last_error.message is not None and "Service pi-ui-svc" in status.last_error.message
+    assert status.lastError is not None and status.lastError.reason == events.UI_REFUSED
+    assert status.lastError.message is not None and "Service pi-ui-svc" in status.lastError.message
     assert "webUIServiceName" not in c.status.get("driverInfo", {})
     assert [e.reason for e in c.events].count(events.UI_REFUSED) == 1
     writes = c.writes

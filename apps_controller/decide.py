@@ -1,0 +1,357 @@
+"""The SparkApplication state machine: ``decide(observed, now) -> Plan``.
+
+Pure: no clock reads, no I/O, no randomness. One pass takes *one* step from the state stored in
+status (docs/state-machine.md); ``core.reconciler`` writes the new status first, with the
+resourceVersion the decision was made from, and only then runs ``plan.after_status``. Hence:
+
+* the SparkDriver of run ``n`` is only created by a pass whose status write recorded
+  ``lastRun = n`` and counted it in ``submissionAttempts``; a pass that re-plans the create (crash
+  between write and create) meets 409;
+* a run is counted, and its outcome recorded, exactly once (``apps_controller.runs``); the next
+  SparkDriver is created by a later pass, from a status that already holds both;
+* a create the API server refused comes back to the next pass as an observation
+  (``Observed.refusals``) and is recorded like any other outcome.
+
+A pass runs these phases: adopt a SparkDriver newer than status (or) take the state's step and
+prune old SparkDrivers; then the Spark UI objects (``apps_controller.ui``); then the conditions that
+summarise it all (``apps_controller.conditions``). Two kinds of pass write nothing: one in a
+namespace being deleted (plans nothing at all), and one of a finished app (COMPLETED / FAILED: frozen
+status; it only deletes what is left, and at its TTL itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Final
+
+from api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError, SparkApplicationStatus
+from apps_controller import conditions, events, policy, ui
+from apps_controller.draft import APP_EXPIRED, Draft, delete_driver
+from apps_controller.observed import Observed
+from apps_controller.runs import (
+    count_execution,
+    driver_message,
+    enter_outcome,
+    finish,
+    mirror,
+    missing_driver,
+    outcome_of,
+)
+from apps_controller.status import NO_EXECUTORS, TERMINAL_STATES, error_message, finished
+from core.reconciler import Delete, Event, Plan
+from sparkop import labels, naming
+
+# Finished SparkDrivers kept for their logs: the current run's and the one before.
+KEEP_FINISHED_DRIVERS: Final = 2
+
+# States where a spec change does not invalidate: nothing runs, and the next run takes the newest spec
+# (a spec changed while suspended is run on resume without resetting the counters, as kubeflow does).
+_NO_SPEC_CHECK: Final = frozenset(
+    {
+        ApplicationState.SUSPENDING,
+        ApplicationState.SUSPENDED,
+        ApplicationState.RESUMING,
+        ApplicationState.INVALIDATING,
+    }
+)
+# States holding a recorded outcome whose policy decision (run again, or finish) is pending.
+_DECIDING: Final = frozenset(
+    {ApplicationState.SUCCEEDING, ApplicationState.FAILING, ApplicationState.SUBMISSION_FAILED}
+)
+# States from which the next run starts a new execution attempt (submissionAttempts starts again).
+_NEW_EXECUTION_ATTEMPT: Final = frozenset({ApplicationState.PENDING_RERUN, ApplicationState.RESUMING})
+_SPEC_CHANGED: Final = "SpecChanged"
+_SUSPENDED: Final = "Suspended"
+
+
+def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
+    """Decide one step for a SparkApplication from what was observed, at time ``now``."""
+    d = Draft(observed, now, observed.status)
+    if observed.app.deleting or observed.namespace_terminating:
+        # The garbage collector, or the namespace's deletion, removes what the app owns; a driver
+        # vanishing with its namespace is not a failed run.
+        return d.plan()
+    if d.state in TERMINAL_STATES:
+        finished_app(d)
+        return d.plan()
+    if not adopt(d):
+        step(d)
+        prune(d)
+    ui.spark_ui(d)
+    conditions.conditions(d)
+    return d.plan()
+
+
+# ---------------------------------------------------------------------------------------------------
+# which step
+
+
+def step(d: Draft) -> None:
+    state, app = d.state, d.obs.app
+    if state in _DECIDING and not retries(d, state):
+        _STEPS[state](d)  # the policy's final word (COMPLETED / FAILED) comes before a suspend
+        return
+    if app.suspend and state not in (ApplicationState.SUSPENDING, ApplicationState.SUSPENDED):
+        d.transition(ApplicationState.SUSPENDING, "spec.suspend is true: stopping the current run")
+        suspending(d)
+        return
+    if state not in _NO_SPEC_CHECK and spec_changed(d):
+        d.update(observedGeneration=app.generation)
+        message = f"spec changed (generation {app.generation}): running it anew"
+        d.transition(ApplicationState.INVALIDATING, message)
+        invalidating(d)
+        return
+    _STEPS[state](d)
+
+
+def retries(d: Draft, outcome: ApplicationState) -> bool:
+    s = d.status
+    return policy.should_retry(d.obs.app.policy, outcome, s.executionAttempts, s.submissionAttempts)
+
+
+def spec_changed(d: Draft) -> bool:
+    """Whether the spec of the current run (its SparkDriver's spec-hash annotation) differs from
+    the app's, ignoring suspend and timeToLiveSeconds."""
+    app = d.obs.app
+    if app.generation <= (d.status.observedGeneration or 0):
+        return False
+    cur = d.current
+    drv = d.driver(cur.run) if cur is not None else None
+    if cur is not None and drv is None:
+        # Not seen yet: it is (re)created from the newest spec, and compared once seen.
+        # Gone after it finished: its spec is unknown, so run the new one.
+        return finished(cur)
+    if drv is not None and drv.spec_hash != app.spec_hash:
+        return True
+    d.update(observedGeneration=app.generation)
+    return False
+
+
+def adopt(d: Draft) -> bool:
+    """A SparkDriver with a run above status.lastRun (its status write was lost) becomes the
+    current run, counted as a submission. Nothing else happens in that pass."""
+    owned = d.obs.owned
+    newest = owned[-1] if owned else None
+    if newest is None or newest.run <= d.status.lastRun or d.state in TERMINAL_STATES:
+        return False
+    cur = d.current
+    if cur is not None and not finished(cur):
+        finish(d, cur, AttemptOutcome.INVALIDATED, events.ADOPTED, f"superseded by {newest.name}")
+    d.update(
+        lastRun=newest.run,
+        submissionAttempts=d.status.submissionAttempts + 1,
+        currentDriver=newest.name,
+        lastSubmissionAttemptTime=d.now,
+        observedGeneration=newest.app_generation or d.obs.app.generation,
+        nextAttemptTime=None,
+        terminationTime=None,
+    )
+    d.set_error_message(None)
+    d.record(AttemptRecord(run=newest.run, driver=newest.name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
+    d.events.append(Event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}"))
+    d.transition(ApplicationState.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
+    return True
+
+
+def prune(d: Draft) -> None:
+    """Delete stray unfinished SparkDrivers and all but the newest finished ones."""
+    last = d.status.lastRun
+    for drv in d.obs.owned:
+        stray = not drv.finished and drv.run < last
+        old = drv.finished and drv.run <= last - KEEP_FINISHED_DRIVERS
+        if stray or old:
+            d.delete(drv)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the state steps
+
+
+def submit(d: Draft) -> None:
+    """NEW, PENDING_RERUN, RESUMING: plan the next run: the status write records it (lastRun, its
+    attempt record, one more submission), the create follows it."""
+    if d.obs.app.spec_error:
+        invalid_spec(d)
+    elif not stop_strays(d):
+        plan_run(d)
+
+
+def invalid_spec(d: Draft) -> None:
+    error = d.obs.app.spec_error
+    d.update(nextAttemptTime=None, lastError=LastError(reason=events.INVALID_SPEC, message=error, time=d.now))
+    d.set_error_message(error)
+    d.events.append(Event(events.WARNING, events.INVALID_SPEC, error or ""))
+    d.transition(ApplicationState.FAILED, f"invalid spec: {error}")
+
+
+def stop_strays(d: Draft) -> bool:
+    """At most one unfinished SparkDriver: stop strays first, submit on a later pass."""
+    strays = [drv for drv in d.unfinished() if drv.run <= d.status.lastRun]
+    for drv in strays:
+        d.delete(drv)
+    return bool(strays)
+
+
+def plan_run(d: Draft) -> None:
+    app = d.obs.app
+    run = d.status.lastRun + 1
+    name = naming.driver_name(app.name, run)
+    # A new execution attempt (after a run ended, or a resume) counts its submissions afresh.
+    fresh = d.state in _NEW_EXECUTION_ATTEMPT
+    d.update(
+        lastRun=run,
+        submissionAttempts=1 if fresh else d.status.submissionAttempts + 1,
+        currentDriver=None,  # set when the new SparkDriver is first seen
+        lastSubmissionAttemptTime=d.now,
+        observedGeneration=app.generation,
+        nextAttemptTime=None,
+        terminationTime=None,
+        sparkApplicationId=None,
+        driverIncarnations=0,
+        executors=NO_EXECUTORS,
+    )
+    d.set_error_message(None)
+    d.set_driver_info(podName=None)
+    d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
+    d.transition(ApplicationState.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
+    d.after.append(d.create_driver(run))
+
+
+def observe_current(d: Draft) -> None:
+    """SUBMITTED / RUNNING / UNKNOWN: follow the current SparkDriver; count its run once when its
+    driver pod is accepted, and record its outcome once when it ends."""
+    cur = d.current
+    if cur is None:
+        submit(d)
+        return
+    if finished(cur):  # recorded already; the state was not written with it (adoption)
+        enter_outcome(d, cur)
+        return
+    drv = d.driver(cur.run)
+    if drv is None:
+        missing_driver(d, cur)
+        return
+    mirror(d, drv)
+    if drv.accepted:
+        cur = count_execution(d, cur)
+    outcome = outcome_of(drv, cur)
+    if outcome is not None:
+        enter_outcome(d, finish(d, cur, outcome, drv.reason, driver_message(drv)))
+    elif drv.phase is DriverPhase.RUNNING:
+        d.transition(ApplicationState.RUNNING, f"driver {drv.name} is running")
+    else:
+        d.transition(ApplicationState.SUBMITTED, f"SparkDriver {drv.name} is pending")
+
+
+def stop_current(d: Draft, reason: str) -> bool:
+    """Delete the unfinished SparkDrivers (INVALIDATING, SUSPENDING). True once none is left; the
+    current run is then recorded as Invalidated, whatever it did meanwhile (not counted)."""
+    cur = d.current
+    left = d.unfinished()
+    for drv in left:
+        d.delete(drv)
+    if cur is not None and not finished(cur) and not d.seen(cur) and d.driver(cur.run) is None:
+        # Maybe created just before a crash and not indexed yet: delete it by its unique name.
+        d.after.append(delete_driver(cur.driver, None))
+    if left:
+        return False
+    if cur is not None and not finished(cur):
+        last = d.driver(cur.run)
+        ended = f" (it had ended {last.phase.value})" if last is not None and last.phase else ""
+        finish(d, cur, AttemptOutcome.INVALIDATED, reason, f"stopped while {d.state.value}{ended}")
+    return True
+
+
+def invalidating(d: Draft) -> None:
+    if not stop_current(d, _SPEC_CHANGED):
+        return
+    d.update(
+        submissionAttempts=0,
+        executionAttempts=0,
+        lastSubmissionAttemptTime=None,
+        terminationTime=None,
+        nextAttemptTime=None,
+        lastError=None,
+        sparkApplicationId=None,
+        executors=NO_EXECUTORS,
+        driverIncarnations=0,
+    )
+    d.set_error_message(None)
+    d.set_driver_info(podName=None)
+    d.transition(ApplicationState.PENDING_RERUN, "the previous run was stopped; running the new spec")
+
+
+def suspending(d: Draft) -> None:
+    if not stop_current(d, _SUSPENDED):
+        return
+    d.update(nextAttemptTime=None, sparkApplicationId=None, executors=NO_EXECUTORS)
+    d.set_error_message(None)
+    d.set_driver_info(podName=None)
+    d.transition(ApplicationState.SUSPENDED, "suspended: no driver is running")
+
+
+def suspended(d: Draft) -> None:
+    if not d.obs.app.suspend:
+        d.transition(ApplicationState.RESUMING, "resuming with a new run")
+
+
+def succeeding(d: Draft) -> None:
+    if policy.should_retry(d.obs.app.policy, ApplicationState.SUCCEEDING, 0, 0):
+        d.transition(ApplicationState.PENDING_RERUN, "restartPolicy Always: running again")
+    else:
+        d.transition(ApplicationState.COMPLETED, f"completed after {d.status.executionAttempts} execution attempt(s)")
+
+
+def failing(d: Draft, outcome: ApplicationState) -> None:
+    """FAILING and SUBMISSION_FAILED: wait for nextAttemptTime, then run again; or give up."""
+    s = d.status
+    if not retries(d, outcome):
+        d.update(nextAttemptTime=None)
+        d.transition(ApplicationState.FAILED, error_message(s) or "failed")
+        return
+    due = s.nextAttemptTime or (s.terminationTime or d.now) + policy.retry_interval(d.obs.app.policy, outcome)
+    if d.now < due:
+        d.update(nextAttemptTime=due)
+        d.wait_until(due)
+    elif outcome is ApplicationState.FAILING:
+        d.transition(ApplicationState.PENDING_RERUN, f"retrying after {s.executionAttempts} execution attempt(s)")
+    else:
+        submit(d)
+
+
+def finished_app(d: Draft) -> None:
+    """COMPLETED / FAILED: the status is frozen (what its SparkDrivers do after the end, such as
+    their executors going, is no news). Only clean up: stop strays, prune, delete the Spark UI
+    objects, and delete the app at its TTL."""
+    for drv in d.unfinished():
+        d.delete(drv)
+    prune(d)
+    ui.delete_ui_objects(d)
+    app, ttl, ended = d.obs.app, d.obs.app.ttl_seconds, d.status.terminationTime
+    if ttl is None or ended is None:
+        return
+    expires = ended + timedelta(seconds=ttl)
+    if d.now >= expires:
+        d.events.append(Event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {ttl} elapsed"))
+        d.after.append(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
+    else:
+        d.wait_until(expires)
+
+
+_STEPS: Final[dict[ApplicationState, Callable[[Draft], None]]] = {
+    ApplicationState.NEW: submit,
+    ApplicationState.SUBMITTED: observe_current,
+    ApplicationState.RUNNING: observe_current,
+    ApplicationState.UNKNOWN: observe_current,
+    ApplicationState.SUCCEEDING: succeeding,
+    ApplicationState.FAILING: lambda d: failing(d, ApplicationState.FAILING),
+    ApplicationState.SUBMISSION_FAILED: lambda d: failing(d, ApplicationState.SUBMISSION_FAILED),
+    ApplicationState.PENDING_RERUN: submit,
+    ApplicationState.INVALIDATING: invalidating,
+    ApplicationState.SUSPENDING: suspending,
+    ApplicationState.SUSPENDED: suspended,
+    ApplicationState.RESUMING: submit,
+}
+
+__all__ = ["KEEP_FINISHED_DRIVERS", "decide"]

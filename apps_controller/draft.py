@@ -1,0 +1,112 @@
+"""The plan one pass draws up: the status arrived at so far, the actions and events, and the waits.
+
+Every step of ``decide`` (the state steps, the run records, the Spark UI, the conditions) works on one
+:class:`Draft`; :meth:`Draft.plan` hands the result to ``core.reconciler``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from api.models import ApplicationState, AttemptRecord, SparkApplicationStatus
+from apps_controller import events
+from apps_controller import status as st
+from apps_controller.builders import DRIVER_KIND, build_driver
+from apps_controller.observed import DriverView, Observed
+from core.reconciler import Action, Create, Delete, Event, Plan
+from sparkop import labels
+
+# Why each action is taken (the decision line's reason).
+RUN_CREATED: Final = "CreateRun"
+RUN_STOPPED: Final = "StopRun"
+APP_EXPIRED: Final = "TimeToLiveExpired"
+UI_ENSURED: Final = "SparkUI"
+UI_REMOVED: Final = "SparkUIRemoved"
+
+
+def delete_driver(name: str, uid: str | None) -> Delete:
+    """uid None: never observed (created just before a crash); deleted by its unique name."""
+    return Delete(labels.API_VERSION, DRIVER_KIND, name, uid, RUN_STOPPED)
+
+
+@dataclass
+class Draft:
+    obs: Observed
+    now: datetime
+    status: SparkApplicationStatus
+    before: list[Action] = field(default_factory=list)
+    after: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ApplicationState:
+        return st.state(self.status)
+
+    @property
+    def current(self) -> AttemptRecord | None:
+        return st.current(self.status)
+
+    def driver(self, run: int) -> DriverView | None:
+        return next((d for d in self.obs.owned if d.run == run), None)
+
+    def unfinished(self) -> list[DriverView]:
+        return [d for d in self.obs.owned if not d.finished]
+
+    def seen(self, record: AttemptRecord) -> bool:
+        """Whether the record's SparkDriver has been observed (status.currentDriver is set on sight)."""
+        return self.status.currentDriver == record.driver
+
+    # -- status ------------------------------------------------------------------------------------
+
+    def update(self, **fields: Any) -> None:
+        """Set status fields (by their JSON names)."""
+        unknown = fields.keys() - SparkApplicationStatus.model_fields.keys()
+        if unknown:
+            raise TypeError(f"not a SparkApplicationStatus field: {sorted(unknown)}")
+        self.status = self.status.model_copy(update=fields)
+
+    def set_error_message(self, message: str | None) -> None:
+        self.status = st.with_error_message(self.status, message)
+
+    def set_driver_info(self, **fields: Any) -> None:
+        self.status = st.with_driver_info(self.status, **fields)
+
+    def record(self, attempt: AttemptRecord) -> None:
+        self.status = st.with_attempt(self.status, attempt)
+
+    def transition(self, state: ApplicationState, message: str) -> None:
+        if state is self.state:
+            return
+        self.status = st.with_state(self.status, state)
+        kind, reason = events.BY_STATE[state]
+        self.events.append(Event(kind, reason, message))
+        if state in st.TERMINAL_STATES:
+            # The status written now is final: nothing of a finished app runs any more.
+            self.update(executors=st.NO_EXECUTORS, terminationTime=self.status.terminationTime or self.now)
+
+    # -- actions -----------------------------------------------------------------------------------
+
+    def wait_until(self, when: datetime) -> None:
+        self.waits.append(max(0.0, (when - self.now).total_seconds()))
+
+    def delete(self, drv: DriverView) -> None:
+        action = delete_driver(drv.name, drv.uid)
+        if not drv.deleting and action not in self.after:
+            self.after.append(action)
+
+    def create_driver(self, run: int) -> Create:
+        return Create(build_driver(self.obs.app, run, self.obs.ui), RUN_CREATED)
+
+    def plan(self) -> Plan[SparkApplicationStatus]:
+        return Plan(
+            status=self.status,
+            before_status=tuple(self.before),
+            after_status=tuple(self.after),
+            events=tuple(self.events),
+            requeue_after=min(self.waits) if self.waits else None,
+        )

@@ -1,0 +1,332 @@
+"""What one pass of the apps controller decides from: typed, immutable views of a SparkApplication,
+its owned SparkDrivers and Spark UI objects, read from the objects the informer caches hold.
+
+These are views, not a schema: the app's status is ``api.models.SparkApplicationStatus``
+(``apps_controller.status``). Reading is lenient (a missing or malformed field reads as "unknown"):
+a pass must never stop on what another version or a hand edit left in an object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Final, TypeVar
+
+from pydantic import ValidationError
+
+from api.models import Condition, DriverPhase, RestartPolicyType, RunSpec, SparkApplicationStatus
+from apps_controller.status import CONDITION_STUCK
+from core.reconciler import Refusal
+from sparkop import labels
+
+JSON = dict[str, Any]
+E = TypeVar("E", bound=Enum)
+
+# Kubeflow's defaulting webhook sets both retry intervals to 5 s when a policy does not.
+DEFAULT_RETRY_INTERVAL_SECONDS: Final = 5
+DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
+# Keys of SparkApplication.spec that do not describe the run itself: changing them alone never re-runs.
+NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
+# The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
+RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
+
+
+# ---------------------------------------------------------------------------------------------------
+# lenient JSON readers
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return default
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else _int(value, default=0)
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(value).items() if v is not None}
+
+
+def _enum(kind: type[E], value: Any, default: E) -> E:
+    found = _opt_enum(kind, value)
+    return default if found is None else found
+
+
+def _opt_enum(kind: type[E], value: Any) -> E | None:
+    try:
+        return None if value is None else kind(value)
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# spec
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    type: RestartPolicyType = RestartPolicyType.NEVER
+    on_failure_retries: int | None = None
+    on_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
+    on_submission_failure_retries: int | None = None
+    on_submission_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
+    max_driver_pod_replacements: int = DEFAULT_MAX_DRIVER_POD_REPLACEMENTS
+
+    @classmethod
+    def from_json(cls, data: Any) -> RestartPolicy:
+        d = _map(data)
+        return cls(
+            type=_enum(RestartPolicyType, d.get("type", RestartPolicyType.NEVER), RestartPolicyType.NEVER),
+            on_failure_retries=_opt_int(d.get("onFailureRetries")),
+            on_failure_retry_interval=_int(d.get("onFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS),
+            on_submission_failure_retries=_opt_int(d.get("onSubmissionFailureRetries")),
+            on_submission_failure_retry_interval=_int(
+                d.get("onSubmissionFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
+            ),
+            max_driver_pod_replacements=_int(d.get("maxDriverPodReplacements"), DEFAULT_MAX_DRIVER_POD_REPLACEMENTS),
+        )
+
+
+def spec_hash(spec: Mapping[str, Any]) -> str:
+    """Hash of the spec minus the fields that never re-run an app (suspend, timeToLiveSeconds)."""
+    relevant = {k: v for k, v in spec.items() if k not in NON_RUN_FIELDS}
+    text = json.dumps(relevant, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_spec(spec: Mapping[str, Any]) -> JSON:
+    """The part of an app's spec a SparkDriver runs (deep-copied through JSON)."""
+    picked = {k: spec[k] for k in RUN_SPEC_FIELDS if k in spec and spec[k] is not None}
+    copied: JSON = json.loads(json.dumps(picked, default=str))
+    return copied
+
+
+@dataclass(frozen=True)
+class AppView:
+    """The facts of one SparkApplication that the state machine reads (its status: Observed.status)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    spec: Mapping[str, Any]
+    deleting: bool = False
+    spec_error: str | None = None  # the spec can never run (set by the shell's validation)
+
+    @property
+    def suspend(self) -> bool:
+        return self.spec.get("suspend") is True
+
+    @property
+    def ttl_seconds(self) -> int | None:
+        return _opt_int(self.spec.get("timeToLiveSeconds"))
+
+    @property
+    def policy(self) -> RestartPolicy:
+        return RestartPolicy.from_json(self.spec.get("restartPolicy"))
+
+    @property
+    def spec_hash(self) -> str:
+        return spec_hash(self.spec)
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        return _str_map(self.spec.get("sparkConf"))
+
+    @property
+    def ui_options(self) -> Mapping[str, Any]:
+        """spec.sparkUIOptions as written (kubeflow v1beta2 names); ``ui.UIOptions`` reads it."""
+        return _map(self.spec.get("sparkUIOptions"))
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any], spec_error: str | None = None) -> AppView:
+        meta = _map(body.get("metadata"))
+        return cls(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            generation=_int(meta.get("generation"), 1),
+            spec=dict(_map(body.get("spec"))),
+            deleting=bool(meta.get("deletionTimestamp")),
+            spec_error=spec_error,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# owned SparkDrivers
+
+
+@dataclass(frozen=True)
+class DriverView:
+    """One owned SparkDriver as the apps controller sees it: identity, run, and its mirrored status."""
+
+    name: str
+    uid: str
+    run: int
+    owner_uid: str  # uid of the controller owner (a SparkApplication)
+    app_generation: int
+    spec_hash: str | None
+    phase: DriverPhase | None = None
+    deleting: bool = False
+    pod_name: str | None = None
+    spark_application_id: str | None = None
+    web_ui_address: str | None = None
+    incarnation: int = 0
+    executors: Mapping[str, int] = field(default_factory=dict)
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    stuck: Condition | None = None  # the SparkDriver's Stuck condition (ImagePullBackOff, Unschedulable, ...)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is not None and self.phase.terminal
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the API server accepted a driver pod of this SparkDriver: the run got past
+        submission. The driver controller writes ``driverPod.name`` only after the pod's create
+        succeeded, and SubmissionFailed when it was refused; a later incarnation means an earlier
+        pod existed (a refused *replacement* is a failed run, not a failed submission)."""
+        if self.phase is None:
+            return False
+        if self.incarnation > 1:
+            return True
+        if self.phase is DriverPhase.SUBMISSION_FAILED:
+            return False
+        return self.phase is not DriverPhase.PENDING or self.pod_name is not None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> DriverView:
+        meta = _map(body.get("metadata"))
+        lbls = _map(meta.get("labels"))
+        ann = _map(meta.get("annotations"))
+        status = _map(body.get("status"))
+        owner = _controller(meta)
+        phase = _opt_enum(DriverPhase, status.get("phase"))
+        term = _map(status.get("termination"))
+        error = _map(status.get("lastError"))
+        pod = _map(status.get("driverPod"))
+        executors = {str(k): _int(v) for k, v in _map(status.get("executors")).items()}
+        stuck = _stuck_condition(status.get("conditions"))
+        # A refused driver pod leaves no termination; its lastError says why.
+        failed_early = phase is DriverPhase.SUBMISSION_FAILED or not term
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            run=_int(lbls.get(labels.RUN), 0),
+            owner_uid=str(owner.get("uid", "")),
+            app_generation=_int(ann.get(labels.APP_GENERATION), 0),
+            spec_hash=_opt_str(ann.get(labels.SPEC_HASH)),
+            phase=phase,
+            deleting=bool(meta.get("deletionTimestamp")),
+            pod_name=_opt_str(pod.get("name")),
+            spark_application_id=_opt_str(status.get("sparkApplicationId")),
+            web_ui_address=_opt_str(status.get("webUIAddress")),
+            incarnation=_int(status.get("incarnation"), 0),
+            executors=executors,
+            exit_code=_opt_int(term.get("exitCode")),
+            reason=_opt_str(term.get("reason")) or (_opt_str(error.get("reason")) if failed_early else None),
+            message=_opt_str(term.get("message")) or (_opt_str(error.get("message")) if failed_early else None),
+            stuck=stuck,
+        )
+
+
+@dataclass(frozen=True)
+class OwnedObject:
+    """A Service or Ingress controlled by a SparkApplication (the Spark UI), as the watch index holds
+    it: found by its controller ownerReference, whatever status says (a crash between its create and
+    the status write must not leak it)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    owner_uid: str
+    deleting: bool = False
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> OwnedObject:
+        meta = _map(body.get("metadata"))
+        return cls(
+            api_version=str(body.get("apiVersion", "")),
+            kind=str(body.get("kind", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            owner_uid=str(_controller(meta).get("uid", "")),
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+
+def _stuck_condition(conditions: Any) -> Condition | None:
+    """A SparkDriver's Stuck condition, when it has a readable one."""
+    for data in conditions if isinstance(conditions, list) else ():
+        if isinstance(data, Mapping) and data.get("type") == CONDITION_STUCK:
+            try:
+                return Condition.model_validate(data)
+            except ValidationError:
+                return None
+    return None
+
+
+def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The SparkApplication controller ownerReference of an object's metadata ({} when none)."""
+    return next(
+        (
+            ref
+            for ref in meta.get("ownerReferences") or ()
+            if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "SparkApplication"
+        ),
+        {},
+    )
+
+
+@dataclass(frozen=True)
+class UIConfig:
+    """Operator-wide Spark UI settings (kubeflow's --enable-ui-service / --ingress-url-format)."""
+
+    service: bool = True
+    ingress_url_format: str | None = None  # e.g. "{{$appName}}.{{$appNamespace}}.example.com"
+    ingress_class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one reconcile pass decides from. ``drivers`` and ``ui_objects`` are the SparkDrivers
+    and the Spark UI Services/Ingresses whose controller owner is this app (any stale entry owned by an
+    older app of the same name is ignored). ``refusals`` are the creates of this app the API server
+    refused, by ``core.reconciler.refusal_key`` (remembered by the Applier; lost with the process, when
+    the create is simply tried again). ``namespace_terminating``: the app's namespace is being deleted."""
+
+    app: AppView
+    status: SparkApplicationStatus  # as apps_controller.status.read_status reads it
+    drivers: Sequence[DriverView] = ()
+    ui: UIConfig = field(default_factory=UIConfig)
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    ui_objects: Sequence[OwnedObject] = ()
+    namespace_terminating: bool = False
+
+    @property
+    def owned(self) -> tuple[DriverView, ...]:
+        return tuple(sorted((d for d in self.drivers if d.owner_uid == self.app.uid), key=lambda d: d.run))
+
+    @property
+    def owned_ui(self) -> tuple[OwnedObject, ...]:
+        return tuple(sorted((o for o in self.ui_objects if o.owner_uid == self.app.uid), key=lambda o: o.kind))

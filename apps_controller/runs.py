@@ -1,0 +1,161 @@
+"""The current run's record: the only places the execution counter changes (besides the reset of a
+spec change), how a run's outcome is recorded, and the state its outcome leads to.
+
+A run is counted in ``executionAttempts`` by the pass that first sees its driver pod accepted, in the
+write that sets its record's ``attempt``; its outcome is recorded once, by the write that moves the
+record from Running to finished (docs/state-machine.md).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError
+from apps_controller import events, policy
+from apps_controller.draft import Draft
+from apps_controller.observed import DriverView
+from apps_controller.status import clip, counted, executor_counts
+from core.reconciler import Event, refusal_key
+
+# Outcomes of runs that got past submission: each is one execution attempt.
+_EXECUTED: Final = frozenset({AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.DELETED})
+_STATE_OF: Final = {
+    AttemptOutcome.SUCCEEDED: ApplicationState.SUCCEEDING,
+    AttemptOutcome.FAILED: ApplicationState.FAILING,
+    AttemptOutcome.DELETED: ApplicationState.FAILING,
+    AttemptOutcome.SUBMISSION_FAILED: ApplicationState.SUBMISSION_FAILED,
+}
+_DEFAULT_REASON: Final = {
+    AttemptOutcome.FAILED: "DriverFailed",
+    AttemptOutcome.DELETED: events.DRIVER_LOST,
+    AttemptOutcome.SUBMISSION_FAILED: "SubmissionFailed",
+}
+
+
+def count_execution(d: Draft, record: AttemptRecord) -> AttemptRecord:
+    """Count ``record``'s run in executionAttempts, unless its record says it was counted."""
+    if counted(record):
+        return record
+    attempt = d.status.executionAttempts + 1
+    numbered = record.model_copy(update={"attempt": attempt})
+    d.update(executionAttempts=attempt)
+    d.record(numbered)
+    return numbered
+
+
+def finish(
+    d: Draft, record: AttemptRecord, outcome: AttemptOutcome, reason: str | None, message: str | None
+) -> AttemptRecord:
+    """Record how ``record``'s run ended. A run that ended on its own, not by a failed submission,
+    was an execution attempt (counted here if it was not yet); a run we stopped ourselves before it
+    finished (Invalidated) is given back."""
+    if outcome in _EXECUTED:
+        record = count_execution(d, record)
+    elif outcome is AttemptOutcome.INVALIDATED and counted(record):
+        d.update(executionAttempts=max(0, d.status.executionAttempts - 1))
+        record = record.model_copy(update={"attempt": None})
+    done = record.model_copy(
+        update={"outcome": outcome, "reason": reason, "message": clip(message), "finishTime": d.now}
+    )
+    d.record(done)
+    return done
+
+
+def mirror(d: Draft, drv: DriverView) -> None:
+    """Copy the current SparkDriver's facts into the app's status."""
+    s = d.status
+    if drv.incarnation > max(1, s.driverIncarnations):
+        message = f"driver pod of {drv.name} was replaced: incarnation {drv.incarnation}"
+        d.events.append(Event(events.NORMAL, events.DRIVER_POD_REPLACED, message))
+    d.update(
+        currentDriver=drv.name,
+        sparkApplicationId=drv.spark_application_id or s.sparkApplicationId,
+        driverIncarnations=max(drv.incarnation, s.driverIncarnations),
+        executors=executor_counts(drv.executors) if drv.executors else s.executors,
+    )
+    d.set_driver_info(podName=drv.pod_name or (s.driverInfo.podName if s.driverInfo else None))
+
+
+def missing_driver(d: Draft, cur: AttemptRecord) -> None:
+    """The current run's SparkDriver is not observed: not created (or not indexed) yet, refused by
+    the API server, or deleted after it was seen."""
+    if d.seen(cur):
+        message = f"SparkDriver {cur.driver} was deleted before it finished"
+        enter_outcome(d, finish(d, cur, AttemptOutcome.DELETED, events.DRIVER_LOST, message))
+        return
+    action = d.create_driver(cur.run)
+    refusal = d.obs.refusals.get(refusal_key(action))
+    if refusal is None:
+        d.after.append(action)  # planned, not seen yet: (re)issue the create; 409 if it exists
+        return
+    message = refusal.describe()  # the record's reason says what was refused: SparkDriverRefused
+    enter_outcome(d, finish(d, cur, AttemptOutcome.SUBMISSION_FAILED, events.DRIVER_REFUSED, message))
+
+
+def enter_outcome(d: Draft, record: AttemptRecord) -> None:
+    """SUCCEEDING / FAILING / SUBMISSION_FAILED, with nextAttemptTime when the policy retries and
+    lastError for a failure."""
+    outcome = _STATE_OF.get(record.outcome)
+    if outcome is None:  # Invalidated: nothing is running, start over
+        d.transition(ApplicationState.PENDING_RERUN, f"run {record.run} was stopped")
+        return
+    finished_at = record.finishTime or d.now
+    s = d.status
+    due = policy.next_attempt_time(d.obs.app.policy, outcome, s.executionAttempts, s.submissionAttempts, finished_at)
+    if outcome is ApplicationState.SUCCEEDING:
+        d.update(terminationTime=finished_at, nextAttemptTime=due)
+        d.set_error_message(None)
+        d.transition(outcome, f"driver {record.driver} succeeded")
+        return
+    error = _error_message(record)
+    d.update(
+        terminationTime=finished_at,
+        nextAttemptTime=due,
+        lastError=LastError(reason=_error_reason(record), message=error, time=finished_at),
+    )
+    d.set_error_message(error)
+    d.transition(outcome, error)
+
+
+def outcome_of(drv: DriverView, record: AttemptRecord) -> AttemptOutcome | None:
+    if drv.phase is DriverPhase.SUCCEEDED:
+        return AttemptOutcome.SUCCEEDED
+    if drv.phase is DriverPhase.FAILED:
+        return AttemptOutcome.FAILED
+    if drv.phase is DriverPhase.SUBMISSION_FAILED:
+        # A refused *replacement* of a driver pod that ran is a failed run, not a failed submission.
+        return AttemptOutcome.FAILED if counted(record) else AttemptOutcome.SUBMISSION_FAILED
+    return None
+
+
+def driver_message(drv: DriverView) -> str | None:
+    parts = []
+    if drv.exit_code is not None:
+        parts.append(f"exit code {drv.exit_code}")
+    if drv.message:
+        parts.append(drv.message)
+    return ": ".join(parts) or None
+
+
+def _error_reason(record: AttemptRecord) -> str:
+    return record.reason or _DEFAULT_REASON.get(record.outcome, "Failed")
+
+
+def _error_message(record: AttemptRecord) -> str:
+    if record.outcome is AttemptOutcome.DELETED:
+        return record.message or f"SparkDriver {record.driver} was deleted"
+    what = "could not be submitted" if record.outcome is AttemptOutcome.SUBMISSION_FAILED else "failed"
+    text = f"run {record.run} ({record.driver}) {what}"
+    detail = ", ".join(p for p in (record.reason, record.message) if p)
+    return clip(f"{text}: {detail}" if detail else text) or text
+
+
+__all__ = [
+    "count_execution",
+    "driver_message",
+    "enter_outcome",
+    "finish",
+    "mirror",
+    "missing_driver",
+    "outcome_of",
+]

@@ -1,0 +1,169 @@
+"""SparkApplication.status as the state machine reads and writes it: ``api.models``' schema, read
+leniently at the boundary and written back in the shape ``kubectl get`` and the tests know.
+
+The state machine works on :class:`api.models.SparkApplicationStatus` itself, copied with
+``model_copy(update=...)`` (no validation on the hot path: :func:`read_status` validated what came in,
+and every value put in comes from a validated object or from this controller). The few facts that
+are not plain fields (the state, the current run's record, a condition by type) are read through the
+functions here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from api.models import (
+    ApplicationState,
+    ApplicationStateInfo,
+    AttemptOutcome,
+    AttemptRecord,
+    Condition,
+    DriverInfo,
+    ExecutorCounts,
+    SparkApplicationStatus,
+)
+
+JSON = dict[str, Any]
+Status = SparkApplicationStatus
+
+MAX_ATTEMPT_HISTORY: Final = 20
+MAX_MESSAGE: Final = 4096  # condition, attempt and lastError messages are cut to this
+TERMINAL_STATES: Final = frozenset({ApplicationState.COMPLETED, ApplicationState.FAILED})
+
+# Condition types on SparkApplication.status.conditions (docs/state-machine.md, "Conditions"), in the
+# order they are listed; ``Stuck`` mirrors the current SparkDriver's condition of that name.
+CONDITION_SUBMITTED: Final = "Submitted"
+CONDITION_RUNNING: Final = "Running"
+CONDITION_STUCK: Final = "Stuck"
+CONDITION_SUSPENDED: Final = "Suspended"
+CONDITION_COMPLETED: Final = "Completed"
+CONDITION_FAILED: Final = "Failed"
+
+
+def clip(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
+    return text[:limit] if text else text
+
+
+# ---------------------------------------------------------------------------------------------------
+# the boundary
+
+
+def read_status(data: Any) -> Status:
+    """status as stored, with what a pass needs always present (state NEW, observedGeneration 0, an
+    empty driverInfo, attempts oldest first). Lenient: a field the schema rejects reads as unknown (a
+    state no longer known as UNKNOWN), so that a status written by another version never stops a pass."""
+    raw = dict(data) if isinstance(data, Mapping) else {}
+    try:
+        status = Status.model_validate(raw)
+    except ValidationError as exc:
+        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+        status = Status.model_validate({k: v for k, v in raw.items() if k not in bad})
+        stored_state = (raw.get("applicationState") or {}).get("state") if "applicationState" in bad else None
+        if stored_state:
+            status = status.model_copy(
+                update={"applicationState": ApplicationStateInfo(state=ApplicationState.UNKNOWN)}
+            )
+    return status.model_copy(
+        update={
+            "applicationState": status.applicationState or ApplicationStateInfo(state=ApplicationState.NEW),
+            "observedGeneration": status.observedGeneration or 0,
+            "driverInfo": status.driverInfo or DriverInfo(),
+            "attempts": sorted(status.attempts or (), key=lambda r: r.run),
+            "conditions": list(status.conditions or ()),
+        }
+    )
+
+
+def status_json(status: Status) -> JSON:
+    """The JSON written to the API server: no None, no empty string, map or list (``kubectl get -o
+    yaml`` stays short), timestamps by sparkop.times; ``executors`` as the current driver reported
+    them, absent when nothing runs."""
+    data = status.model_dump(mode="json", exclude_none=True)
+    executors = status.executors.model_dump(mode="json", exclude_unset=True)
+    if executors:
+        data["executors"] = executors
+    else:
+        data.pop("executors", None)
+    compacted: JSON = _compact(data)
+    return compacted
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, dict):
+        pairs = ((k, _compact(v)) for k, v in value.items())
+        return {k: v for k, v in pairs if v is not None and v != "" and v != {} and v != []}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
+def executor_counts(counts: Mapping[str, int]) -> ExecutorCounts:
+    """A SparkDriver's executor counts, holding just the phases it reported."""
+    return ExecutorCounts.model_validate(
+        {k: v for k, v in counts.items() if k in ExecutorCounts.model_fields and v >= 0}
+    )
+
+
+NO_EXECUTORS: Final = ExecutorCounts()
+
+
+# ---------------------------------------------------------------------------------------------------
+# reading
+
+
+def state(status: Status) -> ApplicationState:
+    return status.applicationState.state if status.applicationState else ApplicationState.NEW
+
+
+def error_message(status: Status) -> str | None:
+    return status.applicationState.errorMessage if status.applicationState else None
+
+
+def driver_info(status: Status) -> DriverInfo:
+    return status.driverInfo or DriverInfo()
+
+
+def current(status: Status) -> AttemptRecord | None:
+    """The attempt record of run ``lastRun`` (always kept: history drops the oldest first)."""
+    return next((r for r in reversed(status.attempts or ()) if r.run == status.lastRun), None)
+
+
+def condition(status: Status, kind: str) -> Condition | None:
+    return next((c for c in status.conditions or () if c.type == kind), None)
+
+
+def finished(record: AttemptRecord) -> bool:
+    return record.outcome is not AttemptOutcome.RUNNING
+
+
+def counted(record: AttemptRecord) -> bool:
+    """Whether the record's run was counted in executionAttempts (it then holds its number)."""
+    return record.attempt is not None
+
+
+# ---------------------------------------------------------------------------------------------------
+# changing (copies, never in place: a pass compares what it made with what it saw)
+
+
+def with_state(status: Status, new_state: ApplicationState) -> Status:
+    info = ApplicationStateInfo.model_construct(state=new_state, errorMessage=error_message(status))
+    return status.model_copy(update={"applicationState": info})
+
+
+def with_error_message(status: Status, message: str | None) -> Status:
+    info = ApplicationStateInfo.model_construct(state=state(status), errorMessage=message)
+    return status.model_copy(update={"applicationState": info})
+
+
+def with_driver_info(status: Status, **changes: Any) -> Status:
+    return status.model_copy(update={"driverInfo": driver_info(status).model_copy(update=changes)})
+
+
+def with_attempt(status: Status, record: AttemptRecord) -> Status:
+    """Insert or replace the record of ``record.run``; keep the newest MAX_ATTEMPT_HISTORY."""
+    others = [r for r in status.attempts or () if r.run != record.run]
+    history = sorted([*others, record], key=lambda r: r.run)[-MAX_ATTEMPT_HISTORY:]
+    return status.model_copy(update={"attempts": history})
