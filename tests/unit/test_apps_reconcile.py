@@ -1,4 +1,4 @@
-"""Table and behaviour tests of the pure SparkApplication state machine (apps_controller.reconcile),
+"""Table and behaviour tests of the pure SparkApplication state machine (apps_controller.decide),
 run against the in-memory API server of apps_controller.simulation."""
 
 from __future__ import annotations
