@@ -22,7 +22,7 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
-from sparkop import labels
+from core import labels
 
 from . import k8s_openapi, rules
 from .models import SparkApplicationSpec, SparkApplicationStatus, SparkDriverSpec, SparkDriverStatus

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkop.labels import API_VERSION
+from core.labels import API_VERSION
 
 from .types import (
     DECIMAL_PATTERN,

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
-from sparkop.times import format_time, parse_time
+from core.times import format_time, parse_time
 
 K8S_MARKER: Final = "x-sparkop-k8s"
 
@@ -82,7 +82,7 @@ Time = Annotated[
     PlainSerializer(_format_time, return_type=str, when_used="always"),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
-"""An RFC3339 timestamp in UTC, written by sparkop.times (the one timestamp format of the project)."""
+"""An RFC3339 timestamp in UTC, written by core.times (the one timestamp format of the project)."""
 
 
 def now() -> datetime:

@@ -31,7 +31,7 @@ import jsonschema  # type: ignore[import-untyped]
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore[import-untyped]
 
-from sparkop import labels
+from core import labels
 
 from . import crds, manifests, rules
 from .manifests import clip, one_line, quote

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from apps_controller import ui
 from apps_controller.observed import JSON, AppView, UIConfig, run_spec
-from sparkop import labels, naming
+from core import labels, naming
 
 DRIVER_KIND = "SparkDriver"
 

@@ -39,8 +39,8 @@ from apps_controller.runs import (
     outcome_of,
 )
 from apps_controller.status import NO_EXECUTORS, TERMINAL_STATES, error_message, finished
+from core import labels, naming
 from core.reconciler import Delete, Event, Plan
-from sparkop import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2

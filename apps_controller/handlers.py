@@ -21,9 +21,9 @@ from apps_controller.decide import decide
 from apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
 from apps_controller.status import read_status, status_json
 from apps_controller.ui import COMPONENT_UI
+from core import kube, labels, logs
 from core.reconciler import Applier, Learned, Plan, Refusal
-from sparkop import kube, labels, logs
-from sparkop.operator import Runtime
+from core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

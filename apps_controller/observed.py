@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from api.models import Condition, DriverPhase, RestartPolicyType, RunSpec, SparkApplicationStatus
 from apps_controller.status import CONDITION_STUCK
+from core import labels
 from core.reconciler import Refusal
-from sparkop import labels
 
 JSON = dict[str, Any]
 E = TypeVar("E", bound=Enum)

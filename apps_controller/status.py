@@ -79,7 +79,7 @@ def read_status(data: Any) -> Status:
 
 def status_json(status: Status) -> JSON:
     """The JSON written to the API server: no None, no empty string, map or list (``kubectl get -o
-    yaml`` stays short), timestamps by sparkop.times; ``executors`` as the current driver reported
+    yaml`` stays short), timestamps by core.times; ``executors`` as the current driver reported
     them, absent when nothing runs."""
     data = status.model_dump(mode="json", exclude_none=True)
     executors = status.executors.model_dump(mode="json", exclude_unset=True)

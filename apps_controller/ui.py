@@ -23,8 +23,8 @@ from api.models import ApplicationState, DriverInfo, LastError
 from apps_controller import events
 from apps_controller.observed import JSON, AppView, UIConfig
 from apps_controller.status import driver_info
+from core import labels, naming
 from core.reconciler import Delete, Ensure, Event, refusal_key
-from sparkop import labels, naming
 
 if TYPE_CHECKING:
     from apps_controller.draft import Draft

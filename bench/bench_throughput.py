@@ -29,8 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core import kube as k8s  # noqa: E402
 from devcluster.cluster import Cluster  # noqa: E402
-from sparkop import kube as k8s  # noqa: E402
 
 NAMESPACE = "bench"
 

@@ -1,4 +1,7 @@
-"""The floor of sparkop: client-side machinery that knows nothing of Spark or of sparkop's API.
+"""The floor of sparkop: the client layer (``kube``), informers and caches, the work queue, the
+reconciler skeleton (one ``Plan``, one ``Applier``), the runtime controllers register on, and the
+names, labels, timestamps and log format every layer shares.
 
-Nothing here imports ``sparkop``, ``api``, ``apps_controller`` or ``driver_controller``.
+Nothing here imports ``sparkop``, ``api``, ``apps_controller``, ``driver_controller`` or
+``devcluster`` (``tests/unit/test_layers.py``).
 """

@@ -326,8 +326,8 @@ class InformerStats:
 class Informer:
     """LIST+WATCH of ``resource`` in ``namespace`` (None: cluster-wide) into :attr:`store`.
 
-    ``api`` is a kubernetes_asyncio ``ApiClient`` (e.g. ``sparkop.kube.Kube.api``); ``resource`` anything
-    with ``path()``, ``api_version`` and ``kind`` (e.g. ``sparkop.kube.PODS``). Run it with
+    ``api`` is a kubernetes_asyncio ``ApiClient`` (e.g. ``core.kube.Kube.api``); ``resource`` anything
+    with ``path()``, ``api_version`` and ``kind`` (e.g. ``core.kube.PODS``). Run it with
     ``asyncio.create_task(informer.run())`` and ``await informer.wait_synced()``."""
 
     api: ApiClientLike

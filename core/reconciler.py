@@ -29,7 +29,7 @@ by an object that is not ours, :meth:`Rules.refusal`) and a transient error (5xx
 A refusal ends the pass with :class:`Learned`: the shell decides again at once from the same cache.
 
 This module imports nothing of sparkop: the client is a :class:`Client` and its error rules
-:class:`Rules`, both Protocols that ``sparkop.kube`` satisfies.
+:class:`Rules`, both Protocols that ``core.kube`` satisfies.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ class ApplyFailed(RuntimeError):
 
 
 class Client(Protocol):
-    """The writes an Applier makes (``sparkop.kube.Kube``). ``resource`` is what :meth:`Rules.resource`
+    """The writes an Applier makes (``core.kube.Kube``). ``resource`` is what :meth:`Rules.resource`
     returns for a kind."""
 
     async def create(self, body: JSON) -> bool: ...

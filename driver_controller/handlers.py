@@ -1,5 +1,5 @@
 """The shell of the driver controller: indexes over the informer caches, enqueueing change handlers,
-and one ``reconcile_key`` that applies the pure plan through sparkop.kube.
+and one ``reconcile_key`` that applies the pure plan through core.kube.
 
 Keys are ``(namespace, sparkop.io/driver label value)``: the label every owned object carries (the
 executor pod template puts it on executors too), so the pods, ConfigMaps and Services are watched
@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Final
 
+from core import labels, logs, naming
 from core.caches import NotCurrent
+from core.kube import CONFIGMAPS, PODS, SERVICES, SPARK_DRIVERS, Kube, Resource, Rules
 from core.reconciler import Applied, Applier, Learned, Learnt, Plan
+from core.runtime import Runtime
 from driver_controller import reconcile as rc
 from driver_controller.observe import ObjectSummary, PodSummary, summarize_object, summarize_pod
-from sparkop import labels, logs, naming
-from sparkop.kube import CONFIGMAPS, PODS, SERVICES, SPARK_DRIVERS, Kube, Resource, Rules
-from sparkop.operator import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from core import labels
+from core.times import parse_time
 from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
-from sparkop import labels
-from sparkop.times import parse_time
 
 Body = Mapping[str, Any]
 

@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from core import labels, naming
 from driver_controller import sparkconf
 from driver_controller.submission import IN_CLUSTER_MASTER, Submission
-from sparkop import labels, naming
 
 Body = dict[str, Any]
 

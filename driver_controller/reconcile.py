@@ -34,12 +34,12 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from api.models import SparkDriver, SparkDriverStatus
+from core import labels, naming
 from core.reconciler import Create, Delete, Event, Patch, Plan, Refusal, refusal_key
+from core.times import format_time
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
 from driver_controller.podbuild import RenderOptions
 from driver_controller.render import InvalidSpec, names, parse, render
-from sparkop import labels, naming
-from sparkop.times import format_time
 
 Body = dict[str, Any]
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from api.models import SparkDriver
+from core import naming
 from driver_controller.podbuild import DriverObjects, RenderOptions, build, driver_ports
 from driver_controller.submission import InvalidSpec, Submission, metrics_files, submission
-from sparkop import naming
 
 __all__ = [
     "DriverObjects",

@@ -29,7 +29,7 @@ from api.models import (
     SparkDriverSpec,
     SparkPodSpec,
 )
-from sparkop import labels, naming
+from core import labels, naming
 
 Body = dict[str, Any]
 
@@ -171,7 +171,7 @@ def sparkop_labels(driver: SparkDriver, incarnation: int) -> dict[str, str]:
 
 
 def owner_reference(driver: SparkDriver, *, controller: bool) -> Body:
-    """An ownerReference to the SparkDriver model (``sparkop.kube.owner_reference`` builds the same from
+    """An ownerReference to the SparkDriver model (``core.kube.owner_reference`` builds the same from
     a body; the pure renderer does not import the client layer, which would double its import time)."""
     meta = driver.metadata
     return {

@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from sparkop import logs
+from core import logs
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -143,7 +143,8 @@ def _stop_quietly(signum: int, frame: object) -> None:
 def _run(args: argparse.Namespace) -> int:
     # A stop that arrives while the operator is still importing is a clean stop too.
     signal.signal(signal.SIGTERM, _stop_quietly)
-    from sparkop.operator import Options, run_blocking
+    from core.runtime import Options
+    from sparkop.operator import run_blocking
 
     logs.configure(args.log_format)
     if args.metrics_port:

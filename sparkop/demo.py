@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkop import kube as k8s
+from core import kube as k8s
 
 DEMO_APPS = Path(__file__).resolve().parent.parent / "examples" / "demo"
 NAMESPACE = "default"

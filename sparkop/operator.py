@@ -9,126 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from core.caches import CacheIndex, Caches, IndexKey
-from core.informer import EventType, Obj
-from sparkop.controller import Reconcile, WorkQueue
-from sparkop.kube import NAMESPACES, SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
+from apps_controller.handlers import register as register_apps
+from core.caches import Caches
+from core.kube import SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
+from core.runtime import Options, Register, Runtime, register_namespaces
+from driver_controller.handlers import register as register_driver
 
 log = logging.getLogger(__name__)
-
-V = TypeVar("V")
-Enqueue = Callable[[Obj], Iterable[Any]]
-"""The keys an object's change asks to reconcile (its own key, or its owner's)."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """Operator-wide settings, from flags."""
-
-    ingress_url_format: str | None = None
-    ingress_class_name: str | None = None
-    unschedulable_timeout_seconds: float = 300.0
-    workers: int = 8
-
-
-@dataclass
-class Runtime:
-    """What the handlers and reconcilers of a running operator share."""
-
-    kube: Kube
-    options: Options = field(default_factory=Options)
-    namespaces: Sequence[str] = ()
-    queues: list[WorkQueue[Any]] = field(default_factory=list)
-    # Namespaces being deleted: the controllers leave everything in them alone (their objects are
-    # going, and a driver vanishing with its namespace is not a failure). Kept by a Namespace watch,
-    # and by the API server's 403 NamespaceTerminating for the moment before the watch says so.
-    terminating_namespaces: set[str] = field(default_factory=set)
-    indexes: dict[str, CacheIndex[Any]] = field(default_factory=dict)
-
-    @functools.cached_property
-    def caches(self) -> Caches:
-        return Caches(self.kube.api, self.namespaces)
-
-    def index(self, name: str) -> CacheIndex[Any]:
-        """A registered index by name: ``index(name).get(key)`` is the list of values filed under
-        ``key`` (None if none); it raises ``core.caches.NotCurrent`` while a cache is re-listing."""
-        return self.indexes[name]
-
-    def add_index(
-        self,
-        name: str,
-        resource: Resource,
-        keys: Callable[[Obj], Iterable[IndexKey]],
-        value: Callable[[Obj], V],
-        *,
-        selector: str | None = None,
-    ) -> CacheIndex[V]:
-        """Observe ``resource`` (narrowed on the server by the label ``selector``), filed by ``keys``."""
-        if name in self.indexes:
-            raise ValueError(f"index {name!r} is already registered")
-        index = self.caches.index(name, resource, keys, value, label_selector=selector)
-        self.indexes[name] = index
-        return index
-
-    def enqueue_on_change(
-        self, resource: Resource, queue: WorkQueue[Any], keys: Enqueue, *, selector: str | None = None
-    ) -> None:
-        """On every change of the selection, enqueue the keys of the object before and after it."""
-
-        def handler(_: EventType, obj: Obj, old: Obj | None) -> None:
-            for key in {*keys(obj), *(keys(old) if old is not None else ())}:
-                queue.enqueue(key)
-
-        self.caches.on_change(resource, handler, label_selector=selector)
-
-    def queue(self, name: str, reconcile: Reconcile[Any]) -> WorkQueue[Any]:
-        queue: WorkQueue[Any] = WorkQueue(
-            name,
-            reconcile,
-            workers=self.options.workers,
-            on_namespace_terminating=lambda namespace: self.namespace_going(namespace, "a create was refused"),
-        )
-        self.queues.append(queue)
-        return queue
-
-    def namespace_terminating(self, namespace: str) -> bool:
-        return namespace in self.terminating_namespaces
-
-    def namespace_going(self, name: str, seen: str) -> None:
-        if name not in self.terminating_namespaces:
-            log.info("namespace %s is being deleted (%s): the controllers leave what is in it alone", name, seen)
-            self.terminating_namespaces.add(name)
-
-    def observe_namespace(self, name: str, body: Mapping[str, Any] | None) -> None:
-        """Track a Namespace from its watch events (``body`` None: it is gone)."""
-        meta = (body or {}).get("metadata") or {}
-        phase = ((body or {}).get("status") or {}).get("phase")
-        if body is not None and (meta.get("deletionTimestamp") or phase == "Terminating"):
-            self.namespace_going(name, "its watch")
-        else:
-            self.terminating_namespaces.discard(name)
-
-
-def register_namespaces(runtime: Runtime) -> None:
-    """Watch Namespaces (only the served ones when the operator serves some), for
-    ``Runtime.terminating_namespaces``."""
-
-    def on_namespace(type_: EventType, body: Obj, _: Obj | None) -> None:
-        name = str((body.get("metadata") or {}).get("name") or "")
-        runtime.observe_namespace(name, None if type_ == "DELETED" else body)
-
-    runtime.caches.on_change(NAMESPACES, on_namespace)
-
-
-Register = Callable[[Runtime], None]
 
 CRD_POLL_SECONDS = 0.5
 CRD_NAG_SECONDS = 10.0
@@ -152,9 +45,6 @@ async def wait_until_served(kube: Kube, resources: Sequence[Resource]) -> None:
 
 
 def controller_registrations(names: Iterable[str]) -> list[Register]:
-    from apps_controller.handlers import register as register_apps
-    from driver_controller.handlers import register as register_driver
-
     known: dict[str, Register] = {"apps": register_apps, "driver": register_driver}
     unknown = sorted(set(names) - set(known))
     if unknown:

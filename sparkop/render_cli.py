@@ -16,7 +16,7 @@ import yaml
 
 from api import manifests, validate
 from api.manifests import clip, one_line, quote
-from sparkop import labels
+from core import labels
 
 Body = dict[str, Any]
 

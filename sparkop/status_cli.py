@@ -7,8 +7,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from sparkop import kube as k8s
-from sparkop import labels, naming
+from core import kube as k8s
+from core import labels, naming
 
 Body = dict[str, Any]
 

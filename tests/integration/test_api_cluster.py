@@ -1,5 +1,5 @@
 """api on a real API server: the CRDs install, examples apply, and the API server and
-`sparkop validate` give the same verdict on every invalid manifest of api/testcases.py."""
+`sparkop validate` give the same verdict on every invalid manifest of tests/support/testcases.py."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import api
-from api import crds, rules, testcases, validate
+from api import crds, rules, validate
 from devcluster.testing import ClusterHandle, temporary_namespace
+from tests.support import testcases
 
 pytestmark = pytest.mark.cluster
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from core import labels
 from devcluster.testing import ClusterHandle, wait_for
-from sparkop import labels
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from core.informer import BY_CONTROLLER_UID, EventType, Informer, Obj, controller_uid
+from core.kube import CONFIGMAPS, Kube
 from devcluster.testing import ClusterHandle
-from sparkop.kube import CONFIGMAPS, Kube
 
 pytestmark = pytest.mark.cluster
 

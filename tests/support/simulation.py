@@ -17,8 +17,8 @@ from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase,
 from apps_controller.decide import decide
 from apps_controller.observed import JSON, AppView, DriverView, Observed, OwnedObject, UIConfig
 from apps_controller.status import counted, finished, read_status, state, status_json
+from core import kube, labels
 from core.reconciler import Applier, Event, Learned, Plan, Refusal
-from sparkop import kube, labels
 
 T = TypeVar("T")
 

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 import api
-from api import crds, k8s_openapi, rules, testcases, validate
+from api import crds, k8s_openapi, rules, validate
+from tests.support import testcases
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -12,7 +12,7 @@ from apps_controller import status as apps_status
 from apps_controller.decide import decide as reconcile
 from apps_controller.handlers import AppsController, Learned, app_snapshot, owner_key
 from apps_controller.observed import AppView, Observed
-from sparkop import kube
+from core import kube
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC
 

@@ -9,7 +9,7 @@ import pytest
 
 from core.caches import Caches, NotCurrent
 from core.informer import Informer, Obj
-from sparkop.kube import NAMESPACES, PODS, SPARK_DRIVERS
+from core.kube import NAMESPACES, PODS, SPARK_DRIVERS
 
 
 def pod(namespace: str, name: str, driver: str) -> Obj:
@@ -82,7 +82,7 @@ async def test_a_reconcile_that_met_caches_relisting_runs_again_shortly_without_
 ) -> None:
     import asyncio
 
-    from sparkop.controller import WorkQueue
+    from core.queue import WorkQueue
 
     runs: list[str] = []
     done = asyncio.Event()

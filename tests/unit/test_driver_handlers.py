@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from core import kube
+from core.kube import transient_error
 from core.reconciler import ApplyFailed as Failed
+from core.runtime import Options
 from driver_controller import handlers
 from driver_controller.handlers import DriverController
 from driver_controller.observe import summarize_pod
-from sparkop import kube
-from sparkop.kube import transient_error
-from sparkop.operator import Options
 from tests.unit.test_driver_reconcile import driver, objects, running
 
 KEY = ("ns", "pi")
@@ -163,7 +163,7 @@ async def test_refused_pod_is_submission_failed_not_transient() -> None:
 
 
 async def test_a_name_held_by_a_foreign_object_is_submission_failed_naming_it() -> None:
-    """issue 9 item 5: sparkop.kube refuses a 409 on an object whose controller is not this SparkDriver
+    """issue 9 item 5: core.kube refuses a 409 on an object whose controller is not this SparkDriver
     (409 AlreadyExists, the shape of kube.Taken); never a silent success, never the pod after it."""
     taken = "ConfigMap pi-1-conf-map already exists and has no controller, not by this object's owner"
     fake = FakeKube()

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
+from core import labels
+from core.kube import merge_patch
 from driver_controller.observe import summarize_object, summarize_pod
 from driver_controller.reconcile import Observed, Plan, Settings, reconcile, submission_failed
 from driver_controller.render import parse, render
-from sparkop import labels
-from sparkop.kube import merge_patch
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000001"

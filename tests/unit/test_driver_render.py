@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core import labels, naming
 from driver_controller import sparkconf
 from driver_controller.observe import summarize_pod
 from driver_controller.podbuild import app_name_label, driver_memory_mib
@@ -22,7 +23,6 @@ from driver_controller.render import (
     parse,
     render,
 )
-from sparkop import labels, naming
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from core import labels
 from driver_controller.observe import summarize_pod
 from driver_controller.reconcile import Observed, reconcile
 from driver_controller.render import parse, render
-from sparkop import labels
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000002"

@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from sparkop import logs
+from core import logs
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""sparkop.naming: every derived name is a valid Kubernetes name, and different inputs never share one
+"""core.naming: every derived name is a valid Kubernetes name, and different inputs never share one
 (``dot.app`` and ``dot-app`` once both wanted SparkDriver ``dot-app-1``)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkop import naming
+from core import naming
 
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from core import kube
 from core.reconciler import Applier, ApplyFailed, Create, Delete, Ensure, Event, Learned, Learnt, Patch, Plan
-from sparkop import kube
 
 KEY = ("ns", "owner")
 

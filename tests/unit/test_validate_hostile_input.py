@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from api import crds, manifests, rules, testcases, validate
+from api import crds, manifests, rules, validate
 from sparkop import render_cli
+from tests.support import testcases
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_PI: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "spark-pi.yaml").read_text())

@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sparkop.controller import WorkQueue
-from sparkop.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
-from sparkop.operator import Runtime
+from core.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
+from core.queue import WorkQueue
+from core.runtime import Runtime
 
 
 async def _run_briefly(queue: WorkQueue[str], seconds: float) -> None:
@@ -139,7 +139,7 @@ async def test_a_terminating_namespace_ends_the_reconcile_quietly_and_is_remembe
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile, base_backoff=0.001, on_namespace_terminating=learned.append)
     queue.enqueue("gone/app")
-    with caplog.at_level(logging.DEBUG, logger="sparkop.controller"):
+    with caplog.at_level(logging.DEBUG, logger="core.queue"):
         await _run_briefly(queue, 0.1)
     assert calls == Counter({"gone/app": 1}) and learned == ["gone"]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -193,7 +193,7 @@ async def test_a_name_on_its_way_out_is_waited_for_with_a_bounded_backoff_and_no
     queue: WorkQueue[str] = WorkQueue("t", reconcile, base_backoff=0.001)
     queue.enqueue("plain")
     queue.enqueue("wrapped")
-    with caplog.at_level(logging.DEBUG, logger="sparkop.controller"):
+    with caplog.at_level(logging.DEBUG, logger="core.queue"):
         await _run_briefly(queue, 0.3)
     assert Counter(seen) == Counter({"plain": 4, "wrapped": 4})
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -28,7 +28,7 @@ from typing import Generic, TypeVar
 from prometheus_client import Counter, Gauge, Histogram
 
 from core.caches import NotCurrent
-from sparkop.kube import Conflict, NamespaceTerminating, Occupied
+from core.kube import Conflict, NamespaceTerminating, Occupied
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from core import labels, naming
 from core.reconciler import Refusal
-from sparkop import labels, naming
-from sparkop.times import format_time
+from core.times import format_time
 
 log = logging.getLogger(__name__)
 
