@@ -13,7 +13,7 @@ resourceVersion the decision was made from, and only then runs ``plan.after_stat
   (``Observed.refusals``) and is recorded like any other outcome.
 
 A pass runs these phases: adopt a SparkDriver newer than status (or) take the state's step and
-prune old SparkDrivers; then the Spark UI objects (``apps_controller.ui``); then the conditions that
+prune old SparkDrivers; then the Spark UI objects (``apps_controller.ui_steps``); then the conditions that
 summarise it all (``apps_controller.conditions``). Two kinds of pass write nothing: one in a
 namespace being deleted (plans nothing at all), and one of a finished app (COMPLETED / FAILED: frozen
 status; it only deletes what is left, and at its TTL itself).
@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError, SparkApplicationStatus
-from apps_controller import conditions, events, policy, ui
+from apps_controller import conditions, events, policy, ui_steps
 from apps_controller.draft import APP_EXPIRED, Draft, delete_driver
 from apps_controller.observed import Observed
 from apps_controller.runs import (
@@ -78,7 +78,7 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
     if not adopt(d):
         step(d)
         prune(d)
-    ui.spark_ui(d)
+    ui_steps.spark_ui(d)
     conditions.conditions(d)
     return d.plan()
 
@@ -327,7 +327,7 @@ def finished_app(d: Draft) -> None:
     for drv in d.unfinished():
         d.delete(drv)
     prune(d)
-    ui.delete_ui_objects(d)
+    ui_steps.delete_ui_objects(d)
     app, ttl, ended = d.obs.app, d.obs.app.ttl_seconds, d.status.terminationTime
     if ttl is None or ended is None:
         return

@@ -1,0 +1,169 @@
+"""The layers are visible in folders and the imports keep to them.
+
+``core/`` is the floor (client, caches, queue, reconciler, runtime, names, labels, times, logs);
+``api/`` stands on it; the two controllers stand on both and not on each other; ``sparkop/`` holds
+the entry points and may use everything shipped. Imports are read from the source (every ``import``
+and ``from ... import`` anywhere in a module, function-level ones included), so a lazy import cannot
+hide a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ("core", "api", "apps_controller", "driver_controller", "sparkop", "devcluster")
+FIRST_PARTY = {*SHIPPED, "tests", "bench"}
+
+# What each shipped package may import of the first-party packages (itself always).
+ALLOWED: Mapping[str, set[str]] = {
+    "core": set(),
+    "api": {"core"},
+    "apps_controller": {"core", "api"},
+    "driver_controller": {"core", "api"},
+    "sparkop": {"core", "api", "apps_controller", "driver_controller", "devcluster"},
+    # The local control plane and its Spark-driver simulator are a separate tool: none of sparkop.
+    "devcluster": set(),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def shipped_modules() -> dict[str, Path]:
+    modules: dict[str, Path] = {}
+    for package in SHIPPED:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "gobuild" not in path.parts:
+                modules[module_name(path)] = path
+    return modules
+
+
+def imported_names(path: Path) -> Iterator[tuple[str, int]]:
+    """Every absolute module name ``path`` imports (``from a import b`` yields ``a.b`` and ``a``:
+    ``b`` may be a submodule or a name), with its line."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            yield module, node.lineno
+            for alias in node.names:
+                yield f"{module}.{alias.name}", node.lineno
+
+
+def resolve(name: str, modules: Mapping[str, Path]) -> str | None:
+    """The shipped module an import name loads (its longest known prefix), if any."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = shipped_modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for imported, _ in imported_names(path):
+            target = resolve(imported, modules)
+            if target is not None and target != name:
+                graph[name].add(target)
+    # ``from a import b`` where b is a submodule resolves to a.b; the bare ``a`` it also yields is
+    # the package's __init__, which that import runs too. Keep that edge only when ``a`` itself is
+    # not an ancestor of the importer: a package's own modules importing their package's __init__
+    # (which imports them back) is how Python packages work, not a cycle between layers.
+    for name in graph:
+        graph[name] = {t for t in graph[name] if not name.startswith(f"{t}.")}
+    return graph
+
+
+def strongly_connected(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_the_import_graph_is_read_from_the_source() -> None:
+    """The graph sees function-level and relative imports (a lazy import is still an edge)."""
+    graph = import_graph()
+    assert "core.kube" in graph["core.queue"]
+    assert "api.models" in graph["api.crds"]  # from .models import ...
+    assert "sparkop.demo" in graph["sparkop.cli"]  # imported inside a function
+    assert {"apps_controller.handlers", "driver_controller.handlers"} <= graph["sparkop.operator"]
+
+
+def test_no_import_cycle_between_shipped_modules() -> None:
+    cycles = [c for c in strongly_connected(import_graph()) if len(c) > 1]
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_each_package_imports_only_the_layers_below_it() -> None:
+    wrong: list[str] = []
+    for name, path in shipped_modules().items():
+        layer = name.split(".")[0]
+        allowed = ALLOWED[layer] | {layer}
+        for imported, line in imported_names(path):
+            top = imported.split(".")[0]
+            if top in FIRST_PARTY and top not in allowed:
+                wrong.append(f"{path.relative_to(ROOT)}:{line} ({layer}) imports {top}")
+    assert not wrong, "imports against the layers:\n" + "\n".join(sorted(set(wrong)))
+
+
+def test_sparkop_holds_only_entry_points() -> None:
+    entry_points = {"__init__", "__main__", "cli", "operator", "demo", "status_cli", "render_cli"}
+    assert {p.stem for p in (ROOT / "sparkop").glob("*.py")} == entry_points
+
+
+def test_one_plan_and_one_applier_in_the_tree() -> None:
+    defined: dict[str, list[str]] = {"Plan": [], "Applier": []}
+    for top in sorted(FIRST_PARTY):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "gobuild" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ClassDef) and node.name in defined:
+                    defined[node.name].append(str(path.relative_to(ROOT)))
+    assert defined == {"Plan": ["core/reconciler.py"], "Applier": ["core/reconciler.py"]}
