@@ -8,6 +8,7 @@ a pass must never stop on what another version or a hand edit left in an object.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -253,7 +254,8 @@ class DriverView:
 class OwnedObject:
     """A Service or Ingress controlled by a SparkApplication (the Spark UI), as the watch index holds
     it: found by its controller ownerReference, whatever status says (a crash between its create and
-    the status write must not leak it)."""
+    the status write must not leak it). ``labels``, ``annotations`` and ``spec`` are what a pass
+    compares with the object it wants, to put back what someone edited."""
 
     api_version: str
     kind: str
@@ -261,6 +263,10 @@ class OwnedObject:
     uid: str
     owner_uid: str
     deleting: bool = False
+    resource_version: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> OwnedObject:
@@ -272,6 +278,11 @@ class OwnedObject:
             uid=str(meta.get("uid", "")),
             owner_uid=str(_controller(meta).get("uid", "")),
             deleting=bool(meta.get("deletionTimestamp")),
+            resource_version=_opt_str(meta.get("resourceVersion")),
+            labels=_str_map(meta.get("labels")),
+            annotations=_str_map(meta.get("annotations")),
+            # a copy: the informer's objects are shared, and replaced rather than edited
+            spec=copy.deepcopy(dict(_map(body.get("spec")))),
         )
 
 

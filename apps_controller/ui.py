@@ -18,7 +18,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from api.models import ApplicationState
-from apps_controller.observed import JSON, AppView, UIConfig
+from apps_controller.observed import JSON, AppView, OwnedObject, UIConfig
 from core import labels, naming
 
 DEFAULT_UI_PORT: Final = 4040
@@ -34,6 +34,7 @@ PROXY_REDIRECT_URI: Final = "spark.ui.proxyRedirectUri"
 # Why a UI object is created or deleted (the decision line's reason).
 UI_ENSURED: Final = "SparkUI"
 UI_REMOVED: Final = "SparkUIRemoved"
+UI_RESTORED: Final = "SparkUIRestored"
 # While a run is active its UI is served; in any other state the UI objects go.
 ACTIVE_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING, ApplicationState.UNKNOWN})
 
@@ -213,3 +214,41 @@ def build_ingress(app: AppView, url: IngressURL, opts: UIOptions, ingress_class_
         "metadata": _metadata(app, naming.ui_ingress_name(app.name), {}, annotations),
         "spec": spec,
     }
+
+
+def restore_patch(current: OwnedObject, wanted: JSON) -> JSON | None:
+    """The merge patch that puts back what sparkop sets on a UI object (``wanted``, a builder's
+    manifest), or None when ``current`` already has it. Only the fields sparkop sets are compared,
+    and as a subset: what the API server defaults (clusterIP, sessionAffinity, ipFamilies, a
+    port's nodePort, ...) or others add (labels, annotations) is left alone. A Service's selector
+    is sparkop's whole: a key added to it would select no driver, so it is removed."""
+    meta = wanted["metadata"]
+    want_labels = dict(meta.get("labels") or {})
+    want_annotations = dict(meta.get("annotations") or {})
+    want_spec: JSON = dict(wanted.get("spec") or {})
+    selector = want_spec.get("selector")
+    selector_edited = isinstance(selector, Mapping) and dict(current.spec.get("selector") or {}) != selector
+    if (
+        _covers(current.labels, want_labels)
+        and _covers(current.annotations, want_annotations)
+        and _covers(current.spec, want_spec)
+        and not selector_edited
+    ):
+        return None
+    if isinstance(selector, Mapping):
+        added = {k: None for k in current.spec.get("selector") or {} if k not in selector}
+        want_spec["selector"] = {**added, **selector}
+    patch_meta: JSON = {"labels": want_labels}
+    if want_annotations:
+        patch_meta["annotations"] = want_annotations
+    return {"metadata": patch_meta, "spec": want_spec}
+
+
+def _covers(have: Any, want: Any) -> bool:
+    """Whether ``have`` holds everything of ``want``: a mapping's keys (others may be there), a
+    list item by item (the same length), anything else equal."""
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(_covers(have.get(k), v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(map(_covers, have, want))
+    return bool(have == want)

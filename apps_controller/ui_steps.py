@@ -13,14 +13,16 @@ from apps_controller.ui import (
     ACTIVE_STATES,
     UI_ENSURED,
     UI_REMOVED,
+    UI_RESTORED,
     UIOptions,
     build_ingress,
     build_service,
+    restore_patch,
     service_address,
     ui_url,
 )
 from core import naming
-from core.reconciler import Delete, Ensure, Event, refusal_key
+from core.reconciler import Delete, Ensure, Event, Patch, refusal_key
 
 
 def spark_ui(d: Draft) -> None:
@@ -40,14 +42,12 @@ def spark_ui(d: Draft) -> None:
 
 
 def _service(d: Draft, app_id: str, opts: UIOptions) -> bool:
-    app, before = d.obs.app, d.obs.status
+    app = d.obs.app
     action = Ensure(build_service(app, app_id, opts), UI_ENSURED)
     name = naming.ui_service_name(app.name)
     if _refused(d, action, f"Spark UI Service {name}"):
         return False
-    info = driver_info(before)
-    if (info.webUIServiceName, info.webUIPort, before.sparkApplicationId) != (name, opts.service_port, app_id):
-        d.before.append(action)
+    _converge(d, action)
     d.set_driver_info(webUIServiceName=name, webUIPort=opts.service_port, webUIAddress=service_address(app, opts))
     return True
 
@@ -62,10 +62,21 @@ def _ingress(d: Draft, opts: UIOptions) -> None:
         delete_ui_objects(d, kind="Ingress")
         d.set_driver_info(webUIIngressName=None, webUIIngressAddress=None)
         return
-    info = driver_info(d.obs.status)
-    if (info.webUIIngressName, info.webUIIngressAddress) != (name, url.address):
-        d.before.append(action)
+    _converge(d, action)
     d.set_driver_info(webUIIngressName=name, webUIIngressAddress=url.address)
+
+
+def _converge(d: Draft, action: Ensure) -> None:
+    """Compare the UI object the watch index holds with the one wanted: missing, it is created;
+    edited in a field sparkop sets, it is patched back (only if unchanged since it was observed);
+    as wanted, nothing is written. One on its way out is left to go: its deletion brings the app
+    back to this pass, which then creates it anew."""
+    current = next((o for o in d.obs.owned_ui if (o.kind, o.name) == (action.kind, action.name)), None)
+    if current is None:
+        d.before.append(action)
+    elif not current.deleting and (patch := restore_patch(current, action.manifest)) is not None:
+        api_version = str(action.manifest["apiVersion"])
+        d.before.append(Patch(api_version, action.kind, action.name, patch, current.resource_version, UI_RESTORED))
 
 
 def _refused(d: Draft, action: Ensure, what: str) -> bool:

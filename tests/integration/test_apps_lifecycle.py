@@ -472,6 +472,56 @@ def test_spark_ui_service_and_ingress(crds: ClusterHandle, namespace: str, tmp_p
         )
 
 
+def test_spark_ui_objects_are_restored_while_the_app_runs(crds: ClusterHandle, namespace: str, tmp_path: Path) -> None:
+    """The UI Service and Ingress are watched like everything sparkop owns: deleted, a new one is
+    created; edited in a field sparkop sets, it is patched back; as wanted, it is never written."""
+    args = ["--ingress-url-format", "{{$appName}}.{{$appNamespace}}.spark.example.com"]
+    host = f"restore.{namespace}.spark.example.com"
+    svc_name, ingress_name = "restore-ui-svc", "restore-ui-ingress"
+
+    def edit(kind: str, name: str, op: str, path: str, value: Any) -> None:
+        patch = json.dumps([{"op": op, "path": path, "value": value}])
+        crds.kubectl("patch", kind, name, "-n", namespace, "--type=json", "-p", patch)
+
+    def restored(kind: str, name: str, check: Any, what: str) -> Obj:
+        found: Obj = wait_for(
+            lambda: (o := get(crds, namespace, kind, name)) is not None and check(o) and o,
+            timeout=15,
+            interval=0.2,
+            message=what,
+        )
+        return found
+
+    with OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=args):
+        crds.apply(app_manifest("restore", run_seconds=300), namespace=namespace)
+        wait_state(crds, namespace, "restore", "RUNNING", timeout=30)
+        wait_ui_info(crds, namespace, "restore")
+        first = get(crds, namespace, "service", svc_name)
+        assert first is not None and get(crds, namespace, "ingress", ingress_name) is not None
+        selector, ports = first["spec"]["selector"], first["spec"]["ports"]
+
+        crds.kubectl("delete", "service", svc_name, "-n", namespace)
+        svc = restored(
+            "service", svc_name, lambda o: o["metadata"]["uid"] != first["metadata"]["uid"], "a new UI Service"
+        )
+        assert svc["spec"]["selector"] == selector and svc["spec"]["ports"] == ports
+
+        edit("service", svc_name, "add", "/spec/selector/spark-role", "executor")
+        edit("service", svc_name, "add", "/spec/selector/extra", "key")
+        restored("service", svc_name, lambda o: o["spec"]["selector"] == selector, "the selector put back")
+        edit("service", svc_name, "replace", "/spec/ports/0/targetPort", 8080)
+        svc = restored("service", svc_name, lambda o: o["spec"]["ports"] == ports, "the port put back")
+
+        # Reconciles triggered by the Ingress (edited, then restored) never write the Service.
+        for n in range(3):
+            edit("ingress", ingress_name, "replace", "/spec/rules/0/host", f"elsewhere-{n}.example.com")
+            restored("ingress", ingress_name, lambda o: o["spec"]["rules"][0]["host"] == host, "the host put back")
+        now = get(crds, namespace, "service", svc_name)
+        assert now is not None and now["metadata"]["resourceVersion"] == svc["metadata"]["resourceVersion"]
+        assert state(crds, namespace, "restore") == "RUNNING"
+        crds.kubectl("delete", "sparkapplication", "restore", "-n", namespace, "--wait=false")
+
+
 # -- attempts, refusals, conditions ----------------------------------------------------------------
 
 

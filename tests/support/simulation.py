@@ -36,6 +36,19 @@ class _Crash(BaseException):
     """The operator process died here (not an API error: nothing in the Applier catches it)."""
 
 
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies ``application/merge-patch+json``."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merge_patch(merged.get(key), value)
+    return merged
+
+
 def _run(call: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that never waits (the simulated API server answers at once)."""
     try:
@@ -243,13 +256,10 @@ class SimCluster:
         existing = self.ui_objects.get((resource.kind, name))
         if existing is None:
             return None
-        meta = existing["metadata"]
-        for part in ("labels", "annotations"):
-            if part in patch.get("metadata", {}):
-                meta[part] = copy.deepcopy(patch["metadata"][part])
-        if "spec" in patch:
-            existing["spec"] = copy.deepcopy(patch["spec"])
-        return existing
+        merged = _merge_patch(existing, patch)
+        merged["metadata"].pop("resourceVersion", None)  # the simulation keeps no resourceVersion of these
+        self.ui_objects[(resource.kind, name)] = merged
+        return merged
 
     async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool:
         self._step()
