@@ -18,13 +18,21 @@ from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
-from api.models import Condition, DriverPhase, RestartPolicyType, RunSpec, SparkApplicationStatus
+from api.models import (
+    Condition,
+    DriverPhase,
+    RestartPolicyType,
+    RunSpec,
+    SparkApplicationSpec,
+    SparkApplicationStatus,
+)
 from apps_controller.status import CONDITION_STUCK
 from core import labels
 from core.reconciler import Refusal
 
 JSON = dict[str, Any]
 E = TypeVar("E", bound=Enum)
+Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key
 
 # Kubeflow's defaulting webhook sets both retry intervals to 5 s when a policy does not.
 DEFAULT_RETRY_INTERVAL_SECONDS: Final = 5
@@ -341,3 +349,73 @@ class Observed:
     @property
     def owned_ui(self) -> tuple[OwnedObject, ...]:
         return tuple(sorted((o for o in self.ui_objects if o.owner_uid == self.app.uid), key=lambda o: o.kind))
+
+
+# ---------------------------------------------------------------------------------------------------
+# what the shell's indexes file under an app's key
+
+
+def own_key(body: Mapping[str, Any]) -> list[Key]:
+    """A SparkApplication's key."""
+    meta = _map(body.get("metadata"))
+    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+
+
+def owner_key(body: Mapping[str, Any]) -> Key | None:
+    """The key of an object's controller owner, when it is a sparkop SparkApplication. Ownership, not
+    a label, links an app to its SparkDrivers and UI objects: a label can be edited away."""
+    meta = _map(body.get("metadata"))
+    for ref in meta.get("ownerReferences") or ():
+        group = str(ref.get("apiVersion", "")).split("/")[0]
+        if ref.get("controller") and ref.get("kind") == "SparkApplication" and group == labels.GROUP:
+            return (str(meta.get("namespace", "")), str(ref.get("name", "")))
+    return None
+
+
+def owner_keys(body: Mapping[str, Any]) -> list[Key]:
+    """The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under."""
+    key = owner_key(body)
+    return [key] if key else []
+
+
+def app_snapshot(body: Mapping[str, Any]) -> JSON:
+    """What the apps index hands out of a SparkApplication (a copy: the cache's objects are shared, and
+    a pass writes its new status into its own)."""
+    meta = _map(body.get("metadata"))
+    keep = ("name", "namespace", "uid", "generation", "resourceVersion", "deletionTimestamp")
+    return {
+        "apiVersion": body.get("apiVersion", labels.API_VERSION),
+        "kind": "SparkApplication",
+        "metadata": {k: meta[k] for k in keep if k in meta},
+        "spec": _copy(body.get("spec") or {}),
+        "status": _copy(body.get("status") or {}),
+    }
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+@dataclass
+class SpecErrors:
+    """Why an app's spec, accepted by the API server, can never run (None: it can), checked once per
+    uid and generation."""
+
+    seen: dict[tuple[str, int], str | None] = field(default_factory=dict)
+
+    def __call__(self, body: Mapping[str, Any]) -> str | None:
+        meta = body["metadata"]
+        key = (str(meta.get("uid")), int(meta.get("generation") or 0))
+        if key not in self.seen:
+            try:
+                SparkApplicationSpec.model_validate(body.get("spec") or {})
+                self.seen[key] = None
+            except ValidationError as exc:
+                self.seen[key] = "; ".join(
+                    f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+                )
+        return self.seen[key]

@@ -24,6 +24,8 @@ from core import labels, naming
 DEFAULT_UI_PORT: Final = 4040
 UI_PORT_NAME: Final = "spark-driver-ui-port"
 COMPONENT_UI: Final = "ui"
+# The Spark UI Services and Ingresses, selected on the server by the labels put on them here.
+UI_SELECTOR: Final = f"{labels.MANAGED_BY}={labels.MANAGER},{labels.COMPONENT}={COMPONENT_UI}"
 SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
 # What kubeflow sets on a path-based Ingress (ingress-nginx; other controllers take their own
 # annotation through sparkUIOptions.ingressAnnotations, which wins).

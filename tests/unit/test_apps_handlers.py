@@ -10,8 +10,8 @@ import pytest
 
 from apps_controller import status as apps_status
 from apps_controller.decide import decide as reconcile
-from apps_controller.handlers import AppsController, Learned, app_snapshot, owner_key
-from apps_controller.observed import AppView, Observed
+from apps_controller.handlers import AppsController, Learned
+from apps_controller.observed import AppView, Observed, app_snapshot, owner_key
 from core import kube
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC

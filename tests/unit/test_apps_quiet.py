@@ -15,8 +15,7 @@ from api.models import Condition, DriverPhase
 from apps_controller import events
 from apps_controller import status as apps_status
 from apps_controller.decide import decide as reconcile
-from apps_controller.handlers import driver_entry, ui_object_entry
-from apps_controller.observed import DriverView, OwnedObject
+from apps_controller.observed import DriverView, OwnedObject, owner_keys
 from core.reconciler import Create as CreateDriver
 from core.reconciler import Delete as DeleteObject
 from core.reconciler import Ensure as EnsureObject
@@ -165,13 +164,12 @@ def driver_body(**meta: Any) -> dict[str, Any]:
 
 def test_the_drivers_index_follows_the_controller_owner_not_the_app_label() -> None:
     owned = driver_body(ownerReferences=[{**APP_REF, "controller": True}])  # no sparkop.io/app label
-    entry = driver_entry(owned)
-    assert entry is not None and list(entry) == [("ns", "pi")]
-    view: DriverView = entry[("ns", "pi")]
+    assert owner_keys(owned) == [("ns", "pi")]
+    view = DriverView.from_body(owned)
     assert (view.owner_uid, view.run, view.phase) == ("app-uid", 1, DriverPhase.RUNNING)
     labelled_only = driver_body(labels={"sparkop.io/app": "pi", "sparkop.io/run": "1"})
-    assert driver_entry(labelled_only) is None
-    assert driver_entry(driver_body(ownerReferences=[{**APP_REF, "controller": False}])) is None
+    assert owner_keys(labelled_only) == []
+    assert owner_keys(driver_body(ownerReferences=[{**APP_REF, "controller": False}])) == []
 
 
 def test_the_ui_index_finds_services_and_ingresses_by_their_controller_owner() -> None:
@@ -185,9 +183,10 @@ def test_the_ui_index_finds_services_and_ingresses_by_their_controller_owner() -
             "ownerReferences": [{**APP_REF, "controller": True}],
         },
     }
-    assert ui_object_entry(svc) == {("ns", "pi"): OwnedObject("v1", "Service", "pi-ui-svc", "s1", "app-uid")}
+    assert owner_keys(svc) == [("ns", "pi")]
+    assert OwnedObject.from_body(svc) == OwnedObject("v1", "Service", "pi-ui-svc", "s1", "app-uid")
     svc["metadata"]["ownerReferences"] = []
-    assert ui_object_entry(svc) is None
+    assert owner_keys(svc) == []
 
 
 def test_observed_ui_objects_of_a_running_app_are_kept() -> None:
