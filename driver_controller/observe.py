@@ -11,11 +11,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from core import labels
+from core import labels, naming
 from core.times import parse_time
 from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
 Body = Mapping[str, Any]
+Key = tuple[str, str]
+"""(namespace, sparkop.io/driver label value): the label every object a SparkDriver owns carries (the
+executor pod template puts it on executors too), so its pods, ConfigMaps and Services are watched with
+that label as a server-side selector, and an owned object's change maps to its SparkDriver without
+reading anything."""
 
 # Container waiting reasons that mean "this will not start by itself".
 STUCK_WAITING: Final = frozenset(
@@ -215,3 +220,16 @@ def summarize_pod(body: Body) -> PodSummary:
         pod_ip=status.get("podIP"),
         start_time=parse_time(status.get("startTime")),
     )
+
+
+def own_key(body: Body) -> list[Key]:
+    """A SparkDriver's key."""
+    meta = body.get("metadata") or {}
+    return [(str(meta.get("namespace") or ""), naming.label_value(str(meta.get("name") or "")))]
+
+
+def owner_key(body: Body) -> list[Key]:
+    """The key of the SparkDriver an object belongs to, by its sparkop.io/driver label."""
+    meta = body.get("metadata") or {}
+    value = (meta.get("labels") or {}).get(labels.DRIVER)
+    return [(str(meta.get("namespace") or ""), str(value))] if value is not None else []
