@@ -87,7 +87,7 @@ def main() -> None:
                                    log_dir=Path(tempfile.gettempdir()))  # fmt: skip
         try:
             with operator:
-                time.sleep(3)  # operator start-up (kopf's initial listing)
+                time.sleep(3)  # operator start-up (the informers' initial listing)
                 latencies = asyncio.run(run(str(cluster.kubeconfig), namespace, args.count, args.concurrency))
         finally:
             cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

@@ -1,4 +1,4 @@
-"""The kopf shell of the apps controller without a cluster: key mapping, index snapshots, and the
+"""The shell of the apps controller without a cluster: key mapping, index snapshots, and the
 order in which a plan is applied (status first, creates only after a successful write)."""
 
 from __future__ import annotations

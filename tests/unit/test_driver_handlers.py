@@ -1,4 +1,4 @@
-"""The kopf shell of the driver controller without a cluster: the order a plan is applied in, and
+"""The shell of the driver controller without a cluster: the order a plan is applied in, and
 lastError for transient API errors (recorded by the next pass that gets through, without churn)."""
 
 from __future__ import annotations
