@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
+from tests.integration.test_apps_lifecycle import app_manifest
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -19,28 +20,6 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 HOLD = "test.sparkop.io/hold"
 APPS = [f"again{n}" for n in range(8)]
-
-
-def app_manifest(name: str, run_seconds: int) -> Obj:
-    return {
-        "apiVersion": "sparkop.io/v1alpha1",
-        "kind": "SparkApplication",
-        "metadata": {"name": name},
-        "spec": {
-            "type": "Scala",
-            "image": "apache/spark:3.5.7",
-            "sparkVersion": "3.5.7",
-            "mainClass": "org.apache.spark.examples.SparkPi",
-            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples_2.12-3.5.7.jar",
-            "restartPolicy": {"type": "Never"},
-            "driver": {
-                "cores": 1,
-                "memory": "512m",
-                "annotations": {"sim.sparkop.io/outcome": "Succeeded", "sim.sparkop.io/run-seconds": str(run_seconds)},
-            },
-            "executor": {"instances": 1, "cores": 1, "memory": "512m"},
-        },
-    }
 
 
 def get(cluster: ClusterHandle, namespace: str, kind: str, name: str) -> Obj | None:
