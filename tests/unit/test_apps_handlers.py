@@ -10,9 +10,10 @@ import pytest
 
 from apps_controller import status as apps_status
 from apps_controller.decide import decide as reconcile
-from apps_controller.handlers import AppsController, Learned
+from apps_controller.handlers import APPS_INDEX, AppsController, Learned
 from apps_controller.observed import AppView, Observed, app_snapshot, owner_key
 from core import kube
+from core.caches import NotCurrent
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC
 
@@ -62,12 +63,19 @@ class FakeKube:
 
 
 class FakeRuntime:
-    def __init__(self, fake: FakeKube) -> None:
+    """The caches as the shell reads them: the app index holds ``cached`` (the app by default)."""
+
+    def __init__(self, fake: FakeKube, cached: list[dict[str, Any]] | None = None) -> None:
         self.kube = fake
+        self.cached = [app_body()] if cached is None else cached
+
+    def index(self, name: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        assert name == APPS_INDEX, name
+        return {("ns", "pi"): [app_snapshot(app) for app in self.cached]}
 
 
-def controller(fake: FakeKube) -> AppsController:
-    return AppsController(FakeRuntime(fake))  # type: ignore[arg-type]
+def controller(fake: FakeKube, cached: list[dict[str, Any]] | None = None) -> AppsController:
+    return AppsController(FakeRuntime(fake, cached))  # type: ignore[arg-type]
 
 
 def test_owner_key_follows_the_controller_reference_of_our_group_only() -> None:
@@ -104,6 +112,19 @@ async def test_status_is_written_before_the_create_and_events_after_the_write() 
     assert await controller(fake).apply(plan, observed, body)
     assert fake.calls == ["status rv=7", "event SparkApplicationSubmitted", "create SparkDriver pi-1"]
     assert body["metadata"]["resourceVersion"] == "8"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("cached", [[], [{**app_body(), "metadata": {**app_body()["metadata"], "uid": "u0"}}]])
+async def test_nothing_is_created_for_an_app_the_cache_no_longer_holds(cached: list[dict[str, Any]]) -> None:
+    """Gone from the cache (deleted during a watch gap), or there under another uid (deleted and
+    applied again): the pass stops before its create, and the queue looks again on a fresh view."""
+    fake = FakeKube()
+    body = app_body()
+    observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
+    with pytest.raises(NotCurrent):
+        await controller(fake, cached).apply(reconcile(observed, EPOCH), observed, body)
+    assert not [call for call in fake.calls if call.startswith("create")], fake.calls
 
 
 @pytest.mark.asyncio
