@@ -28,7 +28,6 @@ from apps_controller.observed import (
 from apps_controller.status import read_status, status_json
 from apps_controller.ui import UI_SELECTOR
 from core import kube, logs
-from core.caches import NotCurrent
 from core.reconciler import Applier, Learned, Plan, Refusal
 from core.runtime import Runtime
 
@@ -98,17 +97,9 @@ class AppsController:
             plan,
             status_json,
             namespace=app.namespace,
-            owner_current=partial(self.ensure_current, key, app.uid),
+            owner_current=partial(self.runtime.ensure_holds, APPS_INDEX, key, app.uid),
         )
         return not applied.gone
-
-    def ensure_current(self, key: Key, uid: str) -> None:
-        """Before a create on behalf of the app ``uid``: it must still be in the cache, and the cache
-        continuous (NotCurrent otherwise: the queue looks again shortly), so an app deleted during a watch
-        gap gets no SparkDriver or UI object from a stale view."""
-        apps = self.runtime.index(APPS_INDEX).get(key) or ()
-        if not any((a.get("metadata") or {}).get("uid") == uid for a in apps):
-            raise NotCurrent(f"SparkApplication {key[0]}/{key[1]} of uid {uid} is no longer in the cache")
 
 
 def register(runtime: Runtime) -> None:

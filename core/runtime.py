@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.caches import CacheIndex, Caches, IndexKey
+from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
 from core.informer import EventType, Obj
 from core.kube import NAMESPACES, Kube, Resource
 from core.queue import Reconcile, WorkQueue
@@ -55,6 +55,15 @@ class Runtime:
         """A registered index by name: ``index(name).get(key)`` is the list of values filed under
         ``key`` (None if none); it raises ``core.caches.NotCurrent`` while a cache is re-listing."""
         return self.indexes[name]
+
+    def ensure_holds(self, index: str, key: IndexKey, uid: str) -> None:
+        """Before creating on behalf of the object ``uid`` filed under ``key``: it must still be in the
+        cache and the cache continuous (``NotCurrent`` otherwise, and the queue looks again shortly on a
+        fresh view). An object deleted during a watch gap leaves the cache with the re-list, so nothing
+        is ever created for it from a stale view."""
+        held = self.index(index).get(key) or ()
+        if not any(_uid(obj) == uid for obj in held):
+            raise NotCurrent(f"{index}: {key} of uid {uid} is no longer in the cache")
 
     def add_index(
         self,
@@ -109,6 +118,13 @@ class Runtime:
             self.namespace_going(name, "its watch")
         else:
             self.terminating_namespaces.discard(name)
+
+
+def _uid(obj: Any) -> str | None:
+    """The uid of an indexed value: a body as listed, or a view that keeps it as ``uid``."""
+    if isinstance(obj, Mapping):
+        return (obj.get("metadata") or {}).get("uid")
+    return getattr(obj, "uid", None)
 
 
 def register_namespaces(runtime: Runtime) -> None:

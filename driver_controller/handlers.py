@@ -13,7 +13,6 @@ from functools import partial
 from typing import Any, Final
 
 from core import labels, logs
-from core.caches import NotCurrent
 from core.kube import CONFIGMAPS, PODS, SERVICES, SPARK_DRIVERS, Resource, Rules
 from core.reconciler import Applied, Applier, Learned, Learnt, Plan
 from core.runtime import Runtime
@@ -44,15 +43,6 @@ class DriverController:
 
     def _values(self, index: str, key: Key) -> list[Any]:
         return list(self.runtime.index(index).get(key) or ())
-
-    def ensure_owner_current(self, key: Key, uid: str) -> None:
-        """Before creating children of the SparkDriver ``uid``: it must still be in the cache, and the
-        cache continuous (NotCurrent otherwise: the queue looks again shortly, on a fresh view). A
-        SparkDriver deleted during a watch gap leaves the cache with the re-list, so nothing is ever
-        created for it from a stale view."""
-        drivers = self._values(INDEX_DRIVERS, key)
-        if not any((d.get("metadata") or {}).get("uid") == uid for d in drivers):
-            raise NotCurrent(f"SparkDriver {key[0]}/{key[1]} of uid {uid} is no longer in the cache")
 
     def observe(self, key: Key) -> rc.Observed:
         drivers = self._values(INDEX_DRIVERS, key)
@@ -91,7 +81,7 @@ class DriverController:
         """Apply ``plan`` (core.reconciler's order); creates only while the SparkDriver is current."""
         body = copy.deepcopy(dict(observed.driver)) if observed.driver is not None else None
         uid = str(((body or {}).get("metadata") or {}).get("uid", ""))
-        current = partial(self.ensure_owner_current, key, uid)
+        current = partial(self.runtime.ensure_holds, INDEX_DRIVERS, key, uid)
         return await self.applier.apply(key, body, plan, dict, namespace=key[0], seen=learnt, owner_current=current)
 
 

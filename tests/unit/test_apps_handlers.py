@@ -14,6 +14,7 @@ from apps_controller.handlers import APPS_INDEX, AppsController, Learned
 from apps_controller.observed import AppView, Observed, app_snapshot, owner_key
 from core import kube
 from core.caches import NotCurrent
+from core.runtime import Runtime
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC
 
@@ -72,6 +73,8 @@ class FakeRuntime:
     def index(self, name: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
         assert name == APPS_INDEX, name
         return {("ns", "pi"): [app_snapshot(app) for app in self.cached]}
+
+    ensure_holds = Runtime.ensure_holds  # the real check, on these caches
 
 
 def controller(fake: FakeKube, cached: list[dict[str, Any]] | None = None) -> AppsController:

@@ -12,7 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from core import kube
 from core.kube import transient_error
 from core.reconciler import ApplyFailed as Failed
-from core.runtime import Options
+from core.runtime import Options, Runtime
 from driver_controller import handlers
 from driver_controller.handlers import DriverController
 from driver_controller.observe import summarize_pod
@@ -83,6 +83,8 @@ class FakeRuntime:
 
     def index(self, name: str) -> FakeIndex:
         return self.indexes[name]
+
+    ensure_holds = Runtime.ensure_holds  # the real check, on these indexes
 
     def queue(self, name: str, reconcile: Any) -> Any:
         return None
