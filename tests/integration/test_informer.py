@@ -4,10 +4,7 @@ replaces the cache after a watch gap the API server can no longer serve (410 Gon
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,6 +15,7 @@ import pytest
 from core.informer import BY_CONTROLLER_UID, EventType, Informer, Obj, controller_uid
 from core.kube import CONFIGMAPS, Kube
 from devcluster.testing import ClusterHandle
+from tests.support.gap import compact_etcd_and_restart_apiserver
 
 pytestmark = pytest.mark.cluster
 
@@ -161,29 +159,6 @@ async def test_added_modified_deleted_reach_the_store_and_the_handlers(kube: Kub
         assert recorder.of("child") == ["ADDED", "MODIFIED", "DELETED"]
 
 
-def _etcd(cluster: ClusterHandle) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
-    assert cluster.cluster is not None
-    url = f"http://127.0.0.1:{cluster.cluster.ports.etcd_client}"
-
-    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            result: dict[str, Any] = json.load(response)
-            return result
-
-    return post
-
-
-async def compact_etcd_and_restart_apiserver(cluster: ClusterHandle) -> int:
-    """Lose every event up to now: etcd forgets them (compaction) and the API server's watch cache
-    starts over from the current revision (restart). A watch from before is then answered 410."""
-    post = _etcd(cluster)
-    revision = int(post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
-    post("/v3/kv/compaction", {"revision": revision, "physical": True})
-    await asyncio.to_thread(cluster.restart_apiserver)
-    return revision
-
-
 async def test_a_watch_gap_past_compaction_relists_and_drops_what_was_deleted(
     cluster: ClusterHandle, kube: Kube, namespace: str
 ) -> None:
@@ -204,7 +179,7 @@ async def test_a_watch_gap_past_compaction_relists_and_drops_what_was_deleted(
     await kube.delete(CONFIGMAPS, namespace, "goes")
     await kube.patch(CONFIGMAPS, namespace, "changes", {"data": {"k": "during the gap"}})
     await kube.create(config_map(namespace, "new", {LABEL: run}))
-    compacted = await compact_etcd_and_restart_apiserver(cluster)
+    compacted = await asyncio.to_thread(compact_etcd_and_restart_apiserver, cluster)
     assert int(gap_from or 0) < compacted
 
     await _resumed(informer, lambda: informer.stats.relists == 1)
