@@ -23,6 +23,7 @@ import pytest
 from devcluster.testing import ClusterHandle, wait_for
 from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV
 from tests.support.faults import MODULE as FAULT_MODULE
+from tests.support.gap import wait_until_cluster_clients_recovered
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
@@ -716,6 +717,8 @@ def test_apiserver_and_etcd_restart_mid_run(
     print(f"\nstates when etcd and kube-apiserver were restarted: {before}; restart took {outage:.1f}s; "
           f"all {len(apps)} apps final {elapsed:.1f}s after the first was applied; "
           f"the SparkDriver watch was (re)started {drivers_watch.watches} time(s)")  # fmt: skip
+    # client-go's re-list backoff grows with each gap: leave the cluster whole for the tests after this.
+    wait_until_cluster_clients_recovered(crds)
 
 
 # -- ownership, not names, labels or status --------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from devcluster import build
 from devcluster.cluster import Cluster
 from devcluster.testing import ClusterHandle, KubectlError, install_fake_go, unique_name, wait_for
+from tests.support.gap import wait_until_cluster_clients_recovered
 
 pytestmark = pytest.mark.cluster
 
@@ -369,6 +370,8 @@ def test_restarting_apiserver_and_etcd_keeps_every_object(cluster: ClusterHandle
     # Scheduler, kwok and controllers reconnected: a new pod still goes all the way.
     cluster.apply(pod_manifest("after-restart"), namespace)
     wait_pod(cluster, namespace, "after-restart", "Running", timeout=60)
+    # client-go's re-list backoff grows with each gap: leave the cluster whole for the tests after this.
+    wait_until_cluster_clients_recovered(cluster)
 
 
 def test_spark_driver_simulator_converges_after_its_restart(cluster: ClusterHandle, namespace: str) -> None:
