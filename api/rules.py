@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-Obj = dict[str, Any]
+from core.jsontypes import JSON
 
 RESERVED_SPARK_CONF: Final = ("spark.driver.host", "spark.driver.bindAddress", "spark.kubernetes.driver.pod.name")
 RETRY_FIELDS: Final = (
@@ -38,12 +38,12 @@ class Rule:
     paths: tuple[tuple[str, ...], ...]
     cel: str
     message: str
-    predicate: Callable[[Obj], bool]
+    predicate: Callable[[JSON], bool]
     field_path: str | None = None  # CEL fieldPath, relative to the rule's object, e.g. ".mainClass"
     hint: str = ""  # how to fix it (offline messages)
     reason: str | None = None  # CEL reason (FieldValueInvalid when None)
     extra: dict[str, Any] = field(default_factory=dict)
-    measure: Callable[[Obj], str] | None = None  # what was found, for the offline message (e.g. a size)
+    measure: Callable[[JSON], str] | None = None  # what was found, for the offline message (e.g. a size)
 
     def crd_rule(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rule": self.cel, "message": self.message}
@@ -54,7 +54,7 @@ class Rule:
         return out
 
 
-def _has(obj: Obj, *keys: str) -> bool:
+def _has(obj: JSON, *keys: str) -> bool:
     cur: Any = obj
     for key in keys:
         if not isinstance(cur, dict) or key not in cur:
@@ -63,7 +63,7 @@ def _has(obj: Obj, *keys: str) -> bool:
     return True
 
 
-def _at(obj: Obj, path: tuple[str, ...]) -> Any:
+def _at(obj: JSON, path: tuple[str, ...]) -> Any:
     cur: Any = obj
     for key in path:
         cur = cur.get(key) if isinstance(cur, dict) else None
@@ -94,7 +94,7 @@ INLINED_LISTS: Final = tuple(
 INLINED_PROPERTIES_BUDGET: Final = 1_000_000 - 100_000
 
 
-def inlined_properties_size(spec: Obj) -> int:
+def inlined_properties_size(spec: JSON) -> int:
     """Characters of the spec's free text that go into the driver's properties ConfigMap."""
     total = 0
     for path in INLINED_MAPS:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from apps_controller import ui
-from apps_controller.observed import JSON, AppView, UIConfig, run_spec
+from apps_controller.observed import AppView, UIConfig, run_spec
 from core import labels, naming
+from core.jsontypes import JSON
 
 DRIVER_KIND = "SparkDriver"
 

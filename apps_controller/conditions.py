@@ -22,6 +22,7 @@ from apps_controller.status import (
     error_message,
 )
 from apps_controller.ui import ACTIVE_STATES
+from core.conditions import transition_time
 
 Truth = Literal["True", "False", "Unknown"]
 
@@ -41,10 +42,8 @@ def conditions(d: Draft) -> None:
         if new is None:
             continue
         before = old.get(new.type)
-        if before is not None and before.status == new.status and before.lastTransitionTime:
-            since = before.lastTransitionTime
-        else:
-            since = new.lastTransitionTime or d.now
+        old_status, old_time = (before.status, before.lastTransitionTime) if before else (None, None)
+        since = transition_time(old_status, old_time, new.status, new.lastTransitionTime or d.now)
         stamped.append(new.model_copy(update={"lastTransitionTime": since, "observedGeneration": generation}))
     d.update(conditions=stamped)
 

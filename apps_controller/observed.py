@@ -28,9 +28,9 @@ from api.models import (
 )
 from apps_controller.status import CONDITION_STUCK
 from core import labels
+from core.jsontypes import JSON
 from core.reconciler import Refusal
 
-JSON = dict[str, Any]
 E = TypeVar("E", bound=Enum)
 Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key
 

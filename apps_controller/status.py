@@ -25,8 +25,8 @@ from api.models import (
     ExecutorCounts,
     SparkApplicationStatus,
 )
+from core.jsontypes import JSON
 
-JSON = dict[str, Any]
 Status = SparkApplicationStatus
 
 MAX_ATTEMPT_HISTORY: Final = 20

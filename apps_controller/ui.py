@@ -18,8 +18,9 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from api.models import ApplicationState
-from apps_controller.observed import JSON, AppView, OwnedObject, UIConfig
-from core import labels, naming
+from apps_controller.observed import AppView, OwnedObject, UIConfig
+from core import labels, naming, owners
+from core.jsontypes import JSON
 
 DEFAULT_UI_PORT: Final = 4040
 UI_PORT_NAME: Final = "spark-driver-ui-port"
@@ -104,14 +105,12 @@ class IngressURL:
 
 
 def owner_reference(app: AppView) -> JSON:
-    return {
+    owner: JSON = {
         "apiVersion": labels.API_VERSION,
         "kind": "SparkApplication",
-        "name": app.name,
-        "uid": app.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
+        "metadata": {"name": app.name, "uid": app.uid},
     }
+    return owners.owner_reference(owner)
 
 
 def _metadata(app: AppView, name: str, extra_labels: Mapping[str, str], annotations: Mapping[str, str]) -> JSON:

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from core.informer import ApiClientLike, Handler, Informer, Obj, ResourceLike
+from core.informer import ApiClientLike, Handler, Informer, ResourceLike
+from core.jsontypes import JSON
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class CacheIndex(Generic[V]):
     caches: Caches
     name: str
     informers: Sequence[Informer]
-    value: Callable[[Obj], V]
+    value: Callable[[JSON], V]
 
     def get(self, key: IndexKey) -> list[V] | None:
         """The values under ``key`` (None when there are none); :class:`NotCurrent` while a cache is
@@ -100,8 +101,8 @@ class Caches:
         self,
         name: str,
         resource: ResourceLike,
-        keys: Callable[[Obj], Iterable[IndexKey]],
-        value: Callable[[Obj], V],
+        keys: Callable[[JSON], Iterable[IndexKey]],
+        value: Callable[[JSON], V],
         label_selector: str | None = None,
     ) -> CacheIndex[V]:
         """File each object of the selection under ``keys(obj)``; read back as ``value(obj)``."""

@@ -48,18 +48,19 @@ from typing import Any, Final, Literal, NamedTuple, Protocol
 
 import aiohttp
 
+from core.jsontypes import JSON
+
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
-Handler = Callable[[EventType, Obj, Obj | None], None]
+Handler = Callable[[EventType, JSON, JSON | None], None]
 GapHandler = Callable[["Informer"], None]
 """Called when an informer finds its watch lost continuity, before it re-lists."""
 """``handler(event_type, obj, old)``: ``old`` is the stored object before the change (None when added)."""
-IndexFunc = Callable[[Obj], Iterable[str]]
-Transform = Callable[[Obj], Obj]
+IndexFunc = Callable[[JSON], Iterable[str]]
+Transform = Callable[[JSON], JSON]
 
 BY_CONTROLLER_UID: Final = "controller-uid"
 
@@ -90,8 +91,8 @@ class ApiClientLike(Protocol):
 
 class Delta(NamedTuple):
     type: EventType
-    obj: Obj
-    old: Obj | None
+    obj: JSON
+    old: JSON | None
 
 
 def key_of(obj: Mapping[str, Any]) -> Key:
@@ -114,7 +115,7 @@ def _revision(resource_version: str | None) -> int | None:
         return None
 
 
-def controller_uid(obj: Obj) -> Iterable[str]:
+def controller_uid(obj: JSON) -> Iterable[str]:
     """Index function: the uid of the object's controller ownerReference."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
         if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
@@ -125,14 +126,14 @@ def controller_uid(obj: Obj) -> Iterable[str]:
 def by_label(label_key: str) -> IndexFunc:
     """Index function: the value of one label."""
 
-    def index(obj: Obj) -> Iterable[str]:
+    def index(obj: JSON) -> Iterable[str]:
         value = ((obj.get("metadata") or {}).get("labels") or {}).get(label_key)
         return (str(value),) if value is not None else ()
 
     return index
 
 
-def drop_managed_fields(obj: Obj) -> Obj:
+def drop_managed_fields(obj: JSON) -> JSON:
     """The default transform: server-side-apply bookkeeping is often a third of an object, and unread."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
@@ -145,7 +146,7 @@ class Store:
     the content is current as of. Pure: the informer mutates it, readers only read."""
 
     def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
-        self._items: dict[Key, Obj] = {}
+        self._items: dict[Key, JSON] = {}
         self._by_uid: dict[str, Key] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
         self._indexes: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
@@ -168,10 +169,10 @@ class Store:
     def __contains__(self, key: object) -> bool:
         return key in self._items
 
-    def get(self, namespace: str | None, name: str) -> Obj | None:
+    def get(self, namespace: str | None, name: str) -> JSON | None:
         return self._items.get((namespace or "", name))
 
-    def get_by_uid(self, uid: str) -> Obj | None:
+    def get_by_uid(self, uid: str) -> JSON | None:
         key = self._by_uid.get(uid)
         return self._items.get(key) if key is not None else None
 
@@ -183,10 +184,10 @@ class Store:
         """The keys, as of now (a copy: the store may change while the caller iterates)."""
         return iter(list(self._items))
 
-    def objects(self) -> list[Obj]:
+    def objects(self) -> list[JSON]:
         return list(self._items.values())
 
-    def by_index(self, index: str, value: str) -> list[Obj]:
+    def by_index(self, index: str, value: str) -> list[JSON]:
         """The objects whose ``index`` function yields ``value`` (e.g. children by controller uid)."""
         return [self._items[k] for k in sorted(self._indexes[index].get(value, ()))]
 
@@ -214,7 +215,7 @@ class Store:
         if resource_version:
             self.resource_version = resource_version
 
-    def upsert(self, obj: Obj) -> list[Delta]:
+    def upsert(self, obj: JSON) -> list[Delta]:
         """Store ``obj`` (added or modified). A same-named object of another uid is a deletion of the old
         one followed by an addition, so uid-keyed readers never mistake one for the other."""
         key = key_of(obj)
@@ -223,7 +224,7 @@ class Store:
             return [*self._remove(key, old), self._put(key, obj, None)]
         return [self._put(key, obj, old)]
 
-    def delete(self, obj: Obj) -> list[Delta]:
+    def delete(self, obj: JSON) -> list[Delta]:
         """Remove the object ``obj`` names (``obj`` is its final state, as a DELETED event carries it)."""
         key = key_of(obj)
         old = self._items.get(key)
@@ -234,11 +235,11 @@ class Store:
         self._unput(key, old)
         return [Delta("DELETED", obj, old)]
 
-    def replace(self, objs: Iterable[Obj], resource_version: str | None) -> list[Delta]:
+    def replace(self, objs: Iterable[JSON], resource_version: str | None) -> list[Delta]:
         """Make the store hold exactly ``objs`` (a full list) as of ``resource_version``. Returns the
         differences: additions, modifications (a changed resourceVersion), deletions of objects the list
         no longer has (delivered with their last known state)."""
-        fresh: dict[Key, Obj] = {key_of(obj): obj for obj in objs}
+        fresh: dict[Key, JSON] = {key_of(obj): obj for obj in objs}
         deltas: list[Delta] = []
         # Deletions first (also of a name now held by a new uid), so no handler sees two at once.
         for key, stored in list(self._items.items()):
@@ -256,7 +257,7 @@ class Store:
         self._synced = True
         return deltas
 
-    def _put(self, key: Key, obj: Obj, old: Obj | None) -> Delta:
+    def _put(self, key: Key, obj: JSON, old: JSON | None) -> Delta:
         if old is not None:
             self._unindex(key)
         self._items[key] = obj
@@ -266,17 +267,17 @@ class Store:
             self._index(name, key, obj)
         return Delta("ADDED" if old is None else "MODIFIED", obj, old)
 
-    def _remove(self, key: Key, old: Obj) -> list[Delta]:
+    def _remove(self, key: Key, old: JSON) -> list[Delta]:
         self._unput(key, old)
         return [Delta("DELETED", old, old)]
 
-    def _unput(self, key: Key, old: Obj) -> None:
+    def _unput(self, key: Key, old: JSON) -> None:
         del self._items[key]
         if self._by_uid.get(uid_of(old)) == key:
             del self._by_uid[uid_of(old)]
         self._unindex(key)
 
-    def _index(self, name: str, key: Key, obj: Obj) -> None:
+    def _index(self, name: str, key: Key, obj: JSON) -> None:
         values = tuple(dict.fromkeys(self._indexers[name](obj)))
         if values:
             self._indexed[name][key] = values
@@ -496,7 +497,7 @@ class Informer:
 
     async def _list_and_replace(self) -> None:
         started = time.monotonic()
-        items: list[Obj] = []
+        items: list[JSON] = []
         token: str | None = None
         while True:
             params = [*self._base_params(), ("limit", str(self.page_size))]

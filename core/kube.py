@@ -24,12 +24,12 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from core import labels, naming
+from core.jsontypes import JSON
 from core.reconciler import Refusal
 from core.times import format_time
 
 log = logging.getLogger(__name__)
 
-Body = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic"]
 
 
@@ -91,7 +91,7 @@ _BY_KIND: Final = {
 }
 
 
-def resource_of(body: Body) -> Resource:
+def resource_of(body: JSON) -> Resource:
     try:
         return _BY_KIND[(body["apiVersion"], body["kind"])]
     except KeyError:
@@ -157,7 +157,7 @@ def namespace_terminating(exc: ApiException) -> bool:
     return any(isinstance(c, dict) and c.get("type") == "NamespaceTerminating" for c in causes)
 
 
-def transient_error(exc: BaseException | None, doing: str) -> Body | None:
+def transient_error(exc: BaseException | None, doing: str) -> JSON | None:
     """A lastError {reason, message, time} for an error a retry may get past: 5xx or 429 from the API
     server, a timeout, a lost connection. None for anything else."""
     if isinstance(exc, ApiException) and (exc.status == 429 or (exc.status or 0) >= 500):
@@ -185,7 +185,7 @@ class Rules:
             return Refusal(exc.status, exc.reason, exc.message)
         return None
 
-    def transient(self, exc: BaseException, doing: str) -> Body | None:
+    def transient(self, exc: BaseException, doing: str) -> JSON | None:
         return transient_error(exc, doing)
 
     def stale(self, exc: BaseException) -> bool:
@@ -207,9 +207,9 @@ def _describe(ref: Mapping[str, Any] | None) -> str:
     return f"its controller is {ref.get('kind')} {ref.get('name')}, uid {ref.get('uid')}"
 
 
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Body:
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
     """An RFC 7386 merge patch turning ``old`` into ``new`` (removed keys become null)."""
-    patch: Body = {key: None for key in old.keys() - new.keys()}
+    patch: JSON = {key: None for key in old.keys() - new.keys()}
     for key, value in new.items():
         before = old.get(key)
         if isinstance(value, Mapping) and isinstance(before, Mapping):
@@ -219,18 +219,6 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Body:
         elif value != before:
             patch[key] = value
     return patch
-
-
-def owner_reference(owner: Body, *, controller: bool = True) -> Body:
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": True,
-    }
 
 
 class Kube:
@@ -262,7 +250,7 @@ class Kube:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
-    ) -> Body:
+    ) -> JSON:
         result = await self.api.call_api(
             path,
             method,
@@ -275,7 +263,7 @@ class Kube:
         )
         return result if isinstance(result, dict) else {}
 
-    async def get(self, resource: Resource, namespace: str | None, name: str) -> Body | None:
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON | None:
         try:
             return await self._call("GET", resource.path(namespace, name))
         except ApiException as exc:
@@ -294,12 +282,12 @@ class Kube:
             raise
         return any(r.get("name") == resource.plural for r in listing.get("resources", []))
 
-    async def list(self, resource: Resource, namespace: str | None, *, selector: str | None = None) -> list[Body]:
+    async def list(self, resource: Resource, namespace: str | None, *, selector: str | None = None) -> list[JSON]:
         """For tools and tests. Controllers read from the informer caches instead."""
         query = [("labelSelector", selector)] if selector else []
         return list((await self._call("GET", resource.path(namespace), query=query)).get("items", []))
 
-    async def create(self, body: Body) -> bool:
+    async def create(self, body: JSON) -> bool:
         """Create ``body``. True if created, False if it already existed as ours (a retried create).
 
         When ``body`` has a controller owner, an existing object of that name is ours only if it has
@@ -320,7 +308,7 @@ class Kube:
             raise
         return True
 
-    async def _check_ours(self, resource: Resource, body: Body) -> None:
+    async def _check_ours(self, resource: Resource, body: JSON) -> None:
         """After a 409 on creating ``body``: return if the existing object has ``body``'s controller."""
         ours = controller_of(body)
         if ours is None:
@@ -358,7 +346,7 @@ class Kube:
         propagation: Literal["Background", "Foreground", "Orphan"] = "Background",
     ) -> bool:
         """Delete by name (and uid, so a same-named successor is never hit). False if already gone."""
-        options: Body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        options: JSON = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
@@ -378,7 +366,7 @@ class Kube:
         *,
         patch_type: PatchType = "merge",
         subresource: str | None = None,
-    ) -> Body | None:
+    ) -> JSON | None:
         """Patch; None when the object is gone. A failed json-patch ``test`` or a stale
         resourceVersion raises Conflict."""
         try:
@@ -404,14 +392,14 @@ class Kube:
         old: Mapping[str, Any],
         new: Mapping[str, Any],
         resource_version: str,
-    ) -> Body | None:
+    ) -> JSON | None:
         """Turn status ``old`` into ``new``, both as of ``resource_version``: if the object changed
         since, the write is refused (Conflict) rather than overwrite facts the decision never saw.
         None when the object is gone."""
         patch = {"metadata": {"resourceVersion": resource_version}, "status": merge_patch(old, new)}
         return await self.patch(resource, namespace, name, patch, subresource="status")
 
-    async def event(self, regarding: Body, *, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+    async def event(self, regarding: JSON, *, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         """Post a core/v1 Event on ``regarding``; a lost Event is logged, never fatal."""
         meta = regarding["metadata"]
         now = datetime.now(UTC)

@@ -40,7 +40,8 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
-JSON = dict[str, Any]
+from core.jsontypes import JSON
+
 S = TypeVar("S")
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")

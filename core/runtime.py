@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
-from core.informer import EventType, Obj
+from core.informer import EventType
+from core.jsontypes import JSON
 from core.kube import NAMESPACES, Kube, Resource
 from core.queue import Reconcile, WorkQueue
 
 log = logging.getLogger(__name__)
 
 V = TypeVar("V")
-Enqueue = Callable[[Obj], Iterable[Any]]
+Enqueue = Callable[[JSON], Iterable[Any]]
 """The keys an object's change asks to reconcile (its own key, or its owner's)."""
 
 
@@ -69,8 +70,8 @@ class Runtime:
         self,
         name: str,
         resource: Resource,
-        keys: Callable[[Obj], Iterable[IndexKey]],
-        value: Callable[[Obj], V],
+        keys: Callable[[JSON], Iterable[IndexKey]],
+        value: Callable[[JSON], V],
         *,
         selector: str | None = None,
     ) -> CacheIndex[V]:
@@ -86,7 +87,7 @@ class Runtime:
     ) -> None:
         """On every change of the selection, enqueue the keys of the object before and after it."""
 
-        def handler(_: EventType, obj: Obj, old: Obj | None) -> None:
+        def handler(_: EventType, obj: JSON, old: JSON | None) -> None:
             for key in {*keys(obj), *(keys(old) if old is not None else ())}:
                 queue.enqueue(key)
 
@@ -131,7 +132,7 @@ def register_namespaces(runtime: Runtime) -> None:
     """Watch Namespaces (only the served ones when the operator serves some), for
     ``Runtime.terminating_namespaces``."""
 
-    def on_namespace(type_: EventType, body: Obj, _: Obj | None) -> None:
+    def on_namespace(type_: EventType, body: JSON, _: JSON | None) -> None:
         name = str((body.get("metadata") or {}).get("name") or "")
         runtime.observe_namespace(name, None if type_ == "DELETED" else body)
 

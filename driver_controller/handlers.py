@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any, Final
 
 from core import labels, logs
+from core.jsontypes import JSON
 from core.kube import CONFIGMAPS, PODS, SERVICES, SPARK_DRIVERS, Resource, Rules
 from core.reconciler import Applied, Applier, Learned, Learnt, Plan
 from core.runtime import Runtime
@@ -21,7 +22,6 @@ from driver_controller.observe import Key, own_key, owner_key, summarize_object,
 
 log = logging.getLogger(__name__)
 
-Body = dict[str, Any]
 
 INDEX_DRIVERS = "sparkop_driver_sparkdrivers"
 INDEX_PODS = "sparkop_driver_pods"
@@ -57,7 +57,7 @@ class DriverController:
         )
 
     @property
-    def transient(self) -> dict[Key, Body]:
+    def transient(self) -> dict[Key, JSON]:
         """Transient errors met applying a plan, by key, until a pass records them in lastError."""
         return self.applier.transient_errors()
 
@@ -77,7 +77,7 @@ class DriverController:
             return applied.requeue_after
         return 0.0
 
-    async def apply(self, key: Key, observed: rc.Observed, plan: Plan[Body], learnt: Learnt) -> Applied:
+    async def apply(self, key: Key, observed: rc.Observed, plan: Plan[JSON], learnt: Learnt) -> Applied:
         """Apply ``plan`` (core.reconciler's order); creates only while the SparkDriver is current."""
         body = copy.deepcopy(dict(observed.driver)) if observed.driver is not None else None
         uid = str(((body or {}).get("metadata") or {}).get("uid", ""))

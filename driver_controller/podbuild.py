@@ -24,13 +24,12 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from core import labels, naming
+from core.jsontypes import JSON
 from driver_controller import sparkconf
 from driver_controller.submission import IN_CLUSTER_MASTER, Submission
-
-Body = dict[str, Any]
 
 SPARK_CONF_DIR: Final = "/opt/spark/conf"
 SPARK_CONF_FILE: Final = "spark.properties"
@@ -64,15 +63,15 @@ class RenderOptions:
 class DriverObjects:
     """Everything one driver-pod incarnation needs, as manifests (no status, no server fields)."""
 
-    pod: Body
-    config_map: Body
-    service: Body
-    executor_template: Body | None
+    pod: JSON
+    config_map: JSON
+    service: JSON
+    executor_template: JSON | None
     properties: dict[str, str]
-    metrics_config_map: Body | None = None
+    metrics_config_map: JSON | None = None
 
     @property
-    def config_maps(self) -> list[Body]:
+    def config_maps(self) -> list[JSON]:
         """The incarnation's ConfigMaps, all of which the driver pod mounts."""
         return [cm for cm in (self.executor_template, self.config_map, self.metrics_config_map) if cm is not None]
 
@@ -137,12 +136,12 @@ def local_dir_path(app_id: str) -> str:
     return f"/var/data/spark-{uuid.UUID(hex=app_id.removeprefix('spark-')[:32])}"
 
 
-def select_spark_container(pod: Body, name: str) -> Body:
+def select_spark_container(pod: JSON, name: str) -> JSON:
     """``KubernetesUtils.selectSparkContainer``: takes the Spark container (named ``name``, else the
     first) out of the template ``pod``, in place, and returns it."""
     pod.setdefault("metadata", {})
     spec = pod.setdefault("spec", {})
-    containers: list[Body] = spec.get("containers") or []
+    containers: list[JSON] = spec.get("containers") or []
     named = [c for c in containers if c.get("name") == name]
     if len(named) == 1:
         container = named[0]
@@ -155,8 +154,8 @@ def select_spark_container(pod: Body, name: str) -> Body:
     return container
 
 
-def _env(container: Body, name: str, value: str | None = None, value_from: Body | None = None) -> None:
-    entry: Body = {"name": name}
+def _env(container: JSON, name: str, value: str | None = None, value_from: JSON | None = None) -> None:
+    entry: JSON = {"name": name}
     if value_from is not None:
         entry["valueFrom"] = value_from
     else:
@@ -164,11 +163,11 @@ def _env(container: Body, name: str, value: str | None = None, value_from: Body 
     container.setdefault("env", []).append(entry)
 
 
-def _volume(pod: Body, volume: Body) -> None:
+def _volume(pod: JSON, volume: JSON) -> None:
     pod["spec"].setdefault("volumes", []).append(volume)
 
 
-def _mount(container: Body, mount: Body) -> None:
+def _mount(container: JSON, mount: JSON) -> None:
     container.setdefault("volumeMounts", []).append(mount)
 
 
@@ -231,7 +230,7 @@ class _Build:
             preset[labels.SPARK_VERSION] = version
         return {**custom, **preset}
 
-    def basic(self, pod: Body, container: Body) -> None:
+    def basic(self, pod: JSON, container: JSON) -> None:
         """``BasicDriverFeatureStep``: the Spark container, its resources, the pod's metadata and spec."""
         self._basic_container(container)
         self._basic_resources(container)
@@ -247,7 +246,7 @@ class _Build:
             }
         )
 
-    def _basic_container(self, container: Body) -> None:
+    def _basic_container(self, container: JSON) -> None:
         conf = self.conf
         rpc, block, ui = self.ports
         container.setdefault("name", self.sub.driver_container)
@@ -271,7 +270,7 @@ class _Build:
             value_from={"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
         )
 
-    def _basic_resources(self, container: Body) -> None:
+    def _basic_resources(self, container: JSON) -> None:
         conf = self.conf
         heap, overhead = driver_memory_mib(conf, self.sub.resource_type, self.sub.major_version)
         memory = f"{heap + overhead}Mi"
@@ -293,7 +292,7 @@ class _Build:
             if field == "amount" and vendor:
                 limits[f"{vendor}/{name}"] = amount
 
-    def _basic_metadata(self, meta: Body) -> None:
+    def _basic_metadata(self, meta: JSON) -> None:
         meta["name"] = self.pod_name
         meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
         annotations = {
@@ -302,7 +301,7 @@ class _Build:
         if annotations or meta.get("annotations"):
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
 
-    def _basic_spec(self, spec: Body) -> None:
+    def _basic_spec(self, spec: JSON) -> None:
         conf = self.conf
         spec["restartPolicy"] = "Never"
         node_selector = {
@@ -318,14 +317,14 @@ class _Build:
         if scheduler:
             spec["schedulerName"] = scheduler
 
-    def credentials(self, pod: Body) -> None:
+    def credentials(self, pod: JSON) -> None:
         account = self.conf.get("spark.kubernetes.authenticate.driver.serviceAccountName")
         spec = pod["spec"]
         if account and not spec.get("serviceAccount"):
             spec["serviceAccount"] = account
             spec["serviceAccountName"] = account
 
-    def service(self) -> Body:
+    def service(self) -> JSON:
         rpc, block, ui = self.ports
         self.props.update(
             {
@@ -335,7 +334,7 @@ class _Build:
             }
         )
         conf = self.conf
-        meta: Body = {"name": self.service_name, "namespace": self.sub.namespace}
+        meta: JSON = {"name": self.service_name, "namespace": self.sub.namespace}
         annotations = self.prefixed("spark.kubernetes.driver.service.annotation.")
         if annotations:
             meta["annotations"] = annotations
@@ -362,18 +361,18 @@ class _Build:
             },
         }
 
-    def secrets(self, pod: Body, container: Body) -> None:
+    def secrets(self, pod: JSON, container: JSON) -> None:
         for secret, path in self.prefixed("spark.kubernetes.driver.secrets.").items():
             volume_name = naming.dns_label(f"{secret}-volume")
             _volume(pod, {"name": volume_name, "secret": {"secretName": secret}})
             _mount(container, {"name": volume_name, "mountPath": path})
 
-    def env_secrets(self, container: Body) -> None:
+    def env_secrets(self, container: JSON) -> None:
         for env_name, ref in self.prefixed("spark.kubernetes.driver.secretKeyRef.").items():
             secret, _, key = ref.partition(":")
             _env(container, env_name, value_from={"secretKeyRef": {"key": key, "name": secret}})
 
-    def volumes(self, pod: Body, container: Body) -> None:
+    def volumes(self, pod: JSON, container: JSON) -> None:
         """``MountVolumesFeatureStep``: spark.kubernetes.driver.volumes.<kind>.<name>.{mount,options}.*"""
         specs: dict[tuple[str, str], dict[str, str]] = {}
         for key, value in self.prefixed("spark.kubernetes.driver.volumes.").items():
@@ -385,7 +384,7 @@ class _Build:
             source = self._volume_source(kind, opts, read_only)
             if "mount.path" not in opts or source is None:
                 continue
-            mount: Body = {"name": name, "mountPath": opts["mount.path"]}
+            mount: JSON = {"name": name, "mountPath": opts["mount.path"]}
             if read_only:
                 mount["readOnly"] = True
             for field in ("subPath", "subPathExpr"):
@@ -394,7 +393,7 @@ class _Build:
             _volume(pod, {"name": name, kind: source})
             _mount(container, mount)
 
-    def _volume_source(self, kind: str, opts: Mapping[str, str], read_only: bool) -> Body | None:
+    def _volume_source(self, kind: str, opts: Mapping[str, str], read_only: bool) -> JSON | None:
         """The volume source of one of the four kinds Spark mounts from properties (None: another kind).
 
         Spark has no ``options.readOnly``: a claim is read-only exactly when its mount is
@@ -410,13 +409,13 @@ class _Build:
         if kind == "nfs":
             return {"path": opts.get("options.path", ""), "server": opts.get("options.server", "")}
         if kind == "persistentVolumeClaim":
-            claim: Body = {"claimName": opts.get("options.claimName", "")}
+            claim: JSON = {"claimName": opts.get("options.claimName", "")}
             if read_only:
                 claim["readOnly"] = True
             return claim
         return None
 
-    def command(self, container: Body) -> None:
+    def command(self, container: JSON) -> None:
         sub = self.sub
         args = [*container.get("args", []), "driver"]
         if sub.proxy_user:
@@ -433,7 +432,7 @@ class _Build:
                 _env(container, "PYSPARK_DRIVER_PYTHON", driver_python)
         self.props["spark.kubernetes.resource.type"] = sub.resource_type
 
-    def hadoop(self, pod: Body, container: Body) -> None:
+    def hadoop(self, pod: JSON, container: JSON) -> None:
         config_map = self.conf.get("spark.kubernetes.hadoop.configMapName")
         if not config_map:
             return
@@ -442,7 +441,7 @@ class _Build:
         _env(container, "HADOOP_CONF_DIR", HADOOP_CONF_DIR)
         self.props["spark.kubernetes.executor.hadoopConfigMapName"] = config_map
 
-    def pod_template(self, pod: Body, container: Body) -> Body | None:
+    def pod_template(self, pod: JSON, container: JSON) -> JSON | None:
         template = self.sub.executor_template
         if not template:
             return None
@@ -465,7 +464,7 @@ class _Build:
             {POD_TEMPLATE_KEY: json.dumps(template, sort_keys=True, separators=(",", ":"))},
         )
 
-    def metrics_config_map(self) -> Body | None:
+    def metrics_config_map(self) -> JSON | None:
         """kubeflow's Prometheus ConfigMap (sparkop's is per incarnation, like the others); the pod
         templates already mount it."""
         files = self.sub.metrics_files
@@ -475,7 +474,7 @@ class _Build:
             naming.metrics_configmap_name(self.sub.name, self.sub.incarnation), self.sub.namespace, files
         )
 
-    def local_dirs(self, pod: Body, container: Body) -> None:
+    def local_dirs(self, pod: JSON, container: JSON) -> None:
         existing = [
             m["mountPath"] for m in container.get("volumeMounts", []) if m["name"].startswith("spark-local-dir-")
         ]
@@ -491,7 +490,7 @@ class _Build:
                 _mount(container, {"name": f"spark-local-dir-{index}", "mountPath": path})
         _env(container, "SPARK_LOCAL_DIRS", ",".join(dirs))
 
-    def client(self, pod: Body, container: Body) -> Body:
+    def client(self, pod: JSON, container: JSON) -> JSON:
         """``Client.run``: conf volume, SPARK_CONF_DIR, the Spark container last, the ConfigMap."""
         properties = {**self.conf, **self.props}
         text = sparkconf.format_properties(
@@ -518,7 +517,7 @@ class _Build:
         )
 
 
-def _config_map(name: str, namespace: str, data: dict[str, str]) -> Body:
+def _config_map(name: str, namespace: str, data: dict[str, str]) -> JSON:
     """An immutable ConfigMap: its content is fixed by the SparkDriver and incarnation, so a retried
     create meets an identical object."""
     return {
@@ -530,7 +529,7 @@ def _config_map(name: str, namespace: str, data: dict[str, str]) -> Body:
     }
 
 
-def _own(obj: Body, sub: Submission) -> None:
+def _own(obj: JSON, sub: Submission) -> None:
     meta = obj["metadata"]
     meta["namespace"] = sub.namespace
     meta["labels"] = {**(meta.get("labels") or {}), **sub.sparkop_labels}

@@ -35,13 +35,13 @@ from typing import Any, Final, Literal
 
 from api.models import SparkDriver, SparkDriverStatus
 from core import labels, naming
+from core.conditions import transition_time
+from core.jsontypes import JSON
 from core.reconciler import Create, Delete, Event, Patch, Plan, Refusal, refusal_key
 from core.times import format_time
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
 from driver_controller.podbuild import RenderOptions
 from driver_controller.render import InvalidSpec, names, parse, render
-
-Body = dict[str, Any]
 
 # Event reasons (on the SparkDriver).
 REASON_INCARNATION_CREATED: Final = "DriverPodCreated"
@@ -94,7 +94,7 @@ DRIVER_ENDED: Final = "DriverEnded"  # the last incarnation's executors, once th
 class _Draft:
     """The plan as a pass builds it: creates go before the status write, patches and deletes after."""
 
-    status: Body | None = None  # the new status; None: unchanged
+    status: JSON | None = None  # the new status; None: unchanged
     creates: list[Create] = field(default_factory=list)
     patches: list[Patch] = field(default_factory=list)
     deletes: list[Delete] = field(default_factory=list)
@@ -104,7 +104,7 @@ class _Draft:
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
-    def plan(self) -> Plan[Body]:
+    def plan(self) -> Plan[JSON]:
         return Plan(
             status=self.status,
             before_status=tuple(self.creates),
@@ -136,7 +136,7 @@ def _release_orphans(draft: _Draft, pods: Sequence[PodSummary]) -> _Draft:
     return draft
 
 
-def release_orphans(pods: Sequence[PodSummary]) -> Plan[Body]:
+def release_orphans(pods: Sequence[PodSummary]) -> Plan[JSON]:
     """The SparkDriver is gone or being deleted: let its pods go."""
     return _release_orphans(_Draft(), pods).plan()
 
@@ -144,8 +144,8 @@ def release_orphans(pods: Sequence[PodSummary]) -> Plan[Body]:
 # --- status pieces ---------------------------------------------------------------------------------
 
 
-def _termination(term: Terminated | None, pod: PodSummary) -> Body:
-    out: Body = {}
+def _termination(term: Terminated | None, pod: PodSummary) -> JSON:
+    out: JSON = {}
     if term is not None:
         if term.exit_code is not None:
             out["exitCode"] = term.exit_code
@@ -163,11 +163,11 @@ def _termination(term: Terminated | None, pod: PodSummary) -> Body:
 
 
 def _record(
-    history: list[Body], incarnation: int, pod_name: str, outcome: str, reason: str, message: str, now: datetime
-) -> list[Body]:
+    history: list[JSON], incarnation: int, pod_name: str, outcome: str, reason: str, message: str, now: datetime
+) -> list[JSON]:
     if any(r.get("incarnation") == incarnation for r in history):
         return history
-    entry: Body = {"incarnation": incarnation, "podName": pod_name, "outcome": outcome, "time": format_time(now)}
+    entry: JSON = {"incarnation": incarnation, "podName": pod_name, "outcome": outcome, "time": format_time(now)}
     if reason:
         entry["reason"] = reason
     if message:
@@ -176,17 +176,14 @@ def _record(
 
 
 def _set_condition(
-    conditions: list[Body], type_: str, status: str, reason: str, message: str, now: datetime, generation: int | None
-) -> list[Body]:
+    conditions: list[JSON], type_: str, status: str, reason: str, message: str, now: datetime, generation: int | None
+) -> list[JSON]:
     old = next((c for c in conditions if c.get("type") == type_), None)
-    new: Body = {"type": type_, "status": status, "reason": reason}
+    new: JSON = {"type": type_, "status": status, "reason": reason}
     if message:
         new["message"] = message[:32768]
-    new["lastTransitionTime"] = (
-        old["lastTransitionTime"]
-        if old and old.get("status") == status and old.get("lastTransitionTime")
-        else format_time(now)
-    )
+    old_status, old_time = (old.get("status"), old.get("lastTransitionTime")) if old else (None, None)
+    new["lastTransitionTime"] = transition_time(old_status, old_time, status, format_time(now))
     if generation is not None:
         new["observedGeneration"] = generation
     return [*(c for c in conditions if c.get("type") != type_), new]
@@ -211,7 +208,7 @@ def _lost_reason(pod: PodSummary | None) -> tuple[str, str] | None:
     return None
 
 
-def _outcome(pod: PodSummary) -> tuple[str, Body] | None:
+def _outcome(pod: PodSummary) -> tuple[str, JSON] | None:
     """("Succeeded" | "Failed", termination) once the driver has finished by itself."""
     if pod.init_failure is not None:
         return "Failed", _termination(pod.init_failure, pod)
@@ -234,8 +231,8 @@ class _Pass:
     obs: Observed
     now: datetime
     plan: _Draft
-    status: Body  # what this pass decides, starting from a copy of old_status
-    old_status: Body  # the status as observed, normalised
+    status: JSON  # what this pass decides, starting from a copy of old_status
+    old_status: JSON  # the status as observed, normalised
     owned_pods: list[PodSummary]
     incarnation: int = 0
 
@@ -264,7 +261,7 @@ def _owned(uid: str, items: Sequence[Any]) -> list[Any]:
     return [item for item in items if uid in item.owner_uids]
 
 
-def _status_dict(body: Mapping[str, Any]) -> Body:
+def _status_dict(body: Mapping[str, Any]) -> JSON:
     raw = body.get("status") or {}
     try:
         return SparkDriverStatus.model_validate(raw).to_json()
@@ -272,7 +269,7 @@ def _status_dict(body: Mapping[str, Any]) -> Body:
         return {k: v for k, v in raw.items() if k in SparkDriverStatus.model_fields}
 
 
-def reconcile(observed: Observed, now: datetime) -> Plan[Body]:
+def reconcile(observed: Observed, now: datetime) -> Plan[JSON]:
     """Decide what to do for one SparkDriver. Never raises for a bad spec: that is a status."""
     body = observed.driver
     if body is None or observed.namespace_terminating:
@@ -306,7 +303,7 @@ def reconcile(observed: Observed, now: datetime) -> Plan[Body]:
     return plan.plan()
 
 
-def _invalid(plan: _Draft, status: Body, body: Mapping[str, Any], now: datetime, message: str) -> _Draft:
+def _invalid(plan: _Draft, status: JSON, body: Mapping[str, Any], now: datetime, message: str) -> _Draft:
     if status.get("phase") in TERMINAL:
         return plan
     new = dict(status)
@@ -345,7 +342,7 @@ def _start_incarnation(p: _Pass, incarnation: int) -> None:
     p.status["sparkApplicationId"] = naming.spark_app_id(str(p.driver.metadata["uid"]), incarnation)
 
 
-def _terminal(p: _Pass, phase: str, termination: Body, reason: str, message: str, pod_name: str) -> None:
+def _terminal(p: _Pass, phase: str, termination: JSON, reason: str, message: str, pod_name: str) -> None:
     outcome = phase
     p.status["phase"] = phase
     if termination:
@@ -406,7 +403,7 @@ def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
 
 
 def _pod_info(p: _Pass, pod: PodSummary) -> None:
-    info: Body = {"name": pod.name, "uid": pod.uid, "phase": pod.phase}
+    info: JSON = {"name": pod.name, "uid": pod.uid, "phase": pod.phase}
     if pod.node_name:
         info["nodeName"] = pod.node_name
     if pod.pod_ip:
@@ -630,7 +627,7 @@ def _frozen_status(p: _Pass) -> None:
         p.plan.status = {**p.old_status, "observedGeneration": generation}
 
 
-def submission_failed(observed: Observed, now: datetime, incarnation: int, reason: str, message: str) -> Body:
+def submission_failed(observed: Observed, now: datetime, incarnation: int, reason: str, message: str) -> JSON:
     """The status after the API server refused one of the incarnation's objects (422/403/400):
     SubmissionFailed with lastError; the apps controller decides whether to retry with a new run."""
     assert observed.driver is not None

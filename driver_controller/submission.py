@@ -29,9 +29,8 @@ from api.models import (
     SparkDriverSpec,
     SparkPodSpec,
 )
-from core import labels, naming
-
-Body = dict[str, Any]
+from core import labels, naming, owners
+from core.jsontypes import JSON
 
 DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
@@ -134,10 +133,10 @@ class Submission:
     proxy_user: str | None
     spark_version: str
     conf: dict[str, str]
-    driver_template: Body  # a Pod: its first container is the Spark container
-    executor_template: Body
+    driver_template: JSON  # a Pod: its first container is the Spark container
+    executor_template: JSON
     sparkop_labels: dict[str, str]
-    owner: Body  # the SparkDriver, as an ownerReference target
+    owner: JSON  # the SparkDriver, as an ownerReference target
     driver_container: str = DRIVER_CONTAINER  # the name of the driver template's Spark container
     submit_time_ms: int | None = None
     # The metrics ConfigMap's files (metrics.properties, prometheus.yaml); empty: no such ConfigMap.
@@ -170,18 +169,14 @@ def sparkop_labels(driver: SparkDriver, incarnation: int) -> dict[str, str]:
     return result
 
 
-def owner_reference(driver: SparkDriver, *, controller: bool) -> Body:
-    """An ownerReference to the SparkDriver model (``core.kube.owner_reference`` builds the same from
-    a body; the pure renderer does not import the client layer, which would double its import time)."""
+def owner_reference(driver: SparkDriver, *, controller: bool) -> JSON:
     meta = driver.metadata
-    return {
+    owner: JSON = {
         "apiVersion": labels.API_VERSION,
         "kind": "SparkDriver",
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": controller,
-        "blockOwnerDeletion": True,
+        "metadata": {"name": meta["name"], "uid": meta["uid"]},
     }
+    return owners.owner_reference(owner, controller=controller)
 
 
 def _resource_type(kind: SparkApplicationType) -> str:
@@ -346,11 +341,11 @@ def _by_properties(volume: Mapping[str, Any], mount: Mapping[str, Any]) -> bool:
     return not source_read_only or (kind == "persistentVolumeClaim" and bool(mount.get("readOnly")))
 
 
-def _volume_conf(conf: dict[str, str], spec: SparkDriverSpec) -> dict[str, list[tuple[Body, Body]]]:
+def _volume_conf(conf: dict[str, str], spec: SparkDriverSpec) -> dict[str, list[tuple[JSON, JSON]]]:
     """Volumes Spark can mount from properties (kubeflow's driverVolumeMountsOption); the others, per
     role, as (volume, mount) pairs for the pod templates."""
     volumes = {v["name"]: v for v in spec.volumes or ()}
-    template_mounts: dict[str, list[tuple[Body, Body]]] = {"driver": [], "executor": []}
+    template_mounts: dict[str, list[tuple[JSON, JSON]]] = {"driver": [], "executor": []}
     for role, pod in (("driver", spec.driver), ("executor", spec.executor)):
         for mount in pod.volumeMounts or ():
             volume = volumes.get(mount.get("name", ""))
@@ -377,7 +372,7 @@ def _dynamic_allocation_conf(conf: dict[str, str], dyn: DynamicAllocation | None
         conf["spark.dynamicAllocation.shuffleTracking.timeout"] = str(dyn.shuffleTrackingTimeout)
 
 
-def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], dict[str, list[tuple[Body, Body]]]]:
+def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], dict[str, list[tuple[JSON, JSON]]]]:
     """All Spark properties of the submission, in kubeflow's order (a later step wins), and per role
     the (volume, mount) pairs Spark cannot mount from properties."""
     spec = driver.spec
@@ -463,31 +458,31 @@ def _monitoring_conf(conf: dict[str, str], driver: SparkDriver) -> None:
 # --- templates: what properties cannot express ---------------------------------------------------
 
 
-def _spark_container(pod: Body, name: str) -> Body:
+def _spark_container(pod: JSON, name: str) -> JSON:
     """The template's Spark container (named ``name``, else the first), created if missing and
     moved to the front so that Spark's template loader picks it."""
     spec = pod.setdefault("spec", {})
-    containers: list[Body] = spec.setdefault("containers", [])
+    containers: list[JSON] = spec.setdefault("containers", [])
     for index, existing in enumerate(containers):
         if existing.get("name") == name:
             containers.insert(0, containers.pop(index))
             return existing
     if containers:
         return containers[0]
-    created: Body = {"name": name}
+    created: JSON = {"name": name}
     containers.append(created)
     return created
 
 
-def _template_pod(template: Mapping[str, Any] | None) -> Body:
-    pod: Body = {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}}
+def _template_pod(template: Mapping[str, Any] | None) -> JSON:
+    pod: JSON = {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}}
     if template:
         pod["metadata"] = copy.deepcopy(dict(template.get("metadata") or {}))
         pod["spec"] = copy.deepcopy(dict(template.get("spec") or {}))
     return pod
 
 
-def _pod_fields(spec: Body, s: SparkPodSpec) -> None:
+def _pod_fields(spec: JSON, s: SparkPodSpec) -> None:
     """kubeflow's webhook patches of the pod spec."""
     if s.affinity is not None:
         spec["affinity"] = copy.deepcopy(s.affinity)
@@ -517,7 +512,7 @@ def _pod_fields(spec: Body, s: SparkPodSpec) -> None:
         spec["priorityClassName"] = s.priorityClassName
 
 
-def _container_fields(container: Body, s: SparkPodSpec) -> None:
+def _container_fields(container: JSON, s: SparkPodSpec) -> None:
     """kubeflow's webhook patches of the Spark container."""
     if s.securityContext is not None:
         container["securityContext"] = copy.deepcopy(s.securityContext)
@@ -537,30 +532,30 @@ def _container_fields(container: Body, s: SparkPodSpec) -> None:
         limits[s.gpu.name] = str(s.gpu.quantity)
 
 
-def _add_volume(spec: Body, volume: Body) -> None:
-    volumes: list[Body] = spec.setdefault("volumes", [])
+def _add_volume(spec: JSON, volume: JSON) -> None:
+    volumes: list[JSON] = spec.setdefault("volumes", [])
     if not any(v.get("name") == volume["name"] for v in volumes):
         volumes.append(volume)
 
 
-def _add_mount(container: Body, mount: Body) -> None:
+def _add_mount(container: JSON, mount: JSON) -> None:
     container.setdefault("volumeMounts", []).append(mount)
 
 
-def _mount_config_map(pod: Body, container: Body, volume_name: str, config_map: str, path: str) -> None:
+def _mount_config_map(pod: JSON, container: JSON, volume_name: str, config_map: str, path: str) -> None:
     """kubeflow's addConfigMapVolume + addConfigMapVolumeMount (read-only)."""
     _add_volume(pod["spec"], {"name": volume_name, "configMap": {"name": config_map}})
     _add_mount(container, {"name": volume_name, "mountPath": path, "readOnly": True})
 
 
-def _prune_empty(pod: Body) -> Body:
+def _prune_empty(pod: JSON) -> JSON:
     pod["metadata"] = {k: v for k, v in pod["metadata"].items() if v not in (None, {}, [])}
     return pod
 
 
 def _role_template(
-    driver: SparkDriver, role: str, mounts: list[tuple[Body, Body]], metrics_map: str | None
-) -> tuple[Body, Body]:
+    driver: SparkDriver, role: str, mounts: list[tuple[JSON, JSON]], metrics_map: str | None
+) -> tuple[JSON, JSON]:
     """(pod template, its Spark container) of ``role``: ``spec.<role>.template``, then what kubeflow
     patches into that role's pods with its webhook, the volumes Spark cannot mount from properties,
     spec.sparkConfigMap and the metrics ConfigMap. The direct fields win over the template's."""
@@ -590,14 +585,14 @@ def _role_template(
     return pod, container
 
 
-def _driver_template(driver: SparkDriver, mounts: list[tuple[Body, Body]], metrics_map: str | None) -> Body:
+def _driver_template(driver: SparkDriver, mounts: list[tuple[JSON, JSON]], metrics_map: str | None) -> JSON:
     pod, _ = _role_template(driver, "driver", mounts, metrics_map)
     return _prune_empty(pod)
 
 
 def _executor_template(
-    driver: SparkDriver, incarnation: int, mounts: list[tuple[Body, Body]], metrics_map: str | None
-) -> Body:
+    driver: SparkDriver, incarnation: int, mounts: list[tuple[JSON, JSON]], metrics_map: str | None
+) -> JSON:
     """The executor pod template: the executor fields Spark cannot express, plus what makes the
     executors ours: sparkop's labels and a non-controller ownerReference to the SparkDriver (the
     driver pod adds its own controller reference; see docs/driver-controller.md)."""

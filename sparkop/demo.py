@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from core import kube as k8s
+from core.jsontypes import JSON
 
 DEMO_APPS = Path(__file__).resolve().parent.parent / "examples" / "demo"
 NAMESPACE = "default"
@@ -26,8 +26,6 @@ FINAL_STATES = {"COMPLETED", "FAILED", "SUBMISSION_FAILED"}
 VICTIM = "stream-recovers"  # the app whose driver pod the demo deletes
 VICTIM_AFTER_SECONDS = 2.0
 TIMEOUT_SECONDS = 180.0
-
-Body = dict[str, Any]
 
 
 def say(message: str) -> None:
@@ -44,7 +42,7 @@ class Row:
     executors: str
 
     @classmethod
-    def of(cls, app: Body) -> Row:
+    def of(cls, app: JSON) -> Row:
         status = app.get("status") or {}
         counts = status.get("executors") or {}
         return cls(

@@ -17,8 +17,7 @@ import yaml
 from api import manifests, validate
 from api.manifests import clip, one_line, quote
 from core import labels
-
-Body = dict[str, Any]
+from core.jsontypes import JSON
 
 # Objects that do not exist yet have no uid; these stand in for them, visibly.
 PLACEHOLDER_APP_UID = "00000000-0000-0000-0000-00000000a001"
@@ -29,7 +28,7 @@ class RenderError(ValueError):
     pass
 
 
-def _with_identity(body: Body, uid: str, namespace: str | None) -> Body:
+def _with_identity(body: JSON, uid: str, namespace: str | None) -> JSON:
     meta = dict(body.get("metadata") or {})
     meta.setdefault("uid", uid)
     meta["namespace"] = namespace or meta.get("namespace") or "default"
@@ -37,7 +36,7 @@ def _with_identity(body: Body, uid: str, namespace: str | None) -> Body:
     return {**body, "metadata": meta}
 
 
-def render_driver_objects(driver: Body) -> Iterator[Body]:
+def render_driver_objects(driver: JSON) -> Iterator[JSON]:
     from driver_controller.render import parse, render
 
     objects = render(parse(driver), incarnation=1)
@@ -48,7 +47,7 @@ def render_driver_objects(driver: Body) -> Iterator[Body]:
     yield objects.pod
 
 
-def render_document(doc: Body, namespace: str | None = None) -> list[Body]:
+def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
     """What sparkop creates for one SparkApplication or SparkDriver. Raises RenderError for another
     kind, InvalidSpec for a spec Spark would refuse."""
     from apps_controller.builders import build_driver
@@ -66,7 +65,7 @@ def render_document(doc: Body, namespace: str | None = None) -> list[Body]:
     return [driver, *render_driver_objects(driver)]
 
 
-def render_documents(docs: Iterable[Body], namespace: str | None = None) -> list[Body]:
+def render_documents(docs: Iterable[JSON], namespace: str | None = None) -> list[JSON]:
     return [obj for doc in docs if doc for obj in render_document(doc, namespace)]
 
 
@@ -82,7 +81,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def dump(objects: list[Body]) -> str:
+def dump(objects: list[JSON]) -> str:
     return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
@@ -106,13 +105,13 @@ def _first_problem(exc: Exception) -> str:
     return clip(f"sparkop could not render it ({type(exc).__name__}: {exc}); this is a bug, please report it", 300)
 
 
-def render_file(path: str, namespace: str | None = None) -> tuple[list[Body], list[str], list[str]]:
+def render_file(path: str, namespace: str | None = None) -> tuple[list[JSON], list[str], list[str]]:
     """(objects, problems, notes) of file ``path``: each document is validated first (the messages of
     ``sparkop validate``), then rendered; a bad document is one line in ``problems`` and does not
     stop the others. Documents of other kinds are passed over with a note. OSError when the file
     cannot be read."""
     source, documents = manifests.read(path)
-    objects: list[Body] = []
+    objects: list[JSON] = []
     problems: list[str] = []
     notes: list[str] = []
     for checked in validate.check(documents):

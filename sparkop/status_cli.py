@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import sys
 from datetime import UTC, datetime
-from typing import Any
 
 from core import kube as k8s
 from core import labels, naming
-
-Body = dict[str, Any]
+from core.jsontypes import JSON
 
 
 def _age(stamp: str | None, now: datetime) -> str:
@@ -28,7 +26,7 @@ def _clock(stamp: str | None) -> str:
     return stamp[11:19] if stamp else "--:--:--"
 
 
-def _executors(counts: Body | None) -> str:
+def _executors(counts: JSON | None) -> str:
     counts = counts or {}
     parts = [f"{counts.get(phase, 0)} {phase}" for phase in ("running", "pending", "succeeded", "failed")]
     if counts.get("unknown"):
@@ -36,7 +34,7 @@ def _executors(counts: Body | None) -> str:
     return ", ".join(parts)
 
 
-def _policy(spec: Body) -> str:
+def _policy(spec: JSON) -> str:
     policy = spec.get("restartPolicy") or {}
     kind = policy.get("type", "Never")
     if kind == "Never":
@@ -51,7 +49,7 @@ def _policy(spec: Body) -> str:
     return f"{kind} ({', '.join(details)})" if details else kind
 
 
-def render_status(app: Body, drivers: list[Body], now: datetime) -> str:
+def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
     """The summary text; pure, so tests can pin it."""
     meta, spec, status = app["metadata"], app.get("spec", {}), app.get("status") or {}
     state = (status.get("applicationState") or {}).get("state", "NEW")
@@ -110,7 +108,7 @@ def render_status(app: Body, drivers: list[Body], now: datetime) -> str:
     return "\n".join(lines)
 
 
-async def _fetch(name: str, namespace: str, kubeconfig: str | None) -> tuple[Body | None, list[Body]]:
+async def _fetch(name: str, namespace: str, kubeconfig: str | None) -> tuple[JSON | None, list[JSON]]:
     kube = await k8s.Kube.connect(kubeconfig)
     try:
         app = await kube.get(k8s.SPARK_APPLICATIONS, namespace, name)

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.jsontypes import JSON
 from driver_controller.sparkconf import parse_properties
-
-Body = dict[str, Any]
 
 CACHE = Path(os.environ.get("SPARKOP_CACHE", Path.home() / ".cache" / "sparkop"))
 # Properties only the submitting client uses; they never reach a driver we create.
@@ -252,7 +251,7 @@ def kubeflow_args(
     return args
 
 
-def _with_monitoring(driver: Mapping[str, Any]) -> Body:
+def _with_monitoring(driver: Mapping[str, Any]) -> JSON:
     """The spec after kubeflow's configPrometheusMonitoring: it writes spark.metrics.* into sparkConf,
     and the prometheus.io annotations and the -javaagent option into the exposed roles' fields."""
     spec = copy.deepcopy(dict(driver["spec"]))
@@ -282,10 +281,10 @@ def _with_monitoring(driver: Mapping[str, Any]) -> Body:
 
 @dataclass
 class Submitted:
-    pod: Body
-    config_map: Body
-    service: Body
-    template_map: Body | None
+    pod: JSON
+    config_map: JSON
+    service: JSON
+    template_map: JSON | None
     log: str
 
 
@@ -335,7 +334,7 @@ SERVER_FIELDS = {
 }
 
 
-def _strip(obj: Body) -> Body:
+def _strip(obj: JSON) -> JSON:
     out = copy.deepcopy(obj)
     for path in SERVER_FIELDS:
         cursor: Any = out
@@ -361,11 +360,11 @@ def replace_strings(obj: Any, replacements: Mapping[str, str]) -> Any:
 _API_ACCESS = re.compile(r"kube-api-access-[a-z0-9]{5}")
 
 
-def properties_of(config_map: Body) -> dict[str, str]:
+def properties_of(config_map: JSON) -> dict[str, str]:
     return parse_properties(config_map.get("data", {}).get("spark.properties", ""))
 
 
-def normalise_config_map(config_map: Body) -> Body:
+def normalise_config_map(config_map: JSON) -> JSON:
     """The ConfigMap with spark.properties parsed (order and escaping are not semantics) and the
     submission-only properties dropped."""
     out = _strip(config_map)
@@ -386,7 +385,7 @@ def _sort_named(value: Any) -> Any:
     return value
 
 
-def normalise_pod(pod: Body) -> Body:
+def normalise_pod(pod: JSON) -> JSON:
     out = _strip(pod)
     out = json.loads(_API_ACCESS.sub("kube-api-access-xxxxx", json.dumps(out)))
     spec = out.get("spec", {})

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from core.informer import BY_CONTROLLER_UID, EventType, Informer, Obj, controller_uid
+from core.informer import BY_CONTROLLER_UID, EventType, Informer, controller_uid
+from core.jsontypes import JSON
 from core.kube import CONFIGMAPS, Kube
 from devcluster.testing import ClusterHandle
 from tests.support.gap import compact_etcd_and_restart_apiserver
@@ -31,7 +32,7 @@ async def eventually(predicate: Callable[[], Any], within: float = 30.0, message
     return value
 
 
-def config_map(namespace: str, name: str, labels: dict[str, str] | None = None, **meta: Any) -> Obj:
+def config_map(namespace: str, name: str, labels: dict[str, str] | None = None, **meta: Any) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -46,7 +47,7 @@ class Recorder:
     def __init__(self) -> None:
         self.seen: list[tuple[EventType, str, str | None]] = []
 
-    def __call__(self, type_: EventType, obj: Obj, old: Obj | None) -> None:
+    def __call__(self, type_: EventType, obj: JSON, old: JSON | None) -> None:
         self.seen.append((type_, obj["metadata"]["name"], old["metadata"]["resourceVersion"] if old else None))
 
     def names(self) -> set[str]:

@@ -15,9 +15,10 @@ from typing import Any, Literal, TypeVar
 
 from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus
 from apps_controller.decide import decide
-from apps_controller.observed import JSON, AppView, DriverView, Observed, OwnedObject, UIConfig
+from apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
 from apps_controller.status import counted, finished, read_status, state, status_json
 from core import kube, labels
+from core.jsontypes import JSON
 from core.reconciler import Applier, Event, Learned, Plan, Refusal
 
 T = TypeVar("T")

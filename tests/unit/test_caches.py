@@ -8,22 +8,23 @@ from typing import Any
 import pytest
 
 from core.caches import Caches, NotCurrent
-from core.informer import Informer, Obj
+from core.informer import Informer
+from core.jsontypes import JSON
 from core.kube import NAMESPACES, PODS, SPARK_DRIVERS
 
 
-def pod(namespace: str, name: str, driver: str) -> Obj:
+def pod(namespace: str, name: str, driver: str) -> JSON:
     meta = {"namespace": namespace, "name": name, "uid": f"{namespace}-{name}", "resourceVersion": "1"}
     return {"metadata": {**meta, "labels": {"sparkop.io/driver": driver}}}
 
 
-def synced(informer: Informer, *objs: Obj) -> None:
+def synced(informer: Informer, *objs: JSON) -> None:
     """As if its first list returned ``objs``."""
     informer.store.replace(objs, "10")
     informer.continuous = True
 
 
-def by_driver(obj: Obj) -> list[tuple[str, str]]:
+def by_driver(obj: JSON) -> list[tuple[str, str]]:
     meta = obj["metadata"]
     return [(meta["namespace"], meta["labels"]["sparkop.io/driver"])]
 

@@ -11,7 +11,6 @@ from core.informer import (
     BY_CONTROLLER_UID,
     Delta,
     Key,
-    Obj,
     Store,
     by_label,
     controller_uid,
@@ -19,11 +18,12 @@ from core.informer import (
     key_of,
     uid_of,
 )
+from core.jsontypes import JSON
 
 APP_LABEL = "example.com/app"
 
 
-def make(namespace: str, name: str, uid: str, rv: int, owner: str | None = None, app: str | None = None) -> Obj:
+def make(namespace: str, name: str, uid: str, rv: int, owner: str | None = None, app: str | None = None) -> JSON:
     meta: dict[str, Any] = {"namespace": namespace, "name": name, "uid": uid, "resourceVersion": str(rv)}
     if owner is not None:
         meta["ownerReferences"] = [{"kind": "Owner", "name": owner, "uid": owner, "controller": True}]
@@ -33,7 +33,7 @@ def make(namespace: str, name: str, uid: str, rv: int, owner: str | None = None,
 
 
 @st.composite
-def objects(draw: st.DrawFn) -> Obj:
+def objects(draw: st.DrawFn) -> JSON:
     """Objects of a few names; a name may be recreated (a new uid), a uid never names two objects, and
     one (uid, resourceVersion) is always the same content, as on a real API server."""
     namespace = draw(st.sampled_from(["a", "b"]))
@@ -52,7 +52,7 @@ def new_store() -> Store:
     return Store({BY_CONTROLLER_UID: controller_uid, APP_LABEL: by_label(APP_LABEL)})
 
 
-def contents(store: Store) -> dict[Key, Obj]:
+def contents(store: Store) -> dict[Key, JSON]:
     return {key: obj for key in store if (obj := store.get(*key)) is not None}
 
 
@@ -70,7 +70,7 @@ def assert_indexes_match(store: Store) -> None:
         assert store.get_by_uid(uid_of(obj)) is obj
 
 
-def mirror(before: dict[Key, Obj], deltas: list[Delta]) -> dict[Key, Obj]:
+def mirror(before: dict[Key, JSON], deltas: list[Delta]) -> dict[Key, JSON]:
     """What a handler that keeps its own copy from the deltas alone ends up with."""
     seen = dict(before)
     for delta in deltas:
@@ -88,7 +88,7 @@ def mirror(before: dict[Key, Obj], deltas: list[Delta]) -> dict[Key, Obj]:
 
 @given(before=listings, after=listings)
 def test_replace_holds_exactly_the_list_and_reports_exactly_the_differences(
-    before: list[Obj], after: list[Obj]
+    before: list[JSON], after: list[JSON]
 ) -> None:
     store = new_store()
     store.replace(before, "10")
