@@ -57,12 +57,10 @@ PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
 
 
 @dataclass(frozen=True)
-class Create:
-    """Create ``manifest``. A 409 is success only when the existing object's controller owner is the
-    manifest's (our own retried create); otherwise it is a refusal naming the holder."""
+class _Manifested:
+    """An action on the object a manifest describes."""
 
     manifest: JSON
-    reason: str = field(default="Create", compare=False)
 
     @property
     def kind(self) -> str:
@@ -74,20 +72,19 @@ class Create:
 
 
 @dataclass(frozen=True)
-class Ensure:
+class Create(_Manifested):
+    """Create ``manifest``. A 409 is success only when the existing object's controller owner is the
+    manifest's (our own retried create); otherwise it is a refusal naming the holder."""
+
+    reason: str = field(default="Create", compare=False)
+
+
+@dataclass(frozen=True)
+class Ensure(_Manifested):
     """Create ``manifest``, or, when it exists as ours, patch it to the manifest's labels,
     annotations and spec (an object edited or restored by hand is put back)."""
 
-    manifest: JSON
     reason: str = field(default="Ensure", compare=False)
-
-    @property
-    def kind(self) -> str:
-        return str(self.manifest["kind"])
-
-    @property
-    def name(self) -> str:
-        return str(self.manifest["metadata"]["name"])
 
 
 @dataclass(frozen=True)
