@@ -10,9 +10,11 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from devcluster.build import BuildError, ensure_built
 from devcluster.cluster import DEFAULT_NAME, Cluster, ClusterError, list_clusters, prune, remove_cluster, stderr_log
+from devcluster.images import ImageError, ensure_images
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     restart.add_argument("component", nargs="?", choices=("apiserver", "etcd", "all", "sparksim"), default="all")
 
     sub.add_parser("build", help="build the control-plane binaries into the cache")
+    images = sub.add_parser("images", help="build the container images for real nodes into the cache")
+    images.add_argument("--spark", action="append", metavar="VERSION", help="Spark version (default: the pinned ones)")
+    images.add_argument("--pause", type=Path, metavar="BINARY", help="also build the pod sandbox image from BINARY")
     sub.add_parser("list", help="list known clusters")
     prune_cmd = sub.add_parser("prune", help="remove clusters whose processes are all gone")
     prune_cmd.add_argument("--prefix", default="")
@@ -47,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except (ClusterError, BuildError) as err:
+    except (ClusterError, BuildError, ImageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -77,6 +82,10 @@ def _run(args: argparse.Namespace) -> int:
         return 0 if status["apiserver_ready"] else 1
     elif args.command == "restart":
         Cluster.load(args.name).restart(args.component)
+    elif args.command == "images":
+        spark = tuple(args.spark) if args.spark else None
+        for image in ensure_images(stderr_log, pause_binary=args.pause, spark_versions=spark):
+            print(f"{image.archive}\t{image.archive.stat().st_size / 1e6:.0f} MB\t{' '.join(image.refs)}")
     elif args.command == "list":
         for name in list_clusters():
             print(name)
