@@ -1,4 +1,4 @@
-"""CLI: python -m devcluster {up,down,status,restart,build,list,prune}.
+"""CLI: python -m devcluster {up,down,status,restart,build,images,list,prune}.
 
 Progress goes to stderr; `up` prints `export KUBECONFIG=...` as the last line of stdout,
 so `eval "$(python -m devcluster up)"` works.
@@ -10,11 +10,20 @@ import argparse
 import json
 import shlex
 import sys
-from pathlib import Path
 
-from devcluster.build import BuildError, ensure_built
-from devcluster.cluster import DEFAULT_NAME, Cluster, ClusterError, list_clusters, prune, remove_cluster, stderr_log
+from devcluster.build import BuildError, ensure_built, ensure_node_binaries
+from devcluster.cluster import (
+    DEFAULT_NAME,
+    Cluster,
+    ClusterError,
+    list_clusters,
+    prune,
+    real_node_cluster,
+    remove_cluster,
+    stderr_log,
+)
 from devcluster.images import ImageError, ensure_images
+from devcluster.realnodes import RealNodeError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--node-memory", default="32Gi", help="allocatable memory per node (quantity)")
     up.add_argument("--no-simulator", dest="simulator", action="store_false", help="no Spark-driver simulator")
     up.add_argument(
+        "--real-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also start N real nodes (containerd + kubelet, with kube-proxy and CoreDNS); needs root",
+    )
+    up.add_argument(
         "--timeout", type=float, default=90.0, help="seconds to wait for readiness (a first build is not counted)"
     )
 
@@ -38,10 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     restart.add_argument("--name", default=DEFAULT_NAME)
     restart.add_argument("component", nargs="?", choices=("apiserver", "etcd", "all", "sparksim"), default="all")
 
-    sub.add_parser("build", help="build the control-plane binaries into the cache")
-    images = sub.add_parser("images", help="build the container images for real nodes into the cache")
+    build = sub.add_parser("build", help="build the control-plane binaries into the cache")
+    build.add_argument("--real-nodes", action="store_true", help="also build the real-node binaries")
+    images = sub.add_parser(
+        "images",
+        help="build the real nodes' images into the cache, and import them into the running real nodes if any",
+    )
     images.add_argument("--spark", action="append", metavar="VERSION", help="Spark version (default: the pinned ones)")
-    images.add_argument("--pause", type=Path, metavar="BINARY", help="also build the pod sandbox image from BINARY")
     sub.add_parser("list", help="list known clusters")
     prune_cmd = sub.add_parser("prune", help="remove clusters whose processes are all gone")
     prune_cmd.add_argument("--prefix", default="")
@@ -52,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except (ClusterError, BuildError, ImageError) as err:
+    except (ClusterError, BuildError, RealNodeError, ImageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -63,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "build":
         print(ensure_built(stderr_log))
+        if args.real_nodes:
+            print(ensure_node_binaries(stderr_log))
     elif args.command == "up":
         cluster = Cluster.up(
             args.name,
@@ -70,6 +91,7 @@ def _run(args: argparse.Namespace) -> int:
             node_cpu=args.node_cpu,
             node_memory=args.node_memory,
             simulator=args.simulator,
+            real_nodes=args.real_nodes,
             timeout=args.timeout,
         )
         print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
@@ -84,8 +106,13 @@ def _run(args: argparse.Namespace) -> int:
         Cluster.load(args.name).restart(args.component)
     elif args.command == "images":
         spark = tuple(args.spark) if args.spark else None
-        for image in ensure_images(stderr_log, pause_binary=args.pause, spark_versions=spark):
+        pause = ensure_node_binaries(stderr_log) / "pause"
+        built = ensure_images(stderr_log, pause_binary=pause, spark_versions=spark)
+        for image in built:
             print(f"{image.archive}\t{image.archive.stat().st_size / 1e6:.0f} MB\t{' '.join(image.refs)}")
+        running = real_node_cluster()
+        if running is not None:
+            running.import_images(built)
     elif args.command == "list":
         for name in list_clusters():
             print(name)

@@ -1,6 +1,10 @@
-"""Build the control-plane binaries once into a cache keyed by the pinned versions.
+"""Build the devcluster's binaries once into a cache keyed by the pinned versions.
 
-The cache directory is `<cache>/bin/<key>/` where the key hashes versions.env, the build
+Two sets, each built only when something needs it: the control plane (etcd, the Kubernetes
+servers, kubectl, kwok), which every cluster runs, and the real-node binaries (kubelet,
+kube-proxy, CoreDNS, the pod sandbox's pause), which only `up --real-nodes` runs.
+
+A set's cache directory is `<cache>/bin/<key>/` where the key hashes versions.env, the build
 modules' go.mod/go.sum and the build flags: changing any of them builds a fresh directory,
 and an existing directory is always complete because it is renamed into place at the end.
 """
@@ -14,7 +18,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +27,13 @@ from devcluster.paths import GOBUILD_DIR, VERSIONS_FILE, cache_root
 
 Log = Callable[[str], None]
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 PROGRESS_EVERY_S = 15.0
 # What a cold build takes on 2 busy cores, module downloads included (measured: etcd 39 s, kwok
-# 85 s, kubernetes 368 s; 2.4 GB of compiler memory at the peak, 5 GB of Go caches afterwards),
+# 85 s, kubernetes 368 s; 2.4 GB of compiler memory at the peak, 5 GB of Go caches afterwards;
+# the node set after the control plane: kubelet and kube-proxy reuse most of its compile work),
 # so a newcomer watching the first run knows how long to wait. Kept apart from GoBuild: its
 # repr is part of the cache key.
-EXPECTED_BUILD_S = {"etcd": 60, "kwok": 90, "kubernetes": 420}
+EXPECTED_BUILD_S = {"etcd": 60, "kwok": 90, "kubernetes": 420, "kubernetes-node": 240, "coredns": 120, "pause": 10}
 GO_DOWNLOAD_URL = "https://go.dev/dl/"
 
 
@@ -81,56 +85,100 @@ def kubernetes_ldflags(version: str) -> str:
     return " ".join(["-s -w", *(f"-X {k}={v}" for k, v in stamps.items())])
 
 
-def go_builds(versions: dict[str, str]) -> list[GoBuild]:
-    # Small ones first: a broken toolchain fails in seconds, not after the long kubernetes build.
-    return [
-        GoBuild("etcd", "etcd", ("go.etcd.io/etcd/server/v3",), "-s -w", "etcd"),
-        GoBuild("kwok", "kwok", ("sigs.k8s.io/kwok/cmd/kwok",), "-s -w", "kwok"),
-        GoBuild(
-            "kubernetes",
-            "kubernetes",
-            tuple(
-                f"k8s.io/kubernetes/cmd/{cmd}"
-                for cmd in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-            ),
-            kubernetes_ldflags(versions["KUBERNETES_VERSION"]),
-            "",
+@dataclass(frozen=True)
+class BinarySet:
+    """Binaries built together into one cache directory."""
+
+    description: str  # "the control plane": for progress lines
+    builds: tuple[GoBuild, ...]
+    binaries: tuple[str, ...]
+
+
+def _kubernetes_commands(name: str, commands: tuple[str, ...], versions: dict[str, str]) -> GoBuild:
+    packages = tuple(f"k8s.io/kubernetes/cmd/{cmd}" for cmd in commands)
+    return GoBuild(name, "kubernetes", packages, kubernetes_ldflags(versions["KUBERNETES_VERSION"]), "")
+
+
+def control_plane(versions: dict[str, str]) -> BinarySet:
+    commands = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+    return BinarySet(
+        "the control plane",
+        # Small ones first: a broken toolchain fails in seconds, not after the long kubernetes build.
+        (
+            GoBuild("etcd", "etcd", ("go.etcd.io/etcd/server/v3",), "-s -w", "etcd"),
+            GoBuild("kwok", "kwok", ("sigs.k8s.io/kwok/cmd/kwok",), "-s -w", "kwok"),
+            _kubernetes_commands("kubernetes", commands, versions),
         ),
-    ]
+        ("etcd", *commands, "kwok"),
+    )
 
 
-def cache_key(builds: list[GoBuild], gobuild_dir: Path = GOBUILD_DIR) -> str:
+def node_binaries(versions: dict[str, str]) -> BinarySet:
+    commands = ("kubelet", "kube-proxy")
+    return BinarySet(
+        "the real-node binaries",
+        (
+            GoBuild("pause", "pause", (".",), "-s -w", "pause"),
+            GoBuild("coredns", "coredns", (".",), "-s -w", "coredns"),
+            _kubernetes_commands("kubernetes-node", commands, versions),
+        ),
+        ("pause", "coredns", *commands),
+    )
+
+
+def go_builds(versions: dict[str, str]) -> list[GoBuild]:
+    return list(control_plane(versions).builds)
+
+
+def cache_key(builds: Iterable[GoBuild], gobuild_dir: Path = GOBUILD_DIR) -> str:
     digest = hashlib.sha256()
     digest.update((gobuild_dir / "versions.env").read_bytes())
     for build in builds:
         digest.update(repr(build).encode())
-        for name in ("go.mod", "go.sum"):
-            digest.update((gobuild_dir / build.module / name).read_bytes())
+        for name in ("go.mod", "go.sum", "main.go"):
+            source = gobuild_dir / build.module / name
+            if source.exists():
+                digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 
+def set_dir(binary_set: BinarySet) -> Path:
+    """Where `binary_set` lives for the pinned versions (it may not be built yet)."""
+    return cache_root() / "bin" / cache_key(binary_set.builds)
+
+
 def bin_dir() -> Path:
-    """The binaries directory for the pinned versions (it may not be built yet)."""
-    return cache_root() / "bin" / cache_key(go_builds(read_versions()))
+    """The control plane's binaries directory for the pinned versions (it may not be built yet)."""
+    return set_dir(control_plane(read_versions()))
 
 
-def is_built(directory: Path) -> bool:
-    return all((directory / name).is_file() for name in BINARIES)
+def is_built(directory: Path, binaries: tuple[str, ...] | None = None) -> bool:
+    wanted = control_plane(read_versions()).binaries if binaries is None else binaries
+    return all((directory / name).is_file() for name in wanted)
 
 
 def ensure_built(log: Log = print) -> Path:
-    """Return the binaries directory, building it first if needed (a no-op when warm)."""
-    target = bin_dir()
-    if is_built(target):
+    """Return the control plane's binaries directory, building it first if needed (a no-op when warm)."""
+    return ensure_set_built(control_plane(read_versions()), log)
+
+
+def ensure_node_binaries(log: Log = print) -> Path:
+    """Return the real-node binaries directory, building it first if needed (a no-op when warm)."""
+    return ensure_set_built(node_binaries(read_versions()), log)
+
+
+def ensure_set_built(binary_set: BinarySet, log: Log = print) -> Path:
+    target = set_dir(binary_set)
+    if is_built(target, binary_set.binaries):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(target.parent / ".build.lock", log):
-        if is_built(target):  # another process built it while we waited for the lock
+        if is_built(target, binary_set.binaries):  # another process built it while we waited for the lock
             return target
-        builds = go_builds(read_versions())
+        builds = binary_set.builds
         check_go_toolchain(log)
         log(
-            f"[build] building the control plane from source into {target}: first run only, "
+            f"[build] building {binary_set.description} from source into {target}: first run only, "
             f"~{_minutes(sum(EXPECTED_BUILD_S.get(b.name, 0) for b in builds))} on 2 cores and ~5 GB of Go caches; "
             "later runs start in seconds"
         )
@@ -141,8 +189,8 @@ def ensure_built(log: Log = print) -> Path:
         started = time.monotonic()
         for build in builds:
             _run_go_build(build, tmp, log)
-        if not is_built(tmp):
-            raise BuildError(f"build finished but {tmp} lacks some of {BINARIES}")
+        if not is_built(tmp, binary_set.binaries):
+            raise BuildError(f"build finished but {tmp} lacks some of {binary_set.binaries}")
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
         log(f"[build] all binaries ready in {target} ({time.monotonic() - started:.0f}s)")

@@ -158,8 +158,9 @@ def public_key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 SERVICE_IP = "10.0.0.1"
 
 
-def write_pki(directory: Path) -> CertPaths:
-    """Generate a fresh PKI into `directory` (private keys mode 0600)."""
+def write_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> CertPaths:
+    """Generate a fresh PKI into `directory` (private keys mode 0600); the API server's
+    certificate also names `extra_ips`."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = CertPaths.in_dir(directory)
     ca_cert, ca_key = make_ca()
@@ -168,8 +169,14 @@ def write_pki(directory: Path) -> CertPaths:
         ca_key,
         "kube-apiserver",
         server=True,
-        dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-        ip_addresses=("127.0.0.1", SERVICE_IP),
+        dns_names=(
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ),
+        ip_addresses=("127.0.0.1", SERVICE_IP, *extra_ips),
     )
     admin_cert, admin_key = make_leaf(ca_cert, ca_key, "admin", organization="system:masters", client=True)
     sa_key = new_key()

@@ -1,5 +1,6 @@
 """Bring a local control plane up and down: etcd, kube-apiserver, controller-manager,
-scheduler, kwok with fake nodes, and the Spark-driver simulator.
+scheduler, kwok with fake nodes, the Spark-driver simulator, and optionally real nodes
+(containerd + kubelet each, with kube-proxy and CoreDNS; see devcluster/nodes.py).
 
 Everything a cluster owns lives in `<cache>/clusters/<name>/`: PKI, kubeconfig, etcd data,
 one log per process and `state.json` (pids, command lines, ports). `down` and a later
@@ -18,10 +19,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from devcluster import components, procs, rest
-from devcluster.build import ensure_built
+from devcluster import components, nodes, procs, realnodes, rest
+from devcluster.build import ensure_built, ensure_node_binaries
 from devcluster.certs import CertPaths, write_pki
-from devcluster.paths import PACKAGE_DIR, cluster_dir, clusters_root
+from devcluster.images import BuiltImage, ensure_images
+from devcluster.nodes import HOST_IP, MAX_NODES
+from devcluster.paths import PACKAGE_DIR, cache_root, cluster_dir, clusters_root
 from devcluster.ports import LOCALHOST, free_ports
 
 Log = Callable[[str], None]
@@ -71,6 +74,8 @@ class ClusterState:
     ports: dict[str, int]
     nodes: list[str] = field(default_factory=list)
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
+    real_nodes: int = 0
+    node_bin_dir: str = ""
 
     def save(self) -> None:
         path = Path(self.directory) / STATE_FILE
@@ -147,13 +152,23 @@ class Cluster:
         node_cpu: str = "8",
         node_memory: str = "32Gi",
         simulator: bool = True,
+        real_nodes: int = 0,
         die_with_parent: bool = False,
         timeout: float = 90.0,
         log: Log = stderr_log,
     ) -> Cluster:
-        """Build the binaries if this machine lacks them (not counted in `timeout`), then start
-        every component and wait up to `timeout` seconds for all of them to be ready."""
+        """Build the binaries (and, with `real_nodes`, the node binaries and images) if this
+        machine lacks them (not counted in `timeout`), then start every component and wait up
+        to `timeout` seconds for all of them to be ready."""
         bin_dir = ensure_built(log)
+        node_bin_dir: Path | None = None
+        images: list[BuiltImage] = []
+        if real_nodes:
+            realnodes.check_machine()
+            if real_nodes > MAX_NODES:
+                raise ClusterError(f"--real-nodes {real_nodes}: at most {MAX_NODES}")
+            node_bin_dir = ensure_node_binaries(log)
+            images = ensure_images(log, pause_binary=node_bin_dir / "pause")
         # `timeout` is the start-up budget. It starts only now: a first build takes minutes and
         # would eat it whole (the binaries are ready here, so nothing slow and one-time is left).
         started = time.monotonic()
@@ -161,19 +176,29 @@ class Cluster:
         directory = cluster_dir(name)
         directory.mkdir(parents=True)
         ports = components.Ports.from_list(free_ports(components.count_ports()))
-        server = f"https://{LOCALHOST}:{ports.apiserver}"
+        # Pods reach the API server through the kubernetes Service, which needs an address
+        # outside loopback: real-node clusters serve on the host interface instead.
+        address = HOST_IP if real_nodes else LOCALHOST
         state = ClusterState(
             name=name,
             directory=str(directory),
             bin_dir=str(bin_dir),
             kubeconfig=str(directory / "kubeconfig"),
-            server=server,
+            server=f"https://{address}:{ports.apiserver}",
             ports=asdict(ports),
+            real_nodes=real_nodes,
+            node_bin_dir=str(node_bin_dir or ""),
         )
         state.save()
         cluster = cls(state, die_with_parent=die_with_parent, log=log)
         try:
+            if real_nodes:
+                realnodes.claim(name, directory, _owner_alive, log)
+                realnodes.record_owner_binaries(Path(state.node_bin_dir))
+                realnodes.prepare_network(cluster.real_nodes)
             cluster._bring_up(nodes, node_cpu, node_memory, simulator, deadline=started + timeout)
+            if real_nodes:
+                cluster._start_real_nodes(images, deadline=started + timeout)
         except BaseException:
             cluster.down()
             raise
@@ -188,9 +213,14 @@ class Cluster:
         return cls(ClusterState.load(directory), die_with_parent=die_with_parent, log=log)
 
     def down(self) -> None:
-        """Stop every process this cluster started (by pid) and delete its directory."""
-        _stop_records(self.state.processes)
+        """Stop every process this cluster started (by pid), and its real nodes' containers,
+        mounts, cgroups and network devices, then delete its directory."""
+        _stop_cluster(self.state, self._log)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    @property
+    def real_nodes(self) -> list[nodes.RealNode]:
+        return _real_nodes(self.state)
 
     def restart(self, which: Component = "all") -> None:
         """Restart kube-apiserver and/or etcd (or the simulator) in place, same ports and data.
@@ -256,19 +286,23 @@ class Cluster:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _bring_up(self, nodes: int, cpu: str, memory: str, simulator: bool, deadline: float) -> None:
+    def _bring_up(self, kwok_nodes: int, cpu: str, memory: str, simulator: bool, deadline: float) -> None:
         directory = self.directory
-        pki = write_pki(directory / "pki")
+        real = bool(self.state.real_nodes)
+        pki = write_pki(directory / "pki", extra_ips=(HOST_IP,) if real else ())
         components.write_kubeconfig(self.kubeconfig, components.kubeconfig(self.name, self.server, pki))
         ports, bins = self.ports, self.bin_dir
 
         self._spawn("etcd", components.etcd_argv(bins, directory / "etcd-data", ports))
         self._wait({"etcd": self._etcd_ready}, deadline)
-        self._spawn("kube-apiserver", components.apiserver_argv(bins, pki, ports, audit_log=self.audit_log))
+        apiserver = components.apiserver_argv(
+            bins, pki, ports, audit_log=self.audit_log, address=HOST_IP if real else None
+        )
+        self._spawn("kube-apiserver", apiserver)
         self._wait({"kube-apiserver": self._apiserver_ready}, deadline)
 
         # Nodes exist before kwok starts, so it adopts them on its first list.
-        self.state.nodes = self._create_nodes(nodes, cpu, memory)
+        self.state.nodes = self._create_nodes(kwok_nodes, cpu, memory)
         self.state.save()
         # These only need the apiserver, not each other: start them together.
         kubeconfig = self.kubeconfig
@@ -287,9 +321,77 @@ class Cluster:
         checks["default service account"] = self._default_service_account_exists
         self._wait(checks, deadline)
 
-    def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> None:
+    def _start_real_nodes(self, images: list[BuiltImage], deadline: float) -> None:
+        real = self.real_nodes
+        pause = next(image for image in images if image.name == "pause")
+        for node in real:
+            realnodes.prepare_node_dirs(node)
+            realnodes.create_cgroup_root(node)
+            node.containerd_config.write_text(nodes.containerd_config(node, pause.refs[0]))
+            (node.cni_conf_dir / "10-devcluster.conflist").write_text(json.dumps(nodes.cni_config(node), indent=2))
+            # Everything a node mounts lives in this namespace and dies with its processes;
+            # the kubelet joins it below so that it and containerd see the same volumes.
+            self._spawn(
+                f"containerd-{node.name}",
+                nodes.containerd_argv(node.containerd_config),
+                mount_namespace=procs.NewMountNamespace((realnodes.NETNS_DIR,)),
+            )
+        self._wait({f"containerd-{n.name}": _containerd_ready(n) for n in real}, deadline)
+        # A first import unpacks gigabytes; like a build, it happens once and is not start-up time.
+        import_started = time.monotonic()
+        self.import_images(images)
+        deadline += time.monotonic() - import_started
+
+        node_bins = Path(self.state.node_bin_dir)
+        host_ports = nodes.HostPorts(*free_ports(len(nodes.HostPorts.__dataclass_fields__)))
+        for node in real:
+            config_file = node.config_dir / "kubelet.yaml"
+            config_file.write_text(nodes.dump_yaml(nodes.kubelet_config(node, self.pki.ca_cert)))
+            containerd = self.state.processes[f"containerd-{node.name}"]
+            self._spawn(
+                f"kubelet-{node.name}",
+                nodes.kubelet_argv(node_bins, node, self.kubeconfig, config_file),
+                mount_namespace=procs.JoinMountNamespace(containerd.pid),
+            )
+        proxy_config = self.directory / "kube-proxy.yaml"
+        proxy_config.write_text(nodes.dump_yaml(nodes.kube_proxy_config(self.kubeconfig, real[0], host_ports)))
+        self._spawn("kube-proxy", nodes.kube_proxy_argv(node_bins, proxy_config))
+        corefile = self.directory / "Corefile"
+        corefile.write_text(nodes.corefile(self.kubeconfig, f"devcluster-{self.name}", host_ports))
+        self._spawn("coredns", nodes.coredns_argv(node_bins, corefile))
+        checks: dict[str, Callable[[], bool]] = {
+            "real nodes": self._real_nodes_ready,
+            "coredns": lambda: rest.probe(f"http://{LOCALHOST}:{host_ports.coredns_ready}/ready"),
+            "kube-proxy": lambda: rest.probe(f"http://{LOCALHOST}:{host_ports.kube_proxy_healthz}/healthz"),
+        }
+        self._wait(checks, deadline)
+
+    def import_images(self, images: list[BuiltImage]) -> None:
+        """Put `images` into every real node's containerd (those it holds already cost nothing)."""
+        archives = [(image.key, image.archive) for image in images]
+        for node in self.real_nodes:
+            realnodes.import_images(node, archives, self._log)
+
+    def _real_nodes_ready(self) -> bool:
+        key, value = nodes.NODE_TYPE_LABEL
+        return self._ready_nodes(f"{key}%3D{value}") >= self.state.real_nodes
+
+    def _spawn(
+        self,
+        name: str,
+        argv: list[str],
+        env: Mapping[str, str] | None = None,
+        mount_namespace: procs.MountNamespace | None = None,
+    ) -> None:
         log_path = self.directory / f"{name}.log"
-        pid = procs.spawn(argv, log_path, die_with_parent=self.die_with_parent, env=env, cwd=self.directory)
+        pid = procs.spawn(
+            argv,
+            log_path,
+            die_with_parent=self.die_with_parent,
+            env=env,
+            cwd=self.directory,
+            mount_namespace=mount_namespace,
+        )
         self.state.processes[name] = ProcessRecord(pid=pid, argv=argv, log=str(log_path))
         self.state.save()  # recorded at once, so a crash right after still lets `down` find it
 
@@ -372,9 +474,12 @@ class Cluster:
         return names
 
     def _nodes_ready(self) -> bool:
-        response = self.api("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")
+        return self._ready_nodes("type%3Dkwok") >= len(self.state.nodes)
+
+    def _ready_nodes(self, selector: str) -> int:
+        response = self.api("GET", f"/api/v1/nodes?labelSelector={selector}")
         if not response.ok:
-            return False
+            return 0
         ready = [
             node
             for node in response.body.get("items", [])
@@ -383,7 +488,7 @@ class Cluster:
                 for c in node.get("status", {}).get("conditions", [])
             )
         ]
-        return len(ready) >= len(self.state.nodes)
+        return len(ready)
 
     def _default_service_account_exists(self) -> bool:
         # The ServiceAccount admission plugin rejects pods until this exists.
@@ -397,6 +502,56 @@ def _python_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def _real_nodes(state: ClusterState) -> list[nodes.RealNode]:
+    return [nodes.real_node(i, Path(state.directory), cache_root() / "nodes") for i in range(state.real_nodes)]
+
+
+def _containerd_ready(node: nodes.RealNode) -> Callable[[], bool]:
+    return lambda: realnodes.containerd_ready(node)
+
+
+def _owner_alive(owner: Mapping[str, str]) -> bool:
+    try:
+        state = ClusterState.load(Path(owner["directory"]))
+    except (KeyError, OSError, ValueError, TypeError):
+        return False
+    return any(_record_alive(record) for record in state.processes.values())
+
+
+def real_node_cluster() -> Cluster | None:
+    """The cluster running real nodes on this machine, if one does."""
+    owner = realnodes.current_owner()
+    if owner is None or not _owner_alive(owner):
+        return None
+    return Cluster(ClusterState.load(Path(owner["directory"])))
+
+
+def _stop_cluster(state: ClusterState, log: Log) -> None:
+    """Real nodes first (kubelets, then their containers, then containerd), then the rest."""
+    records = dict(state.processes)
+    if state.real_nodes:
+        node_bins = Path(state.node_bin_dir) if state.node_bin_dir else None
+        for node in _real_nodes(state):
+            kubelet = records.pop(f"kubelet-{node.name}", None)
+            if kubelet:
+                _stop_records({"kubelet": kubelet})
+            realnodes.kill_node_processes(node, runtime=False)
+            clean = realnodes.remove_containers(node)
+            containerd = records.pop(f"containerd-{node.name}", None)
+            if containerd:
+                _stop_records({"containerd": containerd})
+            realnodes.kill_node_processes(node)
+            realnodes.remove_cgroup_root(node)
+            realnodes.remove_node_state(node)
+            if clean:
+                realnodes.mark_clean(node)
+        _stop_records({name: records.pop(name) for name in ("kube-proxy", "coredns") if name in records})
+        owner = realnodes.current_owner()
+        if owner is not None and owner.get("directory") == state.directory:
+            realnodes.teardown_machine(node_bins, log)
+    _stop_records(records)
 
 
 def _record_alive(record: ProcessRecord) -> bool:
@@ -418,7 +573,7 @@ def remove_cluster(name: str) -> bool:
     except (OSError, ValueError, TypeError):
         state = None  # half-written by a crashed run: nothing we can safely signal
     if state is not None:
-        _stop_records(state.processes)
+        _stop_cluster(state, stderr_log)
     shutil.rmtree(directory, ignore_errors=True)
     return True
 

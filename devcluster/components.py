@@ -75,7 +75,11 @@ def etcd_argv(bin_dir: Path, data_dir: Path, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver_argv(bin_dir: Path, pki: CertPaths, ports: Ports, audit_log: Path | None = None) -> list[str]:
+def apiserver_argv(
+    bin_dir: Path, pki: CertPaths, ports: Ports, audit_log: Path | None = None, address: str | None = None
+) -> list[str]:
+    """`address`: serve there and publish it as the kubernetes Service's endpoint (real nodes'
+    pods reach it); None: loopback only, and no endpoint (kwok pods never call it)."""
     audit = (
         [
             f"--audit-policy-file={AUDIT_POLICY_FILE}",
@@ -89,20 +93,22 @@ def apiserver_argv(bin_dir: Path, pki: CertPaths, ports: Ports, audit_log: Path 
     return [
         str(bin_dir / "kube-apiserver"),
         f"--etcd-servers=http://{LOCALHOST}:{ports.etcd_client}",
-        f"--bind-address={LOCALHOST}",
-        f"--advertise-address={LOCALHOST}",
+        f"--bind-address={address or LOCALHOST}",
+        f"--advertise-address={address or LOCALHOST}",
         f"--secure-port={ports.apiserver}",
         f"--tls-cert-file={pki.serving_cert}",
         f"--tls-private-key-file={pki.serving_key}",
         f"--client-ca-file={pki.ca_cert}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # Real nodes' names are not in any DNS this machine uses; their IPs are reachable.
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
         "--allow-privileged=true",
         "--authorization-mode=RBAC",
         f"--service-account-issuer={SA_ISSUER}",
         f"--service-account-key-file={pki.sa_pub}",
         f"--service-account-signing-key-file={pki.sa_key}",
-        # No kube-proxy or real endpoints: don't advertise 127.0.0.1 as the kubernetes service.
-        "--endpoint-reconciler-type=none",
+        # Without real nodes nothing could reach 127.0.0.1 as the kubernetes Service's endpoint.
+        f"--endpoint-reconciler-type={'lease' if address else 'none'}",
         # TaintNodesByCondition taints new nodes not-ready:NoSchedule and only the
         # node-lifecycle controller (not run: it fights kwok) would lift it.
         "--disable-admission-plugins=TaintNodesByCondition",

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
@@ -19,6 +20,56 @@ STOP_GRACE_S = 2.0
 
 class StartupError(RuntimeError):
     pass
+
+
+CLONE_NEWNS = 0x00020000
+MS_REC = 0x4000
+MS_SLAVE = 0x80000
+
+
+@dataclass(frozen=True)
+class NewMountNamespace:
+    """Start the process in a mount namespace of its own: it sees this machine's mounts (and
+    later ones), but its own mounts, and a fresh tmpfs on each of `private_tmpfs`, stay inside
+    and vanish with the last process in it."""
+
+    private_tmpfs: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class JoinMountNamespace:
+    """Start the process in the mount namespace of the running process `pid`."""
+
+    pid: int
+
+
+MountNamespace = NewMountNamespace | JoinMountNamespace
+
+
+def _mount_namespace_hook(namespace: MountNamespace) -> Callable[[], None]:
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before fork: the child only calls it
+
+    def enter_new(private_tmpfs: tuple[bytes, ...]) -> None:
+        if libc.unshare(CLONE_NEWNS) != 0:
+            os._exit(126)
+        if libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None) != 0:
+            os._exit(126)
+        for target in private_tmpfs:
+            if libc.mount(b"tmpfs", target, b"tmpfs", 0, b"mode=755") != 0:
+                os._exit(126)
+
+    if isinstance(namespace, NewMountNamespace):
+        targets = tuple(str(p).encode() for p in namespace.private_tmpfs)
+        return lambda: enter_new(targets)
+    ns_path = f"/proc/{namespace.pid}/ns/mnt"
+
+    def join() -> None:
+        fd = os.open(ns_path, os.O_RDONLY)
+        if libc.setns(fd, CLONE_NEWNS) != 0:
+            os._exit(126)
+        os.close(fd)
+
+    return join
 
 
 def _die_with_parent_hook() -> Callable[[], None]:
@@ -46,8 +97,17 @@ def spawn(
     die_with_parent: bool = False,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    mount_namespace: MountNamespace | None = None,
 ) -> int:
     """Start `argv` in its own session (so signals to our terminal don't reach it); return its pid."""
+    hooks = [_die_with_parent_hook()] if die_with_parent else []
+    if mount_namespace is not None:
+        hooks.append(_mount_namespace_hook(mount_namespace))
+
+    def preexec() -> None:
+        for hook in hooks:
+            hook()
+
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             argv,
@@ -55,7 +115,7 @@ def spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent_hook() if die_with_parent else None,
+            preexec_fn=preexec if hooks else None,
             env=dict(env) if env is not None else None,
             cwd=cwd,
         )

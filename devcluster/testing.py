@@ -138,6 +138,40 @@ def session_cluster(**up_options: Any) -> Iterator[ClusterHandle]:
         cluster.down()
 
 
+REAL_SESSION_PREFIX = f"{SESSION_PREFIX}real-"
+
+
+class RealNodeClusters:
+    """The session's cluster with real nodes, started on first use.
+
+    Real nodes share this machine's network, so only one such cluster runs at a time: a test
+    that needs its own (to take it down, say) calls `stop()` first and the next `get()` starts
+    the shared one again.
+    """
+
+    def __init__(self, real_nodes: int = 2) -> None:
+        self.real_nodes = real_nodes
+        self._handle: ClusterHandle | None = None
+
+    def get(self) -> ClusterHandle:
+        if self._handle is None:
+            prune(SESSION_PREFIX)
+            cluster = Cluster.up(
+                f"{REAL_SESSION_PREFIX}{os.getpid()}",
+                nodes=0,
+                simulator=False,
+                real_nodes=self.real_nodes,
+                die_with_parent=True,
+            )
+            self._handle = ClusterHandle(cluster.kubeconfig, cluster.kubectl, cluster)
+        return self._handle
+
+    def stop(self) -> None:
+        if self._handle is not None and self._handle.cluster is not None:
+            self._handle.cluster.down()
+        self._handle = None
+
+
 FAKE_GO = """#!{python}
 # A stand-in for `go` written by devcluster.testing.install_fake_go: `go env` answers like the
 # real one; `go build ... -o OUT PACKAGES` takes its time, then puts each binary in place.

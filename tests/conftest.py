@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.testing import ClusterHandle, session_cluster, temporary_namespace
+from devcluster.testing import ClusterHandle, RealNodeClusters, session_cluster, temporary_namespace
 from sparkop import demo
 from tests.support.operator import OperatorProcess
 
@@ -26,6 +26,29 @@ def cluster() -> Iterator[ClusterHandle]:
     """
     with session_cluster() as handle:
         yield handle
+
+
+@pytest.fixture(scope="session")
+def real_node_clusters() -> Iterator[RealNodeClusters]:
+    """The session's real-node cluster, started on first use and torn down at the end."""
+    clusters = RealNodeClusters()
+    try:
+        yield clusters
+    finally:
+        clusters.stop()
+
+
+@pytest.fixture
+def real_cluster(real_node_clusters: RealNodeClusters) -> ClusterHandle:
+    """A cluster whose two nodes are real (kubelet + containerd), with cluster DNS and
+    kube-proxy, and the images of devcluster/images.py imported; no kwok nodes."""
+    return real_node_clusters.get()
+
+
+@pytest.fixture
+def real_namespace(real_cluster: ClusterHandle) -> Iterator[str]:
+    with temporary_namespace(real_cluster) as name:
+        yield name
 
 
 @pytest.fixture

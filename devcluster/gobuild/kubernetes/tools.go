@@ -1,6 +1,6 @@
 //go:build tools
 
-// Keeps the control-plane commands in go.mod; build.py builds them by package path.
+// Keeps the control-plane and node commands in go.mod; build.py builds them by package path.
 package tools
 
 import (
@@ -8,4 +8,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )

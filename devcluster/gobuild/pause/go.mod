@@ -1,0 +1,3 @@
+module sparkop.io/devcluster/pause
+
+go 1.23.0
