@@ -371,6 +371,10 @@ def _current_pod(p: _Pass) -> None:
     outcome = _outcome(pod)
     if outcome is not None:
         phase, termination = outcome
+        # A real kubelet reports the driver container terminated while the pod's phase still
+        # says Running (the phase turns terminal only once the sandbox is torn down), and this
+        # status is final from here on: record the phase the pod is about to reach.
+        p.status["driverPod"]["phase"] = phase
         reason = termination.get("reason") or ("Completed" if phase == "Succeeded" else "Error")
         message = f"driver pod {pod_name} {phase.lower()}"
         if "exitCode" in termination:

@@ -153,6 +153,19 @@ def test_finished_driver_is_recorded_and_released(code: int, phase: str, reason:
     assert final.creates == () and final.status is None
 
 
+@pytest.mark.parametrize(("code", "phase"), [(0, "Succeeded"), (3, "Failed")])
+def test_a_terminated_driver_container_in_a_pod_still_running_is_the_outcome(code: int, phase: str) -> None:
+    # What a real kubelet reports between the container's exit and the sandbox's teardown.
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    exited = {**terminated(pod, code), "status": {**terminated(pod, code)["status"], "phase": "Running"}}
+    plan = plan_for(driver(st), [exited], cms, svcs)
+    assert plan.status is not None
+    assert plan.status["phase"] == phase and plan.status["termination"]["exitCode"] == code
+    # The status is frozen from here: it must not say the driver pod still runs.
+    assert plan.status["driverPod"]["phase"] == phase
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
