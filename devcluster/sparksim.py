@@ -61,6 +61,14 @@ def driver_container(driver: Obj) -> Obj:
     return containers[-1]
 
 
+def driver_exited(driver: Obj) -> bool:
+    """The driver's JVM has ended: its container terminated, whatever the pod's phase still says
+    (the kubelet turns the phase terminal a moment later). A driver that ended creates nothing."""
+    name = driver_container(driver).get("name")
+    statuses = driver.get("status", {}).get("containerStatuses") or []
+    return any(s.get("name") == name and "terminated" in (s.get("state") or {}) for s in statuses)
+
+
 @dataclass(frozen=True)
 class ConfigMapFile:
     """A file the driver sees, backed by key `key` of ConfigMap `name`."""
@@ -329,7 +337,7 @@ class Simulator:
 
     async def reconcile_driver(self, driver: Obj, executors: list[Obj]) -> None:
         meta, phase = driver["metadata"], driver.get("status", {}).get("phase")
-        if meta.get("deletionTimestamp") or phase in FINISHED:
+        if meta.get("deletionTimestamp") or phase in FINISHED or driver_exited(driver):
             await asyncio.gather(*(self._delete(e) for e in executors if not e["metadata"].get("deletionTimestamp")))
             return
         if phase != "Running":

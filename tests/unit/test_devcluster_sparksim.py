@@ -10,6 +10,7 @@ from devcluster.sparksim import (
     build_executor_pod,
     configmap_file,
     driver_container,
+    driver_exited,
     executor_count,
     executor_memory_mib,
     executor_name_prefix,
@@ -205,3 +206,21 @@ def test_driver_container_is_the_spark_container_sparkop_renders(sidecar: str) -
     assert spark["name"] == "main" and spark["image"] == "apache/spark:3.5.7" and spark["args"][0] == "driver"
     # Without an executor image property, executors take the driver's Spark image, never the sidecar's.
     assert build_executor_pod(pod, {}, 1)["spec"]["containers"][0]["image"] == "apache/spark:3.5.7"
+
+
+def test_a_driver_whose_container_ended_has_exited_while_its_pod_still_runs() -> None:
+    # The real kubelet: the container is terminated, the pod's phase stays Running for a moment.
+    pod = driver()
+    pod["status"] = {"phase": "Running", "containerStatuses": [{"name": "spark-kubernetes-driver", "state": {}}]}
+    assert not driver_exited(pod)
+    pod["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    assert not driver_exited(pod)
+    pod["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 0}}
+    assert driver_exited(pod)
+    # A sidecar that ended says nothing about the driver's JVM.
+    pod["spec"]["containers"].insert(0, {"name": "sidecar", "image": "busybox"})
+    pod["status"]["containerStatuses"] = [
+        {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
+        {"name": "spark-kubernetes-driver", "state": {"running": {}}},
+    ]
+    assert not driver_exited(pod)
