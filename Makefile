@@ -1,6 +1,8 @@
 # The two commands of the README. Both set up what they need on a fresh machine.
 #   make demo   - the local control plane, the operator and three apps, live
-#   make test   - the whole test suite (unit, integration on a real control plane, conformance)
+#   make test   - the whole test suite (unit, integration on a real control plane, real nodes
+#                 running real Spark, conformance); `devcluster prepare` installs the Debian
+#                 packages (root) and builds the binaries and images it needs, once
 
 PYTHON ?= python3
 VENV := .venv
@@ -11,7 +13,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sparkop demo $(DEMO_ARGS)
 
 test: $(STAMP)
-	$(VENV)/bin/python -m devcluster build
+	$(VENV)/bin/python -m devcluster prepare
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

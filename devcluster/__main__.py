@@ -1,4 +1,4 @@
-"""CLI: python -m devcluster {up,down,status,restart,build,images,list,prune}.
+"""CLI: python -m devcluster {up,down,status,restart,build,prepare,images,list,prune}.
 
 Progress goes to stderr; `up` prints `export KUBECONFIG=...` as the last line of stdout,
 so `eval "$(python -m devcluster up)"` works.
@@ -23,7 +23,7 @@ from devcluster.cluster import (
     stderr_log,
 )
 from devcluster.images import ImageError, ensure_images
-from devcluster.realnodes import RealNodeError
+from devcluster.realnodes import RealNodeError, install_missing_packages
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", help="build the control-plane binaries into the cache")
     build.add_argument("--real-nodes", action="store_true", help="also build the real-node binaries")
+    sub.add_parser(
+        "prepare",
+        help="everything real nodes need, once: Debian packages (apt-get), binaries and images (a no-op when warm)",
+    )
     images = sub.add_parser(
         "images",
         help="build the real nodes' images into the cache, and import them into the running real nodes if any",
@@ -104,6 +108,10 @@ def _run(args: argparse.Namespace) -> int:
         return 0 if status["apiserver_ready"] else 1
     elif args.command == "restart":
         Cluster.load(args.name).restart(args.component)
+    elif args.command == "prepare":
+        install_missing_packages(stderr_log)
+        ensure_built(stderr_log)
+        ensure_images(stderr_log, pause_binary=ensure_node_binaries(stderr_log) / "pause")
     elif args.command == "images":
         spark = tuple(args.spark) if args.spark else None
         pause = ensure_node_binaries(stderr_log) / "pause"

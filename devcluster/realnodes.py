@@ -30,6 +30,7 @@ NETNS_DIR = Path("/run/netns")
 CTR = "/usr/bin/ctr"
 CLEAN_MARK = "clean"  # next to a node's image store: its last `down` removed every container
 IMPORTED_FILE = "imported.json"
+# What real nodes and their images need from Debian, by a file each package installs.
 REQUIRED_COMMANDS = {
     "/usr/bin/containerd": "containerd",
     "/usr/bin/ctr": "containerd",
@@ -37,7 +38,9 @@ REQUIRED_COMMANDS = {
     "/usr/sbin/iptables": "iptables",
     "/usr/lib/cni/bridge": "containernetworking-plugins",
     "/sbin/ip": "iproute2",
+    "/usr/bin/mmdebstrap": "mmdebstrap",
 }
+JDK_PACKAGE = "openjdk-17-jdk-headless"  # javac compiles the images' SparkPi
 
 
 class RealNodeError(RuntimeError):
@@ -46,7 +49,27 @@ class RealNodeError(RuntimeError):
 
 def missing_packages() -> list[str]:
     """Debian packages real nodes need that this machine lacks."""
-    return sorted({package for path, package in REQUIRED_COMMANDS.items() if not Path(path).exists()})
+    missing = {package for path, package in REQUIRED_COMMANDS.items() if not Path(path).exists()}
+    if shutil.which("javac") is None:
+        missing.add(JDK_PACKAGE)
+    return sorted(missing)
+
+
+def install_missing_packages(log: Log) -> None:
+    """apt-get install what `missing_packages` lists (a fresh CI machine has none of it)."""
+    missing = missing_packages()
+    if not missing:
+        return
+    command = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise RealNodeError(f"real nodes need Debian packages that are missing; run as root: {' '.join(command)}")
+    log(f"[packages] {' '.join(command)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if subprocess.run(command, env=env, capture_output=True, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
+        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RealNodeError(f"{' '.join(command)} failed:\n{result.stderr.strip()[-2000:]}")
 
 
 def check_machine() -> None:
