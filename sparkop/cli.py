@@ -105,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Example:\n  sparkop demo --keep   # leave the cluster up afterwards",
     )
     demo.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
+    demo.add_argument(
+        "--real", action="store_true", help="real nodes and real Spark 3.5 instead of KWOK and the simulator (root)"
+    )
     demo.add_argument("--name", default="sparkop-demo", help="devcluster name")
     return parser
 
@@ -132,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from sparkop.demo import main as demo_main
 
-        return demo_main(name=args.name, keep=args.keep)
+        return demo_main(name=args.name, keep=args.keep, real=args.real)
     raise AssertionError(args.command)
 
 

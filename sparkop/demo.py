@@ -2,7 +2,8 @@
 
 One app succeeds, one fails and is retried by its restart policy, and one loses its driver pod
 mid-run and recovers inside the same attempt. The table prints a line whenever an app changes,
-like ``kubectl get -w``.
+like ``kubectl get -w``. With ``--real`` the pods run on real nodes (containerd + kubelet) and
+the apps are real Spark 3.5 jobs, not the simulator's.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from core import kube as k8s
 from core.jsontypes import JSON
 
 DEMO_APPS = Path(__file__).resolve().parent.parent / "examples" / "demo"
+REAL_DEMO_APPS = DEMO_APPS.parent / "demo-real"
 NAMESPACE = "default"
 FINAL_STATES = {"COMPLETED", "FAILED", "SUBMISSION_FAILED"}
 VICTIM = "stream-recovers"  # the app whose driver pod the demo deletes
 VICTIM_AFTER_SECONDS = 2.0
 TIMEOUT_SECONDS = 180.0
+REAL_TIMEOUT_SECONDS = 600.0  # nine JVMs on two cores
+PI_APP = "pi-succeeds"
 
 
 def say(message: str) -> None:
@@ -120,13 +124,20 @@ def wait_for_crds(kubectl_path: Path, kubeconfig: Path, timeout: float = 30.0) -
 
 
 async def watch(
-    kube: k8s.Kube, started: float, namespace: str = NAMESPACE, out: Callable[[str], None] = say
+    kube: k8s.Kube,
+    started: float,
+    namespace: str = NAMESPACE,
+    out: Callable[[str], None] = say,
+    *,
+    real: bool = False,
 ) -> dict[str, Row]:
-    """Print a line whenever an app changes; delete the victim's first driver pod once it runs."""
+    """Print a line whenever an app changes; delete the victim's first driver pod once it runs
+    (real Spark: once it has an executor running, so the job is really under way)."""
     rows: dict[str, Row] = {}
     victim_running_since: float | None = None
     victim_done = False
-    deadline = time.monotonic() + TIMEOUT_SECONDS
+    timeout = REAL_TIMEOUT_SECONDS if real else TIMEOUT_SECONDS
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         apps = await kube.list(k8s.SPARK_APPLICATIONS, namespace)
         for app in sorted(apps, key=lambda a: a["metadata"]["name"]):
@@ -134,7 +145,8 @@ async def watch(
             if rows.get(row.name) != row:
                 rows[row.name] = row
                 out(row.line(time.monotonic() - started))
-            if row.name == VICTIM and not victim_done and row.state == "RUNNING" and row.driver_pod != "-":
+            under_way = row.state == "RUNNING" and row.driver_pod != "-" and (not real or row.executors[0] != "0")
+            if row.name == VICTIM and not victim_done and under_way:
                 victim_running_since = victim_running_since or time.monotonic()
                 if time.monotonic() - victim_running_since >= VICTIM_AFTER_SECONDS:
                     out(f"{time.monotonic() - started:6.1f}s  >> deleting driver pod {row.driver_pod} (a node drain)")
@@ -143,27 +155,42 @@ async def watch(
         if len(rows) >= 3 and all(r.state in FINAL_STATES for r in rows.values()):
             return rows
         await asyncio.sleep(0.25)
-    raise TimeoutError(f"apps not finished after {TIMEOUT_SECONDS:.0f}s")
+    raise TimeoutError(f"apps not finished after {timeout:.0f}s")
 
 
 def run_scenario(
-    kubectl_path: Path, kubeconfig: Path, namespace: str, started: float, out: Callable[[str], None] = say
+    kubectl_path: Path,
+    kubeconfig: Path,
+    namespace: str,
+    started: float,
+    out: Callable[[str], None] = say,
+    *,
+    real: bool = False,
 ) -> dict[str, Row]:
     """Apply the three apps into ``namespace`` and watch them to the end (the demo's middle part;
     tests run it on their own cluster)."""
     out("==> applying three apps: pi-succeeds, etl-retries, stream-recovers")
-    kubectl(kubectl_path, kubeconfig, "apply", "-n", namespace, "-f", str(DEMO_APPS))
+    kubectl(kubectl_path, kubeconfig, "apply", "-n", namespace, "-f", str(REAL_DEMO_APPS if real else DEMO_APPS))
     out("")
     out(HEADER)
 
     async def run() -> dict[str, Row]:
         kube = await k8s.Kube.connect(str(kubeconfig))
         try:
-            return await watch(kube, started, namespace, out)
+            return await watch(kube, started, namespace, out, real=real)
         finally:
             await kube.close()
 
     return asyncio.run(run())
+
+
+def pi_line(kubectl_path: Path, kubeconfig: Path, namespace: str, driver_pod: str) -> str:
+    """The line real SparkPi printed in its driver's log."""
+    log = kubectl(kubectl_path, kubeconfig, "logs", "-n", namespace, driver_pod)
+    found = [line for line in log.splitlines() if line.startswith("Pi is roughly")]
+    if not found:
+        raise DemoError(f"driver pod {driver_pod} finished without a 'Pi is roughly' line")
+    return found[-1]
 
 
 def summary(rows: dict[str, Row], kubeconfig: Path, total: float) -> str:
@@ -182,21 +209,30 @@ def summary(rows: dict[str, Row], kubeconfig: Path, total: float) -> str:
     return "\n".join(lines)
 
 
-def main(*, name: str, keep: bool) -> int:
-    from devcluster.build import BuildError, ensure_built
+def main(*, name: str, keep: bool, real: bool = False) -> int:
+    from devcluster.build import BuildError, ensure_built, ensure_node_binaries
     from devcluster.cluster import Cluster, ClusterError
+    from devcluster.images import ImageError, ensure_images
+    from devcluster.realnodes import RealNodeError, install_missing_packages
 
     def progress(message: str) -> None:
         say(f"    {message}")
 
-    say("==> starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK)")
+    nodes = "two real nodes (containerd + kubelet), CoreDNS, kube-proxy" if real else "KWOK"
+    say(f"==> starting the local control plane (etcd, kube-apiserver, controller-manager, scheduler, {nodes})")
     try:
         # Built first and on its own, so neither the start-up budget nor the table's clock
         # counts a first build (minutes, once per machine).
         ensure_built(progress)
+        if real:
+            install_missing_packages(progress)
+            ensure_images(progress, pause_binary=ensure_node_binaries(progress) / "pause")
         started = time.monotonic()
-        cluster = Cluster.up(name, nodes=3, log=progress)
-    except (BuildError, ClusterError) as err:
+        if real:
+            cluster = Cluster.up(name, nodes=0, simulator=False, real_nodes=2, log=progress)
+        else:
+            cluster = Cluster.up(name, nodes=3, log=progress)
+    except (BuildError, ClusterError, ImageError, RealNodeError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
@@ -216,8 +252,11 @@ def main(*, name: str, keep: bool) -> int:
             )
         wait_for_crds(cluster.kubectl, cluster.kubeconfig)
         say(f"    operator log: {log_path}")
-        rows = run_scenario(cluster.kubectl, cluster.kubeconfig, NAMESPACE, started)
+        rows = run_scenario(cluster.kubectl, cluster.kubeconfig, NAMESPACE, started, real=real)
         say(summary(rows, cluster.kubeconfig, time.monotonic() - started))
+        if real:
+            said = pi_line(cluster.kubectl, cluster.kubeconfig, NAMESPACE, rows[PI_APP].driver_pod)
+            say(f"\n{PI_APP}'s driver said: {said}")
         if keep:
             say(f"\nThe cluster and operator are still up; stop them with: python -m devcluster down --name {name}")
         return 0
