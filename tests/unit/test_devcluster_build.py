@@ -14,6 +14,19 @@ def test_versions_file_is_pinned() -> None:
     assert {"ETCD_VERSION", "KWOK_VERSION"} <= versions.keys()
 
 
+def test_every_pinned_module_version_is_the_one_its_build_module_requires() -> None:
+    versions = read_versions()
+    pinned = {
+        "kubernetes": ("k8s.io/kubernetes", versions["KUBERNETES_VERSION"]),
+        "etcd": ("go.etcd.io/etcd/server/v3", versions["ETCD_VERSION"]),
+        "kwok": ("sigs.k8s.io/kwok", versions["KWOK_VERSION"]),
+        "coredns": ("github.com/coredns/coredns", versions["COREDNS_VERSION"]),
+    }
+    for module_dir, (module, version) in pinned.items():
+        go_mod = (GOBUILD_DIR / module_dir / "go.mod").read_text()
+        assert f"{module} {version}\n" in go_mod, f"{module_dir}/go.mod does not require {module} {version}"
+
+
 def test_ldflags_stamp_version() -> None:
     flags = kubernetes_ldflags("v1.34.12")
     assert flags.startswith("-s -w ")
