@@ -14,7 +14,7 @@ import importlib.metadata
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -126,6 +126,11 @@ class Occupied(Conflict):
     controller owner is gone and the garbage collector has yet to remove it): try again later."""
 
 
+class Fenced(Exception):
+    """A write refused before it was sent: this replica is not the leader (or no longer may act as
+    one: its lease was not renewed within the renew deadline). See ``core.leader``."""
+
+
 class NamespaceTerminating(Exception):
     """The namespace is being deleted: creates in it are refused (403) and its objects are going.
     Controllers stop their work in it quietly."""
@@ -226,6 +231,9 @@ class Kube:
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
+        # With leader election: whether this replica may write now. Asked before every request that
+        # is not a GET, so that a leader past its renew deadline writes nothing, whatever it is doing.
+        self.fence: Callable[[], bool] | None = None
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
@@ -251,6 +259,8 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
     ) -> JSON:
+        if method != "GET" and self.fence is not None and not self.fence():
+            raise Fenced(f"refusing {method} {path}: this replica does not hold a valid leader lease")
         result = await self.api.call_api(
             path,
             method,

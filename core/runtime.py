@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from prometheus_client.registry import Collector
+
 from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
 from core.informer import EventType
 from core.jsontypes import JSON
@@ -47,6 +49,9 @@ class Runtime:
     # and by the API server's 403 NamespaceTerminating for the moment before the watch says so.
     terminating_namespaces: set[str] = field(default_factory=set)
     indexes: dict[str, CacheIndex[Any]] = field(default_factory=dict)
+    # Prometheus collectors a controller adds in its register(runtime): served on /metrics next to
+    # the default registry, collected on the operator's event loop (so they may read the caches).
+    collectors: list[Collector] = field(default_factory=list)
 
     @functools.cached_property
     def caches(self) -> Caches:

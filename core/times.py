@@ -19,6 +19,12 @@ def parse_time(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def format_micro_time(value: datetime) -> str:
+    """A MicroTime (a Lease's renewTime, an Event's eventTime): the API server requires all six
+    sub-second digits."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def format_time(value: datetime | None) -> str | None:
     """RFC 3339 in UTC; sub-second digits only when there are any (retry waits are checked to well
     under a second, while most stamps come from the API server in whole seconds)."""

@@ -1,0 +1,401 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with fencing by the renew deadline.
+
+The rules are client-go's (``k8s.io/client-go/tools/leaderelection``):
+
+* **Acquire** by creating the Lease, or by replacing it (resourceVersion precondition, so two
+  candidates cannot both win) when it is free (no holder: released) or expired. Expired is judged
+  by *our* clock: the record must not have changed for ``leaseDurationSeconds`` since we first saw
+  it as it is. The remote ``renewTime`` is never compared with our clock (clocks differ).
+* **Renew** every retry period. Leadership is valid for ``renew_deadline`` after the moment we
+  *sent* the last successful write; others cannot take over before ``lease_duration`` after they
+  saw that write, which is later. ``renew_deadline < lease_duration`` leaves the difference for
+  writes already on their way.
+* **Fence**: :meth:`Election.leading` is what :attr:`core.kube.Kube.fence` asks before every write,
+  so a leader that failed to renew in time (a network partition, a paused process) writes nothing
+  from its renew deadline on, whatever its loop is doing. It does not renew either: it has lost,
+  and the process exits to come back as a standby.
+* **Release** on a clean stop: the holder is cleared, and a standby takes over on its next try
+  instead of waiting for the lease to expire.
+
+:class:`Election` is the pure state machine (clock passed in); :class:`Elector` drives it against a
+:class:`LeaseStore` (the API server's, :class:`KubeLeaseStore`).
+
+No maintained asyncio implementation fits: kubernetes_asyncio's ``leaderelection`` judges expiry
+by comparing wall clocks across machines, never releases, and has no fence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, NamedTuple, Protocol
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from core.times import format_micro_time, parse_time
+
+log = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# client-go's JitterFactor: candidates retry at 1x to 2.2x the retry period, so they do not all
+# ask at the same instant; the renew deadline must leave room for that.
+JITTER_FACTOR: Final = 1.2
+
+
+def default_namespace(service_account_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """The namespace the pod runs in, else ``default``."""
+    try:
+        return service_account_file.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def default_identity() -> str:
+    """Unique per process: a restarted pod keeps its hostname but must not inherit a lease."""
+    return f"{socket.gethostname()}_{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class ElectionConfig:
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.identity:
+            raise ValueError("--leader-elect-identity must not be empty")
+        if self.retry_period <= 0:
+            raise ValueError("--leader-elect-retry-period must be positive")
+        if self.lease_duration < 1:
+            raise ValueError("--leader-elect-lease-duration must be at least 1s (the Lease counts whole seconds)")
+        if not self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration: a leader must"
+                " stop writing before another replica may take over"
+            )
+        if not self.renew_deadline > JITTER_FACTOR * self.retry_period:
+            raise ValueError(
+                f"--leader-elect-renew-deadline must exceed {JITTER_FACTOR} x --leader-elect-retry-period,"
+                " so that a renewal can be retried before the deadline"
+            )
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The fields of a Lease that election uses; ``holder`` None or empty when released."""
+
+    holder: str | None
+    lease_duration_seconds: int
+    acquire_time: datetime | None
+    renew_time: datetime | None
+    transitions: int
+    resource_version: str = ""
+
+
+class Intent(NamedTuple):
+    """A write the candidate wants: ``record`` to create, or to replace the observed version with."""
+
+    record: LeaseRecord
+    create: bool
+
+
+@dataclass
+class Election:
+    """The state of one candidate. ``now`` arguments are a monotonic clock in seconds; ``wall`` is
+    only written into the Lease for people to read, never compared."""
+
+    config: ElectionConfig
+    observed: LeaseRecord | None = None
+    observed_at: float = 0.0  # when the observed record last changed, by our clock
+    renewed_at: float | None = None  # when the last successful write of ours was sent
+    has_led: bool = False
+
+    def observe(self, record: LeaseRecord | None, now: float) -> None:
+        if record != self.observed:
+            self.observed, self.observed_at = record, now
+
+    def holds(self) -> bool:
+        return self.observed is not None and self.observed.holder == self.config.identity
+
+    def leading(self, now: float) -> bool:
+        """Whether this candidate may write now: it holds the lease and renewed it within the
+        renew deadline."""
+        return self.holds() and self.renewed_at is not None and now < self.renewed_at + self.config.renew_deadline
+
+    def lost(self, now: float) -> bool:
+        """Whether it led and no longer may: for good (the process restarts as a standby)."""
+        return self.has_led and not self.leading(now)
+
+    def expired(self, now: float) -> bool:
+        """Whether someone else's observed lease may be taken: released, or unchanged for its whole
+        duration by our clock."""
+        record = self.observed
+        if record is None or not record.holder:
+            return True
+        return now >= self.observed_at + record.lease_duration_seconds
+
+    def expires_in(self, now: float) -> float:
+        """Seconds until someone else's observed lease may be taken (0 or less: now)."""
+        record = self.observed
+        if record is None or not record.holder or self.holds():
+            return 0.0
+        return self.observed_at + record.lease_duration_seconds - now
+
+    def intent(self, now: float, wall: datetime) -> Intent | None:
+        """What to write now, or None: someone else holds a valid lease, or we lost ours."""
+        if self.lost(now):
+            return None
+        record = self.observed
+        seconds = max(1, round(self.config.lease_duration))
+        if record is None:
+            return Intent(LeaseRecord(self.config.identity, seconds, wall, wall, 0), create=True)
+        if self.holds():
+            renewal = dataclasses.replace(record, lease_duration_seconds=seconds, renew_time=wall)
+            return Intent(renewal, create=False)
+        if not self.expired(now):
+            return None
+        taken = LeaseRecord(self.config.identity, seconds, wall, wall, record.transitions + 1, record.resource_version)
+        return Intent(taken, create=False)
+
+    def wrote(self, record: LeaseRecord, sent_at: float, now: float) -> None:
+        """Our write (sent at ``sent_at``) succeeded and the Lease is now ``record``."""
+        self.observed, self.observed_at = record, now
+        if record.holder == self.config.identity:
+            self.renewed_at = sent_at
+            self.has_led = self.has_led or self.leading(now)
+
+    def release(self, wall: datetime) -> LeaseRecord | None:
+        """The record that gives the lease up (holder cleared, like client-go, a 1 s duration), or
+        None if we do not hold it."""
+        if not self.holds() or self.observed is None:
+            return None
+        return dataclasses.replace(
+            self.observed, holder=None, lease_duration_seconds=1, acquire_time=wall, renew_time=wall
+        )
+
+
+class LeaseConflict(Exception):
+    """The Lease changed since it was read (or appeared / vanished): look again."""
+
+
+class LeaseStore(Protocol):
+    async def get(self) -> LeaseRecord | None: ...
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord: ...
+
+    async def replace(self, record: LeaseRecord) -> LeaseRecord:
+        """Write ``record`` if the Lease is still at ``record.resource_version``."""
+        ...
+
+
+class KubeLeaseStore:
+    """One Lease through kubernetes_asyncio's CoordinationV1Api (it bypasses the write fence of
+    :class:`core.kube.Kube`: a standby must be able to acquire)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
+        self.leases = client.CoordinationV1Api(api)
+        self.namespace = namespace
+        self.name = name
+
+    async def get(self) -> LeaseRecord | None:
+        try:
+            lease = await self.leases.read_namespaced_lease(self.name, self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _record(lease)
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        try:
+            return _record(await self.leases.create_namespaced_lease(self.namespace, self._body(record)))
+        except ApiException as exc:
+            if exc.status == 409:
+                raise LeaseConflict(f"lease {self.namespace}/{self.name} was created by someone else") from exc
+            raise
+
+    async def replace(self, record: LeaseRecord) -> LeaseRecord:
+        try:
+            return _record(await self.leases.replace_namespaced_lease(self.name, self.namespace, self._body(record)))
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                raise LeaseConflict(f"lease {self.namespace}/{self.name} changed since it was read") from exc
+            raise
+
+    def _body(self, record: LeaseRecord) -> client.V1Lease:
+        return client.V1Lease(
+            api_version="coordination.k8s.io/v1",
+            kind="Lease",
+            metadata=client.V1ObjectMeta(
+                name=self.name, namespace=self.namespace, resource_version=record.resource_version or None
+            ),
+            spec=client.V1LeaseSpec(
+                holder_identity=record.holder or None,
+                lease_duration_seconds=record.lease_duration_seconds,
+                lease_transitions=record.transitions,
+                acquire_time=_micro_time(record.acquire_time),
+                renew_time=_micro_time(record.renew_time),
+            ),
+        )
+
+
+def _micro_time(value: datetime | None) -> Any:
+    # Written as text: the generated client would write datetime.isoformat(), which drops the
+    # fraction when it is zero, and the API server's MicroTime demands six digits.
+    return None if value is None else format_micro_time(value)
+
+
+def _record(lease: client.V1Lease) -> LeaseRecord:
+    spec = lease.spec
+    return LeaseRecord(
+        holder=(spec.holder_identity if spec else None) or None,
+        lease_duration_seconds=int((spec.lease_duration_seconds if spec else None) or 0),
+        acquire_time=parse_time(spec.acquire_time if spec else None),
+        renew_time=parse_time(spec.renew_time if spec else None),
+        transitions=int((spec.lease_transitions if spec else None) or 0),
+        resource_version=str(lease.metadata.resource_version or ""),
+    )
+
+
+TRANSIENT: Final = (ApiException, aiohttp.ClientError, TimeoutError, ConnectionError)
+
+
+@dataclass
+class Elector:
+    """Runs an :class:`Election`: :meth:`run` acquires, then renews until the lease is lost (then
+    :attr:`lost_reason` is set and :attr:`lost` fires) or it is cancelled; :meth:`release` gives the
+    lease up on a clean stop."""
+
+    config: ElectionConfig
+    store: LeaseStore
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], datetime] = lambda: datetime.now(UTC)
+    jitter: Callable[[], float] = lambda: random.uniform(1.0, JITTER_FACTOR)
+    election: Election = field(init=False)
+    leading_event: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    lost: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    lost_reason: str | None = field(default=None, init=False)
+    last_read_at: float | None = field(default=None, init=False)  # the last time the API server answered
+    last_error: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.election = Election(self.config)
+
+    def fence(self) -> bool:
+        """May this replica write now? (For :attr:`core.kube.Kube.fence`.)"""
+        return self.election.leading(self.clock())
+
+    @property
+    def leader(self) -> str | None:
+        """The holder as last observed."""
+        return self.election.observed.holder if self.election.observed else None
+
+    async def run(self) -> None:
+        config = self.config
+        log.info("leader election: %s is a candidate for lease %s/%s", config.identity, config.namespace, config.name)
+        while not self.election.leading(self.clock()):
+            await self._attempt(bound=config.renew_deadline)
+            if not self.election.leading(self.clock()):
+                # Try again after the retry period, or at the moment the holder's lease expires if
+                # that is sooner: a SIGKILLed leader is replaced as soon as the rules allow.
+                expires_in = self.election.expires_in(self.clock())
+                await asyncio.sleep(min(config.retry_period * self.jitter(), max(expires_in, 0.0) + 0.01))
+        self.leading_event.set()
+        observed = self.election.observed
+        log.info(
+            "leader election: %s leads (lease %s/%s, transitions %d)",
+            config.identity,
+            config.namespace,
+            config.name,
+            observed.transitions if observed else 0,
+        )
+        while True:
+            await asyncio.sleep(config.retry_period)
+            renewed_at = self.election.renewed_at if self.election.renewed_at is not None else self.clock()
+            remaining = renewed_at + config.renew_deadline - self.clock()
+            if remaining > 0:
+                await self._attempt(bound=remaining)
+            now = self.clock()
+            if not self.election.leading(now):
+                self._lose(now)
+                return
+
+    def _lose(self, now: float) -> None:
+        holder = self.leader
+        if holder != self.config.identity:
+            reason = f"the lease is held by {holder or 'nobody'} now"
+        else:
+            renewed_at = self.election.renewed_at
+            ago = now - (renewed_at if renewed_at is not None else now)
+            reason = (
+                f"not renewed within the renew deadline of {self.config.renew_deadline:g}s"
+                f" (last renewed {ago:.1f}s ago; last error: {self.last_error or 'none'})"
+            )
+        self.lost_reason = reason
+        log.error(
+            "leader election: %s lost lease %s/%s: %s",
+            self.config.identity,
+            self.config.namespace,
+            self.config.name,
+            reason,
+        )
+        self.lost.set()
+
+    async def _attempt(self, *, bound: float) -> None:
+        """One read and, if the election wants it, one write, all within ``bound`` seconds."""
+        try:
+            async with asyncio.timeout(bound):
+                record = await self.store.get()
+                self.last_read_at = self.clock()
+                self.election.observe(record, self.clock())
+                intent = self.election.intent(self.clock(), self.wall())
+                if intent is None:
+                    return
+                sent_at = self.clock()
+                written = await (
+                    self.store.create(intent.record) if intent.create else self.store.replace(intent.record)
+                )
+                self.election.wrote(written, sent_at, self.clock())
+                self.last_error = None
+        except LeaseConflict as exc:
+            log.debug("leader election: %s", exc)
+        except TRANSIENT as exc:
+            self.last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
+            log.warning("leader election: lease %s/%s: %s", self.config.namespace, self.config.name, self.last_error)
+
+    async def release(self) -> bool:
+        """Give the lease up if we still validly hold it (call after every writer has stopped)."""
+        now = self.clock()
+        if not self.election.leading(now):
+            return False
+        released = self.election.release(self.wall())
+        if released is None:
+            return False
+        try:
+            renewed_at = self.election.renewed_at if self.election.renewed_at is not None else now
+            async with asyncio.timeout(max(0.1, renewed_at + self.config.renew_deadline - now)):
+                written = await self.store.replace(released)
+        except (LeaseConflict, *TRANSIENT) as exc:
+            log.warning(
+                "leader election: could not release the lease (%s); the next leader waits for it to expire", exc
+            )
+            return False
+        self.election.observe(written, self.clock())
+        log.info(
+            "leader election: %s released lease %s/%s", self.config.identity, self.config.namespace, self.config.name
+        )
+        return True
