@@ -49,8 +49,37 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="report a driver pod as stuck after it has been unschedulable this long (default 300)",
     )
-    run.add_argument("--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port")
+    run.add_argument(
+        "--metrics-port", type=int, default=0, help="serve /metrics, /healthz and /readyz on this port (0: none)"
+    )
     run.add_argument("--metrics-address", default="127.0.0.1", help="address for --metrics-port (in a pod: 0.0.0.0)")
+    election = run.add_argument_group(
+        "leader election", "with more than one replica: only the holder of a coordination.k8s.io/v1 Lease reconciles"
+    )
+    election.add_argument("--leader-elect", action="store_true", help="take part in leader election")
+    election.add_argument(
+        "--leader-elect-namespace",
+        metavar="NAMESPACE",
+        help="namespace of the Lease (default: the pod's own namespace, else default)",
+    )
+    election.add_argument("--leader-elect-name", default="sparkop-leader", metavar="NAME", help="name of the Lease")
+    election.add_argument(
+        "--leader-elect-identity",
+        metavar="ID",
+        help="this replica's name in the Lease (default: hostname_<random suffix>)",
+    )
+    for flag, default, meaning in (
+        ("lease-duration", 15.0, "how long standbys wait after the last renewal they saw before taking over"),
+        ("renew-deadline", 10.0, "how long the leader keeps acting without renewing; it stops writing then"),
+        ("retry-period", 2.0, "how often the leader renews and standbys try to acquire"),
+    ):
+        election.add_argument(
+            f"--leader-elect-{flag}",
+            type=_seconds,
+            default=default,
+            metavar="SECONDS",
+            help=f"{meaning} (default {default:g}s)",
+        )
     run.add_argument("--log-format", choices=["text", "json"], default="text")
 
     crds = sub.add_parser(
@@ -139,6 +168,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise AssertionError(args.command)
 
 
+def _seconds(text: str) -> float:
+    """A duration: 15, 15s, 1.5s or 2m."""
+    scale = 60.0 if text.endswith("m") else 1.0
+    try:
+        value = float(text.removesuffix("s").removesuffix("m")) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write seconds, e.g. 15 or 15s") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be positive")
+    return value
+
+
 def _stop_quietly(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
@@ -146,26 +187,44 @@ def _stop_quietly(signum: int, frame: object) -> None:
 def _run(args: argparse.Namespace) -> int:
     # A stop that arrives while the operator is still importing is a clean stop too.
     signal.signal(signal.SIGTERM, _stop_quietly)
+    from core.leader import ElectionConfig, default_identity, default_namespace
     from core.runtime import Options
-    from sparkop.operator import run_blocking
+    from sparkop.operator import LeadershipLost, Serving, run_blocking
 
     logs.configure(args.log_format)
-    if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port, addr=args.metrics_address)
-    run_blocking(
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        namespaces=args.namespace,
-        controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
-        options=Options(
-            ingress_url_format=args.ingress_url_format,
-            ingress_class_name=args.ingress_class_name,
-            unschedulable_timeout_seconds=args.unschedulable_timeout,
-            workers=args.workers,
-        ),
-    )
+    election = None
+    if args.leader_elect:
+        try:
+            election = ElectionConfig(
+                namespace=args.leader_elect_namespace or default_namespace(),
+                name=args.leader_elect_name,
+                identity=args.leader_elect_identity or default_identity(),
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            )
+        except ValueError as exc:
+            print(f"sparkop run: {exc}", file=sys.stderr)
+            return 2
+    try:
+        run_blocking(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            namespaces=args.namespace,
+            controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
+            options=Options(
+                ingress_url_format=args.ingress_url_format,
+                ingress_class_name=args.ingress_class_name,
+                unschedulable_timeout_seconds=args.unschedulable_timeout,
+                workers=args.workers,
+            ),
+            election=election,
+            serving=Serving(args.metrics_port, args.metrics_address) if args.metrics_port else None,
+        )
+    except LeadershipLost as exc:
+        # Logged where it happened; a restart makes this replica a standby again.
+        print(f"sparkop run: leadership lost ({exc}); exiting to restart as a standby", file=sys.stderr)
+        return 1
     return 0
 
 

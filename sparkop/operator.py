@@ -1,8 +1,10 @@
 """``sparkop run``: both controllers (or either) in one process, on informer caches.
 
 Each controller module registers indexes (what it observes, by key) and change handlers that only
-enqueue keys; :class:`core.caches.Caches` runs one informer per watched selection (server-side label
-selectors for everything sparkop owns), and once every cache has listed, the work queues start.
+enqueue keys, and may add Prometheus collectors to ``runtime.collectors`` (served on /metrics);
+:class:`core.caches.Caches` runs one informer per watched selection (server-side label selectors for
+everything sparkop owns), and once every cache has listed, the work queues start; with leader
+election (``core.leader``), only once this replica leads.
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from apps_controller.handlers import register as register_apps
 from core.caches import Caches
 from core.kube import SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
+from core.leader import ElectionConfig, Elector, KubeLeaseStore
 from core.runtime import Options, Register, Runtime, register_namespaces
 from driver_controller.handlers import register as register_driver
+from sparkop.serving import Health, serve
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +32,16 @@ CRD_POLL_SECONDS = 0.5
 CRD_NAG_SECONDS = 10.0
 
 
-async def wait_until_served(kube: Kube, resources: Sequence[Resource]) -> None:
+async def wait_until_served(
+    kube: Kube, resources: Sequence[Resource], on_missing: Callable[[list[str]], None] | None = None
+) -> None:
     """Start watching only once the CRDs are served. The operator never installs CRDs, and a LIST of
     a kind that is not served yet is a 404 the informers would only retry."""
     waited = 0.0
     while True:
         missing = [r.plural for r in resources if not await kube.served(r)]
+        if on_missing is not None:
+            on_missing(missing)
         if not missing:
             return
         if waited % CRD_NAG_SECONDS < CRD_POLL_SECONDS:
@@ -52,6 +61,19 @@ def controller_registrations(names: Iterable[str]) -> list[Register]:
     return [known[name] for name in names]
 
 
+class LeadershipLost(Exception):
+    """The leader could not renew its lease in time (or it was taken): its writes are fenced, its
+    queues stopped, and the process exits non-zero to be restarted as a standby."""
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Where to serve /metrics, /healthz and /readyz (``sparkop.serving``)."""
+
+    port: int
+    address: str = "127.0.0.1"
+
+
 async def run_operator(
     *,
     kubeconfig: str | None,
@@ -61,30 +83,77 @@ async def run_operator(
     options: Options | None = None,
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
+    election: ElectionConfig | None = None,
+    serving: Serving | None = None,
 ) -> None:
-    """Run until ``stop_flag`` is set (or SIGTERM/SIGINT when run from the CLI)."""
+    """Run until ``stop_flag`` is set (or SIGTERM/SIGINT when run from the CLI).
+
+    With ``election``, the informers run at once (a standby is warm) but the work queues start only
+    once this replica leads, every write is fenced by the lease, and :class:`LeadershipLost` is
+    raised when the lease is lost; a clean stop releases it."""
     kube = await Kube.connect(kubeconfig, context)
     runtime = Runtime(kube=kube, options=options or Options(), namespaces=tuple(namespaces))
     register_namespaces(runtime)
     for register in controller_registrations(controllers):
         register(runtime)
+    elector: Elector | None = None
+    if election is not None:
+        elector = Elector(election, KubeLeaseStore(kube.api, election.namespace, election.name))
+        kube.fence = elector.fence
+        # The audit log tells the replicas' requests apart.
+        kube.api.user_agent = f"{kube.api.user_agent} ({election.identity})"
+    health = Health(runtime.caches, elector)
+    server = None
     try:
-        await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS))
+        if serving is not None:
+            server = await serve(serving.address, serving.port, health, runtime.collectors)
+        await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS), on_missing=health_unserved(health))
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(runtime.caches.run(), name="caches")]
+            health.caches_task = tasks[0]
             started = time.monotonic()
             await wait_synced(runtime.caches)
+            health.synced = True
             log.info("caches synced in %.2fs: %s", time.monotonic() - started, runtime.caches.sizes())
-            tasks += [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
-            if ready_flag is not None:
-                ready_flag.set()
-            await (stop_flag or asyncio.Event()).wait()
+            stop = stop_flag or asyncio.Event()
+            if elector is not None:
+                tasks.append(group.create_task(elector.run(), name="leader-election"))
+                await first_of(stop.wait(), elector.leading_event.wait(), elector.lost.wait())
+            if not stop.is_set() and not (elector is not None and elector.lost.is_set()):
+                tasks += [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
+                if ready_flag is not None:
+                    ready_flag.set()
+                await first_of(stop.wait(), *([elector.lost.wait()] if elector is not None else []))
             for task in tasks:
                 task.cancel()
+        if elector is not None and elector.lost_reason is not None:
+            raise LeadershipLost(elector.lost_reason)
     finally:
+        # Every queue has stopped (the task group waited for them): only now may a successor start.
+        if elector is not None:
+            await elector.release()
+        if server is not None:
+            await server.cleanup()
         await kube.close()
         log.info("sparkop stopped")
+
+
+def health_unserved(health: Health) -> Callable[[list[str]], None]:
+    def record(missing: list[str]) -> None:
+        health.unserved = tuple(missing)
+
+    return record
+
+
+async def first_of(*waits: Coroutine[Any, Any, Any]) -> None:
+    """Until the first of ``waits`` is done; the others are cancelled."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 SYNC_NAG_SECONDS = 30.0

@@ -75,6 +75,16 @@ class OperatorProcess:
             self.stop()
         self.start()
 
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` (e.g. SIGSTOP/SIGCONT to pause the operator as a frozen VM or a long GC would)."""
+        assert self.proc is not None and self.proc.poll() is None, "operator not running"
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        """Until the process exits by itself; its exit code."""
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
