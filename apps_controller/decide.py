@@ -22,6 +22,7 @@ status; it only deletes what is left, and at its TTL itself).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -39,6 +40,7 @@ from apps_controller.runs import (
     outcome_of,
 )
 from apps_controller.status import NO_EXECUTORS, TERMINAL_STATES, error_message, finished
+from apps_controller.transitions import transitions
 from core import labels, naming
 from core.reconciler import Delete, Event, Plan
 
@@ -66,7 +68,13 @@ _SUSPENDED: Final = "Suspended"
 
 
 def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
-    """Decide one step for a SparkApplication from what was observed, at time ``now``."""
+    """Decide one step for a SparkApplication from what was observed, at time ``now``; the plan
+    carries the metric observations of the step (recorded once its status write succeeded)."""
+    plan = _step(observed, now)
+    return replace(plan, observations=transitions(observed, plan.status, now))
+
+
+def _step(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
     d = Draft(observed, now, observed.status)
     if observed.app.deleting or observed.namespace_terminating:
         # The garbage collector, or the namespace's deletion, removes what the app owns; a driver

@@ -26,6 +26,7 @@ from apps_controller.observed import (
     owner_keys,
 )
 from apps_controller.status import read_status, status_json
+from apps_controller.transitions import TRANSITIONS
 from apps_controller.ui import UI_SELECTOR
 from core import kube, logs
 from core.reconciler import Applier, Learned, Plan, Refusal
@@ -50,7 +51,8 @@ class AppsController:
     @property
     def applier(self) -> Applier[Key]:
         if self._applier is None:
-            self._applier = Applier(self.runtime.kube, kube.Rules(), partial(logs.decision, log))
+            decision = partial(logs.decision, log)
+            self._applier = Applier(self.runtime.kube, kube.Rules(), decision, TRANSITIONS.record)
         return self._applier
 
     def observe(self, key: Key) -> tuple[Observed, dict[str, Any]] | None:

@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import Any, Final, TypeVar
 
@@ -30,6 +31,7 @@ from apps_controller.status import CONDITION_STUCK
 from core import labels
 from core.jsontypes import JSON
 from core.reconciler import Refusal
+from core.times import parse_time
 
 E = TypeVar("E", bound=Enum)
 Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key
@@ -138,6 +140,7 @@ class AppView:
     spec: Mapping[str, Any]
     deleting: bool = False
     spec_error: str | None = None  # the spec can never run (set by the shell's validation)
+    created: datetime | None = None  # metadata.creationTimestamp: where kubeflow's latencies start
 
     @property
     def suspend(self) -> bool:
@@ -175,6 +178,7 @@ class AppView:
             spec=dict(_map(body.get("spec"))),
             deleting=bool(meta.get("deletionTimestamp")),
             spec_error=spec_error,
+            created=parse_time(meta.get("creationTimestamp")),
         )
 
 
@@ -382,7 +386,17 @@ def app_snapshot(body: Mapping[str, Any]) -> JSON:
     """What the apps index hands out of a SparkApplication (a copy: the cache's objects are shared, and
     a pass writes its new status into its own)."""
     meta = _map(body.get("metadata"))
-    keep = ("name", "namespace", "uid", "generation", "resourceVersion", "deletionTimestamp")
+    # labels: the metrics recorded for a written status are labelled from them, as kubeflow's are.
+    keep = (
+        "name",
+        "namespace",
+        "uid",
+        "generation",
+        "resourceVersion",
+        "deletionTimestamp",
+        "creationTimestamp",
+        "labels",
+    )
     return {
         "apiVersion": body.get("apiVersion", labels.API_VERSION),
         "kind": "SparkApplication",

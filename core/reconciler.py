@@ -11,7 +11,9 @@ is fixed:
 2. the status write, guarded by the resourceVersion the decision was made from. A Conflict (the
    object changed since) ends the pass: the queue reconciles again from a fresh view, nothing below
    runs. Written when it changed, and also when ``after_status`` is not empty: the write is then the
-   proof that those actions were decided on the newest object.
+   proof that those actions were decided on the newest object. Once it succeeded, the plan's
+   :class:`Observation` s are recorded (metrics of transitions: counted once, by the one write that
+   makes each transition).
 3. events, which report what the status write recorded (never posted for a write that failed).
 4. ``after_status``: what may only happen once status holds the facts behind it: a create that
    status counted first (the SparkDriver of run n, after ``lastRun = n`` was written), patches (a
@@ -123,6 +125,23 @@ class Event:
 Action = Create | Ensure | Patch | Delete
 
 
+@dataclass(frozen=True)
+class Observation:
+    """A metric sample the pass decided along with a transition in its status (a run submitted, an
+    app completed). The Applier records it only after the status write that makes the transition
+    has succeeded: a write refused (Conflict) or never made (a crash) records nothing, and the pass
+    that gets through records it, so each transition is counted once. ``labels``: those the sample
+    itself carries (a reason); the object's own (namespace, labels) are the recorder's to read."""
+
+    metric: str
+    value: float = 1.0
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+Record = Callable[[JSON, Observation], None]
+"""Records one observation for the object as its status write left it."""
+
+
 def refusal_key(action: Create | Ensure) -> str:
     """How a refused create is remembered: a Create by kind and name (a name refused is not tried
     again while the memory lasts), an Ensure by kind, name and content (changed content is tried anew)."""
@@ -141,6 +160,8 @@ class Plan(Generic[S]):
     events: tuple[Event, ...] = ()
     after_status: tuple[Action, ...] = ()
     requeue_after: float | None = None
+    # Recorded right after a successful status write of this plan, never otherwise.
+    observations: tuple[Observation, ...] = ()
 
     @property
     def actions(self) -> tuple[Action, ...]:
@@ -270,10 +291,11 @@ class Applier(Generic[K]):
     """Applies plans through a :class:`Client`, and remembers per key (and object uid) what the API
     server refused or failed to do, for the next pass (:meth:`learnt`)."""
 
-    def __init__(self, client: Client, rules: Rules, decision: Decision) -> None:
+    def __init__(self, client: Client, rules: Rules, decision: Decision, record: Record | None = None) -> None:
         self.client = client
         self.rules = rules
         self.decision = decision
+        self.record = record
         self._memory: dict[K, _Memory] = {}
 
     # -- memory ----------------------------------------------------------------------------------
@@ -370,6 +392,9 @@ class Applier(Generic[K]):
                     "resourceVersion", meta.get("resourceVersion")
                 )
                 body["status"] = written.get("status") or new
+                if self.record is not None:
+                    for observation in plan.observations:
+                        self.record(body, observation)
         if body is not None:
             for event in plan.events:
                 self.decision(where, event.message, event.reason)
@@ -474,8 +499,10 @@ __all__ = [
     "Event",
     "Learned",
     "Learnt",
+    "Observation",
     "Patch",
     "Plan",
+    "Record",
     "Refusal",
     "Rules",
     "refusal_key",

@@ -19,6 +19,7 @@ from core.reconciler import Applied, Applier, Learned, Learnt, Plan
 from core.runtime import Runtime
 from driver_controller import reconcile as rc
 from driver_controller.observe import Key, own_key, owner_key, summarize_object, summarize_pod
+from driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,8 @@ class DriverController:
         self.runtime = runtime
         self.settings = rc.Settings(unschedulable_timeout=runtime.options.unschedulable_timeout_seconds)
         self.queue = runtime.queue("driver", self.reconcile_key)
-        self.applier: Applier[Key] = Applier(runtime.kube, Rules(), partial(logs.decision, log))
+        decision = partial(logs.decision, log)
+        self.applier: Applier[Key] = Applier(runtime.kube, Rules(), decision, TRANSITIONS.record)
 
     def _values(self, index: str, key: Key) -> list[Any]:
         return list(self.runtime.index(index).get(key) or ())

@@ -37,11 +37,12 @@ from api.models import SparkDriver, SparkDriverStatus
 from core import labels, naming
 from core.conditions import transition_time
 from core.jsontypes import JSON
-from core.reconciler import Create, Delete, Event, Patch, Plan, Refusal, refusal_key
+from core.reconciler import Create, Delete, Event, Observation, Patch, Plan, Refusal, refusal_key
 from core.times import format_time
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
 from driver_controller.podbuild import RenderOptions
 from driver_controller.render import InvalidSpec, names, parse, render
+from driver_controller.transitions import transitions
 
 # Event reasons (on the SparkDriver).
 REASON_INCARNATION_CREATED: Final = "DriverPodCreated"
@@ -100,6 +101,7 @@ class _Draft:
     deletes: list[Delete] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
+    observations: list[Observation] = field(default_factory=list)
 
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
@@ -111,6 +113,7 @@ class _Draft:
             events=tuple(self.events),
             after_status=(*self.patches, *self.deletes),
             requeue_after=self.requeue_after,
+            observations=tuple(self.observations),
         )
 
 
@@ -300,6 +303,7 @@ def reconcile(observed: Observed, now: datetime) -> Plan[JSON]:
         _frozen_status(p)
     else:
         _finish_status(p)
+    plan.observations.extend(transitions(old_status, plan.status))
     return plan.plan()
 
 
