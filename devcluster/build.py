@@ -1,12 +1,15 @@
 """Build the devcluster's binaries once into a cache keyed by the pinned versions.
 
-Two sets, each built only when something needs it: the control plane (etcd, the Kubernetes
-servers, kubectl, kwok), which every cluster runs, and the real-node binaries (kubelet,
-kube-proxy, CoreDNS, the pod sandbox's pause), which only `up --real-nodes` runs.
+Three sets, each built only when something needs it: the control plane (etcd, the Kubernetes
+servers, kubectl, kwok), which every cluster runs, the real-node binaries (kubelet,
+kube-proxy, CoreDNS, the pod sandbox's pause), which only `up --real-nodes` runs, and the
+tools (helm), which only the chart's tests and users of the chart run.
 
 A set's cache directory is `<cache>/bin/<key>/` where the key hashes versions.env, the build
 modules' go.mod/go.sum and the build flags: changing any of them builds a fresh directory,
 and an existing directory is always complete because it is renamed into place at the end.
+The cluster sets hash versions.env only up to its tools section, so pinning a new tool
+version does not rebuild the cluster.
 """
 
 from __future__ import annotations
@@ -33,8 +36,19 @@ PROGRESS_EVERY_S = 15.0
 # the node set after the control plane: kubelet and kube-proxy reuse most of its compile work),
 # so a newcomer watching the first run knows how long to wait. Kept apart from GoBuild: its
 # repr is part of the cache key.
-EXPECTED_BUILD_S = {"etcd": 60, "kwok": 90, "kubernetes": 420, "kubernetes-node": 240, "coredns": 120, "pause": 10}
+EXPECTED_BUILD_S = {
+    "etcd": 60,
+    "kwok": 90,
+    "kubernetes": 420,
+    "kubernetes-node": 240,
+    "coredns": 120,
+    "pause": 10,
+    "helm": 120,
+}
 GO_DOWNLOAD_URL = "https://go.dev/dl/"
+# The versions.env lines around the tools' pins (see cache_key).
+TOOLS_SECTION = ("# -- tools --", "# -- end of tools --")
+TOOL_BUILDS = frozenset({"helm"})
 
 
 class BuildError(RuntimeError):
@@ -126,13 +140,36 @@ def node_binaries(versions: dict[str, str]) -> BinarySet:
     )
 
 
+def helm_ldflags(version: str, kubernetes_version: str) -> str:
+    """Stamp helm like its release build does: `helm version`, and the Kubernetes version that
+    `helm template` and `helm lint` assume without a cluster (the devcluster's, not helm's 1.20)."""
+    major, minor = kubernetes_version.lstrip("v").split(".")[:2]
+    stamps = {
+        "helm.sh/helm/v3/internal/version.version": version,
+        "helm.sh/helm/v3/internal/version.gitTreeState": "clean",
+    }
+    for package in ("helm.sh/helm/v3/pkg/chartutil", "helm.sh/helm/v3/pkg/lint/rules"):
+        stamps[f"{package}.k8sVersionMajor"] = major
+        stamps[f"{package}.k8sVersionMinor"] = minor
+    return " ".join(["-s -w", *(f"-X {k}={v}" for k, v in stamps.items())])
+
+
+def tools(versions: dict[str, str]) -> BinarySet:
+    ldflags = helm_ldflags(versions["HELM_VERSION"], versions["KUBERNETES_VERSION"])
+    return BinarySet("the tools", (GoBuild("helm", "helm", ("helm.sh/helm/v3/cmd/helm",), ldflags, "helm"),), ("helm",))
+
+
 def go_builds(versions: dict[str, str]) -> list[GoBuild]:
     return list(control_plane(versions).builds)
 
 
 def cache_key(builds: Iterable[GoBuild], gobuild_dir: Path = GOBUILD_DIR) -> str:
+    builds = tuple(builds)
+    pinned = (gobuild_dir / "versions.env").read_bytes()
+    if not any(build.name in TOOL_BUILDS for build in builds):
+        pinned = without_tools_section(pinned)
     digest = hashlib.sha256()
-    digest.update((gobuild_dir / "versions.env").read_bytes())
+    digest.update(pinned)
     for build in builds:
         digest.update(repr(build).encode())
         for name in ("go.mod", "go.sum", "main.go"):
@@ -140,6 +177,18 @@ def cache_key(builds: Iterable[GoBuild], gobuild_dir: Path = GOBUILD_DIR) -> str
             if source.exists():
                 digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def without_tools_section(pinned: bytes) -> bytes:
+    """versions.env without its tools section: a tool's pin is no input of the cluster's
+    binaries, and the file without the section is byte for byte the file before tools were
+    pinned, so the cluster sets' keys did not change when the section was added."""
+    start, end = (f"\n{marker}\n".encode() for marker in TOOLS_SECTION)
+    before, found, rest = pinned.partition(start)
+    if not found:
+        return pinned
+    _, _, after = rest.partition(end)
+    return before + b"\n" + after
 
 
 def set_dir(binary_set: BinarySet) -> Path:
@@ -165,6 +214,15 @@ def ensure_built(log: Log = print) -> Path:
 def ensure_node_binaries(log: Log = print) -> Path:
     """Return the real-node binaries directory, building it first if needed (a no-op when warm)."""
     return ensure_set_built(node_binaries(read_versions()), log)
+
+
+def ensure_tools(log: Log = print) -> Path:
+    """Return the tools' directory (helm), building it first if needed (a no-op when warm)."""
+    return ensure_set_built(tools(read_versions()), log)
+
+
+def helm_binary(log: Log = print) -> Path:
+    return ensure_tools(log) / "helm"
 
 
 def ensure_set_built(binary_set: BinarySet, log: Log = print) -> Path:
