@@ -10,7 +10,12 @@ temporary name and renamed) and costs nothing to reuse.
 - spark-<version>: base + a layer with that version's pyspark distribution as SPARK_HOME=/opt/spark,
   a SparkPi examples jar compiled here, and an entrypoint that behaves like the official image's;
   tagged with the names users already write (`apache/spark:<version>`);
-- pause: the pod sandbox image, one static binary built elsewhere.
+- pause: the pod sandbox image, one static binary built elsewhere;
+- operator: sparkop itself (`sparkop.io/sparkop:<version>`), on a rootfs of its own with Python 3
+  and CA certificates only (the base's JRE would treble its size for nothing), a layer of its
+  pinned dependencies (deploy/requirements.lock, cp311 manylinux wheels) and a layer with the
+  sparkop wheel; the repository's Dockerfile builds the same image with a container engine
+  (tests/unit/test_operator_image.py holds the two together).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -53,6 +59,37 @@ SPARK_HOME = "/opt/spark"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 EXPECTED_BASE_BUILD_S = 60
+# The operator image. Its Dockerfile twin is REPO_DIR/Dockerfile.
+REPO_DIR = PACKAGE_DIR.parent
+OPERATOR_REPO = "sparkop.io/sparkop"
+PYTHON_BASE_REPO = "sparkop.io/devcluster/python-base"
+REQUIREMENTS_LOCK = REPO_DIR / "deploy" / "requirements.lock"
+OPERATOR_LAUNCHER = REPO_DIR / "deploy" / "image" / "sparkop"
+# Debian bookworm's python3 is 3.11: the wheels, the bytecode and the install path follow it.
+IMAGE_PYTHON = "3.11"
+SITE_PACKAGES = f"/usr/local/lib/python{IMAGE_PYTHON}/dist-packages"
+# The wheels pip would choose on bookworm itself: glibc 2.36, so every manylinux tag up to
+# 2_36, under both its PEP 600 name and its legacy alias (pip does not expand --platform).
+IMAGE_GLIBC_MINOR = 36
+MANYLINUX_ALIASES = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+WHEEL_PLATFORM = (
+    *(
+        option
+        for minor in range(IMAGE_GLIBC_MINOR, 4, -1)
+        for tag in (f"manylinux_2_{minor}", MANYLINUX_ALIASES.get(minor))
+        if tag
+        for option in ("--platform", f"{tag}_x86_64")
+    ),
+    "--implementation",
+    "cp",
+    "--abi",
+    "cp311",
+)
+WHEEL_PYTHON = ("--python-version", IMAGE_PYTHON)
+# distroless's "nonroot": a uid no host account has, so a pod gains nothing by sharing it.
+NONROOT_UID = 65532
+NONROOT_PASSWD = f"nonroot:x:{NONROOT_UID}:{NONROOT_UID}:nonroot:/home/nonroot:/usr/sbin/nologin"
+NONROOT_GROUP = f"nonroot:x:{NONROOT_UID}:"
 
 
 class ImageError(RuntimeError):
@@ -122,6 +159,34 @@ class BaseRecipe:
 BASE_RECIPE = BaseRecipe()
 BASE_CONFIG = ImageConfig(entrypoint=(), cmd=("/bin/bash",))
 PAUSE_CONFIG = ImageConfig(entrypoint=("/pause",), user="65535:65535")
+
+
+@dataclass(frozen=True)
+class SlimRecipe(BaseRecipe):
+    """A rootfs set up like Debian's container images: /usr merged by mmdebstrap's hook (the
+    usrmerge package would bring perl along) and Recommends left out."""
+
+    hook_dirs: tuple[str, ...] = ("/usr/share/mmdebstrap/hooks/merged-usr",)
+    apt_options: tuple[str, ...] = ("APT::Install-Recommends false",)
+
+    def mmdebstrap_command(self, sources: Path, target: Path) -> list[str]:
+        command = super().mmdebstrap_command(sources, target)
+        extra = [*(f"--hook-dir={d}" for d in self.hook_dirs), *(f"--aptopt={o}" for o in self.apt_options)]
+        return [command[0], *extra, *command[1:]]
+
+
+# debian:bookworm-slim (minbase, no documentation) plus what `apt-get install
+# --no-install-recommends python3 ca-certificates` adds: the Dockerfile's final stage.
+PYTHON_BASE_RECIPE = SlimRecipe(variant="minbase", packages=("ca-certificates", "python3"), essential_hooks=())
+PYTHON_BASE_CONFIG = ImageConfig(entrypoint=(), cmd=("/usr/bin/python3",))
+# Nothing is written outside /tmp: the bytecode is compiled into the image (checked by hash, not
+# by mtime, so it is used as it is) and Python is told not to try; logs are not held back.
+OPERATOR_CONFIG = ImageConfig(
+    entrypoint=("/usr/local/bin/sparkop",),
+    cmd=("run",),
+    env=(f"PATH={DEFAULT_PATH}", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"),
+    user=f"{NONROOT_UID}:{NONROOT_UID}",
+)
 
 
 @dataclass(frozen=True)
@@ -387,6 +452,57 @@ def pause_key(binary_sha256: str) -> str:
     return content_key("pause", repr(PAUSE_CONFIG), binary_sha256)
 
 
+def python_base_key(sources: bytes) -> str:
+    return content_key("python-base", repr(PYTHON_BASE_RECIPE), repr(PYTHON_BASE_CONFIG), sources)
+
+
+def dependencies_key(lock: bytes) -> str:
+    """The dependency layer's key: the lock, where and for which Python it is installed."""
+    return content_key("operator-deps", lock, SITE_PACKAGES, *WHEEL_PLATFORM, *WHEEL_PYTHON, _bytecode_tag())
+
+
+def operator_key(python_base: str, dependencies: str, sources: Sequence[tuple[str, bytes]]) -> str:
+    files = [part for name, data in sorted(sources) for part in (name, data)]
+    return content_key(
+        "operator", python_base, dependencies, repr(OPERATOR_CONFIG), NONROOT_PASSWD, _bytecode_tag(), *files
+    )
+
+
+def _bytecode_tag() -> str:
+    # Bytecode compiled by another Python than the image's would be ignored there; see _compile.
+    return sys.implementation.cache_tag or ""
+
+
+def project_version(repo: Path = REPO_DIR) -> str:
+    return str(tomllib.loads((repo / "pyproject.toml").read_text())["project"]["version"])
+
+
+def operator_refs(version: str, key: str) -> tuple[str, ...]:
+    """`:<version>` for the chart, `:latest` for people, `:<key>` for a test that wants exactly this build."""
+    return (f"{OPERATOR_REPO}:{version}", f"{OPERATOR_REPO}:latest", f"{OPERATOR_REPO}:{key}")
+
+
+def project_packages(repo: Path = REPO_DIR) -> list[str]:
+    """The top-level packages the sparkop wheel holds (pyproject's packages.find include)."""
+    patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    names = {pattern.rstrip("*") for pattern in patterns["include"]}
+    return sorted(name for name in names if (repo / name / "__init__.py").is_file())
+
+
+def project_sources(repo: Path = REPO_DIR) -> list[tuple[str, bytes]]:
+    """Everything the sparkop wheel is built from, and the launcher: the operator layer's inputs."""
+    found = [
+        ("pyproject.toml", (repo / "pyproject.toml").read_bytes()),
+        ("README.md", (repo / "README.md").read_bytes()),
+    ]
+    for package in project_packages(repo):
+        for path in sorted((repo / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                found.append((path.relative_to(repo).as_posix(), path.read_bytes()))
+    found.append(("launcher", OPERATOR_LAUNCHER.read_bytes()))
+    return found
+
+
 def spark_image_files() -> list[tuple[str, bytes]]:
     return [(path.name, path.read_bytes()) for path in sorted(SPARK_IMAGE_DIR.iterdir()) if path.is_file()]
 
@@ -430,8 +546,8 @@ def ensure_images(
     pause_binary: Path | None = None,
     spark_versions: tuple[str, ...] | None = None,
 ) -> list[BuiltImage]:
-    """The base image, a Spark image per version (default: the pinned ones) and, given its
-    binary, the pause image, each built unless its archive is already cached."""
+    """The base image, a Spark image per version (default: the pinned ones), given its binary
+    the pause image, and the operator's image, each built unless its archive is already cached."""
     versions = pinned_spark_versions() if spark_versions is None else spark_versions
     root = images_dir()
     root.mkdir(parents=True, exist_ok=True)
@@ -443,7 +559,16 @@ def ensure_images(
         images.extend(_ensure_spark(root, base, version, log) for version in versions)
         if pause_binary is not None:
             images.append(_ensure_pause(root, pause_binary, log))
+        images.append(_ensure_operator(root, log))
     return images
+
+
+def ensure_operator_image(log: Log = print) -> BuiltImage:
+    """The operator's image alone, built unless cached."""
+    root = images_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with _exclusive(root / ".lock", log):
+        return _ensure_operator(root, log)
 
 
 def _cached(name: str, refs: tuple[str, ...], archive: Path, key: str, log: Log) -> BuiltImage | None:
@@ -453,32 +578,47 @@ def _cached(name: str, refs: tuple[str, ...], archive: Path, key: str, log: Log)
     return BuiltImage(name, refs, archive, key)
 
 
-def _ensure_base(root: Path, log: Log) -> BuiltImage:
+def _debian_sources() -> bytes:
     if not DEBIAN_SOURCES.is_file():
         raise ImageError(
-            f"{DEBIAN_SOURCES} is missing: the base image's packages come from this machine's Debian mirror"
+            f"{DEBIAN_SOURCES} is missing: the base images' packages come from this machine's Debian mirror"
         )
-    sources = DEBIAN_SOURCES.read_bytes()
-    key = base_key(sources)
-    refs = (f"{BASE_REPO}:{key}", f"{BASE_REPO}:latest")
-    archive = root / f"base-{key}.tar"
-    if cached := _cached("base", refs, archive, key, log):
+    return DEBIAN_SOURCES.read_bytes()
+
+
+def _ensure_base(root: Path, log: Log) -> BuiltImage:
+    key = base_key(_debian_sources())
+    return _ensure_rootfs_image(root, "base", BASE_REPO, key, BASE_RECIPE, BASE_CONFIG, log)
+
+
+def _ensure_python_base(root: Path, log: Log) -> BuiltImage:
+    key = python_base_key(_debian_sources())
+    return _ensure_rootfs_image(root, "python-base", PYTHON_BASE_REPO, key, PYTHON_BASE_RECIPE, PYTHON_BASE_CONFIG, log)
+
+
+def _ensure_rootfs_image(
+    root: Path, name: str, repo: str, key: str, recipe: BaseRecipe, config: ImageConfig, log: Log
+) -> BuiltImage:
+    """One mmdebstrap rootfs as a one-layer image."""
+    refs = (f"{repo}:{key}", f"{repo}:latest")
+    archive = root / f"{name}-{key}.tar"
+    if cached := _cached(name, refs, archive, key, log):
         return cached
     if shutil.which("mmdebstrap") is None:
         raise ImageError("mmdebstrap is not installed: apt-get install mmdebstrap")
     started = time.monotonic()
-    packages = len(BASE_RECIPE.packages)
-    log(f"[images] base: mmdebstrap {BASE_RECIPE.suite} with {packages} packages (~{EXPECTED_BASE_BUILD_S}s)")
-    with tempfile.TemporaryDirectory(dir=root, prefix="base.tmp-") as work:
+    packages = len(recipe.packages)
+    log(f"[images] {name}: mmdebstrap {recipe.suite} with {packages} packages (~{EXPECTED_BASE_BUILD_S}s)")
+    with tempfile.TemporaryDirectory(dir=root, prefix=f"{name}.tmp-") as work:
         rootfs = Path(work) / "rootfs.tar"
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(SOURCE_DATE_EPOCH)}
-        _run(BASE_RECIPE.mmdebstrap_command(DEBIAN_SOURCES, rootfs), "mmdebstrap", env=env)
+        _run(recipe.mmdebstrap_command(DEBIAN_SOURCES, rootfs), "mmdebstrap", env=env)
         layer = normalise_rootfs_tar(rootfs, Path(work) / "layer.tar")
         rootfs.unlink()
-        history = [" ".join(BASE_RECIPE.mmdebstrap_command(DEBIAN_SOURCES, Path("rootfs.tar")))]
-        write_docker_archive(archive, [layer], BASE_CONFIG, refs, history)
-    log(f"[images] base: built {archive} ({_size(archive)}, {time.monotonic() - started:.0f}s)")
-    return BuiltImage("base", refs, archive, key)
+        history = [" ".join(recipe.mmdebstrap_command(DEBIAN_SOURCES, Path("rootfs.tar")))]
+        write_docker_archive(archive, [layer], config, refs, history)
+    log(f"[images] {name}: built {archive} ({_size(archive)}, {time.monotonic() - started:.0f}s)")
+    return BuiltImage(name, refs, archive, key)
 
 
 def pyspark_dir(version: str) -> Path:
@@ -582,20 +722,26 @@ class BaseFacts:
 def _base_facts(layer: Layer) -> BaseFacts:
     """What the Spark layer builds on: the base's account files (the layer replaces them whole)
     and where its JRE lives."""
-    found: dict[str, bytes] = {}
-    java_home = ""
     java = re.compile(r"(usr/lib/jvm/java-17-openjdk-[^/]+)/bin/java")
-    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
-        for member in tar:
-            if member.name in ("etc/passwd", "etc/group") and member.isfile():
-                handle = tar.extractfile(member)
-                if handle is not None:
-                    found[member.name] = handle.read()
-            elif match := java.fullmatch(member.name):
-                java_home = f"/{match.group(1)}"
+    found, names = _layer_files(layer, ("etc/passwd", "etc/group"))
+    java_home = next((f"/{match.group(1)}" for name in names if (match := java.fullmatch(name))), "")
     if set(found) != {"etc/passwd", "etc/group"} or not java_home:
         raise ImageError("the base layer lacks /etc/passwd, /etc/group or a Java 17 JRE under /usr/lib/jvm")
     return BaseFacts(found["etc/passwd"], found["etc/group"], java_home)
+
+
+def _layer_files(layer: Layer, wanted: Sequence[str]) -> tuple[dict[str, bytes], list[str]]:
+    """The contents of the `wanted` regular files of a layer, and the names of all its entries."""
+    found: dict[str, bytes] = {}
+    names: list[str] = []
+    with layer.open() as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
+            names.append(member.name)
+            if member.name in wanted and member.isfile():
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    found[member.name] = handle.read()
+    return found, names
 
 
 def _with_line(content: bytes, line: str) -> bytes:
@@ -651,3 +797,236 @@ def _ensure_pause(root: Path, binary: Path, log: Log) -> BuiltImage:
         )
     log(f"[images] pause: built {archive} ({_size(archive)})")
     return BuiltImage("pause", refs, archive, key)
+
+
+# ------------------------------------------------------------------------------------ operator
+
+
+def _ensure_operator(root: Path, log: Log) -> BuiltImage:
+    if not REQUIREMENTS_LOCK.is_file() or not OPERATOR_LAUNCHER.is_file():
+        raise ImageError(
+            f"{REQUIREMENTS_LOCK} or {OPERATOR_LAUNCHER} is missing: the operator image is built from a source checkout"
+        )
+    python_base = _ensure_python_base(root, log)
+    lock = REQUIREMENTS_LOCK.read_bytes()
+    deps_key = dependencies_key(lock)
+    sources = project_sources()
+    key = operator_key(python_base.key, deps_key, sources)
+    version = project_version()
+    refs = operator_refs(version, key)
+    archive = root / f"operator-{key}.tar"
+    if cached := _cached("operator", refs, archive, key, log):
+        return cached
+    started = time.monotonic()
+    _, _, base_layers = read_archive(python_base.archive)
+    deps_layer = _ensure_dependencies_layer(root, deps_key, log)
+    log(f"[images] operator: the sparkop {version} wheel onto python-base and its dependencies")
+    with tempfile.TemporaryDirectory(dir=root, prefix="operator.tmp-") as work:
+        app_layer = _operator_layer(Path(work), base_layers[-1], log)
+        history = [*_history(python_base.archive), f"pip install --require-hashes -r {REQUIREMENTS_LOCK.name}"]
+        history.append(f"sparkop {version} wheel, /usr/local/bin/sparkop, user {NONROOT_UID}")
+        write_docker_archive(archive, [*base_layers, deps_layer, app_layer], OPERATOR_CONFIG, refs, history)
+    log(f"[images] operator: built {archive} ({_size(archive)}, {time.monotonic() - started:.0f}s)")
+    return BuiltImage("operator", refs, archive, key)
+
+
+def _ensure_dependencies_layer(root: Path, key: str, log: Log) -> Layer:
+    """The pinned dependencies under SITE_PACKAGES, a layer cached on its own: it changes only
+    with the lock, the operator layer with every source change."""
+    target = root / f"operator-deps-{key}.layer.tar"
+    if target.is_file():
+        return file_layer(target)
+    log(f"[images] operator: installing the locked dependencies ({REQUIREMENTS_LOCK.name}, cp311 manylinux wheels)")
+    with tempfile.TemporaryDirectory(dir=root, prefix="operator-deps.tmp-") as work:
+        installed = Path(work) / "site"
+        _pip_install(
+            installed,
+            ["--require-hashes", "--only-binary=:all:", *WHEEL_PLATFORM, *WHEEL_PYTHON],
+            ["-r", str(REQUIREMENTS_LOCK)],
+            "pip install the locked dependencies",
+        )
+        _compile(installed, log)
+        layer = LayerBuilder()
+        layer.tree(SITE_PACKAGES.lstrip("/"), installed, skip=lambda path: False)
+        built = layer.write(Path(work) / "layer.tar")
+        tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+        shutil.move(Path(work) / "layer.tar", tmp)
+        tmp.rename(target)
+    return Layer(built.diff_id, built.size, lambda: target.open("rb"))
+
+
+def _operator_layer(work: Path, base_layer: Layer, log: Log) -> Layer:
+    """The sparkop wheel installed under SITE_PACKAGES, its launcher, and the nonroot account."""
+    source = work / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO_DIR / name, source / name)
+    for package in project_packages():
+        shutil.copytree(REPO_DIR / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    wheels = work / "wheels"
+    # Built in isolation with pyproject's build-system (setuptools>=69), as in the Dockerfile.
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--wheel-dir",
+            str(wheels),
+            str(source),
+        ],
+        "pip wheel sparkop",
+    )
+    installed = work / "site"
+    _pip_install(installed, [], [str(wheel) for wheel in sorted(wheels.glob("sparkop-*.whl"))], "pip install sparkop")
+    _compile(installed, log)
+    account, _ = _layer_files(base_layer, ("etc/passwd", "etc/group"))
+    if set(account) != {"etc/passwd", "etc/group"}:
+        raise ImageError("the python-base layer lacks /etc/passwd or /etc/group")
+    layer = LayerBuilder()
+    layer.tree(SITE_PACKAGES.lstrip("/"), installed, skip=lambda path: False)
+    layer.file("usr/local/bin/sparkop", OPERATOR_LAUNCHER.read_bytes(), 0o755)
+    layer.file("etc/passwd", _with_line(account["etc/passwd"], NONROOT_PASSWD))
+    layer.file("etc/group", _with_line(account["etc/group"], NONROOT_GROUP))
+    layer.directory("home/nonroot", 0o755, NONROOT_UID)
+    return layer.write(work / "layer.tar")
+
+
+def _pip_install(target: Path, options: Sequence[str], what: Sequence[str], description: str) -> None:
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(target),
+            *options,
+            *what,
+        ],
+        description,
+    )
+    # Its bin/ holds console scripts whose #! names this machine's Python; the image has its own launcher.
+    shutil.rmtree(target / "bin", ignore_errors=True)
+
+
+def _compile(site: Path, log: Log) -> None:
+    """Bytecode in the image, checked by hash: a read-only root filesystem cannot take the
+    __pycache__ Python would write, and mtimes in layers say nothing about the sources."""
+    if sys.implementation.cache_tag != f"cpython-{IMAGE_PYTHON.replace('.', '')}":
+        log(f"[images] not compiling bytecode: this is {sys.implementation.cache_tag}, the image runs {IMAGE_PYTHON}")
+        return
+    import compileall
+    import py_compile
+
+    ok = compileall.compile_dir(
+        site, quiet=2, ddir=SITE_PACKAGES, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+    )
+    if not ok:
+        raise ImageError(f"compiling the bytecode in {site} failed")
+
+
+# ---------------------------------------------------------------------------------------- lock
+
+LOCK_HEADER = """\
+# The operator image's Python dependencies, exact versions and the sha256 of each cp311
+# manylinux wheel (Debian bookworm's python3 on x86_64). Generated from the versions installed
+# in .venv (the ones the tests run with), do not edit:
+#   .venv/bin/python -m devcluster.images lock
+# devcluster/images.py and the Dockerfile install exactly these (pip --require-hashes).
+"""
+
+
+def runtime_requirements(repo: Path = REPO_DIR) -> list[str]:
+    return [
+        str(requirement)
+        for requirement in tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
+
+
+def lock_requirements(log: Log = print) -> str:
+    """pyproject's runtime dependencies resolved by pip for the image's platform, each held to
+    the version installed here, with the hash of the wheel the image gets."""
+    import importlib.metadata
+
+    installed = {
+        dist.metadata["Name"].lower(): dist.version
+        for dist in importlib.metadata.distributions()
+        if dist.metadata["Name"] and dist.metadata["Name"].lower() != "sparkop"
+    }
+    with tempfile.TemporaryDirectory(prefix="sparkop-lock-") as work:
+        constraints = Path(work) / "constraints.txt"
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(installed.items())))
+        report = Path(work) / "report.json"
+        log("[images] resolving the runtime dependencies for the image's platform (pip --dry-run)")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--dry-run",
+                "--ignore-installed",
+                "--only-binary=:all:",
+                *WHEEL_PLATFORM,
+                *WHEEL_PYTHON,
+                "--target",
+                str(Path(work) / "unused"),
+                "--report",
+                str(report),
+                "-c",
+                str(constraints),
+                *runtime_requirements(),
+            ],
+            "pip install --dry-run --report",
+        )
+        resolved = json.loads(report.read_text())["install"]
+    lines = []
+    for item in sorted(resolved, key=lambda entry: str(entry["metadata"]["name"]).lower()):
+        name, version = item["metadata"]["name"], item["metadata"]["version"]
+        digest = item["download_info"]["archive_info"]["hashes"]["sha256"]
+        lines.append(f"{canonical_name(name)}=={version} --hash=sha256:{digest}\n")
+    return LOCK_HEADER + "".join(lines)
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503's form of a distribution name: `Typing_Extensions` -> `typing-extensions`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked_versions(lock: str) -> dict[str, str]:
+    """name -> version of each line of a requirements lock."""
+    found = {}
+    for raw in lock.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            requirement = line.split()[0]
+            name, _, version = requirement.partition("==")
+            found[name] = version
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args != ["lock"]:
+        print("usage: python -m devcluster.images lock   (rewrites deploy/requirements.lock)", file=sys.stderr)
+        return 2
+    try:
+        REQUIREMENTS_LOCK.write_text(lock_requirements(lambda line: print(line, file=sys.stderr)))
+    except ImageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(REQUIREMENTS_LOCK)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
