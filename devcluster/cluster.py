@@ -118,7 +118,7 @@ class Cluster:
 
     @property
     def audit_log(self) -> Path:
-        """The API server's audit log: every list and watch of the kinds sparkop reads, as JSON lines."""
+        """The API server's audit log: every list, watch and write of the kinds sparkop uses, as JSON lines."""
         return self.directory / "audit.log"
 
     @property
