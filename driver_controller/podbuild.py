@@ -561,6 +561,10 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
         if obj is not None:
             _own(obj, sub)
     pod["metadata"]["finalizers"] = [labels.DRIVER_OUTCOME_FINALIZER]
+    # Spark writes no termination message, so with the API default a failed driver's status would
+    # only say "exit code 1": the end of its log (the exception) is the message instead. A template
+    # that sets a policy keeps it.
+    container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     return DriverObjects(
         pod=pod,
         config_map=config_map,

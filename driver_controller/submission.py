@@ -102,6 +102,7 @@ OWNED_PROPERTIES: Final = frozenset(
         "spark.kubernetes.namespace",
         "spark.kubernetes.driver.podTemplateFile",
         "spark.kubernetes.driver.podTemplateContainerName",
+        "spark.kubernetes.driver.service.deleteOnTermination",
         "spark.kubernetes.executor.podTemplateFile",
         "spark.kubernetes.submission.waitAppCompletion",
         "spark.master",
@@ -389,6 +390,10 @@ def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], 
     # What sparkop owns: deterministic names per incarnation.
     conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, incarnation)
     conf["spark.kubernetes.executor.podNamePrefix"] = naming.pod_prefix(name, incarnation)
+    # The driver Service is the SparkDriver's, removed with its incarnation. A driver that deletes
+    # it at stop (Spark's default) races the controller, which sees it missing while the driver
+    # pod still runs and creates it again (seen with real Spark 3.5 and 4.0).
+    conf["spark.kubernetes.driver.service.deleteOnTermination"] = "false"
     # The user's name, or Spark's default: the executor template's Spark container is found by it.
     conf["spark.kubernetes.executor.podTemplateContainerName"] = spark_container_name(spec.sparkConf, "executor")
     return conf, template_mounts

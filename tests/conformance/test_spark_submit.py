@@ -62,6 +62,18 @@ DELIBERATE: list[tuple[str, str, str]] = [
     ),
     (
         "config_map",
+        r"^data\.spark\.properties\.spark\.kubernetes\.driver\.service\.deleteOnTermination$",
+        "the driver Service is the SparkDriver's, removed with its incarnation: a driver deleting it at stop "
+        "raced the controller, which saw it missing while the pod still ran and created it again",
+    ),
+    (
+        "pod",
+        r"^spec\.containers\[[^]]*\]\.terminationMessagePolicy$",
+        "FallbackToLogsOnError on the driver container: Spark writes no termination message, so the end of "
+        "the driver's log (its exception) becomes the failure message in the SparkDriver's status",
+    ),
+    (
+        "config_map",
         r"^data\.spark\.properties\.spark\.master$",
         "spark-submit records the API server URL it was given (the test's 127.0.0.1 URL); a driver pod "
         "reaches the API server in-cluster",

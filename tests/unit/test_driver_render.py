@@ -536,3 +536,23 @@ def test_a_configmap_over_the_api_servers_limit_is_a_spec_error() -> None:
 def test_a_configmap_just_under_the_limit_renders() -> None:
     out = render(parse(manifest(sparkConf={f"spark.example.value{n}": "v" * 64_000 for n in range(16)})), 1)
     assert CONFIGMAP_DATA_LIMIT - 50_000 < config_map_data_size(out.config_map) <= CONFIGMAP_DATA_LIMIT
+
+
+# --- what real Spark showed ------------------------------------------------------------------------
+
+
+def test_the_driver_never_deletes_the_service_the_controller_owns() -> None:
+    # Real Spark 3.5/4.0 delete their driver Service at stop by default; the controller saw it
+    # missing while the driver pod still ran and created it again.
+    asked = manifest(sparkConf={"spark.kubernetes.driver.service.deleteOnTermination": "true"})
+    props = render(parse(asked), 1).properties
+    assert props["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
+
+
+def test_a_failed_driver_reports_the_end_of_its_log() -> None:
+    # Spark writes no /dev/termination-log: without this a failure says only "exit code 1".
+    out = render(parse(manifest()), 1)
+    assert container(out.pod)["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    chosen = {"spec": {"containers": [{"name": "spark-kubernetes-driver", "terminationMessagePolicy": "File"}]}}
+    kept = render(parse(manifest(driver={"template": chosen})), 1)
+    assert container(kept.pod)["terminationMessagePolicy"] == "File"
