@@ -153,7 +153,8 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
 
 
 def test_sparkop_holds_only_entry_points() -> None:
-    entry_points = {"__init__", "__main__", "cli", "operator", "demo", "status_cli", "render_cli"}
+    # serving: the HTTP face of `sparkop run` (/metrics, /healthz, /readyz)
+    entry_points = {"__init__", "__main__", "cli", "operator", "serving", "demo", "status_cli", "render_cli"}
     assert {p.stem for p in (ROOT / "sparkop").glob("*.py")} == entry_points
 
 
