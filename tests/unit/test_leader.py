@@ -48,6 +48,7 @@ def test_a_valid_lease_of_another_is_waited_for_by_our_clock_not_its_timestamps(
     # Renewed by its holder: the wait starts again from when we saw the change.
     election.observe(dataclasses.replace(theirs, renew_time=WALL, resource_version="8"), now=60.0)
     assert election.intent(74.9, WALL) is None
+    assert election.expires_in(74.5) == 0.5, "when a standby tries next, at the latest"
     # The same record seen again is no change.
     election.observe(dataclasses.replace(theirs, renew_time=WALL, resource_version="8"), now=70.0)
     intent = election.intent(75.0, WALL)
