@@ -90,6 +90,7 @@ WHEEL_PYTHON = ("--python-version", IMAGE_PYTHON)
 NONROOT_UID = 65532
 NONROOT_PASSWD = f"nonroot:x:{NONROOT_UID}:{NONROOT_UID}:nonroot:/home/nonroot:/usr/sbin/nologin"
 NONROOT_GROUP = f"nonroot:x:{NONROOT_UID}:"
+OPERATOR_ARCHIVES_KEPT = 3
 
 
 class ImageError(RuntimeError):
@@ -827,7 +828,17 @@ def _ensure_operator(root: Path, log: Log) -> BuiltImage:
         history.append(f"sparkop {version} wheel, /usr/local/bin/sparkop, user {NONROOT_UID}")
         write_docker_archive(archive, [*base_layers, deps_layer, app_layer], OPERATOR_CONFIG, refs, history)
     log(f"[images] operator: built {archive} ({_size(archive)}, {time.monotonic() - started:.0f}s)")
+    _prune_operator_archives(root, keep=archive)
     return BuiltImage("operator", refs, archive, key)
+
+
+def _prune_operator_archives(root: Path, keep: Path, kept: int = OPERATOR_ARCHIVES_KEPT) -> None:
+    """Every source change makes a new operator archive of the whole image: keep the newest few
+    (a test may still import the one before), not one per edit."""
+    images = [path for path in root.glob("operator-*.tar") if re.fullmatch(r"operator-[0-9a-f]{16}\.tar", path.name)]
+    archives = sorted(images, key=lambda path: path.stat().st_mtime, reverse=True)
+    for stale in [path for path in archives if path != keep][kept - 1 :]:
+        stale.unlink(missing_ok=True)
 
 
 def _ensure_dependencies_layer(root: Path, key: str, log: Log) -> Layer:

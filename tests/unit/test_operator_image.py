@@ -217,3 +217,16 @@ def test_the_image_runs_sparkop_as_nonroot_from_a_read_only_tree_with_its_byteco
         check=False,
     )
     assert helped.returncode == 0 and "--metrics-port" in helped.stdout, helped.stderr
+
+
+def test_only_the_newest_operator_archives_are_kept(tmp_path: Path) -> None:
+    names = [f"operator-{index:016x}.tar" for index in range(5)]
+    for age, name in enumerate(reversed(names)):
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, (1000 + age, 1000 + age))  # names[4] oldest ... names[0] newest
+    (tmp_path / "operator-deps-0123456789abcdef.layer.tar").write_bytes(b"")
+    (tmp_path / "python-base-0123456789abcdef.tar").write_bytes(b"")
+    images._prune_operator_archives(tmp_path, keep=tmp_path / names[3], kept=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names[0], names[1], names[3], "operator-deps-0123456789abcdef.layer.tar", "python-base-0123456789abcdef.tar"]
+    )
