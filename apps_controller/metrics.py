@@ -14,7 +14,6 @@ from prometheus_client.registry import Collector
 
 from api.models import ApplicationState
 from apps_controller import status as st
-from apps_controller.handlers import APPS_INDEX
 from apps_controller.transitions import TRANSITIONS
 from core.metrics import Transitions, kubeflow_labels, label_name
 from core.runtime import Runtime
@@ -26,8 +25,9 @@ STUCK: Final = "sparkop_applications_stuck"
 class AppCollector(Collector):
     """What :data:`TRANSITIONS` counted, and the gauges of the apps in the informer caches now."""
 
-    def __init__(self, runtime: Runtime, transitions: Transitions = TRANSITIONS) -> None:
+    def __init__(self, runtime: Runtime, index: str, transitions: Transitions = TRANSITIONS) -> None:
         self.runtime = runtime
+        self.index = index  # the informer index of the objects it counts, filed by the controller
         self.transitions = transitions
 
     def collect(self) -> Iterator[Metric]:
@@ -59,17 +59,17 @@ class AppCollector(Collector):
         yield stuck
 
     def _apps(self) -> list[dict[str, Any]]:
-        index = self.runtime.indexes.get(APPS_INDEX)
+        index = self.runtime.indexes.get(self.index)
         if index is None:  # the apps controller does not run in this process
             return []
         return [obj for informer in index.informers for obj in informer.store.objects()]
 
 
-def collector(runtime: Runtime, labels: Sequence[str] = ()) -> Collector:
+def collector(runtime: Runtime, index: str, labels: Sequence[str] = ()) -> Collector:
     """The apps controller's metrics for ``runtime``; ``labels``: kubeflow's ``--metrics-labels`` (its
     chart sets ``app_type``). Register it once: ``prometheus_client.REGISTRY.register(...)``."""
     TRANSITIONS.configure([label_name(n) for n in labels])
-    return AppCollector(runtime)
+    return AppCollector(runtime, index)
 
 
 __all__ = ["RUNNING_COUNT", "STUCK", "AppCollector", "collector"]

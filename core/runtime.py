@@ -34,6 +34,8 @@ class Options:
     ingress_class_name: str | None = None
     unschedulable_timeout_seconds: float = 300.0
     workers: int = 8
+    # kubeflow's --metrics-labels: object labels that become labels of the application metrics.
+    metrics_labels: tuple[str, ...] = ()
 
 
 @dataclass

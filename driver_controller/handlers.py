@@ -17,6 +17,7 @@ from core.jsontypes import JSON
 from core.kube import CONFIGMAPS, PODS, SERVICES, SPARK_DRIVERS, Resource, Rules
 from core.reconciler import Applied, Applier, Learned, Learnt, Plan
 from core.runtime import Runtime
+from driver_controller import metrics
 from driver_controller import reconcile as rc
 from driver_controller.observe import Key, own_key, owner_key, summarize_object, summarize_pod
 from driver_controller.transitions import TRANSITIONS
@@ -90,6 +91,7 @@ class DriverController:
 def register(runtime: Runtime) -> None:
     """``sparkop run --controllers driver``: the driver controller's indexes and change handlers."""
     controller = DriverController(runtime)
+    runtime.collectors.append(metrics.collector(runtime, INDEX_PODS, runtime.options.metrics_labels))
     runtime.add_index(INDEX_DRIVERS, SPARK_DRIVERS, own_key, copy.deepcopy)
     runtime.enqueue_on_change(SPARK_DRIVERS, controller.queue, own_key)
     owned: tuple[tuple[str, Resource, Any], ...] = (

@@ -14,15 +14,15 @@ from prometheus_client.registry import Collector
 from core import labels
 from core.metrics import Transitions, kubeflow_labels, label_name
 from core.runtime import Runtime
-from driver_controller.handlers import INDEX_PODS
 from driver_controller.transitions import TRANSITIONS
 
 EXECUTOR_RUNNING_COUNT: Final = "spark_executor_running_count"
 
 
 class DriverCollector(Collector):
-    def __init__(self, runtime: Runtime, transitions: Transitions = TRANSITIONS) -> None:
+    def __init__(self, runtime: Runtime, index: str, transitions: Transitions = TRANSITIONS) -> None:
         self.runtime = runtime
+        self.index = index  # the informer index of the objects it counts, filed by the controller
         self.transitions = transitions
 
     def collect(self) -> Iterator[Metric]:
@@ -30,7 +30,7 @@ class DriverCollector(Collector):
         names = list(self.transitions.label_names)
         running = GaugeMetricFamily(EXECUTOR_RUNNING_COUNT, "Total number of running Spark executors", labels=names)
         by: dict[tuple[str, ...], int] = {}
-        index = self.runtime.indexes.get(INDEX_PODS)
+        index = self.runtime.indexes.get(self.index)
         for informer in index.informers if index is not None else ():
             for pod in informer.store.objects():
                 meta = pod.get("metadata") or {}
@@ -46,10 +46,10 @@ class DriverCollector(Collector):
         yield running
 
 
-def collector(runtime: Runtime, labels: Sequence[str] = ()) -> Collector:
+def collector(runtime: Runtime, index: str, labels: Sequence[str] = ()) -> Collector:
     """The driver controller's metrics for ``runtime``; ``labels`` as for ``apps_controller.metrics``."""
     TRANSITIONS.configure([label_name(n) for n in labels])
-    return DriverCollector(runtime)
+    return DriverCollector(runtime, index)
 
 
 __all__ = ["EXECUTOR_RUNNING_COUNT", "DriverCollector", "collector"]

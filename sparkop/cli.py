@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=0, help="serve /metrics, /healthz and /readyz on this port (0: none)"
     )
     run.add_argument("--metrics-address", default="127.0.0.1", help="address for --metrics-port (in a pod: 0.0.0.0)")
+    run.add_argument(
+        "--metrics-labels",
+        default="",
+        metavar="LABELS",
+        help="comma-separated object labels that label the application metrics, as kubeflow's (e.g. app_type)",
+    )
     election = run.add_argument_group(
         "leader election", "with more than one replica: only the holder of a coordination.k8s.io/v1 Lease reconciles"
     )
@@ -217,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
                 ingress_class_name=args.ingress_class_name,
                 unschedulable_timeout_seconds=args.unschedulable_timeout,
                 workers=args.workers,
+                metrics_labels=tuple(name.strip() for name in args.metrics_labels.split(",") if name.strip()),
             ),
             election=election,
             serving=Serving(args.metrics_port, args.metrics_address) if args.metrics_port else None,

@@ -24,7 +24,7 @@ from core.kube import SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
 from core.leader import ElectionConfig, Elector, KubeLeaseStore
 from core.runtime import Options, Register, Runtime, register_namespaces
 from driver_controller.handlers import register as register_driver
-from sparkop.serving import Health, serve
+from sparkop.serving import Health, WhileLeading, serve
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,11 @@ async def run_operator(
     server = None
     try:
         if serving is not None:
-            server = await serve(serving.address, serving.port, health, runtime.collectors)
+            collectors = runtime.collectors
+            if elector is not None:
+                leading = elector.fence
+                collectors = [WhileLeading(c, leading) for c in collectors]
+            server = await serve(serving.address, serving.port, health, collectors)
         await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS), on_missing=health_unserved(health))
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
         async with asyncio.TaskGroup() as group:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from core.caches import Caches
@@ -93,6 +94,19 @@ class Health:
             error = elector.last_error or "no answer yet"
             return False, f"standby cannot read lease {config.namespace}/{config.name}: {error}"
         return True, f"ok: standby ({config.identity}; the leader is {elector.leader or 'nobody'})"
+
+
+class WhileLeading(Collector):
+    """A collector whose metrics only the leader exports: a standby's caches hold the same objects,
+    and its gauges would double every sum() on a dashboard (its counters never move anyway)."""
+
+    def __init__(self, inner: Collector, leading: Callable[[], bool]) -> None:
+        self.inner = inner
+        self.leading = leading
+
+    def collect(self) -> Iterable[Metric]:
+        if self.leading():
+            yield from self.inner.collect()
 
 
 class _Collectors(CollectorRegistry):

@@ -260,6 +260,7 @@ FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "--unschedulable-timeout": ({"unschedulableTimeout": 60}, "--unschedulable-timeout=60"),
     "--metrics-port": ({"metrics": {"port": 8080}}, "--metrics-port=8080"),
     "--metrics-address": ({"metrics": {"address": "::"}}, "--metrics-address=::"),
+    "--metrics-labels": ({"metrics": {"labels": ["app_type", "team"]}}, "--metrics-labels=app_type,team"),
     "--leader-elect": ({"leaderElection": {"enabled": True}}, "--leader-elect"),
     "--leader-elect-namespace": ({"leaderElection": {"namespace": "locks"}}, "--leader-elect-namespace=locks"),
     "--leader-elect-name": ({"leaderElection": {"leaseName": "lock"}}, "--leader-elect-name=lock"),
