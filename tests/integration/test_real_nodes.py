@@ -4,6 +4,7 @@ cluster DNS, the kubernetes Service, volumes, logs and exit codes (devcluster/no
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -250,8 +251,14 @@ def _leftovers() -> dict[str, list[str]]:
     return {"links": links, "mounts": mounts, "processes": processes, "cgroups": cgroups, "netns": netns}
 
 
+def _veths() -> set[str]:
+    listed = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True, text=True, check=True)
+    return {line.split(":")[1].strip().split("@")[0] for line in listed.stdout.splitlines()}
+
+
 def test_down_leaves_no_process_mount_cgroup_or_network_device(real_node_clusters: RealNodeClusters) -> None:
     real_node_clusters.stop()  # one real-node cluster per machine: this test needs its own
+    veths_before = _veths()
     cluster = Cluster.up(f"{REAL_SESSION_PREFIX}down", nodes=0, simulator=False, real_nodes=1, die_with_parent=True)
     try:
         handle = ClusterHandle(cluster.kubeconfig, cluster.kubectl, cluster)
@@ -259,8 +266,11 @@ def test_down_leaves_no_process_mount_cgroup_or_network_device(real_node_cluster
         wait_for(lambda: phase_of(handle, "default", "sleeper") == "Running", timeout=POD_DONE_S, interval=0.5)
         during = _leftovers()
         assert during["links"] and during["processes"] and during["cgroups"], during
+        assert _veths() - veths_before, "the running pod's veth is missing"
     finally:
         cluster.down()
+    # The kernel frees a network namespace, and the veth in it, shortly after its last process.
+    wait_for(lambda: _veths() == veths_before, timeout=30, message="the pods' veth devices to be gone")
     assert _leftovers() == {"links": [], "mounts": [], "processes": [], "cgroups": [], "netns": []}
     assert HOST_INTERFACE not in realnodes._our_links()
     assert not RUNTIME_ROOT.exists() and not STATE_ROOT.exists()
