@@ -14,7 +14,7 @@ import importlib.metadata
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from core import labels, naming
 from core.jsontypes import JSON
+from core.leader import default_namespace
 from core.reconciler import Refusal
 from core.times import format_time
 
@@ -229,8 +230,10 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
 class Kube:
     """Async access to the API server, with sparkop's error rules."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, namespace: str = "default") -> None:
         self.api = api
+        # The namespace kubectl would use without -n: the context's, in a pod its own, else default.
+        self.namespace = namespace
         # With leader election: whether this replica may write now. Asked before every request that
         # is not a GET, so that a leader past its renew deadline writes nothing, whatever it is doing.
         self.fence: Callable[[], bool] | None = None
@@ -240,12 +243,17 @@ class Kube:
         configuration = client.Configuration()
         if kubeconfig is None and "KUBECONFIG" not in os.environ and "KUBERNETES_SERVICE_HOST" in os.environ:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            namespace = default_namespace()
         else:
-            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+            loader = await config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+            current = loader.current_context
+            namespace = (current["context"].safe_get("namespace") if current is not None else None) or "default"
         api = client.ApiClient(configuration)
         # The API server's audit log and APF see who is asking: sparkop, not a generic Python client.
         api.user_agent = USER_AGENT
-        return cls(api)
+        return cls(api, namespace)
 
     async def close(self) -> None:
         await self.api.close()
@@ -292,10 +300,41 @@ class Kube:
             raise
         return any(r.get("name") == resource.plural for r in listing.get("resources", []))
 
-    async def list(self, resource: Resource, namespace: str | None, *, selector: str | None = None) -> list[JSON]:
+    async def list(
+        self, resource: Resource, namespace: str | None, *, selector: str | None = None, fields: str | None = None
+    ) -> list[JSON]:
         """For tools and tests. Controllers read from the informer caches instead."""
         query = [("labelSelector", selector)] if selector else []
+        if fields:
+            query.append(("fieldSelector", fields))
         return list((await self._call("GET", resource.path(namespace), query=query)).get("items", []))
+
+    async def pod_log(
+        self, namespace: str, name: str, *, container: str | None = None, follow: bool = False
+    ) -> AsyncIterator[bytes]:
+        """A pod container's log from the API server's pods/log endpoint, in chunks as they arrive;
+        with ``follow`` until the container ends. ApiException when the log cannot be read."""
+        query = [("follow", "true")] if follow else []
+        if container:
+            query.append(("container", container))
+        response = await self.api.call_api(
+            PODS.path(namespace, name, "log"),
+            "GET",
+            query_params=query,
+            header_params={"Accept": "*/*"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+        try:
+            # Unread, the response is not checked by the client: an error status is ours to raise.
+            if not 200 <= response.status < 300:
+                error = ApiException(status=response.status, reason=response.reason)
+                error.body = (await response.read()).decode(errors="replace")
+                raise error
+            async for chunk in response.content.iter_any():
+                yield chunk
+        finally:
+            response.release()
 
     async def create(self, body: JSON) -> bool:
         """Create ``body``. True if created, False if it already existed as ours (a retried create).

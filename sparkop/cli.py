@@ -130,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--namespace", "-n", default="default")
     status.add_argument("--kubeconfig")
 
+    _daily_commands(sub)
+
     demo = sub.add_parser(
         "demo",
         help="bring up a local cluster and watch sparkop run three apps",
@@ -145,6 +147,103 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--name", default="sparkop-demo", help="devcluster name")
     return parser
+
+
+def _connection_flags() -> argparse.ArgumentParser:
+    """kubectl's connection flags, shared by the commands for daily use."""
+    flags = argparse.ArgumentParser(add_help=False)
+    group = flags.add_argument_group("connection (as kubectl)")
+    group.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    group.add_argument("--context", help="kubeconfig context (default: the current context)")
+    group.add_argument("--namespace", "-n", help="namespace (default: the context's namespace, else default)")
+    return flags
+
+
+def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    flags = [_connection_flags()]
+    listing = sub.add_parser(
+        "list",
+        parents=flags,
+        help="a table of SparkApplications: state, attempts, run duration, last error",
+        formatter_class=_Formatter,
+        description="Like kubectl get sparkapplications, plus DURATION (of the current or last run) and\n"
+        "LAST ERROR (status.lastError, cut to one line).",
+        epilog="Examples:\n  sparkop list -n spark-jobs\n  sparkop list -A",
+    )
+    listing.add_argument("--all-namespaces", "-A", action="store_true", help="list the apps of every namespace")
+
+    logs_cmd = sub.add_parser(
+        "logs",
+        parents=flags,
+        help="print the log of an app's driver (or an executor) pod",
+        formatter_class=_Formatter,
+        description="The driver pod of the app's current run and driver-pod incarnation, found by its\n"
+        "labels; --executor reads the executor pod with that Spark executor id instead.",
+        epilog="Examples:\n  sparkop logs spark-pi -f\n  sparkop logs spark-pi --executor 2\n"
+        "  sparkop logs spark-pi --attempt 1 --incarnation 1   # the first pod of the first run",
+    )
+    logs_cmd.add_argument("app", metavar="APP", help="SparkApplication name")
+    logs_cmd.add_argument("--executor", metavar="ID", help="Spark executor id (1, 2, ...) instead of the driver")
+    logs_cmd.add_argument("--follow", "-f", action="store_true", help="stream the log until the container ends")
+    logs_cmd.add_argument(
+        "--incarnation", type=_positive, metavar="N", help="driver-pod incarnation N of the run (default: current)"
+    )
+    logs_cmd.add_argument(
+        "--attempt",
+        type=_positive,
+        metavar="N",
+        help="run N of the app, as sparkop status numbers them (default: current)",
+    )
+    logs_cmd.add_argument("--container", "-c", help="container (default: the Spark container)")
+
+    events = sub.add_parser(
+        "events",
+        parents=flags,
+        help="the events of an app and its SparkDrivers, oldest first",
+        formatter_class=_Formatter,
+        epilog="Example:\n  sparkop events spark-pi -n spark-jobs",
+    )
+    events.add_argument("app", metavar="APP", help="SparkApplication name")
+
+    for verb, meaning in (
+        ("suspend", "stop an app's run and start none until resumed (sets spec.suspend: true)"),
+        ("resume", "let a suspended app start a new run (sets spec.suspend: false)"),
+    ):
+        command = sub.add_parser(
+            verb, parents=flags, help=meaning, formatter_class=_Formatter, epilog=f"Example:\n  sparkop {verb} spark-pi"
+        )
+        command.add_argument("app", metavar="APP", help="SparkApplication name")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; write 1, 2, ...") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: numbering starts at 1")
+    return value
+
+
+def _daily(args: argparse.Namespace) -> int:
+    from sparkop import daily_cli
+
+    target = daily_cli.Target(args.kubeconfig, args.context, args.namespace)
+    if args.command == "list":
+        return daily_cli.list_main(target, all_namespaces=args.all_namespaces)
+    if args.command == "logs":
+        return daily_cli.logs_main(
+            target,
+            args.app,
+            executor=args.executor,
+            follow=args.follow,
+            incarnation=args.incarnation,
+            run=args.attempt,
+            container=args.container,
+        )
+    if args.command == "events":
+        return daily_cli.events_main(target, args.app)
+    return daily_cli.suspend_main(target, args.app, suspend=args.command == "suspend")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -167,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sparkop.status_cli import main as status_main
 
         return status_main(args.name, namespace=args.namespace, kubeconfig=args.kubeconfig)
+    if args.command in ("list", "logs", "events", "suspend", "resume"):
+        return _daily(args)
     if args.command == "demo":
         from sparkop.demo import main as demo_main
 

@@ -154,7 +154,17 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
 
 def test_sparkop_holds_only_entry_points() -> None:
     # serving: the HTTP face of `sparkop run` (/metrics, /healthz, /readyz)
-    entry_points = {"__init__", "__main__", "cli", "operator", "serving", "demo", "status_cli", "render_cli"}
+    entry_points = {
+        "__init__",
+        "__main__",
+        "cli",
+        "operator",
+        "serving",
+        "demo",
+        "status_cli",
+        "render_cli",
+        "daily_cli",  # list, logs, events, suspend, resume
+    }
     assert {p.stem for p in (ROOT / "sparkop").glob("*.py")} == entry_points
 
 
