@@ -248,8 +248,9 @@ class Kube:
             loader = await config.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=configuration
             )
-            current = loader.current_context
-            namespace = (current["context"].safe_get("namespace") if current is not None else None) or "default"
+            # The loader's current context is a plain dict: {"name": ..., "context": {"namespace": ...}}.
+            current = loader.current_context or {}
+            namespace = (current.get("context") or {}).get("namespace") or "default"
         api = client.ApiClient(configuration)
         # The API server's audit log and APF see who is asking: sparkop, not a generic Python client.
         api.user_agent = USER_AGENT

@@ -4,13 +4,16 @@ sends them), which events belong to an app and in what order, and the suspend pa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from core import kube as k8s
 from core import labels
 from sparkop import cli, daily_cli
 from sparkop.daily_cli import Unavailable
@@ -298,3 +301,36 @@ def test_a_missing_kubeconfig_is_one_line_naming_it() -> None:
         err.getvalue()
         == "sparkop list: kubeconfig /nonexistent/kubeconfig does not exist; pass the file kubectl uses\n"
     )
+
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+current-context: jobs
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: jobs
+  context: {cluster: c, user: u, namespace: jobs}
+- name: bare
+  context: {cluster: c, user: u}
+"""
+
+
+@pytest.mark.parametrize(("context", "namespace"), [(None, "jobs"), ("jobs", "jobs"), ("bare", "default")])
+def test_the_default_namespace_is_the_contexts_as_in_kubectl(
+    tmp_path: Path, context: str | None, namespace: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+
+    async def connected_namespace() -> str:
+        kube = await k8s.Kube.connect(str(path), context)
+        await kube.close()
+        return kube.namespace
+
+    assert asyncio.run(connected_namespace()) == namespace
