@@ -17,6 +17,7 @@ COPY apps_controller apps_controller
 COPY core core
 COPY devcluster devcluster
 COPY driver_controller driver_controller
+COPY schedule_controller schedule_controller
 COPY sparkop sparkop
 RUN pip install --quiet --disable-pip-version-check --no-deps --no-compile --target /app . \
  && rm -rf /deps/bin /app/bin

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from core import labels
 
-from . import k8s_openapi, rules
+from . import k8s_openapi, scheduled
 from .models import SparkApplicationSpec, SparkApplicationStatus, SparkDriverSpec, SparkDriverStatus
 from .types import K8S_MARKER
 
@@ -82,9 +82,7 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _attach_rules(kind: str, root: dict[str, Any]) -> None:
-    for rule in rules.RULES:
-        if kind not in rule.kinds:
-            continue
+    for rule in scheduled.rules_for(kind):
         for path in rule.paths:
             node = root
             for key in path:
@@ -127,6 +125,23 @@ KINDS: Final[dict[str, dict[str, Any]]] = {
             ("Attempt", "integer", ".spec.attempt", "Run of its SparkApplication", 0),
             ("Incarnation", "integer", ".status.incarnation", "Current driver-pod incarnation", 0),
             ("App-ID", "string", ".status.sparkApplicationId", "spark.app.id", 1),
+        ],
+    },
+    scheduled.KIND: {
+        "plural": "scheduledsparkapplications",
+        "singular": "scheduledsparkapplication",
+        "shortNames": ["scheduledsparkapp"],
+        "spec": scheduled.ScheduledSparkApplicationSpec,
+        "status": scheduled.ScheduledSparkApplicationStatus,
+        "description": "A SparkApplication template started on a cron schedule (kubeflow spark-operator v1beta2 "
+        "fields, plus startingDeadlineSeconds). Each run is a SparkApplication named <name>-<scheduled minute>.",
+        "columns": [
+            ("Schedule", "string", ".spec.schedule", "Cron schedule", 0),
+            ("Suspend", "boolean", ".spec.suspend", "No new runs while true", 0),
+            ("Last Run", "date", ".status.lastRun", "Scheduled time of the latest run", 0),
+            ("Next Run", "date", ".status.nextRun", "When the next run is due", 0),
+            ("State", "string", ".status.scheduleState", "Scheduled, Suspended or FailedValidation", 0),
+            ("Last Run Name", "string", ".status.lastRunName", "SparkApplication of the latest run", 1),
         ],
     },
 }

@@ -3,7 +3,7 @@
 Each document is checked the way the API server checks a create with strict field validation
 (``kubectl create --validate=strict``):
 
-1. apiVersion and kind are ``sparkop.io/v1alpha1`` SparkApplication or SparkDriver;
+1. apiVersion and kind are ``sparkop.io/v1alpha1`` SparkApplication, SparkDriver or ScheduledSparkApplication;
 2. metadata: a DNS-1123 subdomain name (at most 253 characters), well-formed labels and
    annotation keys;
 3. the CRD's openAPIV3Schema (generated from the same models as ``crds/``), evaluated with JSON
@@ -12,7 +12,10 @@ Each document is checked the way the API server checks a create with strict fiel
    ``x-kubernetes-preserve-unknown-fields``; ``x-kubernetes-int-or-string`` accepts integers and
    strings; ``x-kubernetes-list-type: map|set`` rejects duplicate keys/items;
 4. the CRD's defaults are applied, then the cross-field rules of :mod:`api.rules` (the same table the
-   CRD's CEL ``x-kubernetes-validations`` come from).
+   CRD's CEL ``x-kubernetes-validations`` come from; a ScheduledSparkApplication's template gets the
+   SparkApplication's, see :func:`api.scheduled.rules_for`);
+5. a ScheduledSparkApplication's schedule and time zone are read as the controller reads them (the
+   API server checks only the schedule's shape; the controller reports the rest as FailedValidation).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore
 
 from core import labels
 
-from . import crds, manifests, rules
+from . import crds, manifests, scheduled
 from .manifests import clip, one_line, quote
 from .types import CPU_PATTERN, MEMORY_PATTERN
 
@@ -192,9 +195,7 @@ def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
 def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     """(field path, message, hint) of each cross-field rule the defaulted document breaks."""
     defaulted = apply_defaults(_crd_schema(kind), copy.deepcopy(doc))
-    for rule in rules.RULES:
-        if kind not in rule.kinds:
-            continue
+    for rule in scheduled.rules_for(kind):
         for path in rule.paths:
             node: Any = defaulted
             for key in path:
@@ -358,12 +359,14 @@ def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError
     if wrong_version:
         return [err("apiVersion", *wrong_version)]
     if not isinstance(kind, str) or kind not in crds.KINDS:
-        return [err("kind", f"unsupported kind {quote(kind)}", "use SparkApplication or SparkDriver")]
+        return [err("kind", f"unsupported kind {quote(kind)}", f"use one of {', '.join(crds.KINDS)}")]
 
     errors = [err(*e) for e in _metadata_errors(meta)]
     schema_errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: (_path(e), e.message))
     errors += [err(*_schema_error(e)) for e in schema_errors]
     errors += [err(*e) for e in _rule_errors(kind, doc)]
+    if kind == scheduled.KIND:
+        errors += [err(*e) for e in scheduled.schedule_errors(doc)]
     return errors
 
 

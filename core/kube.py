@@ -85,10 +85,23 @@ NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=Fal
 INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
 SPARK_APPLICATIONS: Final = Resource(labels.GROUP, labels.VERSION, "sparkapplications", "SparkApplication")
 SPARK_DRIVERS: Final = Resource(labels.GROUP, labels.VERSION, "sparkdrivers", "SparkDriver")
+SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
+    labels.GROUP, labels.VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
+)
 
 _BY_KIND: Final = {
     (r.api_version, r.kind): r
-    for r in (PODS, CONFIGMAPS, SERVICES, EVENTS, NAMESPACES, INGRESSES, SPARK_APPLICATIONS, SPARK_DRIVERS)
+    for r in (
+        PODS,
+        CONFIGMAPS,
+        SERVICES,
+        EVENTS,
+        NAMESPACES,
+        INGRESSES,
+        SPARK_APPLICATIONS,
+        SPARK_DRIVERS,
+        SCHEDULED_SPARK_APPLICATIONS,
+    )
 }
 
 

@@ -23,6 +23,10 @@ RUN: Final = f"{GROUP}/run"  # on a SparkDriver: its run number within the app (
 APP_GENERATION: Final = f"{GROUP}/app-generation"  # annotation on a SparkDriver: app generation it runs
 # Annotation on a SparkDriver: hash of the app spec it runs, minus suspend and timeToLiveSeconds.
 SPEC_HASH: Final = f"{GROUP}/spec-hash"
+# On a SparkApplication a ScheduledSparkApplication started: the schedule's name, and (annotation) the
+# scheduled time of the run, RFC 3339.
+SCHEDULED_APP: Final = f"{GROUP}/scheduled-app"
+SCHEDULED_TIME: Final = f"{GROUP}/scheduled-time"
 COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for the Spark UI Service/Ingress)
 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.

@@ -62,6 +62,13 @@ def driver_name(app_name: str, run: int) -> str:
     return bounded(app_name, 253 - len(suffix)) + suffix
 
 
+def scheduled_run_name(scheduled_name: str, minutes: int) -> str:
+    """The SparkApplication of a ScheduledSparkApplication's run scheduled at ``minutes`` since the Unix
+    epoch (CronJob's naming: one name per scheduled minute, so a time is never started twice)."""
+    suffix = f"-{minutes}"
+    return bounded(scheduled_name, 253 - len(suffix)) + suffix
+
+
 def ui_service_name(app_name: str) -> str:
     """The Spark UI Service of an app (kubeflow's ``<app>-ui-svc``), a DNS-1035 label."""
     suffix = "-ui-svc"

@@ -35,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--namespace", "-n", action="append", default=[], help="namespace to watch (repeatable; default: all)"
     )
-    run.add_argument("--controllers", default="apps,driver", help="comma-separated: apps, driver (default: both)")
+    run.add_argument(
+        "--controllers", default="apps,driver,scheduled", help="comma-separated: apps, driver, scheduled (default: all)"
+    )
     run.add_argument("--workers", type=int, default=8, help="concurrent reconciles per controller")
     run.add_argument(
         "--ingress-url-format",

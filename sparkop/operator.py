@@ -16,14 +16,15 @@ import signal
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from apps_controller.handlers import register as register_apps
 from core.caches import Caches
-from core.kube import SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
+from core.kube import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
 from core.leader import ElectionConfig, Elector, KubeLeaseStore
 from core.runtime import Options, Register, Runtime, register_namespaces
 from driver_controller.handlers import register as register_driver
+from schedule_controller.handlers import register as register_scheduled
 from sparkop.serving import Health, WhileLeading, serve
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,11 @@ async def wait_until_served(
         waited += CRD_POLL_SECONDS
 
 
+DEFAULT_CONTROLLERS: Final = ("apps", "driver", "scheduled")
+
+
 def controller_registrations(names: Iterable[str]) -> list[Register]:
-    known: dict[str, Register] = {"apps": register_apps, "driver": register_driver}
+    known: dict[str, Register] = {"apps": register_apps, "driver": register_driver, "scheduled": register_scheduled}
     unknown = sorted(set(names) - set(known))
     if unknown:
         raise ValueError(f"unknown controller(s) {unknown}; choose from {sorted(known)}")
@@ -79,7 +83,7 @@ async def run_operator(
     kubeconfig: str | None,
     context: str | None = None,
     namespaces: Sequence[str] = (),
-    controllers: Sequence[str] = ("apps", "driver"),
+    controllers: Sequence[str] = DEFAULT_CONTROLLERS,
     options: Options | None = None,
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
@@ -111,7 +115,12 @@ async def run_operator(
                 leading = elector.fence
                 collectors = [WhileLeading(c, leading) for c in collectors]
             server = await serve(serving.address, serving.port, health, collectors)
-        await wait_until_served(kube, (SPARK_APPLICATIONS, SPARK_DRIVERS), on_missing=health_unserved(health))
+        served = (
+            SPARK_APPLICATIONS,
+            SPARK_DRIVERS,
+            *((SCHEDULED_SPARK_APPLICATIONS,) if "scheduled" in controllers else ()),
+        )
+        await wait_until_served(kube, served, on_missing=health_unserved(health))
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(runtime.caches.run(), name="caches")]

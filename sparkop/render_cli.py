@@ -1,14 +1,16 @@
 """``sparkop render FILE``: what sparkop would create, offline.
 
 For each SparkApplication: its first SparkDriver, then that driver's ConfigMaps, Service and pod
-(incarnation 1). For each SparkDriver: its objects. The output is stable (placeholder uids, no
-timestamps), so it diffs cleanly in review and GitOps.
+(incarnation 1). For each SparkDriver: its objects. For each ScheduledSparkApplication: the
+SparkApplication of one run (scheduled at a placeholder time), then that app's objects. The output
+is stable (placeholder uids and time, no timestamps), so it diffs cleanly in review and GitOps.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
@@ -22,6 +24,8 @@ from core.jsontypes import JSON
 # Objects that do not exist yet have no uid; these stand in for them, visibly.
 PLACEHOLDER_APP_UID = "00000000-0000-0000-0000-00000000a001"
 PLACEHOLDER_DRIVER_UID = "00000000-0000-0000-0000-00000000d001"
+PLACEHOLDER_SCHEDULED_UID = "00000000-0000-0000-0000-00000000c001"
+PLACEHOLDER_SCHEDULED_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class RenderError(ValueError):
@@ -48,20 +52,31 @@ def render_driver_objects(driver: JSON) -> Iterator[JSON]:
 
 
 def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
-    """What sparkop creates for one SparkApplication or SparkDriver. Raises RenderError for another
-    kind, InvalidSpec for a spec Spark would refuse."""
+    """What sparkop creates for one SparkApplication, SparkDriver or ScheduledSparkApplication. Raises
+    RenderError for another kind, InvalidSpec for a spec Spark would refuse."""
     from apps_controller.builders import build_driver
     from apps_controller.observed import AppView
 
     if doc.get("apiVersion") != labels.API_VERSION:
         raise RenderError(f"apiVersion must be {labels.API_VERSION} (got {quote(doc.get('apiVersion'))})")
+    if doc.get("kind") == "ScheduledSparkApplication":
+        from schedule_controller.decide import build_run
+        from schedule_controller.observed import ScheduledView
+
+        scheduled = _with_identity(doc, PLACEHOLDER_SCHEDULED_UID, namespace)
+        run = build_run(ScheduledView.from_body(scheduled), scheduled, PLACEHOLDER_SCHEDULED_TIME)
+        run = _with_identity(run, PLACEHOLDER_APP_UID, namespace)
+        return [run, *render_document(run, namespace)]
     if doc.get("kind") == "SparkApplication":
         app = AppView.from_body(_with_identity(doc, PLACEHOLDER_APP_UID, namespace))
         driver = _with_identity(build_driver(app, run=1), PLACEHOLDER_DRIVER_UID, app.namespace)
     elif doc.get("kind") == "SparkDriver":
         driver = _with_identity(doc, PLACEHOLDER_DRIVER_UID, namespace)
     else:
-        raise RenderError(f"cannot render kind {quote(doc.get('kind'))}: expected SparkApplication or SparkDriver")
+        raise RenderError(
+            f"cannot render kind {quote(doc.get('kind'))}: expected SparkApplication, SparkDriver or "
+            "ScheduledSparkApplication"
+        )
     return [driver, *render_driver_objects(driver)]
 
 

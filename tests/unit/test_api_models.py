@@ -13,6 +13,7 @@ import yaml
 
 import api
 from api import crds, k8s_openapi, rules, validate
+from api.scheduled import ScheduledSparkApplication
 from tests.support import testcases
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,11 @@ def load(path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_round_trip_through_models(path: Path) -> None:
     doc = load(path)
-    model = api.SparkApplication if doc["kind"] == "SparkApplication" else api.SparkDriver
+    model = {
+        "SparkApplication": api.SparkApplication,
+        "SparkDriver": api.SparkDriver,
+        "ScheduledSparkApplication": ScheduledSparkApplication,
+    }[doc["kind"]]
     obj = model.model_validate(doc)
     again = model.model_validate(json.loads(json.dumps(obj.to_json())))
     assert again == obj
@@ -143,7 +148,12 @@ def test_crd_is_structural_and_bounded(kind: str) -> None:
     ours(spec["status"], "status")
     names = crd["spec"]["names"]
     assert "spark" in names["categories"]
-    assert names["shortNames"] == [{"SparkApplication": "sparkapp", "SparkDriver": "sparkdrv"}[kind]]
+    short = {
+        "SparkApplication": "sparkapp",
+        "SparkDriver": "sparkdrv",
+        "ScheduledSparkApplication": "scheduledsparkapp",
+    }
+    assert names["shortNames"] == [short[kind]]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
 
 

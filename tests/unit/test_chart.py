@@ -34,7 +34,17 @@ DEPLOY = REPO / "deploy" / "sparkop.yaml"
 UPDATE = os.environ.get("SPARKOP_UPDATE_SNAPSHOTS") == "1"
 RELEASE_NAMESPACE = "sparkop-system"
 # What the operator's own objects need in any namespace it serves; never cluster-wide in namespaced mode.
-NAMESPACED_RESOURCES = {"pods", "configmaps", "services", "events", "ingresses", "sparkapplications", "sparkdrivers"}
+NAMESPACED_RESOURCES = {
+    "pods",
+    "configmaps",
+    "services",
+    "events",
+    "ingresses",
+    "sparkapplications",
+    "sparkdrivers",
+    "scheduledsparkapplications",
+}
+STATUSES = {"sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status"}
 
 Manifest = dict[str, Any]
 
@@ -229,7 +239,7 @@ def test_watched_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespa
     operator_roles = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
     assert sorted(r["metadata"]["namespace"] for r in operator_roles) == ["team-a", "team-b"]
     for role in operator_roles:
-        assert resources_of(role) == NAMESPACED_RESOURCES | {"sparkapplications/status", "sparkdrivers/status"}
+        assert resources_of(role) == NAMESPACED_RESOURCES | STATUSES
     bindings = [b for b in of_kind(objects, "RoleBinding") if b["roleRef"]["name"] == "sparkop"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     # The Spark driver's ServiceAccount, Role and RoleBinding in each watched namespace, not in default.

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("core", "api", "apps_controller", "driver_controller", "sparkop", "devcluster")
+SHIPPED = ("core", "api", "apps_controller", "driver_controller", "schedule_controller", "sparkop", "devcluster")
 FIRST_PARTY = {*SHIPPED, "tests", "bench"}
 
 # What each shipped package may import of the first-party packages (itself always).
@@ -24,7 +24,8 @@ ALLOWED: Mapping[str, set[str]] = {
     "api": {"core"},
     "apps_controller": {"core", "api"},
     "driver_controller": {"core", "api"},
-    "sparkop": {"core", "api", "apps_controller", "driver_controller", "devcluster"},
+    "schedule_controller": {"core", "api"},
+    "sparkop": {"core", "api", "apps_controller", "driver_controller", "schedule_controller", "devcluster"},
     # The local control plane and its Spark-driver simulator are a separate tool: none of sparkop.
     "devcluster": set(),
 }

@@ -69,10 +69,10 @@ Spark UI Ingresses. The same rules in a ClusterRole (whole cluster) or in a Role
 */}}
 {{- define "sparkop.rules" -}}
 - apiGroups: ["sparkop.io"]
-  resources: ["sparkapplications", "sparkdrivers"]
+  resources: ["sparkapplications", "sparkdrivers", "scheduledsparkapplications"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
 - apiGroups: ["sparkop.io"]
-  resources: ["sparkapplications/status", "sparkdrivers/status"]
+  resources: ["sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status"]
   verbs: ["get", "patch", "update"]
 - apiGroups: [""]
   resources: ["pods", "configmaps", "services"]

@@ -1,0 +1,1 @@
+"""ScheduledSparkApplication -> one SparkApplication per scheduled time (see decide.py)."""

@@ -1,0 +1,224 @@
+"""The schedule controller's one decision: ``decide(observed, now) -> Plan``. Pure: no clock, no I/O.
+
+Which scheduled time is due is computed from the schedule and what exists, never from a timer:
+
+* ``last`` = the latest of the object's creationTimestamp, ``status.lastScheduledTime`` and the
+  scheduled times of the runs that exist (a run created by a pass that crashed before its status
+  write still counts: it exists);
+* ``due`` = the latest scheduled time at or before ``now``. It is acted on when it is after
+  ``last``: started, or skipped (Forbid, a run still active), or missed (older than
+  ``startingDeadlineSeconds``), and ``lastScheduledTime`` records it. Earlier missed times are never
+  started (CronJob's rule: one run for a gap, the latest);
+* the run of time ``t`` is the SparkApplication ``<name>-<t in minutes since the epoch>``: created
+  before the status write (a crash in between leaves a run that the next pass counts); a retried
+  create meets its own earlier self (409, ours), so a time is never started twice.
+
+Finished runs beyond the history limits are deleted (oldest first) after the status write that stops
+listing them. The pass asks to be looked at again at the next scheduled time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from api.scheduled import (
+    ConcurrencyPolicy,
+    Schedule,
+    ScheduledSparkApplicationStatus,
+    ScheduleError,
+    ScheduleState,
+    parse_schedule,
+)
+from core import labels, naming
+from core.jsontypes import JSON
+from core.owners import owner_reference
+from core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refusal_key
+from core.times import format_time
+from schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
+
+# Events (reasons), CamelCase as Kubernetes' own.
+RUN_STARTED: Final = "RunStarted"
+RUN_SKIPPED: Final = "RunSkipped"
+RUN_MISSED: Final = "RunMissed"
+RUN_REPLACED: Final = "RunReplaced"
+RUN_REFUSED: Final = "RunRefused"
+RUN_PRUNED: Final = "RunPruned"
+INVALID_SCHEDULE: Final = "InvalidSchedule"
+
+DEFAULT_HISTORY_LIMIT: Final = 1
+# Wake a little after the scheduled instant, not a hair before it.
+WAKE_MARGIN_SECONDS: Final = 0.05
+
+
+def run_name(scheduled_name: str, at: datetime) -> str:
+    return naming.scheduled_run_name(scheduled_name, int(at.timestamp()) // 60)
+
+
+def build_run(sched: ScheduledView, body: JSON, at: datetime) -> JSON:
+    """The SparkApplication of the run scheduled at ``at``: the template as its spec, the schedule's
+    labels plus ours, controller-owned by the ScheduledSparkApplication ``body``."""
+    spec: JSON = _copy(sched.spec.get("template") or {})
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": "SparkApplication",
+        "metadata": {
+            "name": run_name(sched.name, at),
+            "namespace": sched.namespace,
+            "labels": {
+                **sched.labels,
+                labels.MANAGED_BY: labels.MANAGER,
+                labels.SCHEDULED_APP: naming.label_value(sched.name),
+            },
+            "annotations": {labels.SCHEDULED_TIME: format_time(at) or ""},
+            "ownerReferences": [owner_reference(body)],
+        },
+        "spec": spec,
+    }
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _int(value: Any, default: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+def _history(runs: list[RunView], state: str, limit: int, name: str) -> tuple[list[str], list[Action], list[Event]]:
+    """(kept names newest first, deletes, events) for the finished runs in ``state``."""
+    done = sorted((r for r in runs if r.state == state), key=lambda r: r.when, reverse=True)
+    kept, pruned = done[:limit], done[limit:]
+    deletes: list[Action] = [
+        Delete(labels.API_VERSION, "SparkApplication", r.name, r.uid, RUN_PRUNED) for r in reversed(pruned)
+    ]
+    what = "successful" if state == COMPLETED else "failed"
+    events = [
+        Event("Normal", RUN_PRUNED, f"deleted {what} run {r.name} ({name} keeps {limit})") for r in reversed(pruned)
+    ]
+    return [r.name for r in kept], deletes, events
+
+
+def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationStatus]:
+    sched = observed.scheduled
+    if observed.namespace_terminating or sched.deleting:
+        return Plan()
+    spec = sched.spec
+    runs = list(observed.owned)
+    status = observed.status.model_copy(deep=True)
+    status.observedGeneration = sched.generation
+    before: list[Action] = []
+    after: list[Action] = []
+    events: list[Event] = []
+
+    successful, deletes, pruned = _history(
+        runs, COMPLETED, _int(spec.get("successfulRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched.name
+    )
+    failed, more_deletes, more_pruned = _history(
+        runs, FAILED, _int(spec.get("failedRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched.name
+    )
+    after += deletes + more_deletes
+    events += pruned + more_pruned
+    status.pastSuccessfulRunNames = successful or None
+    status.pastFailedRunNames = failed or None
+    active = [r for r in runs if not r.finished]
+
+    newest = max((r for r in runs if r.scheduled is not None), key=lambda r: r.when, default=None)
+    if (
+        newest is not None
+        and newest.scheduled is not None
+        and (status.lastRun is None or newest.scheduled >= status.lastRun)
+    ):
+        status.lastRun, status.lastRunName = newest.scheduled, newest.name
+    last = max(t for t in (sched.created, status.lastScheduledTime, status.lastRun) if t is not None)
+
+    requeue: float | None = None
+    try:
+        schedule = parse_schedule(str(spec.get("schedule") or ""), _str(spec.get("timeZone")), sched.created)
+    except ScheduleError as exc:
+        if status.scheduleState != ScheduleState.FAILED_VALIDATION or status.reason != str(exc):
+            events.append(Event("Warning", INVALID_SCHEDULE, str(exc)))
+        status.scheduleState, status.reason, status.nextRun = ScheduleState.FAILED_VALIDATION, str(exc), None
+        schedule = None
+    if schedule is not None and spec.get("suspend") is True:
+        status.scheduleState, status.reason, status.nextRun = ScheduleState.SUSPENDED, "spec.suspend is true", None
+    elif schedule is not None:
+        status.scheduleState, status.reason = ScheduleState.SCHEDULED, None
+        due = schedule.latest(now)
+        if due is not None and due > last:
+            started = _act_on(observed, schedule, due, now, active, status, before, events)
+            if started is not None:
+                active = [r for r in active if r.name not in started] + [
+                    RunView(run_name(sched.name, due), "", sched.uid, due, now, None)
+                ]
+        status.nextRun = schedule.next_after(now)
+        requeue = (status.nextRun - now).total_seconds() + WAKE_MARGIN_SECONDS
+    status.activeRunNames = sorted(r.name for r in active) or None
+    return Plan(
+        status=status,
+        before_status=tuple(before),
+        events=tuple(events),
+        after_status=tuple(after),
+        requeue_after=requeue,
+    )
+
+
+def _act_on(
+    observed: Observed,
+    schedule: Schedule,
+    due: datetime,
+    now: datetime,
+    active: list[RunView],
+    status: ScheduledSparkApplicationStatus,
+    before: list[Action],
+    events: list[Event],
+) -> set[str] | None:
+    """Start, skip or miss the run of ``due``; the names of the runs it replaced when started, else None."""
+    spec = observed.scheduled.spec
+    name = run_name(observed.scheduled.name, due)
+    when = format_time(due)
+    status.lastScheduledTime = due
+    deadline = _int(spec.get("startingDeadlineSeconds"), None)
+    late = (now - due).total_seconds()
+    if deadline is not None and late > deadline:
+        events.append(
+            Event(
+                "Warning",
+                RUN_MISSED,
+                f"run {name} scheduled at {when} not started: {late:.0f}s late, past startingDeadlineSeconds "
+                f"{deadline}",
+            )
+        )
+        return None
+    policy = spec.get("concurrencyPolicy") or ConcurrencyPolicy.ALLOW
+    if policy == ConcurrencyPolicy.FORBID and active:
+        running = ", ".join(r.name for r in active)
+        events.append(
+            Event("Normal", RUN_SKIPPED, f"run {name} scheduled at {when} skipped: {running} still active (Forbid)")
+        )
+        return None
+    manifest = build_run(observed.scheduled, observed.body, due)
+    refused: Refusal | None = observed.refusals.get(refusal_key(Create(manifest)))
+    if refused is not None:
+        events.append(Event("Warning", RUN_REFUSED, refused.describe(f"run {name} scheduled at {when}")))
+        return None
+    replaced: set[str] = set()
+    if policy == ConcurrencyPolicy.REPLACE:
+        for run in active:
+            if run.name == name:
+                continue
+            before.append(Delete(labels.API_VERSION, "SparkApplication", run.name, run.uid, RUN_REPLACED))
+            events.append(Event("Normal", RUN_REPLACED, f"deleted active run {run.name} to start {name} (Replace)"))
+            replaced.add(run.name)
+    before.append(Create(manifest, RUN_STARTED))
+    events.append(Event("Normal", RUN_STARTED, f"started run {name} scheduled at {when}"))
+    status.lastRun, status.lastRunName = due, name
+    return replaced
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,158 @@
+"""What one pass of the schedule controller decides from: a ScheduledSparkApplication and the
+SparkApplications it owns (its runs), read leniently from the informer caches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from api.scheduled import KIND, ScheduledSparkApplicationStatus
+from core import labels
+from core.jsontypes import JSON
+from core.reconciler import Refusal
+from core.times import parse_time
+
+Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
+
+COMPLETED: Final = "COMPLETED"
+FAILED: Final = "FAILED"
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class ScheduledView:
+    """The facts of one ScheduledSparkApplication a pass reads (its status: Observed.status)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    created: datetime
+    spec: Mapping[str, Any]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    deleting: bool = False
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
+        meta = _map(body.get("metadata"))
+        generation = meta.get("generation")
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            generation=generation if isinstance(generation, int) else 0,
+            created=parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC),
+            spec=_map(body.get("spec")),
+            labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One SparkApplication a ScheduledSparkApplication started."""
+
+    name: str
+    uid: str
+    owner_uid: str
+    scheduled: datetime | None  # its scheduled time (annotation), None when unreadable
+    created: datetime | None
+    state: str | None  # status.applicationState.state
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (COMPLETED, FAILED)
+
+    @property
+    def when(self) -> datetime:
+        """What orders runs: the scheduled time, else the creation time."""
+        return self.scheduled or self.created or datetime.fromtimestamp(0, UTC)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> RunView:
+        meta = _map(body.get("metadata"))
+        state = _map(_map(body.get("status")).get("applicationState")).get("state")
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            owner_uid=str(_controller(meta).get("uid") or ""),
+            scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
+            created=parse_time(meta.get("creationTimestamp")),
+            state=state if isinstance(state, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one pass decides from. ``runs``: the SparkApplications filed under this key (only those
+    whose controller is this object's uid count). ``refusals``: creates the API server refused, by
+    ``core.reconciler.refusal_key``. ``body``: the object as listed, for the runs' ownerReference."""
+
+    scheduled: ScheduledView
+    status: ScheduledSparkApplicationStatus
+    body: JSON
+    runs: Sequence[RunView] = ()
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    namespace_terminating: bool = False
+
+    @property
+    def owned(self) -> tuple[RunView, ...]:
+        """Our runs, oldest first."""
+        return tuple(sorted((r for r in self.runs if r.owner_uid == self.scheduled.uid), key=lambda r: r.when))
+
+
+def read_status(data: Any) -> ScheduledSparkApplicationStatus:
+    """The status as written (an unreadable one reads as empty: the pass writes a good one)."""
+    try:
+        return ScheduledSparkApplicationStatus.model_validate(data or {})
+    except ValidationError:
+        return ScheduledSparkApplicationStatus()
+
+
+def status_json(status: ScheduledSparkApplicationStatus) -> JSON:
+    return status.to_json()
+
+
+def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    for ref in meta.get("ownerReferences") or ():
+        if not isinstance(ref, Mapping) or not ref.get("controller") or ref.get("kind") != KIND:
+            continue
+        if str(ref.get("apiVersion", "")).split("/")[0] == labels.GROUP:
+            return ref
+    return {}
+
+
+def own_key(body: Mapping[str, Any]) -> list[Key]:
+    meta = _map(body.get("metadata"))
+    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+
+
+def owner_keys(body: Mapping[str, Any]) -> list[Key]:
+    """The key of a SparkApplication's controller owner, when that is a ScheduledSparkApplication:
+    ownership, not the label, links a run to its schedule (a label can be edited away)."""
+    meta = _map(body.get("metadata"))
+    ref = _controller(meta)
+    return [(str(meta.get("namespace") or ""), str(ref.get("name") or ""))] if ref else []
+
+
+def snapshot(body: Mapping[str, Any]) -> JSON:
+    """What the index hands out: a copy (a pass writes its new status into its own), without the
+    managedFields nothing reads."""
+    copied: JSON = _copy(body)
+    copied.get("metadata", {}).pop("managedFields", None)
+    return copied
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
