@@ -59,6 +59,7 @@ __all__ = [
     "Condition",
     "Deps",
     "DriverInfo",
+    "DriverIngressConfiguration",
     "DriverPhase",
     "DriverPodInfo",
     "DriverSpec",
@@ -505,13 +506,48 @@ class RestartPolicy(Model):
 
 
 class BatchSchedulerConfiguration(Model):
-    """kubeflow's options for a batch scheduler such as Volcano or Yunikorn. Not supported yet: a
-    SparkApplication that sets them is rejected (see api.rules)."""
+    """kubeflow's options for the batch scheduler named by batchScheduler. Each scheduler takes only
+    the options it uses; one it would not use is refused (see api.rules)."""
 
-    queue: Str | None = Field(None, description="Queue the application is submitted to.")
-    priorityClassName: Str | None = Field(None, description="PriorityClass of the application's pod group.")
+    queue: Str | None = Field(
+        None,
+        description="Queue the application is submitted to: the Volcano PodGroup's spec.queue, or YuniKorn's "
+        "queue label and yunikorn.apache.org/queue annotation on the pods. Not for kube-scheduler.",
+    )
+    priorityClassName: Str | None = Field(
+        None, description="PriorityClass of the Volcano PodGroup (spec.priorityClassName). Volcano only."
+    )
     resources: ResourceList | None = Field(
-        None, description="Resources to reserve for the pod group (resource name to quantity)."
+        None,
+        description="Resources the pod group must be able to get before its pods are scheduled "
+        "(minResources), instead of the sum of the driver's and the initial executors' requests. "
+        "Volcano and kube-scheduler (coscheduling) only.",
+    )
+
+
+class DriverIngressConfiguration(Model):
+    """A Service (and Ingress) exposing one port of the driver pod (kubeflow's driverIngressOptions)."""
+
+    servicePort: int = Field(
+        ge=1,
+        le=65535,
+        description="Port of the Service, and the driver container port it forwards to. Unique among "
+        "driverIngressOptions; names the objects <app>-driver-<port> and <app>-ing-<port>.",
+    )
+    servicePortName: Str | None = Field(None, description="Name of the Service port (default driver-ing-<port>).")
+    serviceType: Literal["ClusterIP", "NodePort", "LoadBalancer"] | None = Field(
+        None, description="Type of the Service (default ClusterIP)."
+    )
+    serviceAnnotations: StrMap | None = Field(None, description="Annotations of the Service.")
+    serviceLabels: StrMap | None = Field(None, description="Labels of the Service.")
+    ingressURLFormat: Annotated[str, Field(min_length=1, max_length=MAX_STR)] = Field(
+        description="URL of the Ingress: [scheme://]host[/path]; {{$appName}}, {{$appNamespace}} and {{$appId}} "
+        "(the current run's spark.app.id) are substituted. A path makes a path-based rule with nginx's "
+        "rewrite-target, as kubeflow does. Unique among driverIngressOptions."
+    )
+    ingressAnnotations: StrMap | None = Field(None, description="Annotations of the Ingress.")
+    ingressTLS: list[IngressTLS] | None = Field(
+        None, max_length=32, description="TLS settings of the Ingress (Kubernetes IngressTLS)."
     )
 
 
@@ -628,6 +664,19 @@ class RunSpec(Model):
         "spark.kubernetes.memoryOverheadFactor.",
     )
 
+    batchScheduler: Str | None = Field(
+        None,
+        description="Batch scheduler of the driver and executor pods, as kubeflow's: volcano (a Volcano PodGroup "
+        "owned by the SparkDriver, schedulerName volcano and the group annotation on the pods), yunikorn "
+        "(YuniKorn's queue, app id and task-group labels and annotations, schedulerName yunikorn) or "
+        "kube-scheduler (a scheduler-plugins coscheduling PodGroup and its pod-group label; the pods keep "
+        "driver/executor.schedulerName). Any other value is refused. Kueue is not a batchScheduler: label the "
+        "SparkApplication with kueue.x-k8s.io/queue-name.",
+    )
+    batchSchedulerOptions: BatchSchedulerConfiguration | None = Field(
+        None, description="Queue, priorityClassName and resources for the batch scheduler (only with batchScheduler)."
+    )
+
     def run_spec(self) -> RunSpec:
         """A deep copy of just the run-spec part (e.g. of a SparkApplicationSpec)."""
         data = self.model_dump(include=set(RunSpec.model_fields), exclude_none=True)
@@ -660,16 +709,27 @@ class SparkApplicationSpec(RunSpec):
         description="Delete the SparkApplication this many seconds after it finished (COMPLETED or FAILED).",
     )
     sparkUIOptions: SparkUIConfiguration | None = Field(None, description="Service and Ingress exposing the Spark UI.")
-    batchScheduler: Str | None = Field(
+    driverIngressOptions: list[DriverIngressConfiguration] | None = Field(
         None,
-        description="Not supported yet, rejected when set: sparkop has no batch scheduler integration "
-        "(kubeflow: volcano or yunikorn pod groups). Pods use default-scheduler; set driver.schedulerName "
-        "and executor.schedulerName to use another scheduler.",
+        max_length=16,
+        json_schema_extra=_list_map("servicePort"),
+        description="Services and Ingresses exposing ports of the driver pod while a run is active, one of each "
+        "per entry (kubeflow's driverIngressOptions); owned by the SparkApplication and put back when edited "
+        "or deleted, like the Spark UI's.",
     )
-    batchSchedulerOptions: BatchSchedulerConfiguration | None = Field(
+    failureRetries: int | None = Field(
         None,
-        description="Not supported yet, rejected when set (kubeflow: queue, priorityClassName and resources "
-        "of the batch scheduler's pod group).",
+        ge=0,
+        description="kubeflow v1beta2: the number of times to retry a failed application before giving up; "
+        "the same as restartPolicy.onFailureRetries (only with restartPolicy OnFailure or Always, not "
+        "together with onFailureRetries).",
+    )
+    retryInterval: int | None = Field(
+        None,
+        ge=1,
+        description="kubeflow v1beta2: seconds between submission retries; the same as "
+        "restartPolicy.onSubmissionFailureRetryInterval (only with restartPolicy OnFailure or Always, not "
+        "together with onSubmissionFailureRetryInterval).",
     )
 
 

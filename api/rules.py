@@ -126,10 +126,27 @@ def _inlined_properties_cel() -> str:
 
 SPEC: Final = ("spec",)
 
-BATCH_SCHEDULER_HINT: Final = (
-    "pods are scheduled by default-scheduler; to use another scheduler, set spec.driver.schedulerName "
-    "and spec.executor.schedulerName"
-)
+# The batch schedulers sparkop knows (kubeflow's names; kube-scheduler is its scheduler-plugins one).
+BATCH_SCHEDULERS: Final = ("volcano", "yunikorn", "kube-scheduler")
+# Those whose own name the pods' schedulerName must carry.
+NAMED_SCHEDULERS: Final = ("volcano", "yunikorn")
+# Each batchSchedulerOptions field, and the schedulers that use it.
+BATCH_SCHEDULER_OPTIONS: Final = {
+    "queue": ("volcano", "yunikorn"),
+    "priorityClassName": ("volcano",),
+    "resources": ("volcano", "kube-scheduler"),
+}
+# kubeflow's spec-level retry fields and the restartPolicy field each means.
+SPEC_LEVEL_RETRIES: Final = {"failureRetries": "onFailureRetries", "retryInterval": "onSubmissionFailureRetryInterval"}
+
+
+def _cel_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{item}'" for item in items) + "]"
+
+
+def _unique(items: list[Any]) -> bool:
+    return len(items) == len(set(items))
+
 
 RULES: Final[tuple[Rule, ...]] = (
     Rule(
@@ -254,28 +271,109 @@ RULES: Final[tuple[Rule, ...]] = (
         ),
     ),
     Rule(
-        name="batch-scheduler-unsupported",
-        kinds=(APP,),
+        name="batch-scheduler-known",
+        kinds=BOTH,
         paths=(SPEC,),
-        cel="!has(self.batchScheduler)",
-        message="batchScheduler is not supported yet: sparkop has no batch scheduler integration (e.g. volcano, "
-        "yunikorn pod groups), so the field would do nothing",
+        cel="!has(self.batchScheduler) || self.batchScheduler in " + _cel_list(BATCH_SCHEDULERS),
+        message="batchScheduler must be one of " + ", ".join(BATCH_SCHEDULERS) + " (Kueue: label the "
+        "SparkApplication with kueue.x-k8s.io/queue-name instead)",
         field_path=".batchScheduler",
-        reason="FieldValueForbidden",
-        hint="remove spec.batchScheduler; " + BATCH_SCHEDULER_HINT,
-        predicate=lambda s: "batchScheduler" not in s,
+        reason="FieldValueNotSupported",
+        hint="set spec.batchScheduler to " + ", ".join(BATCH_SCHEDULERS) + ", or remove it",
+        predicate=lambda s: "batchScheduler" not in s or s["batchScheduler"] in BATCH_SCHEDULERS,
     ),
     Rule(
-        name="batch-scheduler-options-unsupported",
-        kinds=(APP,),
+        name="batch-scheduler-options-need-scheduler",
+        kinds=BOTH,
         paths=(SPEC,),
-        cel="!has(self.batchSchedulerOptions)",
-        message="batchSchedulerOptions is not supported yet: sparkop has no batch scheduler integration, so "
-        "queue, priorityClassName and resources would do nothing",
+        cel="!has(self.batchSchedulerOptions) || has(self.batchScheduler)",
+        message="batchSchedulerOptions only apply with batchScheduler",
         field_path=".batchSchedulerOptions",
         reason="FieldValueForbidden",
-        hint="remove spec.batchSchedulerOptions; " + BATCH_SCHEDULER_HINT,
-        predicate=lambda s: "batchSchedulerOptions" not in s,
+        hint="set spec.batchScheduler (" + ", ".join(BATCH_SCHEDULERS) + "), or remove spec.batchSchedulerOptions",
+        predicate=lambda s: "batchSchedulerOptions" not in s or "batchScheduler" in s,
+    ),
+    *(
+        Rule(
+            name=f"batch-scheduler-option-{option}",
+            kinds=BOTH,
+            paths=(SPEC,),
+            cel=f"!has(self.batchSchedulerOptions) || !has(self.batchSchedulerOptions.{option}) || "
+            f"!has(self.batchScheduler) || self.batchScheduler in {_cel_list(takers)}",
+            message=f"batchSchedulerOptions.{option} is used only by " + " and ".join(takers),
+            field_path=f".batchSchedulerOptions.{option}",
+            reason="FieldValueForbidden",
+            hint=f"remove spec.batchSchedulerOptions.{option}",
+            predicate=lambda s, option=option, takers=takers: (  # type: ignore[misc]
+                option not in (s.get("batchSchedulerOptions") or {})
+                or "batchScheduler" not in s
+                or s["batchScheduler"] in takers
+            ),
+        )
+        for option, takers in BATCH_SCHEDULER_OPTIONS.items()
+    ),
+    *(
+        Rule(
+            name=f"batch-scheduler-names-the-{role}-scheduler",
+            kinds=BOTH,
+            paths=(SPEC,),
+            cel=f"!has(self.batchScheduler) || !(self.batchScheduler in {_cel_list(NAMED_SCHEDULERS)}) || "
+            f"!has(self.{role}) || !has(self.{role}.schedulerName) || self.{role}.schedulerName == self.batchScheduler",
+            message=f"{role}.schedulerName must not differ from batchScheduler: volcano and yunikorn schedule the "
+            "pods themselves",
+            field_path=f".{role}.schedulerName",
+            reason="FieldValueForbidden",
+            hint=f"remove spec.{role}.schedulerName",
+            predicate=lambda s, role=role: (  # type: ignore[misc]
+                s.get("batchScheduler") not in NAMED_SCHEDULERS
+                or (s.get(role) or {}).get("schedulerName") in (None, s["batchScheduler"])
+            ),
+        )
+        for role in ("driver", "executor")
+    ),
+    *(
+        Rule(
+            name=f"{old}-needs-restart",
+            kinds=(APP,),
+            paths=(SPEC,),
+            cel=f"!has(self.{old}) || (has(self.restartPolicy) && has(self.restartPolicy.type) && "
+            "self.restartPolicy.type != 'Never')",
+            message=f"{old} (kubeflow's {new}) only applies with restartPolicy type OnFailure or Always",
+            field_path=f".{old}",
+            hint=f"set spec.restartPolicy.type to OnFailure (or Always), or remove spec.{old}",
+            predicate=lambda s, old=old: (  # type: ignore[misc]
+                old not in s or (s.get("restartPolicy") or {}).get("type", "Never") != "Never"
+            ),
+        )
+        for old, new in SPEC_LEVEL_RETRIES.items()
+    ),
+    *(
+        Rule(
+            name=f"{old}-or-{new}",
+            kinds=(APP,),
+            paths=(SPEC,),
+            cel=f"!has(self.{old}) || !has(self.restartPolicy) || !has(self.restartPolicy.{new})",
+            message=f"{old} and restartPolicy.{new} say the same thing: set one of them",
+            field_path=f".{old}",
+            reason="FieldValueForbidden",
+            hint=f"remove spec.{old} (restartPolicy.{new} is the same)",
+            predicate=lambda s, old=old, new=new: (  # type: ignore[misc]
+                old not in s or new not in (s.get("restartPolicy") or {})
+            ),
+        )
+        for old, new in SPEC_LEVEL_RETRIES.items()
+    ),
+    Rule(
+        name="driver-ingress-url-formats-unique",
+        kinds=(APP,),
+        paths=(SPEC,),
+        cel="!has(self.driverIngressOptions) || self.driverIngressOptions.all(x, "
+        "self.driverIngressOptions.exists_one(y, y.ingressURLFormat == x.ingressURLFormat))",
+        message="driverIngressOptions: each entry needs its own ingressURLFormat",
+        field_path=".driverIngressOptions",
+        reason="FieldValueDuplicate",
+        hint="give every spec.driverIngressOptions entry a different ingressURLFormat",
+        predicate=lambda s: _unique([o.get("ingressURLFormat") for o in s.get("driverIngressOptions") or ()]),
     ),
     Rule(
         name="inlined-properties-fit-a-configmap",

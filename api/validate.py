@@ -71,9 +71,6 @@ KUBEFLOW_GROUP: Final = "sparkoperator.k8s.io"
 
 # kubeflow v1beta2 fields sparkop does not take, and what to do instead.
 KUBEFLOW_UNSUPPORTED: Final = {
-    "failureRetries": "deprecated in kubeflow: use spec.restartPolicy.type OnFailure with onFailureRetries",
-    "retryInterval": "deprecated in kubeflow: use spec.restartPolicy.onFailureRetryInterval",
-    "driverIngressOptions": "not supported by sparkop: expose driver ports with your own Service/Ingress",
     "ingressURLFormat": "not supported by sparkop: create the UI Ingress yourself",
 }
 

@@ -91,7 +91,7 @@ def _stuck(d: Draft) -> Condition | None:
 
 def _suspended(d: Draft, old: Condition | None) -> Condition | None:
     if d.state in (ApplicationState.SUSPENDING, ApplicationState.SUSPENDED):
-        return _condition(CONDITION_SUSPENDED, "True", "Suspended", "spec.suspend is true")
+        return _condition(CONDITION_SUSPENDED, "True", "Suspended", d.obs.app.suspend_reason)
     if old is not None:
         return _condition(CONDITION_SUSPENDED, "False", "Resumed", "spec.suspend is false")
     return None

@@ -101,7 +101,7 @@ def step(d: Draft) -> None:
         _STEPS[state](d)  # the policy's final word (COMPLETED / FAILED) comes before a suspend
         return
     if app.suspend and state not in (ApplicationState.SUSPENDING, ApplicationState.SUSPENDED):
-        d.transition(ApplicationState.SUSPENDING, "spec.suspend is true: stopping the current run")
+        d.transition(ApplicationState.SUSPENDING, f"{app.suspend_reason}: stopping the current run")
         suspending(d)
         return
     if state not in _NO_SPEC_CHECK and spec_changed(d):

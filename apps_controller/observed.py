@@ -27,6 +27,7 @@ from api.models import (
     SparkApplicationSpec,
     SparkApplicationStatus,
 )
+from api.rules import SPEC_LEVEL_RETRIES
 from apps_controller.status import CONDITION_STUCK
 from core import labels
 from core.jsontypes import JSON
@@ -43,6 +44,9 @@ DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
 NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
 # The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
 RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
+# Kueue's queue label: Kueue admits a workload by setting its spec.suspend to false, so an app that
+# carries it and has no spec.suspend of its own waits, suspended, for that (or for a user).
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -141,10 +145,23 @@ class AppView:
     deleting: bool = False
     spec_error: str | None = None  # the spec can never run (set by the shell's validation)
     created: datetime | None = None  # metadata.creationTimestamp: where kubeflow's latencies start
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kueue_queue(self) -> str | None:
+        return _opt_str(self.labels.get(KUEUE_QUEUE_LABEL))
 
     @property
     def suspend(self) -> bool:
-        return self.spec.get("suspend") is True
+        """spec.suspend; unset, true while the app waits for Kueue's admission (its queue label)."""
+        suspend = self.spec.get("suspend")
+        return suspend is True or (suspend is None and self.kueue_queue is not None)
+
+    @property
+    def suspend_reason(self) -> str:
+        if self.spec.get("suspend") is None and self.kueue_queue is not None:
+            return f"waiting for Kueue to admit it from queue {self.kueue_queue} (spec.suspend: false)"
+        return "spec.suspend is true"
 
     @property
     def ttl_seconds(self) -> int | None:
@@ -152,7 +169,13 @@ class AppView:
 
     @property
     def policy(self) -> RestartPolicy:
-        return RestartPolicy.from_json(self.spec.get("restartPolicy"))
+        """spec.restartPolicy, with kubeflow's spec-level failureRetries and retryInterval in the
+        restartPolicy fields they mean (the CRD refuses setting both)."""
+        policy = dict(_map(self.spec.get("restartPolicy")))
+        for old, new in SPEC_LEVEL_RETRIES.items():
+            if self.spec.get(old) is not None:
+                policy.setdefault(new, self.spec[old])
+        return RestartPolicy.from_json(policy)
 
     @property
     def spec_hash(self) -> str:
@@ -179,6 +202,7 @@ class AppView:
             deleting=bool(meta.get("deletionTimestamp")),
             spec_error=spec_error,
             created=parse_time(meta.get("creationTimestamp")),
+            labels=_str_map(meta.get("labels")),
         )
 
 

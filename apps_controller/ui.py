@@ -25,8 +25,13 @@ from core.jsontypes import JSON
 DEFAULT_UI_PORT: Final = 4040
 UI_PORT_NAME: Final = "spark-driver-ui-port"
 COMPONENT_UI: Final = "ui"
-# The Spark UI Services and Ingresses, selected on the server by the labels put on them here.
-UI_SELECTOR: Final = f"{labels.MANAGED_BY}={labels.MANAGER},{labels.COMPONENT}={COMPONENT_UI}"
+COMPONENT_DRIVER_INGRESS: Final = "driver-ingress"  # spec.driverIngressOptions' Services and Ingresses
+# The Spark UI's and driverIngressOptions' Services and Ingresses, selected on the server by the
+# labels put on them here.
+UI_SELECTOR: Final = (
+    f"{labels.MANAGED_BY}={labels.MANAGER},{labels.COMPONENT} in ({COMPONENT_UI},{COMPONENT_DRIVER_INGRESS})"
+)
+DRIVER_INGRESS_PORT_NAME: Final = "driver-ing-{port}"
 SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
 # What kubeflow sets on a path-based Ingress (ingress-nginx; other controllers take their own
 # annotation through sparkUIOptions.ingressAnnotations, which wins).
@@ -38,11 +43,13 @@ PROXY_REDIRECT_URI: Final = "spark.ui.proxyRedirectUri"
 UI_ENSURED: Final = "SparkUI"
 UI_REMOVED: Final = "SparkUIRemoved"
 UI_RESTORED: Final = "SparkUIRestored"
+DRIVER_INGRESS_ENSURED: Final = "DriverIngress"
 # While a run is active its UI is served; in any other state the UI objects go.
 ACTIVE_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING, ApplicationState.UNKNOWN})
 
 _APP_NAME = re.compile(r"{{\s*\$appName\s*}}")
 _APP_NAMESPACE = re.compile(r"{{\s*\$appNamespace\s*}}")
+_APP_ID = re.compile(r"{{\s*\$appId\s*}}")
 
 
 def _port(value: Any) -> int | None:
@@ -113,7 +120,13 @@ def owner_reference(app: AppView) -> JSON:
     return owners.owner_reference(owner)
 
 
-def _metadata(app: AppView, name: str, extra_labels: Mapping[str, str], annotations: Mapping[str, str]) -> JSON:
+def _metadata(
+    app: AppView,
+    name: str,
+    extra_labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    component: str = COMPONENT_UI,
+) -> JSON:
     meta: JSON = {
         "name": name,
         "namespace": app.namespace,
@@ -121,7 +134,7 @@ def _metadata(app: AppView, name: str, extra_labels: Mapping[str, str], annotati
             **extra_labels,
             labels.MANAGED_BY: labels.MANAGER,
             labels.APP: naming.label_value(app.name),
-            labels.COMPONENT: COMPONENT_UI,
+            labels.COMPONENT: component,
         },
         "ownerReferences": [owner_reference(app)],
     }
@@ -155,11 +168,11 @@ def build_service(app: AppView, spark_application_id: str, opts: UIOptions) -> J
     }
 
 
-def ingress_url(url_format: str, app: AppView, tls: bool = False) -> IngressURL:
-    """Kubeflow's --ingress-url-format: ``{{$appName}}`` and ``{{$appNamespace}}`` are substituted;
-    the result is ``[scheme://]host[/path]``. Without a scheme: http, or https when the Ingress
-    has TLS settings."""
-    text = _APP_NAMESPACE.sub(app.namespace, _APP_NAME.sub(app.name, url_format))
+def ingress_url(url_format: str, app: AppView, tls: bool = False, app_id: str = "") -> IngressURL:
+    """Kubeflow's --ingress-url-format: ``{{$appName}}``, ``{{$appNamespace}}`` and (driverIngressOptions)
+    ``{{$appId}}`` are substituted; the result is ``[scheme://]host[/path]``. Without a scheme: http,
+    or https when the Ingress has TLS settings."""
+    text = _APP_ID.sub(app_id, _APP_NAMESPACE.sub(app.namespace, _APP_NAME.sub(app.name, url_format)))
     if "://" not in text:
         text = f"{'https' if tls else 'http'}://{text}"
     parts = urlsplit(text)
@@ -183,7 +196,31 @@ def driver_conf(url: IngressURL | None) -> dict[str, str]:
 
 
 def build_ingress(app: AppView, url: IngressURL, opts: UIOptions, ingress_class_name: str | None = None) -> JSON:
-    annotations = dict(opts.ingress_annotations)
+    return _ingress(
+        app,
+        naming.ui_ingress_name(app.name),
+        COMPONENT_UI,
+        url,
+        naming.ui_service_name(app.name),
+        opts.service_port,
+        opts.ingress_annotations,
+        opts.ingress_tls,
+        ingress_class_name,
+    )
+
+
+def _ingress(
+    app: AppView,
+    name: str,
+    component: str,
+    url: IngressURL,
+    service: str,
+    port: int,
+    ingress_annotations: Mapping[str, str],
+    tls: tuple[JSON, ...],
+    ingress_class_name: str | None,
+) -> JSON:
+    annotations = dict(ingress_annotations)
     if url.path:
         annotations.setdefault(REWRITE_TARGET, "/$2")
     rule: JSON = {
@@ -192,12 +229,7 @@ def build_ingress(app: AppView, url: IngressURL, opts: UIOptions, ingress_class_
                 {
                     "path": url.rule_path,
                     "pathType": url.path_type,
-                    "backend": {
-                        "service": {
-                            "name": naming.ui_service_name(app.name),
-                            "port": {"number": opts.service_port},
-                        }
-                    },
+                    "backend": {"service": {"name": service, "port": {"number": port}}},
                 }
             ]
         },
@@ -205,16 +237,97 @@ def build_ingress(app: AppView, url: IngressURL, opts: UIOptions, ingress_class_
     if url.host:
         rule = {"host": url.host, **rule}
     spec: JSON = {"rules": [rule]}
-    if opts.ingress_tls:
-        spec["tls"] = [dict(t) for t in opts.ingress_tls]
+    if tls:
+        spec["tls"] = [dict(t) for t in tls]
     if ingress_class_name:
         spec["ingressClassName"] = ingress_class_name
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": _metadata(app, naming.ui_ingress_name(app.name), {}, annotations),
+        "metadata": _metadata(app, name, {}, annotations, component),
         "spec": spec,
     }
+
+
+@dataclass(frozen=True)
+class DriverIngress:
+    """One entry of an app's spec.driverIngressOptions, read leniently, with kubeflow's defaults."""
+
+    port: int
+    url_format: str
+    port_name: str
+    service_type: str = "ClusterIP"
+    service_labels: Mapping[str, str] = field(default_factory=dict)
+    service_annotations: Mapping[str, str] = field(default_factory=dict)
+    ingress_annotations: Mapping[str, str] = field(default_factory=dict)
+    ingress_tls: tuple[JSON, ...] = ()
+
+    @classmethod
+    def all_of(cls, app: AppView) -> list[DriverIngress]:
+        entries = app.spec.get("driverIngressOptions")
+        found: list[DriverIngress] = []
+        for entry in entries if isinstance(entries, list) else ():
+            port = _port(entry.get("servicePort")) if isinstance(entry, Mapping) else None
+            if port is None or not entry.get("ingressURLFormat"):
+                continue  # the CRD requires both; a hand-stored object without them gets nothing
+            kind, tls = entry.get("serviceType"), entry.get("ingressTLS")
+            found.append(
+                cls(
+                    port=port,
+                    url_format=str(entry["ingressURLFormat"]),
+                    port_name=str(entry.get("servicePortName") or DRIVER_INGRESS_PORT_NAME.format(port=port)),
+                    service_type=kind if kind in SERVICE_TYPES else "ClusterIP",
+                    service_labels=_strings(entry.get("serviceLabels")),
+                    service_annotations=_strings(entry.get("serviceAnnotations")),
+                    ingress_annotations=_strings(entry.get("ingressAnnotations")),
+                    ingress_tls=tuple(dict(t) for t in tls if isinstance(t, Mapping)) if isinstance(tls, list) else (),
+                )
+            )
+        return found
+
+    def service_name(self, app: AppView) -> str:
+        return naming.driver_ingress_service_name(app.name, self.port)
+
+    def ingress_name(self, app: AppView) -> str:
+        return naming.driver_ingress_name(app.name, self.port)
+
+    def url(self, app: AppView, spark_application_id: str) -> IngressURL:
+        return ingress_url(self.url_format, app, tls=bool(self.ingress_tls), app_id=spark_application_id)
+
+
+def build_driver_ingress_service(app: AppView, spark_application_id: str, entry: DriverIngress) -> JSON:
+    """Service ``<app>-driver-<port>`` → that port of the driver pod running ``spark_application_id``
+    (kubeflow's createDriverIngressService: port and targetPort are the servicePort)."""
+    meta = _metadata(
+        app, entry.service_name(app), entry.service_labels, entry.service_annotations, COMPONENT_DRIVER_INGRESS
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": entry.service_type,
+            "selector": {labels.SPARK_APP_SELECTOR: spark_application_id, labels.SPARK_ROLE: labels.ROLE_DRIVER},
+            "ports": [{"name": entry.port_name, "port": entry.port, "targetPort": entry.port, "protocol": "TCP"}],
+        },
+    }
+
+
+def build_driver_ingress(
+    app: AppView, spark_application_id: str, entry: DriverIngress, ingress_class_name: str | None = None
+) -> JSON:
+    """Ingress ``<app>-ing-<port>`` → the entry's Service (kubeflow's createDriverIngress)."""
+    return _ingress(
+        app,
+        entry.ingress_name(app),
+        COMPONENT_DRIVER_INGRESS,
+        entry.url(app, spark_application_id),
+        entry.service_name(app),
+        entry.port,
+        entry.ingress_annotations,
+        entry.ingress_tls,
+        ingress_class_name,
+    )
 
 
 def restore_patch(current: OwnedObject, wanted: JSON) -> JSON | None:

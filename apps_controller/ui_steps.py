@@ -11,34 +11,66 @@ from apps_controller.draft import Draft
 from apps_controller.status import driver_info
 from apps_controller.ui import (
     ACTIVE_STATES,
+    COMPONENT_DRIVER_INGRESS,
+    COMPONENT_UI,
+    DRIVER_INGRESS_ENSURED,
     UI_ENSURED,
     UI_REMOVED,
     UI_RESTORED,
+    DriverIngress,
     UIOptions,
+    build_driver_ingress,
+    build_driver_ingress_service,
     build_ingress,
     build_service,
     restore_patch,
     service_address,
     ui_url,
 )
-from core import naming
+from core import labels, naming
 from core.reconciler import Delete, Ensure, Event, Patch, refusal_key
 
 
 def spark_ui(d: Draft) -> None:
-    """Spark UI Service (and Ingress) while a run is active; removed otherwise."""
+    """Spark UI Service (and Ingress), and the Services and Ingresses of spec.driverIngressOptions,
+    while a run is active; removed otherwise."""
     app_id = d.status.sparkApplicationId
-    if not (d.obs.ui.service and d.state in ACTIVE_STATES and app_id is not None):
+    if not (d.state in ACTIVE_STATES and app_id is not None):
         remove_ui(d)
+        return
+    _driver_ingresses(d, app_id)
+    if not d.obs.ui.service:
+        remove_ui(d, component=COMPONENT_UI)
         return
     opts = UIOptions.of(d.obs.app)
     if not _service(d, app_id, opts):
-        remove_ui(d)
+        remove_ui(d, component=COMPONENT_UI)
     elif d.obs.ui.ingress_url_format:
         _ingress(d, opts)
     else:
-        delete_ui_objects(d, kind="Ingress")
+        delete_ui_objects(d, kind="Ingress", component=COMPONENT_UI)
         d.set_driver_info(webUIIngressName=None, webUIIngressAddress=None)
+
+
+def _driver_ingresses(d: Draft, app_id: str) -> None:
+    """kubeflow's driverIngressOptions: per entry a Service, and an Ingress to it; created, and put
+    back when edited or deleted, like the Spark UI's. A refused object is reported and skipped."""
+    app = d.obs.app
+    wanted: set[tuple[str, str]] = set()
+    for entry in DriverIngress.all_of(app):
+        service = Ensure(build_driver_ingress_service(app, app_id, entry), DRIVER_INGRESS_ENSURED)
+        wanted.add((service.kind, service.name))
+        if _refused(d, service, f"driver ingress Service {service.name}"):
+            continue
+        _converge(d, service)
+        ingress = Ensure(build_driver_ingress(app, app_id, entry, d.obs.ui.ingress_class_name), DRIVER_INGRESS_ENSURED)
+        wanted.add((ingress.kind, ingress.name))
+        if not _refused(d, ingress, f"driver ingress Ingress {ingress.name}"):
+            _converge(d, ingress)
+    for obj in d.obs.owned_ui:
+        is_driver_ingress = obj.labels.get(labels.COMPONENT) == COMPONENT_DRIVER_INGRESS
+        if is_driver_ingress and (obj.kind, obj.name) not in wanted and not obj.deleting:
+            d.before.append(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))
 
 
 def _service(d: Draft, app_id: str, opts: UIOptions) -> bool:
@@ -93,14 +125,15 @@ def _refused(d: Draft, action: Ensure, what: str) -> bool:
     return True
 
 
-def remove_ui(d: Draft) -> None:
-    delete_ui_objects(d)
+def remove_ui(d: Draft, component: str | None = None) -> None:
+    delete_ui_objects(d, component=component)
     d.update(driverInfo=DriverInfo(podName=driver_info(d.status).podName))
 
 
-def delete_ui_objects(d: Draft, kind: str | None = None) -> None:
-    """Delete the Spark UI objects this app controls (of ``kind``), as the watch index sees them:
-    status may not know one (the operator died between its create and the status write)."""
+def delete_ui_objects(d: Draft, kind: str | None = None, component: str | None = None) -> None:
+    """Delete the Spark UI and driver-ingress objects this app controls (of ``kind``, of ``component``),
+    as the watch index sees them: status may not know one (the operator died between its create and
+    the status write)."""
     for obj in d.obs.owned_ui:
-        if not obj.deleting and kind in (None, obj.kind):
+        if not obj.deleting and kind in (None, obj.kind) and component in (None, obj.labels.get(labels.COMPONENT)):
             d.before.append(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))

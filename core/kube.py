@@ -85,6 +85,9 @@ NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=Fal
 INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
 SPARK_APPLICATIONS: Final = Resource(labels.GROUP, labels.VERSION, "sparkapplications", "SparkApplication")
 SPARK_DRIVERS: Final = Resource(labels.GROUP, labels.VERSION, "sparkdrivers", "SparkDriver")
+# Batch schedulers' pod groups (driver_controller.schedulers), served only where they are installed.
+VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
     labels.GROUP, labels.VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
 )
@@ -100,6 +103,8 @@ _BY_KIND: Final = {
         INGRESSES,
         SPARK_APPLICATIONS,
         SPARK_DRIVERS,
+        VOLCANO_POD_GROUPS,
+        COSCHEDULING_POD_GROUPS,
         SCHEDULED_SPARK_APPLICATIONS,
     )
 }
@@ -366,7 +371,8 @@ class Kube:
                 return False
             if namespace_terminating(exc):
                 raise NamespaceTerminating(str(namespace)) from exc
-            if exc.status in (400, 403, 422):
+            # 404: the kind is not served (a batch scheduler's PodGroup without its CRD).
+            if exc.status in (400, 403, 404, 422):
                 raise _refusal(exc) from exc
             raise
         return True

@@ -81,6 +81,25 @@ def ui_ingress_name(app_name: str) -> str:
     return dns_label(app_name, DNS_LABEL_MAX - len(suffix)) + suffix
 
 
+def pod_group_name(driver: str) -> str:
+    """A SparkDriver's batch-scheduler PodGroup (kubeflow's ``<app>-pg``), one per run; a label
+    value too, as coscheduling's pod-group label names it."""
+    suffix = "-pg"
+    return dns_label(driver, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
+def driver_ingress_service_name(app_name: str, port: int) -> str:
+    """The Service of one of an app's driverIngressOptions (kubeflow's ``<app>-driver-<port>``)."""
+    suffix = f"-driver-{port}"
+    return dns_label(app_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
+def driver_ingress_name(app_name: str, port: int) -> str:
+    """The Ingress of one of an app's driverIngressOptions (kubeflow's ``<app>-ing-<port>``)."""
+    suffix = f"-ing-{port}"
+    return dns_label(app_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
 def pod_prefix(driver: str, incarnation: int) -> str:
     """Prefix of every pod, ConfigMap and Service of one driver-pod incarnation."""
     return dns_label(f"{driver}-{incarnation}", POD_PREFIX_MAX)

@@ -28,7 +28,7 @@ from typing import Final
 
 from core import labels, naming
 from core.jsontypes import JSON
-from driver_controller import sparkconf
+from driver_controller import schedulers, sparkconf
 from driver_controller.submission import IN_CLUSTER_MASTER, Submission
 
 SPARK_CONF_DIR: Final = "/opt/spark/conf"
@@ -69,6 +69,7 @@ class DriverObjects:
     executor_template: JSON | None
     properties: dict[str, str]
     metrics_config_map: JSON | None = None
+    pod_group: JSON | None = None  # the batch scheduler's PodGroup (one per SparkDriver, see schedulers)
 
     @property
     def config_maps(self) -> list[JSON]:
@@ -546,6 +547,7 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     container = select_spark_container(pod, sub.driver_container)
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
     b.basic(pod, container)
+    pod_group = _batch_scheduling(b, sub, pod, container)
     b.credentials(pod)
     service = b.service()
     b.secrets(pod, container)
@@ -572,4 +574,26 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
         executor_template=template,
         properties=b.final_properties,
         metrics_config_map=metrics,
+        pod_group=pod_group,
     )
+
+
+def _batch_scheduling(b: _Build, sub: Submission, pod: JSON, container: JSON) -> JSON | None:
+    """The batch scheduler's marks on the driver pod and the executor template (before it is written
+    into its ConfigMap), and its PodGroup; after the basic step, which computes the driver's requests."""
+    if sub.source is None or not sub.source.spec.batchScheduler:
+        return None
+    plan = schedulers.scheduling(
+        sub.source,
+        owner=sub.owner,
+        app_id=b.app_id,
+        conf=b.conf,
+        resource_type=sub.resource_type,
+        major_version=sub.major_version,
+        driver_pod=pod,
+        driver_container=container,
+        executor_template=sub.executor_template,
+    )
+    plan.driver.apply(pod)
+    plan.executor.apply(sub.executor_template)
+    return plan.pod_group

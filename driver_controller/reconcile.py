@@ -41,7 +41,7 @@ from core.reconciler import Create, Delete, Event, Observation, Patch, Plan, Ref
 from core.times import format_time
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
 from driver_controller.podbuild import RenderOptions
-from driver_controller.render import InvalidSpec, names, parse, render
+from driver_controller.render import IncarnationNames, InvalidSpec, names, parse, render
 from driver_controller.transitions import transitions
 
 # Event reasons (on the SparkDriver).
@@ -462,7 +462,7 @@ def _create_missing(p: _Pass) -> None:
     have_cm = {c.name for c in _owned(uid, p.obs.config_maps)}
     have_svc = {s.name for s in _owned(uid, p.obs.services)}
     pod_missing = p.driver_pod(p.incarnation) is None
-    if _refused(p, expected.config_maps, expected.service, expected.pod):
+    if _refused(p, expected):
         return
     if pod_missing or not expected.config_maps <= have_cm or expected.service not in have_svc:
         try:
@@ -471,6 +471,10 @@ def _create_missing(p: _Pass) -> None:
             _invalid_spec(p, str(exc))
             return
         why = f"Incarnation{p.incarnation}"
+        if pod_missing and objects.pod_group is not None:
+            # Before the pod, which its scheduler matches to it; the same group for every incarnation,
+            # so a retried or later create meets 409 with our own (the SparkDriver is its controller).
+            p.plan.creates.append(Create(objects.pod_group, why))
         p.plan.creates.extend(Create(cm, why) for cm in objects.config_maps if cm["metadata"]["name"] not in have_cm)
         if expected.service not in have_svc:
             p.plan.creates.append(Create(objects.service, why))
@@ -489,20 +493,28 @@ def _create_missing(p: _Pass) -> None:
     p.status["sparkApplicationId"] = naming.spark_app_id(uid, p.incarnation)
 
 
-def _refused(p: _Pass, config_maps: frozenset[str], service: str, pod: str) -> bool:
+def _refused(p: _Pass, expected: IncarnationNames) -> bool:
     """An object of the current incarnation the API server refused to create (a quota, an admission
-    policy, a name held by an object that is not ours): SubmissionFailed, nothing more created; the apps
-    controller decides whether to run again."""
-    wanted = [("ConfigMap", name) for name in sorted(config_maps)] + [("Service", service), ("Pod", pod)]
+    policy, a name held by an object that is not ours, a PodGroup kind the cluster does not serve):
+    SubmissionFailed, nothing more created; the apps controller decides whether to run again."""
+    wanted = [("PodGroup", expected.pod_group)] if expected.pod_group else []
+    wanted += [("ConfigMap", name) for name in sorted(expected.config_maps)]
+    wanted += [("Service", expected.service), ("Pod", expected.pod)]
     for kind, name in wanted:
         refusal = p.obs.refusals.get(refusal_key(Create({"kind": kind, "metadata": {"name": name}})))
         if refusal is None:
             continue
         # 409: the name is held by an object that is not ours (never taken for ours, never adopted).
         reason = refusal.reason if refusal.code == 409 else REASON_SUBMISSION_FAILED
+        message = refusal.message
+        if kind == "PodGroup" and refusal.code == 404:
+            message = (
+                f"the cluster does not serve PodGroups of spec.batchScheduler {p.driver.spec.batchScheduler} "
+                f"({refusal.message}): install that scheduler's CRDs, or remove spec.batchScheduler"
+            )
         assert p.obs.driver is not None
-        p.status = submission_failed(p.obs, p.now, p.incarnation, reason, refusal.message)
-        p.event("Warning", REASON_SUBMISSION_FAILED, f"{kind} {name} refused: {refusal.describe()}")
+        p.status = submission_failed(p.obs, p.now, p.incarnation, reason, message)
+        p.event("Warning", REASON_SUBMISSION_FAILED, f"{kind} {name} refused: {message}")
         return True
     return False
 

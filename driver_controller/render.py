@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from api.models import SparkDriver
 from core import naming
+from driver_controller import schedulers
 from driver_controller.podbuild import DriverObjects, RenderOptions, build, driver_ports
 from driver_controller.submission import InvalidSpec, Submission, metrics_files, submission
 
@@ -106,6 +107,7 @@ class IncarnationNames:
     service: str
     config_maps: frozenset[str]
     web_ui_address: str  # <service>.<namespace>.svc:<spark.ui.port>
+    pod_group: str | None = None  # the batch scheduler's PodGroup, when it needs one
 
 
 def names(driver: SparkDriver, incarnation: int) -> IncarnationNames:
@@ -119,7 +121,9 @@ def names(driver: SparkDriver, incarnation: int) -> IncarnationNames:
     service = naming.driver_service_name(name, incarnation)
     # Only spec.sparkConf sets the UI port: nothing sparkop or Spark's submission client adds does.
     ui_port = driver_ports(driver.spec.sparkConf or {})[2]
+    needs_group = driver.spec.batchScheduler in schedulers.POD_GROUP_SCHEDULERS
     return IncarnationNames(
+        pod_group=naming.pod_group_name(name) if needs_group else None,
         pod=naming.driver_pod_name(name, incarnation),
         service=service,
         config_maps=frozenset(config_maps),

@@ -29,9 +29,11 @@ from api.models import (
     SparkDriverSpec,
     SparkPodSpec,
 )
+from api.rules import NAMED_SCHEDULERS
 from core import labels, naming, owners
 from core.jsontypes import JSON
 
+ROLES: Final = ("driver", "executor")
 DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 # The API server URL a driver pod uses (kubeflow: from KUBERNETES_SERVICE_HOST/PORT of the operator).
@@ -142,6 +144,8 @@ class Submission:
     submit_time_ms: int | None = None
     # The metrics ConfigMap's files (metrics.properties, prometheus.yaml); empty: no such ConfigMap.
     metrics_files: dict[str, str] = field(default_factory=dict)
+    # The SparkDriver it was made from, for what no spark-submit argument carries: batch scheduling.
+    source: SparkDriver | None = None
 
     @property
     def major_version(self) -> int:
@@ -394,6 +398,11 @@ def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], 
     # it at stop (Spark's default) races the controller, which sees it missing while the driver
     # pod still runs and creates it again (seen with real Spark 3.5 and 4.0).
     conf["spark.kubernetes.driver.service.deleteOnTermination"] = "false"
+    # A batch scheduler that schedules the pods itself names them (kubeflow's webhook sets the pods'
+    # schedulerName); as properties, so that no scheduler name in sparkConf takes them elsewhere.
+    if spec.batchScheduler in NAMED_SCHEDULERS:
+        for key in ("spark.kubernetes.scheduler.name", *(f"spark.kubernetes.{r}.scheduler.name" for r in ROLES)):
+            conf[key] = spec.batchScheduler
     # The user's name, or Spark's default: the executor template's Spark container is found by it.
     conf["spark.kubernetes.executor.podTemplateContainerName"] = spark_container_name(spec.sparkConf, "executor")
     return conf, template_mounts
@@ -674,4 +683,5 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
         driver_container=spark_container_name(spec.sparkConf, "driver"),
         submit_time_ms=_submit_time_ms(driver),
         metrics_files=files,
+        source=driver,
     )

@@ -122,6 +122,7 @@ class SimCluster:
     deleted: bool = False
     now: datetime = EPOCH
     ui: UIConfig = field(default_factory=UIConfig)
+    labels: dict[str, str] = field(default_factory=dict)  # the SparkApplication's metadata.labels
     drivers: dict[str, SimDriver] = field(default_factory=dict)
     created: dict[int, str] = field(default_factory=dict)  # run -> uid of the one SparkDriver ever made
     ui_objects: dict[tuple[str, str], JSON] = field(default_factory=dict)
@@ -163,7 +164,9 @@ class SimCluster:
     # -- observation -------------------------------------------------------------------------------
 
     def app_view(self) -> AppView:
-        return AppView(self.namespace, self.name, self.uid, self.generation, copy.deepcopy(self.spec))
+        return AppView(
+            self.namespace, self.name, self.uid, self.generation, copy.deepcopy(self.spec), labels=dict(self.labels)
+        )
 
     def snapshot(self) -> Snapshot:
         return Snapshot(

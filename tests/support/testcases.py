@@ -195,12 +195,52 @@ INVALID: Final[tuple[Case, ...]] = (
     Case("driver-has-restart-policy", "spec: {restartPolicy: {type: Always}}", "spec", kind="SparkDriver"),
     Case("driver-missing-main-class", "spec: {mainClass: null}", "spec.mainClass", kind="SparkDriver"),
     Case("driver-missing-type", "spec: {type: null}", "spec", kind="SparkDriver"),
-    Case("batch-scheduler", "spec: {batchScheduler: volcano}", "spec.batchScheduler"),
+    Case("batch-scheduler", "spec: {batchScheduler: slurm}", "spec.batchScheduler"),
     Case("batch-scheduler-empty", "spec: {batchScheduler: ''}", "spec.batchScheduler"),
+    Case("batch-scheduler-kueue", "spec: {batchScheduler: kueue}", "spec.batchScheduler"),
+    Case("driver-batch-scheduler-unknown", "spec: {batchScheduler: slurm}", "spec.batchScheduler", kind="SparkDriver"),
     Case(
         "batch-scheduler-options",
         "spec: {batchSchedulerOptions: {queue: default, priorityClassName: high}}",
         "spec.batchSchedulerOptions",
+    ),
+    Case(
+        "yunikorn-priority-class",
+        "spec: {batchScheduler: yunikorn, batchSchedulerOptions: {priorityClassName: high}}",
+        "spec.batchSchedulerOptions.priorityClassName",
+    ),
+    Case(
+        "coscheduling-queue",
+        "spec: {batchScheduler: kube-scheduler, batchSchedulerOptions: {queue: default}}",
+        "spec.batchSchedulerOptions.queue",
+    ),
+    Case(
+        "volcano-other-scheduler-name",
+        "spec: {batchScheduler: volcano, executor: {schedulerName: my-scheduler}}",
+        "spec.executor.schedulerName",
+    ),
+    Case("failure-retries-with-never", "spec: {failureRetries: 2}", "spec.failureRetries"),
+    Case("retry-interval-with-never", "spec: {retryInterval: 10}", "spec.retryInterval"),
+    Case(
+        "failure-retries-twice",
+        "spec: {failureRetries: 2, restartPolicy: {type: OnFailure, onFailureRetries: 3}}",
+        "spec.failureRetries",
+    ),
+    Case(
+        "retry-interval-twice",
+        "spec: {retryInterval: 2, restartPolicy: {type: OnFailure, onSubmissionFailureRetryInterval: 3}}",
+        "spec.retryInterval",
+    ),
+    Case(
+        "driver-ingress-no-url",
+        "spec: {driverIngressOptions: [{servicePort: 8080}]}",
+        "spec.driverIngressOptions[0]",
+    ),
+    Case(
+        "driver-ingress-same-url",
+        "spec: {driverIngressOptions: [{servicePort: 8080, ingressURLFormat: a.example.com}, "
+        "{servicePort: 8081, ingressURLFormat: a.example.com}]}",
+        "spec.driverIngressOptions",
     ),
     Case("spark-conf-over-configmap-budget", BIG_SPARK_CONF, "spec.sparkConf"),
     Case("inlined-properties-over-budget", BIG_MIXED_PROPERTIES, "spec.sparkConf", kind="SparkDriver"),

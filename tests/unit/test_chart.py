@@ -40,6 +40,7 @@ NAMESPACED_RESOURCES = {
     "services",
     "events",
     "ingresses",
+    "podgroups",  # the batch schedulers' (volcano, scheduler-plugins)
     "sparkapplications",
     "sparkdrivers",
     "scheduledsparkapplications",

@@ -273,23 +273,31 @@ def test_skip_note_only_for_other_groups() -> None:
 # ---------------------------------------------------------------------- item 4: batch scheduler fields
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [("batchScheduler", "volcano"), ("batchScheduler", ""), ("batchSchedulerOptions", {"queue": "q"})],
-)
-def test_batch_scheduler_fields_are_refused_with_what_to_do(field: str, value: Any) -> None:
-    errors = validate.validate_document(app(**{field: value}))
-    assert [e.path for e in errors] == [f"spec.{field}"], [str(e) for e in errors]
-    assert f"{field} is not supported yet" in errors[0].message
-    assert f"remove spec.{field}" in errors[0].hint and "default-scheduler" in errors[0].hint
+@pytest.mark.parametrize("value", ["slurm", "", "kueue", "Volcano"])
+def test_an_unknown_batch_scheduler_is_refused_with_the_known_ones(value: str) -> None:
+    errors = validate.validate_document(app(batchScheduler=value))
+    assert [e.path for e in errors] == ["spec.batchScheduler"], [str(e) for e in errors]
+    assert "volcano, yunikorn, kube-scheduler" in errors[0].message
 
 
-def test_batch_scheduler_is_refused_by_the_crd_and_described_as_unsupported() -> None:
+@pytest.mark.parametrize("value", ["volcano", "yunikorn", "kube-scheduler"])
+def test_a_known_batch_scheduler_is_accepted(value: str) -> None:
+    assert validate.validate_document(app(batchScheduler=value)) == []
+
+
+def test_batch_scheduler_options_without_a_scheduler_are_refused() -> None:
+    errors = validate.validate_document(app(batchSchedulerOptions={"queue": "q"}))
+    assert [e.path for e in errors] == ["spec.batchSchedulerOptions"], [str(e) for e in errors]
+    assert "set spec.batchScheduler" in errors[0].hint
+
+
+def test_the_crd_refuses_an_unknown_batch_scheduler_by_the_same_rule() -> None:
     spec = crds.crd("SparkApplication")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    cel = [v["rule"] for v in spec["x-kubernetes-validations"]]
-    assert "!has(self.batchScheduler)" in cel and "!has(self.batchSchedulerOptions)" in cel
-    for field in ("batchScheduler", "batchSchedulerOptions"):
-        assert spec["properties"][field]["description"].startswith("Not supported yet, rejected when set")
+    rules_by_cel = {v["rule"]: v for v in spec["x-kubernetes-validations"]}
+    known = "!has(self.batchScheduler) || self.batchScheduler in ['volcano', 'yunikorn', 'kube-scheduler']"
+    assert "volcano, yunikorn, kube-scheduler" in rules_by_cel[known]["message"]
+    assert "!has(self.batchScheduler)" not in rules_by_cel  # no longer refused outright
+    assert "Not supported" not in spec["properties"]["batchScheduler"]["description"]
 
 
 # ------------------------------------------------------------------- item 9: the properties ConfigMap

@@ -65,7 +65,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 What the operator does in a watched namespace: SparkApplications and SparkDrivers (and their
 status), the driver pods, ConfigMaps and Services it renders, the Events it records, and the
-Spark UI Ingresses. The same rules in a ClusterRole (whole cluster) or in a Role per namespace.
+Spark UI Ingresses, and the batch schedulers' PodGroups (created, and read back after a 409 to check
+they are ours). The same rules in a ClusterRole (whole cluster) or in a Role per namespace.
 */}}
 {{- define "sparkop.rules" -}}
 - apiGroups: ["sparkop.io"]
@@ -83,4 +84,7 @@ Spark UI Ingresses. The same rules in a ClusterRole (whole cluster) or in a Role
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
+- apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
+  resources: ["podgroups"]
+  verbs: ["get", "create"]
 {{- end }}

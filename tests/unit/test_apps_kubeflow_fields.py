@@ -1,0 +1,137 @@
+"""The apps controller's side of issue 15: Kueue's queue-name label keeps an app suspended until it is
+unsuspended; kubeflow's spec-level failureRetries and retryInterval mean restartPolicy's
+onFailureRetries and onSubmissionFailureRetryInterval; driverIngressOptions' Services and Ingresses
+exist while a run is active, are put back when edited or deleted, and go when the run ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.models import DriverPhase
+from apps_controller import ui
+from apps_controller.observed import KUEUE_QUEUE_LABEL, AppView
+from core import labels
+from tests.support.simulation import SimCluster
+from tests.support.specs import PYTHON_PI_SPEC
+
+SPEC: dict[str, Any] = PYTHON_PI_SPEC
+KUEUE = {KUEUE_QUEUE_LABEL: "team-a"}
+
+
+def app(labels_: dict[str, str] | None = None, **spec: Any) -> AppView:
+    return AppView("ns", "pi", "uid-1", 1, {**SPEC, **spec}, labels=labels_ or {})
+
+
+# --- Kueue --------------------------------------------------------------------------------------------
+
+
+def test_kueue_label_suspends_until_spec_suspend_is_false() -> None:
+    assert app(KUEUE).suspend
+    assert "waiting for Kueue" in app(KUEUE).suspend_reason and "team-a" in app(KUEUE).suspend_reason
+    assert not app(KUEUE, suspend=False).suspend
+    assert app(KUEUE, suspend=True).suspend
+    assert not app().suspend
+
+
+def test_an_app_with_kueues_label_starts_no_run_until_unsuspended() -> None:
+    c = SimCluster(spec=dict(SPEC), name="pi", labels=dict(KUEUE))
+    c.run_until_quiet()
+    assert c.state == "SUSPENDED" and not c.drivers
+    condition = next(x for x in c.app_status.conditions or () if x.type == "Suspended")
+    assert condition.status == "True" and "Kueue" in (condition.message or "")
+    c.edit_spec(suspend=False)  # Kueue admits the workload
+    c.run_until_quiet()
+    assert list(c.drivers) == ["pi-1"] and c.state == "SUBMITTED"
+    c.edit_spec(suspend=True)  # Kueue preempts it
+    c.run_until_quiet()
+    assert c.state == "SUSPENDED"
+
+
+# --- failureRetries and retryInterval -----------------------------------------------------------------
+
+
+def test_spec_level_retries_are_the_restart_policys() -> None:
+    policy = app(failureRetries=2, retryInterval=30, restartPolicy={"type": "OnFailure"}).policy
+    assert policy.on_failure_retries == 2 and policy.on_submission_failure_retry_interval == 30
+    assert policy.on_submission_failure_retries is None and policy.on_failure_retry_interval == 5
+
+
+def test_failure_retries_retries_failed_runs() -> None:
+    c = SimCluster(spec={**SPEC, "restartPolicy": {"type": "OnFailure"}, "failureRetries": 1}, name="pi")
+    for run in ("pi-1", "pi-2"):
+        c.run_until_quiet()
+        c.set_phase(run, DriverPhase.FAILED, "Error", exit_code=1)
+        c.run_until_quiet()
+        c.advance(6)
+    c.run_until_quiet()
+    assert c.state == "FAILED" and sorted(c.drivers) == ["pi-1", "pi-2"]
+
+
+# --- driverIngressOptions ---------------------------------------------------------------------------
+
+OPTION: dict[str, Any] = {
+    "servicePort": 8080,
+    "servicePortName": "http",
+    "serviceType": "NodePort",
+    "serviceLabels": {"team": "data"},
+    "serviceAnnotations": {"a": "b"},
+    "ingressURLFormat": "{{$appName}}-{{$appId}}.{{$appNamespace}}.example.com/api",
+    "ingressAnnotations": {"kubernetes.io/ingress.class": "nginx"},
+    "ingressTLS": [{"hosts": ["x.example.com"], "secretName": "tls"}],
+}
+
+
+def test_driver_ingress_service_and_ingress_are_kubeflows() -> None:
+    a = app(driverIngressOptions=[OPTION])
+    [entry] = ui.DriverIngress.all_of(a)
+    svc = ui.build_driver_ingress_service(a, "spark-1", entry)
+    assert svc["metadata"]["name"] == "pi-driver-8080"
+    assert svc["spec"] == {
+        "type": "NodePort",
+        "selector": {labels.SPARK_APP_SELECTOR: "spark-1", labels.SPARK_ROLE: labels.ROLE_DRIVER},
+        "ports": [{"name": "http", "port": 8080, "targetPort": 8080, "protocol": "TCP"}],
+    }
+    assert svc["metadata"]["labels"]["team"] == "data" and svc["metadata"]["annotations"] == {"a": "b"}
+    assert svc["metadata"]["ownerReferences"][0]["kind"] == "SparkApplication"
+    ingress = ui.build_driver_ingress(a, "spark-1", entry, "nginx")
+    assert ingress["metadata"]["name"] == "pi-ing-8080"
+    rule = ingress["spec"]["rules"][0]
+    assert rule["host"] == "pi-spark-1.ns.example.com"
+    assert rule["http"]["paths"][0]["path"] == "/api(/|$)(.*)"
+    assert rule["http"]["paths"][0]["backend"]["service"] == {"name": "pi-driver-8080", "port": {"number": 8080}}
+    assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/rewrite-target"] == "/$2"
+    assert ingress["spec"]["tls"] == OPTION["ingressTLS"] and ingress["spec"]["ingressClassName"] == "nginx"
+    defaults = ui.DriverIngress.all_of(app(driverIngressOptions=[{"servicePort": 9000, "ingressURLFormat": "h"}]))
+    assert defaults[0].port_name == "driver-ing-9000" and defaults[0].service_type == "ClusterIP"
+
+
+def test_driver_ingress_objects_live_with_the_run_and_are_restored() -> None:
+    c = SimCluster(spec={**SPEC, "driverIngressOptions": [OPTION]}, name="pi")
+    c.run_until_quiet()
+    c.set_phase("pi-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    keys = {("Service", "pi-driver-8080"), ("Ingress", "pi-ing-8080"), ("Service", "pi-ui-svc")}
+    assert set(c.ui_objects) == keys
+    # edited: the port is put back; deleted: created again
+    c.ui_objects[("Service", "pi-driver-8080")]["spec"]["ports"][0]["port"] = 1
+    del c.ui_objects[("Ingress", "pi-ing-8080")]
+    c.run_until_quiet()
+    assert c.ui_objects[("Service", "pi-driver-8080")]["spec"]["ports"][0]["port"] == 8080
+    assert ("Ingress", "pi-ing-8080") in c.ui_objects
+    c.set_phase("pi-1", DriverPhase.SUCCEEDED, "Completed")
+    c.run_until_quiet()
+    assert c.state == "COMPLETED" and not c.ui_objects
+
+
+def test_driver_ingress_objects_stay_without_an_operator_ui_service() -> None:
+    from apps_controller.observed import UIConfig
+
+    c = SimCluster(spec={**SPEC, "driverIngressOptions": [OPTION]}, name="pi", ui=UIConfig(service=False))
+    c.run_until_quiet()
+    c.set_phase("pi-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    assert set(c.ui_objects) == {("Service", "pi-driver-8080"), ("Ingress", "pi-ing-8080")}
+
+
+def test_the_ui_selector_watches_both_components() -> None:
+    assert ui.UI_SELECTOR == "app.kubernetes.io/managed-by=sparkop,sparkop.io/component in (ui,driver-ingress)"
