@@ -278,7 +278,6 @@ RULES: Final[tuple[Rule, ...]] = (
         message="batchScheduler must be one of " + ", ".join(BATCH_SCHEDULERS) + " (Kueue: label the "
         "SparkApplication with kueue.x-k8s.io/queue-name instead)",
         field_path=".batchScheduler",
-        reason="FieldValueNotSupported",
         hint="set spec.batchScheduler to " + ", ".join(BATCH_SCHEDULERS) + ", or remove it",
         predicate=lambda s: "batchScheduler" not in s or s["batchScheduler"] in BATCH_SCHEDULERS,
     ),
