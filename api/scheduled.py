@@ -55,7 +55,8 @@ _GO_DURATION: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|
 # themselves (a minute 61, an unknown time zone) are checked by parse_schedule.
 SCHEDULE_PATTERN: Final = (
     r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)"
-    r"|@every ([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))*"
+    r"|@every ([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h)"
+    r"(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))*"
     r"|[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+)$"
 )
 MIN_EVERY: Final = timedelta(minutes=1)
