@@ -101,11 +101,11 @@ def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
         kubectl(kubectl_path, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(source))
 
 
-CRD_NAMES = ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io")
+CRD_NAMES = ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io", "scheduledsparkapplications.sparkop.io")
 
 
 def wait_for_crds(kubectl_path: Path, kubeconfig: Path, timeout: float = 30.0) -> None:
-    """Until both CRDs are Established. (``kubectl wait`` and jsonpath filters fail at once while
+    """Until every CRD is Established. (``kubectl wait`` and jsonpath filters fail at once while
     a new CRD has no conditions yet, so read the objects instead.)"""
     deadline = time.monotonic() + timeout
     while True:
