@@ -1,0 +1,86 @@
+"""The batch schedulers' CRDs, so that a devcluster's API server checks the PodGroups sparkop creates
+against their real schemas: Volcano's ``podgroups.scheduling.volcano.sh`` and scheduler-plugins'
+``podgroups.scheduling.x-k8s.io``, read from their upstream Go modules at the versions pinned in
+versions.env (``go mod download``: the module cache keeps them, nothing is built).
+
+Installed by the tests that need them (``install``), not by ``up``: only those tests use them, and a
+cluster without them is what most users run (sparkop then reports the missing kind).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from devcluster.build import read_versions
+
+
+@dataclass(frozen=True)
+class SchedulerCRD:
+    module: str
+    version_key: str  # the pin in versions.env
+    path: str  # the CRD's file inside the module
+    name: str  # metadata.name of the CRD
+
+
+CRDS = (
+    SchedulerCRD(
+        "volcano.sh/volcano",
+        "VOLCANO_VERSION",
+        "config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml",
+        "podgroups.scheduling.volcano.sh",
+    ),
+    SchedulerCRD(
+        "sigs.k8s.io/scheduler-plugins",
+        "SCHEDULER_PLUGINS_VERSION",
+        "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",
+        "podgroups.scheduling.x-k8s.io",
+    ),
+)
+
+
+def module_dir(module: str, version: str) -> Path:
+    """Where the Go module cache holds ``module@version`` (downloaded from the module proxy once)."""
+    result = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        cwd="/",
+    )
+    info = json.loads(result.stdout or "{}")
+    if result.returncode != 0 or "Dir" not in info:
+        raise RuntimeError(f"go mod download {module}@{version} failed: {info.get('Error') or result.stderr.strip()}")
+    return Path(info["Dir"])
+
+
+def crd_files() -> list[Path]:
+    versions = read_versions()
+    return [module_dir(crd.module, versions[crd.version_key]) / crd.path for crd in CRDS]
+
+
+def install(kubectl: Path, kubeconfig: Path, timeout: float = 30.0) -> None:
+    """Apply the schedulers' CRDs and wait until the API server serves them."""
+    base = [str(kubectl), f"--kubeconfig={kubeconfig}"]
+    for path in crd_files():
+        subprocess.run([*base, "apply", "--server-side", "--force-conflicts", "-f", str(path)], check=True, timeout=60)
+    names = [f"crd/{crd.name}" for crd in CRDS]
+    deadline = time.monotonic() + timeout
+    while True:
+        got = subprocess.run([*base, "get", "-o", "json", *names], capture_output=True, check=True, timeout=60)
+        listed = json.loads(got.stdout)
+        established = {
+            crd["metadata"]["name"]
+            for crd in listed.get("items", [])
+            for cond in (crd.get("status") or {}).get("conditions") or []
+            if cond.get("type") == "Established" and cond.get("status") == "True"
+        }
+        if established >= {crd.name for crd in CRDS}:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"scheduler CRDs not established after {timeout}s: {sorted(established)}")
+        time.sleep(0.2)
