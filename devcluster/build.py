@@ -14,18 +14,18 @@ version does not rebuild the cluster.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from devcluster.locks import held
 from devcluster.paths import GOBUILD_DIR, VERSIONS_FILE, cache_root
 
 Log = Callable[[str], None]
@@ -324,28 +324,14 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-@contextmanager
-def _exclusive(lock_path: Path, log: Log) -> Iterator[None]:
-    # "a+": opening must not truncate the pid a running holder wrote.
-    with lock_path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            log(
-                f"[build] another process (pid {holder}) is building the control plane; waiting for it "
-                f"(a first build takes ~{_minutes(sum(EXPECTED_BUILD_S.values()))} on 2 cores; lock {lock_path})"
-            )
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _exclusive(lock_path: Path, log: Log) -> AbstractContextManager[None]:
+    def waiting(holder: str) -> None:
+        log(
+            f"[build] another process (pid {holder}) is building the control plane; waiting for it "
+            f"(a first build takes ~{_minutes(sum(EXPECTED_BUILD_S.values()))} on 2 cores; lock {lock_path})"
+        )
+
+    return held(lock_path, waiting)
 
 
 def _remove_stale_tmp_dirs(parent: Path) -> None:

@@ -20,7 +20,6 @@ temporary name and renamed) and costs nothing to reuse.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import IO
 
 from devcluster.build import read_versions
+from devcluster.locks import held
 from devcluster.paths import PACKAGE_DIR, cache_root
 
 Log = Callable[[str], None]
@@ -508,23 +508,8 @@ def spark_image_files() -> list[tuple[str, bytes]]:
     return [(path.name, path.read_bytes()) for path in sorted(SPARK_IMAGE_DIR.iterdir()) if path.is_file()]
 
 
-@contextmanager
-def _exclusive(lock_path: Path, log: Log) -> Iterator[None]:
-    with lock_path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            log(f"[images] another process (pid {handle.read().strip() or 'unknown'}) is building images; waiting")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _exclusive(lock_path: Path, log: Log) -> AbstractContextManager[None]:
+    return held(lock_path, lambda holder: log(f"[images] another process (pid {holder}) is building images; waiting"))
 
 
 def _size(path: Path) -> str:

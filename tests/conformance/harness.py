@@ -1,7 +1,7 @@
 """Run real spark-submit against a devcluster and compare what it created with our renderer.
 
 * ``ensure_spark(version)`` installs pyspark into ``~/.cache/sparkop/pyspark-<version>`` once
-  (``pip install --target``); its ``bin/spark-submit`` runs with the machine's Java 17.
+  (``devcluster.images.ensure_pyspark``); its ``bin/spark-submit`` runs with the machine's Java 17.
 * ``kubeflow_args(driver)`` builds the spark-submit command line kubeflow's operator would build
   for the same spec (``internal/controller/sparkapplication/submission.go``), written
   independently of ``driver_controller.submission``, plus the properties sparkop owns (pod name,
@@ -20,7 +20,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,36 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from core.jsontypes import JSON
+from devcluster.images import ensure_pyspark
+from devcluster.paths import cache_root
 from driver_controller.sparkconf import parse_properties
 
-CACHE = Path(os.environ.get("SPARKOP_CACHE", Path.home() / ".cache" / "sparkop"))
+CACHE = cache_root()
 # Properties only the submitting client uses; they never reach a driver we create.
 SUBMISSION_ONLY = re.compile(r"^spark\.kubernetes\.(authenticate\.submission\.|submission\.waitAppCompletion$)")
 
 
-def spark_home(version: str) -> Path:
-    return CACHE / f"pyspark-{version}" / "pyspark"
-
-
 def ensure_spark(version: str) -> Path:
-    home = spark_home(version)
-    if not (home / "bin" / "spark-submit").exists():
-        target = home.parent
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--target",
-                str(target),
-                f"pyspark=={version}",
-            ],
-            check=True,
-        )
-    return home
+    """SPARK_HOME of pyspark ``version``, installed into the cache once (the same install the
+    devcluster's Spark images are built from)."""
+    return ensure_pyspark(version, lambda line: None) / "pyspark"
 
 
 def client_cert(pki_dir: Path, out: Path) -> tuple[Path, Path]:

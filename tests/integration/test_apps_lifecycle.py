@@ -25,6 +25,7 @@ from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV
 from tests.support.faults import MODULE as FAULT_MODULE
 from tests.support.gap import wait_until_cluster_clients_recovered
 from tests.support.operator import OperatorProcess
+from tests.support.watches import CreationWatch
 
 pytestmark = pytest.mark.cluster
 
@@ -40,45 +41,11 @@ MISSING_SA = "sparkop-test-missing"  # the API server refuses a pod with an unkn
 # `crds` and `operator` (both controllers, watching the test's namespace) come from conftest.
 
 
-class DriverWatch:
-    """Records every SparkDriver ever created in a namespace (name -> uids), through a watch, so a
-    duplicate is caught even if it was deleted again. The watch is started again when it ends (an
-    API server restart): its first events list what exists, so only an object created and deleted
-    while no watch ran could be missed."""
+class DriverWatch(CreationWatch):
+    """Every SparkDriver ever created in the namespace."""
 
     def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
-        kubectl = str(cluster.kubectl_binary)
-        jsonpath = '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}'
-        self.argv = [kubectl, "--kubeconfig", str(cluster.kubeconfig), "get", "sparkdrivers", "-n", namespace,
-                     "--watch", "--output-watch-events", "-o", f"jsonpath={jsonpath}"]  # fmt: skip
-        self.uids: dict[str, set[str]] = {}
-        self.watches = 0
-        self.stopped = threading.Event()
-        self.proc: subprocess.Popen[str] | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            self.watches += 1
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                parts = line.split()
-                if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
-                    self.uids.setdefault(parts[1], set()).add(parts[2])
-            self.proc.wait()
-            self.stopped.wait(0.5)
-
-    def stop(self) -> None:
-        self.stopped.set()
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(5)
-        self.thread.join(5)
-
-    def created(self, app: str) -> dict[str, set[str]]:
-        return {n: u for n, u in self.uids.items() if n.rsplit("-", 1)[0] == app}
+        super().__init__(cluster, namespace, "sparkdrivers")
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ them. No test sleeps for a minute.
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,6 +23,7 @@ import pytest
 from devcluster.testing import ClusterHandle, wait_for
 from schedule_controller.handlers import CLOCK_OFFSET_ENV
 from tests.support.operator import OperatorProcess
+from tests.support.watches import CreationWatch
 
 pytestmark = pytest.mark.cluster
 
@@ -60,41 +59,15 @@ def minutes(at: datetime) -> int:
     return int(at.timestamp()) // 60
 
 
-class AppWatch:
-    """Every SparkApplication ever created in the namespace (name -> uids), through a watch: a time
-    started twice would show two uids (or a name it should not have)."""
+class AppWatch(CreationWatch):
+    """Every SparkApplication ever created in the namespace: a time started twice would show two
+    uids (or a name it should not have)."""
 
     def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
-        jsonpath = '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}'
-        self.argv = [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get",
-                     "sparkapplications", "-n", namespace, "--watch", "--output-watch-events",
-                     "-o", f"jsonpath={jsonpath}"]  # fmt: skip
-        self.uids: dict[str, set[str]] = {}
-        self.stopped = threading.Event()
-        self.proc: subprocess.Popen[str] | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                parts = line.split()
-                if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
-                    self.uids.setdefault(parts[1], set()).add(parts[2])
-            self.proc.wait()
-            self.stopped.wait(0.5)
-
-    def stop(self) -> None:
-        self.stopped.set()
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(5)
-        self.thread.join(5)
+        super().__init__(cluster, namespace, "sparkapplications")
 
     def of(self, scheduled: str) -> dict[str, set[str]]:
-        return {n: u for n, u in self.uids.items() if n.rsplit("-", 1)[0] == scheduled}
+        return self.created(scheduled)
 
 
 @pytest.fixture
