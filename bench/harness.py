@@ -159,17 +159,35 @@ class BenchCluster:
         try:
             bench = cls(cluster)
             bench.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-            for crd in ("sparkapplications", "sparkdrivers", "scheduledsparkapplications"):
-                bench.kubectl("wait", "--for=condition=Established", f"crd/{crd}.sparkop.io", "--timeout=60s")
+            bench.wait_established(("sparkapplications", "sparkdrivers", "scheduledsparkapplications"))
             for namespace in namespaces:
                 bench.kubectl("create", "namespace", namespace)
             yield bench
         finally:
             cluster.down()
 
+    def wait_established(self, plurals: Iterable[str], timeout: float = 60) -> None:
+        # Not `kubectl wait`: it fails outright on a CRD whose conditions are not written yet.
+        query = '{.status.conditions[?(@.type=="Established")].status}'
+        deadline = time.monotonic() + timeout
+        for plural in plurals:
+            while not self._established(plural, query):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"CRD {plural}.{labels.GROUP} not established within {timeout:.0f}s")
+                time.sleep(0.2)
+
+    def _established(self, plural: str, query: str) -> bool:
+        try:
+            return self.kubectl("get", f"crd/{plural}.{labels.GROUP}", "-o", f"jsonpath={query}") == "True"
+        except RuntimeError:  # the jsonpath filter fails while the CRD has no conditions yet
+            return False
+
     def kubectl(self, *args: str) -> str:
         argv = [str(self.cluster.kubectl), f"--kubeconfig={self.cluster.kubeconfig}", *args]
-        return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout
 
     @asynccontextmanager
     async def client(self) -> AsyncIterator[k8s.Kube]:
@@ -230,13 +248,18 @@ class Operator:
     port: int = field(default=0, init=False)
     started: float = field(default=0.0, init=False)
 
+    @property
+    def log_path(self) -> Path:
+        # Outside the cluster's directory, which goes with the cluster: the log is read afterwards.
+        return Path("/tmp") / f"{self.bench.cluster.name}-{self.log_name}"
+
     def start(self) -> Operator:
         (self.port,) = free_ports(1)
         argv = [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(self.bench.cluster.kubeconfig)]
         for namespace in self.namespaces:
             argv += ["-n", namespace]
         argv += ["--metrics-port", str(self.port), *self.args]
-        with (self.bench.cluster.directory / self.log_name).open("ab") as out:
+        with self.log_path.open("ab") as out:
             self.started = time.monotonic()
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         return self
@@ -303,7 +326,7 @@ class Operator:
 
     def _check_alive(self) -> None:
         if self.process is not None and self.process.poll() is not None:
-            raise RuntimeError(f"the operator exited with {self.process.returncode}; see {self.log_name}")
+            raise RuntimeError(f"the operator exited with {self.process.returncode}; see {self.log_path}")
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -314,6 +337,26 @@ class Operator:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+@contextmanager
+def profiling(pid: int, out: Path | None, *, rate: int = 100) -> Iterator[None]:
+    """Sample ``pid`` with py-spy (``pip install py-spy``) into ``out`` (collapsed stacks, for
+    flamegraphs or ``bench/hotspots.py``) while the block runs; nothing when ``out`` is None."""
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).parent / "py-spy"
+    recorder = subprocess.Popen(
+        [str(spy), "record", "-p", str(pid), "-f", "raw", "-o", str(out), "-r", str(rate), "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        recorder.send_signal(2)
+        recorder.wait(60)
 
 
 # -- watching what appears ----------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from harness import (
     latency_summary,
     log,
     now_utc,
+    profiling,
     stamping,
     write_result,
 )
@@ -246,19 +247,29 @@ def _idle_after(operator: Operator) -> float:
 def _write_kind(event: Mapping[str, Any]) -> str:
     ref = event.get("objectRef") or {}
     sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
-    return f"{event.get('verb')} {ref.get('resource')}{sub}"
+    code = (event.get("responseStatus") or {}).get("code", 0)
+    refused = "" if 200 <= code < 300 else f" -> {code}"
+    return f"{event.get('verb')} {ref.get('resource')}{sub}{refused}"
 
 
 # -- the run ---------------------------------------------------------------------------------------
 
 
-def measure(bench: BenchCluster, operator: Operator, apps: int, concurrency: int, timeout: float) -> dict[str, Any]:
+def measure(
+    bench: BenchCluster,
+    operator: Operator,
+    apps: int,
+    concurrency: int,
+    timeout: float,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     log(f"ceiling: {apps} apps' writes by a bare client")
     ceiling = asyncio.run(measure_ceiling(bench, apps, concurrency))
     log(f"ceiling: {ceiling['apps_per_second']} apps/s; letting the cluster settle")
     bench_settle(bench)
     log(f"sparkop: {apps} apps")
-    sparkop = asyncio.run(measure_sparkop(bench, operator, apps, concurrency, timeout))
+    with profiling(operator.pid, profile):
+        sparkop = asyncio.run(measure_sparkop(bench, operator, apps, concurrency, timeout))
     ratio = sparkop["apps_per_second"] / ceiling["apps_per_second"]
     log(f"sparkop: {sparkop['apps_per_second']} apps/s, {ratio:.0%} of the ceiling")
     return {"ceiling": ceiling, "sparkop": sparkop, "ratio_to_ceiling": round(ratio, 3)}
@@ -308,12 +319,13 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--operator-arg", action="append", default=[], help="extra `sparkop run` flag")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "throughput.json"))
+    parser.add_argument("--profile", type=Path, help="sample the operator with py-spy into this file")
     args = parser.parse_args(argv)
     with BenchCluster.up(f"bench-tp-{os.getpid()}", namespaces=[SPARKOP_NAMESPACE, CEILING_NAMESPACE]) as bench:
         operator = Operator(bench, (SPARKOP_NAMESPACE,), tuple(args.operator_arg)).start()
         try:
             operator.wait_ready()
-            result = run(bench, operator, args.apps, args.concurrency, args.timeout)
+            result = run(bench, operator, args.apps, args.concurrency, args.timeout, args.profile)
         finally:
             operator.stop()
     write_result(Path(args.out), result)

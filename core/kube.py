@@ -22,6 +22,7 @@ from typing import Any, Final, Literal
 import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 from core import labels, naming
 from core.jsontypes import JSON
@@ -245,6 +246,30 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
     return patch
 
 
+async def _read_the_environment_once(api: client.ApiClient) -> None:
+    """kubernetes_asyncio opens its aiohttp session with ``trust_env``, so every request looks up the
+    proxy variables and reads ~/.netrc on a worker thread: under load, a fifth of the operator's CPU
+    (bench/throughput.py). The proxy for the API server's URL is looked up here, once, and pinned on
+    the client; ~/.netrc only ever supplies Basic credentials, which the API server does not take."""
+    rest = api.rest_client
+    if not rest.proxy:
+        try:
+            proxy, auth = aiohttp.helpers.get_env_proxy_for_url(URL(api.configuration.host or ""))
+        except LookupError:
+            pass
+        else:
+            rest.proxy = str(proxy)
+            if auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
+    trusting = rest.pool_manager
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=trusting.connector, trust_env=False, read_bufsize=trusting._read_bufsize
+    )
+    # The connector now belongs to the new session alone: closing the old one must leave it open.
+    trusting._connector_owner = False
+    await trusting.close()
+
+
 class Kube:
     """Async access to the API server, with sparkop's error rules."""
 
@@ -272,6 +297,7 @@ class Kube:
         api = client.ApiClient(configuration)
         # The API server's audit log and APF see who is asking: sparkop, not a generic Python client.
         api.user_agent = USER_AGENT
+        await _read_the_environment_once(api)
         return cls(api, namespace)
 
     async def close(self) -> None:
@@ -285,19 +311,33 @@ class Kube:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
+        decode: bool = True,
     ) -> JSON:
+        """One request; the answer decoded when ``decode`` ({} otherwise: a create, delete or Event
+        whose answer nobody reads is not parsed). ApiException for an answer that is not 2xx."""
         if method != "GET" and self.fence is not None and not self.fence():
             raise Fenced(f"refusing {method} {path}: this replica does not hold a valid leader lease")
-        result = await self.api.call_api(
+        response = await self.api.call_api(
             path,
             method,
             query_params=query or [],
             header_params={"Accept": "application/json", "Content-Type": content_type},
             body=body,
-            response_types_map={200: "object", 201: "object", 202: "object"},
             auth_settings=["BearerToken"],
-            _return_http_data_only=True,
+            _preload_content=False,
         )
+        try:
+            data = await response.read()
+        finally:
+            response.release()
+        if not 200 <= response.status < 300:
+            error = ApiException(status=response.status, reason=response.reason)
+            error.body = data.decode(errors="replace")
+            error.headers = response.headers
+            raise error
+        if not decode or not data:
+            return {}
+        result = json.loads(data)
         return result if isinstance(result, dict) else {}
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> JSON | None:
@@ -364,7 +404,7 @@ class Kube:
         resource = resource_of(body)
         namespace = body["metadata"].get("namespace")
         try:
-            await self._call("POST", resource.path(namespace), body=body)
+            await self._call("POST", resource.path(namespace), body=body, decode=False)
         except ApiException as exc:
             if exc.status == 409:
                 await self._check_ours(resource, body)
@@ -419,7 +459,7 @@ class Kube:
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
-            await self._call("DELETE", resource.path(namespace, name), body=options)
+            await self._call("DELETE", resource.path(namespace, name), body=options, decode=False)
         except ApiException as exc:
             if exc.status == 404 or (exc.status == 409 and uid):
                 return False
@@ -501,7 +541,7 @@ class Kube:
             "count": 1,
         }
         try:
-            await self._call("POST", EVENTS.path(meta["namespace"]), body=body)
+            await self._call("POST", EVENTS.path(meta["namespace"]), body=body, decode=False)
         except ApiException as exc:
             # An Event lost with its namespace is no news; anything else may hide a problem.
             level = logging.DEBUG if namespace_terminating(exc) else logging.WARNING

@@ -14,10 +14,14 @@ is fixed:
    proof that those actions were decided on the newest object. Once it succeeded, the plan's
    :class:`Observation` s are recorded (metrics of transitions: counted once, by the one write that
    makes each transition).
-3. events, which report what the status write recorded (never posted for a write that failed).
+3. events, which report what the status write recorded (never posted for a write that failed),
+   sent together with
 4. ``after_status``: what may only happen once status holds the facts behind it: a create that
    status counted first (the SparkDriver of run n, after ``lastRun = n`` was written), patches (a
    driver pod's finalizer is released only once its outcome is in status), deletes.
+
+Actions marked ``concurrent`` that stand next to each other in a list are sent at once (see
+:class:`Plan`): a pass costs the API server's latency once per dependent step, not once per write.
 
 Why two places for a create rather than one order by kind of action: the two controllers need both
 "create, then record" (a driver pod is named in status only once it exists, so a pod named there was
@@ -36,9 +40,10 @@ This module imports nothing of sparkop: the client is a :class:`Client` and its 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
@@ -52,6 +57,9 @@ T = TypeVar("T")
 MAX_REFUSALS_PER_KEY: Final = 16
 # A patch whose resourceVersion precondition failed is looked at again this soon.
 PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
+# A patch not sent again because ours from the same version went through: its watch event brings the
+# key back; this is only the safety net should that event be lost.
+PATCHED_AWAITING_CACHE_SECONDS: Final = 1.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -79,6 +87,8 @@ class Create(_Manifested):
     manifest's (our own retried create); otherwise it is a refusal naming the holder."""
 
     reason: str = field(default="Create", compare=False)
+    # Depends on no action next to it that is ``concurrent`` too: they are sent together (see Plan).
+    concurrent: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class Ensure(_Manifested):
     annotations and spec (an object edited or restored by hand is put back)."""
 
     reason: str = field(default="Ensure", compare=False)
+    concurrent: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,7 @@ class Patch:
     body: JSON
     resource_version: str | None = None
     reason: str = field(default="Patch", compare=False)
+    concurrent: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,7 @@ class Delete:
     name: str
     uid: str | None
     reason: str = field(default="Delete", compare=False)
+    concurrent: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -153,7 +166,12 @@ def refusal_key(action: Create | Ensure) -> str:
 
 @dataclass(frozen=True)
 class Plan(Generic[S]):
-    """What one pass wants, applied in the module's fixed order. ``status`` None: leave it as it is."""
+    """What one pass wants, applied in the module's fixed order. ``status`` None: leave it as it is.
+
+    Within ``before_status`` and ``after_status`` actions run one after another in plan order, except
+    that a run of consecutive actions marked ``concurrent`` is sent at once (a driver's ConfigMaps and
+    Service, its executors' adoptions): the pass goes on when all of them are done, and the first
+    error in plan order is the pass's. Events are posted together, alongside ``after_status``."""
 
     status: S | None = None
     before_status: tuple[Action, ...] = ()
@@ -281,10 +299,36 @@ class _Memory:
     uid: str
     refusals: dict[str, Refusal] = field(default_factory=dict)
     transient: JSON | None = None
+    # "kind/name" -> the resourceVersion a patch of ours was made from and accepted: the same patch
+    # decided again from a cache that has not seen it yet is bound to fail its precondition.
+    patched: dict[str, str] = field(default_factory=dict)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
+
+
+def _batches(actions: tuple[Action, ...]) -> list[tuple[Action, ...]]:
+    """Plan order, cut into what runs together: each run of ``concurrent`` actions, every other alone."""
+    batches: list[tuple[Action, ...]] = []
+    for action in actions:
+        if action.concurrent and batches and batches[-1][-1].concurrent:
+            batches[-1] = (*batches[-1], action)
+        else:
+            batches.append((action,))
+    return batches
+
+
+async def _all(calls: Iterable[Awaitable[T]]) -> list[T]:
+    """Await ``calls`` together; each runs to its end, then the first error in their order is raised."""
+    pending = list(calls)
+    if len(pending) == 1:
+        return [await pending[0]]
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
 
 
 class Applier(Generic[K]):
@@ -374,10 +418,17 @@ class Applier(Generic[K]):
         owner_current: Callable[[], None] | None,
     ) -> Applied:
         where = f"{namespace}/{(body or {}).get('metadata', {}).get('name', key)}"
-        requeue = plan.requeue_after
+
+        async def act(actions: tuple[Action, ...]) -> float | None:
+            requeue: float | None = None
+            for batch in _batches(actions):
+                delays = await _all(self._do(key, uid, namespace, where, action, owner_current) for action in batch)
+                for delay in delays:
+                    requeue = _earliest(requeue, delay)
+            return requeue
+
+        requeue = _earliest(plan.requeue_after, await act(plan.before_status))
         written: JSON | None = None
-        for action in plan.before_status:
-            requeue = _earliest(requeue, await self._do(key, uid, namespace, where, action, owner_current))
         if body is not None and plan.status is not None:
             new = status_json(plan.status)
             old = body.get("status") or {}
@@ -395,16 +446,19 @@ class Applier(Generic[K]):
                 if self.record is not None:
                     for observation in plan.observations:
                         self.record(body, observation)
-        if body is not None:
-            for event in plan.events:
-                self.decision(where, event.message, event.reason)
-                await self._doing(
-                    f"posting the {event.reason} event",
-                    self.client.event(body, type_=event.type, reason=event.reason, message=event.message),
-                )
-        for action in plan.after_status:
-            requeue = _earliest(requeue, await self._do(key, uid, namespace, where, action, owner_current))
-        return Applied(requeue_after=requeue, written=written)
+        events = plan.events if body is not None else ()
+        for event in events:
+            self.decision(where, event.message, event.reason)
+        posts = (
+            self._doing(
+                f"posting the {event.reason} event",
+                self.client.event(regarding, type_=event.type, reason=event.reason, message=event.message),
+            )
+            for regarding in ([body] if body is not None else [])
+            for event in events
+        )
+        after, *_ = await _all([act(plan.after_status), *posts])
+        return Applied(requeue_after=_earliest(requeue, after), written=written)
 
     async def _write_status(self, body: JSON, old: Mapping[str, Any], new: JSON) -> JSON | None:
         meta = body["metadata"]
@@ -442,6 +496,12 @@ class Applier(Generic[K]):
             return None
         resource = self.rules.resource(action.api_version, action.kind)
         if isinstance(action, Patch):
+            target = f"{action.kind}/{action.name}"
+            memory = self._own(key, uid)
+            if action.resource_version is not None and memory.patched.get(target) == action.resource_version:
+                # Our own patch from this version went through; the cache has yet to show it, and its
+                # watch event will bring this key back. Sent again, it could only fail its precondition.
+                return PATCHED_AWAITING_CACHE_SECONDS
             self.decision(where, f"patch {action.kind} {action.name}", action.reason)
             body = action.body
             if action.resource_version is not None:
@@ -455,6 +515,8 @@ class Applier(Generic[K]):
                 if self.rules.stale(exc):
                     return PATCH_CONFLICT_RETRY_SECONDS  # it moved on since we looked: look again soon
                 raise
+            if action.resource_version is not None:
+                memory.patched[target] = action.resource_version
             return None
         self.decision(where, f"delete {action.kind} {action.name}", action.reason)
         await self._doing(

@@ -118,7 +118,8 @@ class _Draft:
 
 
 def _delete(kind: str, name: str, uid: str, reason: str = STALE_INCARNATION) -> Delete:
-    return Delete("v1", kind, name, uid, reason)
+    # Whatever a pass deletes depends on nothing else it deletes.
+    return Delete("v1", kind, name, uid, reason, concurrent=True)
 
 
 def _release(pod: PodSummary, why: str) -> Patch:
@@ -474,10 +475,12 @@ def _create_missing(p: _Pass) -> None:
         if pod_missing and objects.pod_group is not None:
             # Before the pod, which its scheduler matches to it; the same group for every incarnation,
             # so a retried or later create meets 409 with our own (the SparkDriver is its controller).
-            p.plan.creates.append(Create(objects.pod_group, why))
-        p.plan.creates.extend(Create(cm, why) for cm in objects.config_maps if cm["metadata"]["name"] not in have_cm)
+            p.plan.creates.append(Create(objects.pod_group, why, concurrent=True))
+        p.plan.creates.extend(
+            Create(cm, why, concurrent=True) for cm in objects.config_maps if cm["metadata"]["name"] not in have_cm
+        )
         if expected.service not in have_svc:
-            p.plan.creates.append(Create(objects.service, why))
+            p.plan.creates.append(Create(objects.service, why, concurrent=True))
         if pod_missing:
             # Also when status already names it: a create the index has not seen yet meets 409.
             p.plan.creates.append(Create(objects.pod, why))
@@ -579,7 +582,8 @@ def _executors(p: _Pass) -> None:
             ref["controller"] = ref.get("uid") == uid
             refs.append(ref)
         body = {"metadata": {"resourceVersion": pod.resource_version, "ownerReferences": refs}}
-        p.plan.patches.append(Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason("adopt executor")))
+        adopt = Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason("adopt executor"), concurrent=True)
+        p.plan.patches.append(adopt)
     p.status["executors"] = counts
 
 

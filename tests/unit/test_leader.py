@@ -201,10 +201,19 @@ async def test_a_leader_that_cannot_renew_is_fenced_at_its_deadline_before_anyon
 async def test_the_kube_fence_refuses_every_write_and_lets_reads_through() -> None:
     calls: list[str] = []
 
+    class Answer:
+        status = 200
+
+        async def read(self) -> bytes:
+            return b"{}"
+
+        def release(self) -> None:
+            pass
+
     class Api:
-        async def call_api(self, path: str, method: str, **_: Any) -> dict[str, Any]:
+        async def call_api(self, path: str, method: str, **_: Any) -> Answer:
             calls.append(method)
-            return {}
+            return Answer()
 
     kube = Kube(Api())  # type: ignore[arg-type]
     kube.fence = lambda: False

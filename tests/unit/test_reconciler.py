@@ -3,6 +3,7 @@ ours: a refusal), a refusal remembered and seen by the next pure pass, a status 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,9 +78,11 @@ async def test_the_order_is_before_status_then_status_then_events_then_after_sta
     client = Client()
     client.existing.add("b")  # an Ensure of an existing object patches it to the manifest
     await applier(client).apply(KEY, body(), PLAN, same, namespace="ns")
-    assert client.calls == [
-        "create a", "create b", "patch b", "status rv=7", "event Started rv=8", "patch p", "delete old uid=old-uid",
-    ]  # fmt: skip
+    assert client.calls[:4] == ["create a", "create b", "patch b", "status rv=7"]
+    # Events are sent alongside after_status, whose own actions keep their order.
+    after = client.calls[4:]
+    assert sorted(after) == ["delete old uid=old-uid", "event Started rv=8", "patch p"]
+    assert after.index("patch p") < after.index("delete old uid=old-uid")
 
 
 async def test_a_status_conflict_ends_the_pass_before_events_and_after_status() -> None:
@@ -160,3 +163,73 @@ async def test_no_create_for_an_owner_no_longer_current() -> None:
 def test_actions_compare_by_what_they_do_not_why() -> None:
     assert Delete("v1", "Service", "ui", "u", "SparkUIRemoved") == Delete("v1", "Service", "ui", "u")
     assert Plan[Mapping[str, Any]](before_status=(Create(cm("a")),)).creates == (Create(cm("a")),)
+
+
+class Gate(Client):
+    """Creates of the names in ``together`` each wait until all of them are in flight (sent one after
+    another, the first would wait in vain: TimeoutError). Records how many were in flight at each."""
+
+    def __init__(self, together: set[str]) -> None:
+        super().__init__()
+        self.together = together
+        self.started: set[str] = set()
+        self.all_in = asyncio.Event()
+        self.in_flight = 0
+        self.in_flight_at: dict[str, int] = {}
+
+    async def create(self, manifest: dict[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        self.in_flight += 1
+        self.in_flight_at[name] = self.in_flight
+        try:
+            if name in self.together:
+                self.started.add(name)
+                if self.started == self.together:
+                    self.all_in.set()
+                async with asyncio.timeout(1):
+                    await self.all_in.wait()
+            return await super().create(manifest)
+        finally:
+            self.in_flight -= 1
+
+
+async def test_concurrent_actions_next_to_each_other_are_sent_together_and_the_rest_in_order() -> None:
+    client = Gate(together={"conf", "template", "service"})
+    plan: Plan[dict[str, Any]] = Plan(
+        before_status=(
+            Create(cm("conf"), concurrent=True),
+            Create(cm("template"), concurrent=True),
+            Create(cm("service"), concurrent=True),
+            Create(cm("pod")),
+        ),
+    )
+    await applier(client).apply(KEY, body(), plan, same, namespace="ns")
+    assert sorted(client.calls[:3]) == ["create conf", "create service", "create template"]
+    # The pod is sent once all three are done, alone.
+    assert client.calls[3:] == ["create pod"] and client.in_flight_at["pod"] == 1
+
+
+async def test_the_first_error_of_a_concurrent_run_in_plan_order_ends_the_pass_after_all_of_it_ran() -> None:
+    client = Client()
+    client.create_errors = {"b": kube.Taken("ConfigMap", "b", "its controller is X"), "c": RuntimeError("boom")}
+    plan: Plan[dict[str, Any]] = Plan(
+        status={"phase": "Running"},
+        before_status=tuple(Create(cm(n), concurrent=True) for n in "abcd"),
+    )
+    with pytest.raises(Learned, match="ConfigMap b"):
+        await applier(client).apply(KEY, body(), plan, same, namespace="ns")
+    assert sorted(client.calls) == ["create a", "create b", "create c", "create d"]  # no status write
+
+
+async def test_a_patch_already_made_from_the_same_version_is_not_sent_again() -> None:
+    client = Client()
+    adopt = Plan[dict[str, Any]](after_status=(Patch("v1", "Pod", "exec-1", {"metadata": {}}, "5"),))
+    the_applier = applier(client)
+    await the_applier.apply(KEY, body(), adopt, same, namespace="ns")
+    # Decided again from a cache that has not seen the patch: nothing is sent, the key comes back soon.
+    again = await the_applier.apply(KEY, body(), adopt, same, namespace="ns")
+    assert client.calls == ["patch exec-1"] and again.requeue_after is not None
+    # From the version the cache shows once it caught up, a new patch is sent.
+    newer = Plan[dict[str, Any]](after_status=(Patch("v1", "Pod", "exec-1", {"metadata": {}}, "6"),))
+    await the_applier.apply(KEY, body(), newer, same, namespace="ns")
+    assert client.calls == ["patch exec-1", "patch exec-1"]
