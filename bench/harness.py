@@ -309,8 +309,8 @@ class Operator:
 
     def wait_idle(self, *, quiet_seconds: float = 3.0, timeout: float = 600, cpu_share: float = 0.02) -> float:
         """Seconds from start until the operator's CPU use stayed under ``cpu_share`` of a core for
-        ``quiet_seconds`` (measured at the end of that quiet spell, minus it)."""
-        deadline = self.started + timeout
+        ``quiet_seconds`` (measured at the end of that quiet spell, minus it); ``timeout`` counts from now."""
+        deadline = time.monotonic() + timeout
         window: list[tuple[float, float]] = []
         while time.monotonic() < deadline:
             self._check_alive()

@@ -239,8 +239,7 @@ async def measure_sparkop(
 
 def _idle_after(operator: Operator) -> float:
     started = time.monotonic()
-    # wait_idle counts from the operator's start; here only the time since the last app completed matters.
-    operator.wait_idle(quiet_seconds=3.0, timeout=time.monotonic() - operator.started + 600)
+    operator.wait_idle(quiet_seconds=3.0, timeout=600)
     return time.monotonic() - started
 
 

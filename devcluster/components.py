@@ -14,7 +14,7 @@ from devcluster.certs import CertPaths
 from devcluster.paths import AUDIT_POLICY_FILE, STAGES_FILE
 from devcluster.ports import LOCALHOST
 
-SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_CIDR = "10.0.0.0/16"  # a /24 runs out under a benchmark's thousand apps (each has a UI Service)
 POD_CIDR = "10.244.0.1/16"  # kwok hands out pod IPs from here; kept apart from services
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")

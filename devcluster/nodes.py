@@ -7,7 +7,7 @@ loopback node IP, and `kubectl logs` needs an address the API server can reach):
 
     spk-host (bridge) 10.246.0.1      the API server (real-node clusters bind here) and CoreDNS
     spk-node<i>       10.245.<i>.1    node i's IP; its pods get 10.245.<i>.2-254
-    services          10.0.0.0/24     (components.SERVICE_CIDR), kube-proxy's iptables rules
+    services          10.0.0.0/16     (components.SERVICE_CIDR), kube-proxy's iptables rules
 
 Each node has its own containerd (two kubelets on one runtime would each kill the other's
 pods as orphans), its own cgroup root for the same reason, and its own mount namespace so
