@@ -113,7 +113,7 @@ def rows(r: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         for version, figures in sub.items():
             cpu, wall, rss = figures["cpu_s"]["median"], figures["wall_s"]["median"], figures["peak_rss_mib"]["median"]
             row(f"real spark-submit {version}, per submission (median)",
-                f"{cpu} CPU-s, {wall} s wall, {rss} MiB peak; {cpu / per_app:.0f}× sparkop's CPU per app")  # fmt: skip
+                f"{cpu} CPU-s, {wall} s wall, {rss} MiB peak; {cpu / per_app:.0f}x sparkop's per app")  # fmt: skip
     ch = r.get("churn")
     if ch:
         row(f"operator CPU while {ch['objects']} foreign pods/ConfigMaps/Services come and go",
