@@ -202,6 +202,7 @@ async def measure_sparkop(
             since = now_utc()
             split = CpuSplit(bench, operator)
             before = operator.stats()
+            passes_before = operator.reconciles()
             start = time.monotonic()
             await bounded([partial(create, n) for n in names], concurrency)
             create_seconds = time.monotonic() - start
@@ -213,6 +214,7 @@ async def measure_sparkop(
         # The work an app costs includes finishing it: executors deleted, final statuses written.
         idle_after = await asyncio.to_thread(_idle_after, operator)
         after = operator.stats()
+        passes = {k: v - passes_before.get(k, 0.0) for k, v in operator.reconciles().items()}
         cpu = split.delta()
     writes = bench.writes_since(since)
     last_pod = max(pods.seen.values()) - start
@@ -232,6 +234,7 @@ async def measure_sparkop(
         "operator_rss_mib": round(after.rss_mib, 1),
         "operator_peak_rss_mib": round(after.peak_rss_mib, 1),
         "operator_writes_per_app": round(len(writes) / apps, 2),
+        "operator_passes_per_app": {k: round(v / apps, 2) for k, v in passes.items()},
         "operator_writes": dict(Counter(_write_kind(w) for w in writes).most_common()),
         "cpu_seconds": cpu,
     }

@@ -102,16 +102,24 @@ class Ensure(_Manifested):
 
 @dataclass(frozen=True)
 class Patch:
-    """A merge patch of an object in the plan's namespace, refused (and looked at again soon) if the
-    object changed since ``resource_version``."""
+    """A patch of an object in the plan's namespace, decided from the object at ``resource_version``.
+
+    A merge patch (``body`` a dict) is refused, and looked at again soon, if the object changed since
+    then. A JSON patch (``body`` a list of RFC 6902 operations) carries its own preconditions
+    (``test`` operations on the fields it changes), so changes elsewhere (a kubelet writing the pod's
+    status) do not refuse it."""
 
     api_version: str
     kind: str
     name: str
-    body: JSON
+    body: Any
     resource_version: str | None = None
     reason: str = field(default="Patch", compare=False)
     concurrent: bool = field(default=False, compare=False)
+
+    @property
+    def json_patch(self) -> bool:
+        return isinstance(self.body, list)
 
 
 @dataclass(frozen=True)
@@ -243,7 +251,9 @@ class Client(Protocol):
 
     async def create(self, body: JSON) -> bool: ...
 
-    async def patch(self, resource: Any, namespace: str | None, name: str, patch: Any) -> JSON | None: ...
+    async def patch(
+        self, resource: Any, namespace: str | None, name: str, patch: Any, *, patch_type: Literal["merge", "json"] = ...
+    ) -> JSON | None: ...
 
     async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool: ...
 
@@ -361,9 +371,10 @@ class Applier(Generic[K]):
         while len(memory.refusals) > MAX_REFUSALS_PER_KEY:
             del memory.refusals[next(iter(memory.refusals))]
 
-    def transient_errors(self) -> dict[K, JSON]:
-        """The transient errors waiting to be recorded, by key."""
-        return {k: m.transient for k, m in self._memory.items() if m.transient is not None}
+    def transient_error(self, key: K) -> JSON | None:
+        """The transient error of ``key`` waiting to be recorded, if any."""
+        memory = self._memory.get(key)
+        return memory.transient if memory is not None else None
 
     def _own(self, key: K, uid: str) -> _Memory:
         memory = self._memory.get(key)
@@ -504,13 +515,15 @@ class Applier(Generic[K]):
                 return PATCHED_AWAITING_CACHE_SECONDS
             self.decision(where, f"patch {action.kind} {action.name}", action.reason)
             body = action.body
-            if action.resource_version is not None:
+            if action.resource_version is not None and not action.json_patch:
                 body = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion": action.resource_version}}
+            sent = (
+                self.client.patch(resource, namespace, action.name, body, patch_type="json")
+                if action.json_patch
+                else self.client.patch(resource, namespace, action.name, body)
+            )
             try:
-                await self._doing(
-                    f"patching {action.kind} {action.name} ({action.reason})",
-                    self.client.patch(resource, namespace, action.name, body),
-                )
+                await self._doing(f"patching {action.kind} {action.name} ({action.reason})", sent)
             except Exception as exc:
                 if self.rules.stale(exc):
                     return PATCH_CONFLICT_RETRY_SECONDS  # it moved on since we looked: look again soon

@@ -55,14 +55,9 @@ class DriverController:
             self._values(INDEX_CONFIGMAPS, key),
             self._values(INDEX_SERVICES, key),
             self.settings,
-            transient_error=self.transient.get(key),
+            transient_error=self.applier.transient_error(key),
             namespace_terminating=self.runtime.namespace_terminating(key[0]),
         )
-
-    @property
-    def transient(self) -> dict[Key, JSON]:
-        """Transient errors met applying a plan, by key, until a pass records them in lastError."""
-        return self.applier.transient_errors()
 
     async def reconcile_key(self, key: Key) -> float | None:
         """Observe, decide, apply; a create the API server refused is decided on again at once (the

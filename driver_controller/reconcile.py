@@ -122,9 +122,17 @@ def _delete(kind: str, name: str, uid: str, reason: str = STALE_INCARNATION) -> 
     return Delete("v1", kind, name, uid, reason, concurrent=True)
 
 
+def _replace(path: str, old: Any, new: Any) -> list[JSON]:
+    """A JSON patch turning the field at ``path`` from ``old`` (tested: the patch is refused if the
+    field changed since) into ``new`` (None: removed). Unlike a resourceVersion precondition, a
+    change of any other field (the kubelet's status updates) lets it through."""
+    change = {"op": "remove", "path": path} if new is None else {"op": "replace", "path": path, "value": new}
+    return [{"op": "test", "path": path, "value": old}, change]
+
+
 def _release(pod: PodSummary, why: str) -> Patch:
     rest = [f for f in pod.finalizers if f != labels.DRIVER_OUTCOME_FINALIZER]
-    body = {"metadata": {"finalizers": rest or None}}
+    body = _replace("/metadata/finalizers", list(pod.finalizers), rest or None)
     return Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason(why))
 
 
@@ -581,7 +589,7 @@ def _executors(p: _Pass) -> None:
             ref = dict(ref)
             ref["controller"] = ref.get("uid") == uid
             refs.append(ref)
-        body = {"metadata": {"resourceVersion": pod.resource_version, "ownerReferences": refs}}
+        body = _replace("/metadata/ownerReferences", [dict(r) for r in pod.owner_refs], refs)
         adopt = Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason("adopt executor"), concurrent=True)
         p.plan.patches.append(adopt)
     p.status["executors"] = counts

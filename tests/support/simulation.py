@@ -8,7 +8,6 @@ simulated driver controller.
 from __future__ import annotations
 
 import asyncio
-
 import copy
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field

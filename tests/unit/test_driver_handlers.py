@@ -128,13 +128,13 @@ async def test_transient_create_error_is_recorded_by_the_next_pass() -> None:
     with pytest.raises(Failed, match="creating Pod pi-1-driver"):
         await ctrl.reconcile_key(KEY)
     assert "status" not in fake.calls  # nothing written on a failed pass
-    assert ctrl.transient[KEY]["reason"] == "ServiceUnavailable"
+    assert (ctrl.applier.transient_error(KEY) or {}).get("reason") == "ServiceUnavailable"
     await ctrl.reconcile_key(KEY)  # the queue's retry: gets through and says why it was slow
     error = fake.statuses[-1]["lastError"]
     assert error["reason"] == "ServiceUnavailable"
     assert error["message"] == "creating Pod pi-1-driver: 503 ServiceUnavailable: etcd is unavailable"
     assert error["time"]
-    assert KEY not in ctrl.transient
+    assert ctrl.applier.transient_error(KEY) is None
     # Nothing more to write while nothing changes.
     see_status(runtime, fake)
     writes = len(fake.statuses)
@@ -161,7 +161,7 @@ async def test_refused_pod_is_submission_failed_not_transient() -> None:
     assert fake.statuses[-1]["phase"] == "SubmissionFailed"
     assert fake.statuses[-1]["lastError"]["message"] == "exceeded quota"
     assert fake.calls[-1] == "event SubmissionFailed"
-    assert KEY not in ctrl.transient
+    assert ctrl.applier.transient_error(KEY) is None
 
 
 async def test_a_name_held_by_a_foreign_object_is_submission_failed_naming_it() -> None:
@@ -190,7 +190,7 @@ async def test_conflicts_and_other_errors_are_not_transient() -> None:
     fake.fail["status"] = [api_error(401, "Unauthorized", "no")]
     with pytest.raises(Failed):
         await ctrl.reconcile_key(KEY)
-    assert KEY not in ctrl.transient
+    assert ctrl.applier.transient_error(KEY) is None
 
 
 @pytest.mark.parametrize(

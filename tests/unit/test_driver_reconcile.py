@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import jsonpatch
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
@@ -14,6 +15,7 @@ from core.kube import merge_patch
 from driver_controller.observe import summarize_object, summarize_pod
 from driver_controller.reconcile import Observed, Plan, Settings, reconcile, submission_failed
 from driver_controller.render import parse, render
+from tests.support.patches import patched
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000001"
@@ -121,9 +123,15 @@ def test_everything_present_and_running() -> None:
     # Only the not-yet-adopted executor is patched, with the SparkDriver as controller.
     (patch,) = plan.patches
     assert patch.name == "pi-1-exec-1"
-    refs = patch.body["metadata"]["ownerReferences"]
+    refs = patched(executor(1), patch)["metadata"]["ownerReferences"]
     assert [(r["kind"], r["controller"]) for r in refs] == [("SparkDriver", True), ("Pod", False)]
-    assert patch.body["metadata"]["resourceVersion"] == "7"
+    assert patch.resource_version == "7"
+    # The patch holds only if the references are still those the decision saw (a kubelet's status
+    # update in between does not refuse it; another owner change does).
+    moved = executor(1)
+    moved["metadata"]["ownerReferences"] = []
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        patched(moved, patch)
 
 
 def test_unchanged_status_is_not_written() -> None:
@@ -185,7 +193,8 @@ def test_a_terminated_driver_container_in_a_pod_still_running_is_the_outcome(cod
 def test_lost_driver_pod_is_replaced(change: Any, reason: str) -> None:
     pod, cms, svcs = objects()
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
-    plan = plan_for(driver(st), [change(pod), executor(1, adopted=True)], cms, svcs)
+    lost_pod = change(pod)
+    plan = plan_for(driver(st), [lost_pod, executor(1, adopted=True)], cms, svcs)
     assert plan.status is not None
     assert plan.status["incarnation"] == 2 and plan.status["phase"] == "Pending"
     assert plan.status["incarnations"] == [
@@ -198,7 +207,8 @@ def test_lost_driver_pod_is_replaced(change: Any, reason: str) -> None:
     deleted = {(d.kind, d.name) for d in plan.deletes}
     assert ("Pod", "pi-1-exec-1") in deleted
     assert {("ConfigMap", "pi-1-conf-map"), ("Service", "pi-1-driver-svc")} <= deleted
-    assert any(p.name == "pi-1-driver" and p.body["metadata"]["finalizers"] is None for p in plan.patches)
+    (release,) = [p for p in plan.patches if p.name == "pi-1-driver"]
+    assert "finalizers" not in patched(lost_pod, release)["metadata"]
 
 
 def test_deleted_after_it_finished_is_an_outcome_not_a_loss() -> None:

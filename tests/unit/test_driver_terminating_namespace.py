@@ -11,6 +11,7 @@ from core import labels
 from driver_controller.observe import summarize_pod
 from driver_controller.reconcile import Observed, reconcile
 from driver_controller.render import parse, render
+from tests.support.patches import patched
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000002"
@@ -46,8 +47,8 @@ def test_a_driver_pod_going_with_its_namespace_is_not_replaced() -> None:
     for pods in ([], [driver_pod(deleting=True)]):
         plan = reconcile(Observed(driver(RUNNING), [summarize_pod(p) for p in pods], namespace_terminating=True), NOW)
         assert (plan.creates, plan.status, plan.events, plan.deletes) == ((), None, (), ())
-        for patch in plan.patches:  # only our finalizer goes
-            assert labels.DRIVER_OUTCOME_FINALIZER not in (patch.body["metadata"]["finalizers"] or [])
+        for patch, pod in zip(plan.patches, pods, strict=True):  # only our finalizer goes
+            assert labels.DRIVER_OUTCOME_FINALIZER not in patched(pod, patch)["metadata"].get("finalizers", [])
     pod = summarize_pod(driver_pod(deleting=True))
     assert labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers
     assert reconcile(Observed(driver(RUNNING), [pod], namespace_terminating=True), NOW).patches
