@@ -10,10 +10,12 @@ being deleted stops the work in it quietly (NamespaceTerminating).
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +24,7 @@ from typing import Any, Final, Literal
 import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Counter
 from yarl import URL
 
 from core import labels, naming
@@ -270,6 +273,39 @@ async def _read_the_environment_once(api: client.ApiClient) -> None:
     await trusting.close()
 
 
+THROTTLED_SECONDS = Counter(
+    "sparkop_kube_client_throttled_seconds_total",
+    "Seconds requests waited for the client-side rate limit (--kube-api-qps, --kube-api-burst)",
+)
+
+
+class RateLimit:
+    """A token bucket over the operator's requests (not its watches, not its leader lease): at most
+    ``burst`` at once, refilled at ``qps`` per second. Each request reserves a token, waiting its turn
+    when none is left, so requests go out in the order they asked. ``qps`` 0: no limit.
+
+    The API server's Priority and Fairness shares its capacity fairly between clients; this is the
+    operator's own bound, so that a burst of thousands of apps does not arrive as one herd."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._stamp = time.monotonic()
+
+    async def take(self) -> None:
+        if self.qps <= 0:
+            return
+        now = time.monotonic()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+        self._tokens -= 1
+        if self._tokens < 0:
+            wait = -self._tokens / self.qps
+            THROTTLED_SECONDS.inc(wait)
+            await asyncio.sleep(wait)
+
+
 class Kube:
     """Async access to the API server, with sparkop's error rules."""
 
@@ -280,6 +316,7 @@ class Kube:
         # With leader election: whether this replica may write now. Asked before every request that
         # is not a GET, so that a leader past its renew deadline writes nothing, whatever it is doing.
         self.fence: Callable[[], bool] | None = None
+        self.limit = RateLimit(0, 1)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
@@ -315,6 +352,7 @@ class Kube:
     ) -> JSON:
         """One request; the answer decoded when ``decode`` ({} otherwise: a create, delete or Event
         whose answer nobody reads is not parsed). ApiException for an answer that is not 2xx."""
+        await self.limit.take()
         if method != "GET" and self.fence is not None and not self.fence():
             raise Fenced(f"refusing {method} {path}: this replica does not hold a valid leader lease")
         response = await self.api.call_api(

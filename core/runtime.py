@@ -17,6 +17,7 @@ from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
 from core.informer import EventType
 from core.jsontypes import JSON
 from core.kube import NAMESPACES, Kube, Resource
+from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS
 from core.queue import Reconcile, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,9 @@ class Options:
     ingress_class_name: str | None = None
     unschedulable_timeout_seconds: float = 300.0
     workers: int = 8
+    # The client-side bound on the operator's requests (core.kube.RateLimit); qps 0: none.
+    kube_api_qps: float = DEFAULT_KUBE_API_QPS
+    kube_api_burst: int = DEFAULT_KUBE_API_BURST
     # kubeflow's --metrics-labels: object labels that become labels of the application metrics.
     metrics_labels: tuple[str, ...] = ()
 

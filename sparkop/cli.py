@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from core import logs
+from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -39,6 +40,20 @@ def _parser() -> argparse.ArgumentParser:
         "--controllers", default="apps,driver,scheduled", help="comma-separated: apps, driver, scheduled (default: all)"
     )
     run.add_argument("--workers", type=int, default=8, help="concurrent reconciles per controller")
+    run.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=DEFAULT_KUBE_API_QPS,
+        metavar="N",
+        help=f"requests per second to the API server, sustained (default {DEFAULT_KUBE_API_QPS:g}; 0: no limit)",
+    )
+    run.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=DEFAULT_KUBE_API_BURST,
+        metavar="N",
+        help=f"requests to the API server at once above --kube-api-qps (default {DEFAULT_KUBE_API_BURST})",
+    )
     run.add_argument(
         "--ingress-url-format",
         help="create an Ingress per app for its Spark UI, e.g. '{{$appName}}.spark.example.com'",
@@ -326,6 +341,8 @@ def _run(args: argparse.Namespace) -> int:
                 ingress_class_name=args.ingress_class_name,
                 unschedulable_timeout_seconds=args.unschedulable_timeout,
                 workers=args.workers,
+                kube_api_qps=args.kube_api_qps,
+                kube_api_burst=args.kube_api_burst,
                 metrics_labels=tuple(name.strip() for name in args.metrics_labels.split(",") if name.strip()),
             ),
             election=election,

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from apps_controller.handlers import register as register_apps
 from core.caches import Caches
-from core.kube import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, Resource
+from core.kube import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, RateLimit, Resource
 from core.leader import ElectionConfig, Elector, KubeLeaseStore
 from core.runtime import Options, Register, Runtime, register_namespaces
 from driver_controller.handlers import register as register_driver
@@ -96,7 +96,9 @@ async def run_operator(
     once this replica leads, every write is fenced by the lease, and :class:`LeadershipLost` is
     raised when the lease is lost; a clean stop releases it."""
     kube = await Kube.connect(kubeconfig, context)
-    runtime = Runtime(kube=kube, options=options or Options(), namespaces=tuple(namespaces))
+    options = options or Options()
+    kube.limit = RateLimit(options.kube_api_qps, options.kube_api_burst)
+    runtime = Runtime(kube=kube, options=options, namespaces=tuple(namespaces))
     register_namespaces(runtime)
     for register in controller_registrations(controllers):
         register(runtime)

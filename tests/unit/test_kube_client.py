@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.kube import Kube
+from core import kube as kube_module
+from core.kube import Kube, RateLimit
 
 pytestmark = pytest.mark.asyncio
 
@@ -65,3 +66,38 @@ async def test_no_proxy_for_the_api_server_is_honoured(kubeconfig: str, monkeypa
         assert not kube.api.rest_client.proxy
     finally:
         await kube.close()
+
+
+async def test_the_rate_limit_lets_a_burst_through_then_paces_requests_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(round(seconds, 6))
+
+    monkeypatch.setattr(kube_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(kube_module.asyncio, "sleep", sleep)
+    limit = RateLimit(qps=10, burst=3)
+    for _ in range(3):
+        await limit.take()
+    assert slept == []  # the burst
+    for _ in range(3):
+        await limit.take()
+    assert slept == [0.1, 0.2, 0.3]  # each later request waits for its own token, in turn
+    clock[0] += 10  # idle: the bucket refills, but never beyond the burst
+    slept.clear()
+    for _ in range(4):
+        await limit.take()
+    assert slept == [0.1]
+
+
+async def test_no_rate_limit_at_qps_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def sleep(seconds: float) -> None:
+        raise AssertionError("qps 0 never waits")
+
+    monkeypatch.setattr(kube_module.asyncio, "sleep", sleep)
+    limit = RateLimit(qps=0, burst=1)
+    for _ in range(1000):
+        await limit.take()
