@@ -57,9 +57,9 @@ T = TypeVar("T")
 MAX_REFUSALS_PER_KEY: Final = 16
 # A patch whose resourceVersion precondition failed is looked at again this soon.
 PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
-# A patch not sent again because ours from the same version went through: its watch event brings the
-# key back; this is only the safety net should that event be lost.
-PATCHED_AWAITING_CACHE_SECONDS: Final = 1.0
+# A patch or delete not sent again because ours went through already: its watch event brings the key
+# back; this is only the safety net should that event be lost.
+AWAITING_CACHE_SECONDS: Final = 1.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -312,6 +312,8 @@ class _Memory:
     # "kind/name" -> the resourceVersion a patch of ours was made from and accepted: the same patch
     # decided again from a cache that has not seen it yet is bound to fail its precondition.
     patched: dict[str, str] = field(default_factory=dict)
+    # uids we deleted (uid-preconditioned): a stale cache still showing one asks for nothing new.
+    deleted: set[str] = field(default_factory=set)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:
@@ -512,7 +514,7 @@ class Applier(Generic[K]):
             if action.resource_version is not None and memory.patched.get(target) == action.resource_version:
                 # Our own patch from this version went through; the cache has yet to show it, and its
                 # watch event will bring this key back. Sent again, it could only fail its precondition.
-                return PATCHED_AWAITING_CACHE_SECONDS
+                return AWAITING_CACHE_SECONDS
             self.decision(where, f"patch {action.kind} {action.name}", action.reason)
             body = action.body
             if action.resource_version is not None and not action.json_patch:
@@ -531,11 +533,16 @@ class Applier(Generic[K]):
             if action.resource_version is not None:
                 memory.patched[target] = action.resource_version
             return None
+        memory = self._own(key, uid)
+        if action.uid is not None and action.uid in memory.deleted:
+            return AWAITING_CACHE_SECONDS
         self.decision(where, f"delete {action.kind} {action.name}", action.reason)
         await self._doing(
             f"deleting {action.kind} {action.name}",
             self.client.delete(resource, namespace, action.name, uid=action.uid),
         )
+        if action.uid is not None:
+            memory.deleted.add(action.uid)
         return None
 
     async def _create(self, key: K, uid: str, where: str, action: Create | Ensure) -> bool:

@@ -17,7 +17,7 @@ from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
 from core.informer import EventType
 from core.jsontypes import JSON
 from core.kube import NAMESPACES, Kube, Resource
-from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS
+from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
 from core.queue import Reconcile, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class Options:
     ingress_url_format: str | None = None
     ingress_class_name: str | None = None
     unschedulable_timeout_seconds: float = 300.0
-    workers: int = 8
+    workers: int = DEFAULT_WORKERS
     # The client-side bound on the operator's requests (core.kube.RateLimit); qps 0: none.
     kube_api_qps: float = DEFAULT_KUBE_API_QPS
     kube_api_burst: int = DEFAULT_KUBE_API_BURST
@@ -94,11 +94,23 @@ class Runtime:
         return index
 
     def enqueue_on_change(
-        self, resource: Resource, queue: WorkQueue[Any], keys: Enqueue, *, selector: str | None = None
+        self,
+        resource: Resource,
+        queue: WorkQueue[Any],
+        keys: Enqueue,
+        *,
+        selector: str | None = None,
+        view: Callable[[JSON], Any] | None = None,
     ) -> None:
-        """On every change of the selection, enqueue the keys of the object before and after it."""
+        """On every change of the selection, enqueue the keys of the object before and after it.
 
-        def handler(_: EventType, obj: JSON, old: JSON | None) -> None:
+        ``view``: all the controller reads of such an object (what its index files). A change that
+        leaves the view as it was (a kubelet refreshing a condition's probe time) cannot change a
+        decision, so it asks for no pass; creations and deletions always do."""
+
+        def handler(type_: EventType, obj: JSON, old: JSON | None) -> None:
+            if type_ == "MODIFIED" and old is not None and view is not None and view(old) == view(obj):
+                return
             for key in {*keys(obj), *(keys(old) if old is not None else ())}:
                 queue.enqueue(key)
 

@@ -7,7 +7,7 @@ watched body.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -112,6 +112,12 @@ class PodSummary:
     def finished(self) -> bool:
         """The Spark container (or the pod) has ended."""
         return self.phase in ("Succeeded", "Failed") or self.terminated is not None
+
+
+def pod_view(body: Body) -> PodSummary:
+    """What a pass reads of a pod, but for its resourceVersion: two versions with the same view ask
+    for the same decisions (patches carry their own preconditions on the fields they change)."""
+    return replace(summarize_pod(body), resource_version="")
 
 
 def _incarnation(meta: Body) -> int:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from core import logs
-from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS
+from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -39,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--controllers", default="apps,driver,scheduled", help="comma-separated: apps, driver, scheduled (default: all)"
     )
-    run.add_argument("--workers", type=int, default=8, help="concurrent reconciles per controller")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        help=f"concurrent reconciles per controller (default {DEFAULT_WORKERS})",
+    )
     run.add_argument(
         "--kube-api-qps",
         type=float,

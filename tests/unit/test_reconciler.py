@@ -233,3 +233,16 @@ async def test_a_patch_already_made_from_the_same_version_is_not_sent_again() ->
     newer = Plan[dict[str, Any]](after_status=(Patch("v1", "Pod", "exec-1", {"metadata": {}}, "6"),))
     await the_applier.apply(KEY, body(), newer, same, namespace="ns")
     assert client.calls == ["patch exec-1", "patch exec-1"]
+
+
+async def test_a_delete_already_made_is_not_sent_again_from_a_stale_cache() -> None:
+    client = Client()
+    the_applier = applier(client)
+    gone = Plan[dict[str, Any]](after_status=(Delete("v1", "Pod", "exec-1", "exec-uid"),))
+    await the_applier.apply(KEY, body(), gone, same, namespace="ns")
+    again = await the_applier.apply(KEY, body(), gone, same, namespace="ns")
+    assert client.calls == ["delete exec-1 uid=exec-uid"] and again.requeue_after is not None
+    # A same-named successor (another uid) is deleted when asked.
+    successor = Plan[dict[str, Any]](after_status=(Delete("v1", "Pod", "exec-1", "other-uid"),))
+    await the_applier.apply(KEY, body(), successor, same, namespace="ns")
+    assert client.calls[-1] == "delete exec-1 uid=other-uid"

@@ -1,0 +1,67 @@
+"""core.runtime's change handlers: a change a controller cannot see asks for no pass."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+from typing import Any
+
+from core.informer import Informer
+from core.kube import PODS
+from core.runtime import Runtime
+from driver_controller.observe import owner_key, pod_view
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+
+    def enqueue(self, key: Any) -> None:
+        self.keys.append(key)
+
+
+def pod(rv: str, **status: Any) -> dict[str, Any]:
+    owner = {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "name": "pi-1",
+        "uid": "d1",
+        "controller": True,
+    }
+    meta = {"name": "pi-1-1-driver", "namespace": "ns", "uid": "p1", "resourceVersion": rv}
+    meta |= {"labels": {"spark-role": "driver", "sparkop.io/driver": "pi-1"}, "ownerReferences": [owner]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": "Running", **status}}
+
+
+def handler(view: Any) -> tuple[Queue, Any]:
+    runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
+    queue = Queue()
+    runtime.enqueue_on_change(PODS, queue, owner_key, view=view)  # type: ignore[arg-type]
+    (informer,) = runtime.caches.informers(PODS)
+    assert isinstance(informer, Informer)
+    return queue, informer._handlers[0]
+
+
+def test_a_change_invisible_to_the_controller_asks_for_no_pass() -> None:
+    queue, on_change = handler(pod_view)
+    before = pod("5", conditions=[{"type": "Ready", "status": "True", "lastProbeTime": "2026-01-01T00:00:00Z"}])
+    after = copy.deepcopy(before)
+    after["metadata"]["resourceVersion"] = "6"
+    after["status"]["conditions"][0]["lastProbeTime"] = "2026-01-01T00:00:10Z"
+    on_change("MODIFIED", after, before)
+    assert queue.keys == []
+    # What a pass reads changed: the phase.
+    ended = copy.deepcopy(after)
+    ended["status"]["phase"] = "Succeeded"
+    on_change("MODIFIED", ended, after)
+    assert queue.keys == [("ns", "pi-1")]
+    # Creations and deletions always ask.
+    on_change("ADDED", before, None)
+    on_change("DELETED", before, before)
+    assert len(queue.keys) == 3
+
+
+def test_without_a_view_every_change_asks_for_a_pass() -> None:
+    queue, on_change = handler(None)
+    on_change("MODIFIED", pod("6"), pod("5"))
+    assert queue.keys == [("ns", "pi-1")]
