@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from core.informer import ApiClientLike, Handler, Informer, ResourceLike
+from core.informer import ApiClientLike, Handler, Informer, ResourceLike, Transform, drop_managed_fields
 from core.jsontypes import JSON
 
 log = logging.getLogger(__name__)
@@ -72,22 +72,38 @@ class Caches:
         self.namespaces = tuple(namespaces)
         self._informers: dict[tuple[str, str | None], list[Informer]] = {}
 
-    def informers(self, resource: ResourceLike, label_selector: str | None = None) -> list[Informer]:
-        """The informers of this selection (created on first ask, shared afterwards)."""
+    def informers(
+        self, resource: ResourceLike, label_selector: str | None = None, transform: Transform | None = None
+    ) -> list[Informer]:
+        """The informers of this selection (created on first ask, shared afterwards). ``transform``:
+        what of each object the cache keeps (core.informer's default: all but managedFields); the
+        selection's first ask decides it, and a later ask may not name another."""
         selection = (resource.path(), label_selector)
         if selection not in self._informers:
-            made = [self._informer(resource, label_selector, namespace) for namespace in self.namespaces or (None,)]
+            made = [
+                self._informer(resource, label_selector, namespace, transform or drop_managed_fields)
+                for namespace in self.namespaces or (None,)
+            ]
             for informer in made:
                 informer.add_gap_handler(self._gap)
             self._informers[selection] = made
-        return self._informers[selection]
+        informers = self._informers[selection]
+        if transform is not None and any(informer.transform is not transform for informer in informers):
+            raise ValueError(f"{resource.path()} [{label_selector}] is cached already, trimmed otherwise")
+        return informers
 
-    def _informer(self, resource: ResourceLike, label_selector: str | None, namespace: str | None) -> Informer:
+    def _informer(
+        self, resource: ResourceLike, label_selector: str | None, namespace: str | None, transform: Transform
+    ) -> Informer:
         if namespace is not None and not getattr(resource, "namespaced", True):
             return Informer(
-                self.api, resource, label_selector=label_selector, field_selector=f"metadata.name={namespace}"
+                self.api,
+                resource,
+                label_selector=label_selector,
+                field_selector=f"metadata.name={namespace}",
+                transform=transform,
             )
-        return Informer(self.api, resource, namespace=namespace, label_selector=label_selector)
+        return Informer(self.api, resource, namespace=namespace, label_selector=label_selector, transform=transform)
 
     def all(self) -> list[Informer]:
         return [informer for informers in self._informers.values() for informer in informers]
@@ -104,9 +120,10 @@ class Caches:
         keys: Callable[[JSON], Iterable[IndexKey]],
         value: Callable[[JSON], V],
         label_selector: str | None = None,
+        transform: Transform | None = None,
     ) -> CacheIndex[V]:
         """File each object of the selection under ``keys(obj)``; read back as ``value(obj)``."""
-        informers = self.informers(resource, label_selector)
+        informers = self.informers(resource, label_selector, transform)
         for informer in informers:
             informer.store.add_indexer(name, lambda obj: [index_text(k) for k in keys(obj)])
         return CacheIndex(self, name, informers, value)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from prometheus_client.registry import Collector
 
 from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
-from core.informer import EventType
+from core.informer import EventType, Transform
 from core.jsontypes import JSON
 from core.kube import NAMESPACES, Kube, Resource
 from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
@@ -85,11 +85,13 @@ class Runtime:
         value: Callable[[JSON], V],
         *,
         selector: str | None = None,
+        transform: Transform | None = None,
     ) -> CacheIndex[V]:
-        """Observe ``resource`` (narrowed on the server by the label ``selector``), filed by ``keys``."""
+        """Observe ``resource`` (narrowed on the server by the label ``selector``), filed by ``keys``;
+        ``transform``: what of each object the cache keeps (see ``core.caches.Caches.informers``)."""
         if name in self.indexes:
             raise ValueError(f"index {name!r} is already registered")
-        index = self.caches.index(name, resource, keys, value, label_selector=selector)
+        index = self.caches.index(name, resource, keys, value, label_selector=selector, transform=transform)
         self.indexes[name] = index
         return index
 

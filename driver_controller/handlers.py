@@ -19,7 +19,16 @@ from core.reconciler import Applied, Applier, Learned, Learnt, Plan
 from core.runtime import Runtime
 from driver_controller import metrics
 from driver_controller import reconcile as rc
-from driver_controller.observe import Key, own_key, owner_key, pod_view, summarize_object, summarize_pod
+from driver_controller.observe import (
+    Key,
+    own_key,
+    owner_key,
+    pod_view,
+    summarize_object,
+    summarize_pod,
+    trim_owned,
+    trim_pod,
+)
 from driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)
@@ -89,12 +98,12 @@ def register(runtime: Runtime) -> None:
     runtime.collectors.append(metrics.collector(runtime, INDEX_PODS, runtime.options.metrics_labels))
     runtime.add_index(INDEX_DRIVERS, SPARK_DRIVERS, own_key, copy.deepcopy)
     runtime.enqueue_on_change(SPARK_DRIVERS, controller.queue, own_key)
-    owned: tuple[tuple[str, Resource, Any, Any], ...] = (
-        (INDEX_PODS, PODS, summarize_pod, pod_view),
-        (INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object),
-        (INDEX_SERVICES, SERVICES, summarize_object, summarize_object),
+    owned: tuple[tuple[str, Resource, Any, Any, Any], ...] = (
+        (INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod),
+        (INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
+        (INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
     )
-    for index, resource, summarize, view in owned:
+    for index, resource, summarize, view, trim in owned:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent.
-        runtime.add_index(index, resource, owner_key, summarize, selector=labels.DRIVER)
+        runtime.add_index(index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim)
         runtime.enqueue_on_change(resource, controller.queue, owner_key, selector=labels.DRIVER, view=view)

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from core import labels, naming
+from core.jsontypes import JSON
 from core.times import parse_time
 from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
@@ -112,6 +113,33 @@ class PodSummary:
     def finished(self) -> bool:
         """The Spark container (or the pod) has ended."""
         return self.phase in ("Succeeded", "Failed") or self.terminated is not None
+
+
+def _trimmed_meta(body: Body) -> JSON:
+    meta = body.get("metadata") or {}
+    return {k: v for k, v in meta.items() if k not in ("managedFields", "annotations")}
+
+
+def trim_pod(body: JSON) -> JSON:
+    """What the pod cache keeps: what :func:`summarize_pod` reads (a pod's spec, its volumes and
+    environment, are most of it, and never read: 10,000 finished apps' driver pods stay cached)."""
+    spec = body.get("spec") or {}
+    kept_spec = {"containers": [{"name": c.get("name")} for c in spec.get("containers") or ()]}
+    if spec.get("nodeName"):
+        kept_spec["nodeName"] = spec["nodeName"]
+    return {
+        "apiVersion": body.get("apiVersion", "v1"),
+        "kind": body.get("kind", "Pod"),
+        "metadata": _trimmed_meta(body),
+        "spec": kept_spec,
+        "status": body.get("status") or {},
+    }
+
+
+def trim_owned(body: JSON) -> JSON:
+    """What the ConfigMap and Service caches keep: what :func:`summarize_object` reads (a driver's
+    ConfigMaps hold its Spark properties and pod template: kilobytes each, never read back)."""
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": _trimmed_meta(body)}
 
 
 def pod_view(body: Body) -> PodSummary:
