@@ -1,0 +1,619 @@
+"""Scale: 10,000 finished apps and their SparkDrivers present; the operator's memory, idle CPU and restart.
+
+On one devcluster (KWOK nodes and the Spark-driver simulator), with the operator cluster-wide (no
+``-n``, as a real install runs it: it then lists and watches every namespace, which is the case that
+has to scale):
+
+1. **templates**: the real operator runs a few apps to completion (one of them failing); what each
+   finished app leaves behind is listed (the SparkApplication and SparkDriver with their statuses, the
+   driver pod, the two ConfigMaps and the Service) and kept as a template.
+2. **seeding**: the operator is stopped and N clones are created by the bench's own client (so the
+   audit log does not count them as the operator's), each renamed consistently: every occurrence of
+   the template's app name, its uids and its spark.app.id (which sparkop derives from the SparkDriver's
+   uid) becomes the clone's. Parents are created first so that ownerReferences carry the real uids;
+   statuses go through the status subresource. Each driver pod is bound to a KWOK node and given
+   its template's terminal status at once (KWOK would run it to the same end, but far too slowly
+   for 10,000 pods); the SparkDriver's status is then written from that pod (uid, IP, node, times,
+   exit code). Events are not cloned: sparkop does not watch them.
+3. **synced**: the operator starts over the N apps: time to ready, to its first reconcile and to idle,
+   then its RSS and its idle CPU over ``--idle-seconds``, and the writes it made (0 if the clones are
+   faithful: a finished app is frozen).
+4. **restart**: that operator is stopped and a new one started: start -> first reconcile, start ->
+   idle, the CPU seconds and peak RSS of the start, and its writes from the API server's audit log.
+
+    .venv/bin/python bench/scale.py --apps 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import os
+import pstats
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from resource import RUSAGE_SELF, getrusage
+from typing import Any, Final
+
+from harness import (
+    ROOT,
+    BenchCluster,
+    Operator,
+    app_manifest,
+    app_state,
+    bounded,
+    log,
+    now_utc,
+    write_result,
+)
+
+from core import kube as k8s
+from core import labels, naming
+from core.jsontypes import JSON
+from devcluster.ports import free_ports
+
+NAMESPACE: Final = "scale"
+# Four templates that succeed and one that fails: both kinds of finished app are cloned.
+TEMPLATE_OUTCOMES: Final = ("Succeeded", "Succeeded", "Succeeded", "Succeeded", "Failed")
+FINISHED_STATES: Final = frozenset({"COMPLETED", "FAILED"})
+TERMINAL_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
+# What a finished app can leave behind, all found by the sparkop.io/app label (the app itself by name).
+OWNED_KINDS: Final = (k8s.SPARK_DRIVERS, k8s.CONFIGMAPS, k8s.SERVICES, k8s.PODS, k8s.INGRESSES)
+KEPT_METADATA: Final = ("name", "namespace", "labels", "annotations", "ownerReferences", "finalizers")
+# Added to every pod by the ServiceAccount admission plugin: left for it to add to the clone again.
+SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"
+WRITES_LISTED: Final = 10
+
+
+def clone_name(index: int) -> str:
+    return f"app-{index:05d}"
+
+
+# -- templates: what a finished app leaves behind -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Template:
+    """One finished app and everything it left behind, as the API server holds them."""
+
+    app: JSON
+    driver: JSON
+    pod: JSON
+    others: tuple[JSON, ...]  # ConfigMaps, Services (and Ingresses, if any), owned by the SparkDriver
+
+    @property
+    def name(self) -> str:
+        return str(self.app["metadata"]["name"])
+
+    def objects(self) -> Iterator[JSON]:
+        yield from (self.app, self.driver, *self.others, self.pod)
+
+
+def _typed(resource: k8s.Resource, item: JSON) -> JSON:
+    # Items of a LIST carry no apiVersion and kind: the list does.
+    return {"apiVersion": resource.api_version, "kind": resource.kind, **item}
+
+
+async def run_templates(bench: BenchCluster, kube: k8s.Kube, budget_seconds: float = 300) -> list[Template]:
+    """Run ``TEMPLATE_OUTCOMES`` apps to completion with the real operator and capture what is left."""
+    names = [f"tmpl-{i}" for i in range(len(TEMPLATE_OUTCOMES))]
+    operator = Operator(bench, args=(), log_name="templates-operator.log").start()
+    try:
+        await asyncio.to_thread(operator.wait_ready)
+        for name, outcome in zip(names, TEMPLATE_OUTCOMES, strict=True):
+            await kube.create(app_manifest(name, NAMESPACE, outcome=outcome))
+        async with asyncio.timeout(budget_seconds):
+            while True:
+                apps = await kube.list(k8s.SPARK_APPLICATIONS, NAMESPACE)
+                pods = await kube.list(k8s.PODS, NAMESPACE, selector=labels.SPARK_ROLE)
+                executors = [p for p in pods if _label(p, labels.SPARK_ROLE) == labels.ROLE_EXECUTOR]
+                held = [p for p in pods if p["metadata"].get("finalizers")]
+                if all(app_state(a) in FINISHED_STATES for a in apps) and not executors and not held:
+                    break
+                await asyncio.sleep(0.5)
+        await asyncio.to_thread(operator.wait_idle)
+    finally:
+        operator.stop()
+    return [await capture(kube, name) for name in names]
+
+
+async def capture(kube: k8s.Kube, app_name: str) -> Template:
+    app = await kube.get(k8s.SPARK_APPLICATIONS, NAMESPACE, app_name)
+    assert app is not None, f"template app {app_name} is gone"
+    owned: list[JSON] = []
+    for resource in OWNED_KINDS:
+        items = await kube.list(resource, NAMESPACE, selector=f"{labels.APP}={app_name}")
+        owned += [_typed(resource, item) for item in items]
+    by_kind = Counter(str(o["kind"]) for o in owned)
+    drivers = [o for o in owned if o["kind"] == "SparkDriver"]
+    pods = [o for o in owned if o["kind"] == "Pod"]
+    if len(drivers) != 1 or len(pods) != 1:
+        raise RuntimeError(f"template {app_name} left {dict(by_kind)}: expected one SparkDriver and one pod")
+    others = tuple(o for o in owned if o["kind"] not in ("SparkDriver", "Pod"))
+    return Template(_typed(k8s.SPARK_APPLICATIONS, app), drivers[0], pods[0], others)
+
+
+def left_behind(template: Template) -> dict[str, int]:
+    return dict(Counter(str(o["kind"]) for o in template.objects()))
+
+
+# -- cloning ------------------------------------------------------------------------------------------
+
+
+Replacements = list[tuple[str, str]]
+
+
+def substitute(value: Any, replacements: Replacements) -> Any:
+    """``value`` with every string (not keys) rewritten by ``replacements``, in order."""
+    if isinstance(value, str):
+        for old, new in replacements:
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {k: substitute(v, replacements) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, replacements) for v in value]
+    return value
+
+
+def creatable(obj: JSON) -> JSON:
+    """What a client sends to create ``obj`` again: no status, no server-set metadata."""
+    body = {k: copy.deepcopy(v) for k, v in obj.items() if k not in ("metadata", "status")}
+    body["metadata"] = {k: copy.deepcopy(v) for k, v in obj["metadata"].items() if k in KEPT_METADATA}
+    if obj["kind"] == "Pod":
+        _drop_service_account_volume(body["spec"])
+    return body
+
+
+def _drop_service_account_volume(spec: JSON) -> None:
+    spec["volumes"] = [v for v in spec.get("volumes") or [] if not v["name"].startswith(SERVICE_ACCOUNT_VOLUME_PREFIX)]
+    for container in spec.get("containers") or []:
+        container["volumeMounts"] = [
+            m for m in container.get("volumeMounts") or [] if not m["name"].startswith(SERVICE_ACCOUNT_VOLUME_PREFIX)
+        ]
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"]["uid"])
+
+
+def _label(obj: Mapping[str, Any], key: str) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(key)
+
+
+def _app_id_replacements(old_app_id: str, new_app_id: str) -> Replacements:
+    """spark.app.id, and the local directory sparkop derives from it (the same hex as a UUID)."""
+
+    def as_uuid(app_id: str) -> str:
+        return "spark-" + str(uuid.UUID(hex=app_id.removeprefix("spark-")[:32]))
+
+    return [(old_app_id, new_app_id), (as_uuid(old_app_id), as_uuid(new_app_id))]
+
+
+@dataclass
+class Clone:
+    """A clone being seeded: the replacements that turn its template into it, grown as uids appear."""
+
+    name: str
+    template: Template
+    node: str
+    replacements: Replacements = field(default_factory=list)
+    pod_uid: str = ""
+
+
+async def seed_clone(kube: k8s.Kube, clone: Clone) -> None:
+    """Create the clone's app, SparkDriver, ConfigMaps, Service and pod (parents first, for their
+    uids), and the app's status. The SparkDriver's status waits for the pod to finish (finish_driver)."""
+    t = clone.template
+    clone.replacements = [(t.name, clone.name)]
+    app = await kube._call("POST", k8s.SPARK_APPLICATIONS.path(NAMESPACE), body=_body(t.app, clone))
+    clone.replacements.append((_uid(t.app), _uid(app)))
+    driver = await kube._call("POST", k8s.SPARK_DRIVERS.path(NAMESPACE), body=_body(t.driver, clone))
+    incarnation = int(t.driver["status"]["incarnation"])
+    clone.replacements += [
+        (_uid(t.driver), _uid(driver)),
+        *_app_id_replacements(
+            naming.spark_app_id(_uid(t.driver), incarnation), naming.spark_app_id(_uid(driver), incarnation)
+        ),
+    ]
+    app_status = substitute(t.app["status"], clone.replacements)
+    await asyncio.gather(
+        kube.patch(k8s.SPARK_APPLICATIONS, NAMESPACE, clone.name, {"status": app_status}, subresource="status"),
+        *(kube._call("POST", k8s.resource_of(o).path(NAMESPACE), body=_body(o, clone)) for o in t.others),
+    )
+    pod_body = _body(t.pod, clone)
+    # Bound at once to a KWOK node, without the scheduler, and given the template's terminal status
+    # straight away: KWOK would run it to the same end, but with 10,000 pods it finished fewer than
+    # one a second on this machine. A pod already ended matches none of KWOK's stages.
+    pod_body["spec"]["nodeName"] = clone.node
+    pod = await kube._call("POST", k8s.PODS.path(NAMESPACE), body=pod_body)
+    clone.pod_uid = _uid(pod)
+    status = substitute(t.pod["status"], [*clone.replacements, (_uid(t.pod), clone.pod_uid)])
+    await kube.patch(k8s.PODS, NAMESPACE, pod["metadata"]["name"], {"status": status}, subresource="status")
+
+
+def _body(obj: JSON, clone: Clone) -> JSON:
+    body: JSON = substitute(creatable(obj), clone.replacements)
+    return body
+
+
+async def finish_driver(kube: k8s.Kube, clone: Clone, pod: JSON) -> None:
+    """The SparkDriver's status as sparkop wrote the template's, with the facts of the clone's pod."""
+    t = clone.template
+    status: JSON = substitute(t.driver["status"], [*clone.replacements, (_uid(t.pod), clone.pod_uid)])
+    pod_status = pod.get("status") or {}
+    facts = {
+        "name": pod["metadata"]["name"],
+        "uid": clone.pod_uid,
+        "phase": pod_status.get("phase"),
+        "nodeName": pod["spec"].get("nodeName"),
+        "podIP": pod_status.get("podIP"),
+        "startTime": pod_status.get("startTime"),
+    }
+    status["driverPod"] = {k: facts[k] for k in status.get("driverPod") or {}}
+    terminated = _terminated(pod)
+    termination = status.get("termination")
+    if termination is not None and terminated is not None:
+        for key in ("exitCode", "finishedAt", "reason"):
+            if key in termination and key in terminated:
+                termination[key] = terminated[key]
+    driver_name = naming.driver_name(clone.name, int(t.driver["spec"]["attempt"]))
+    await kube.patch(k8s.SPARK_DRIVERS, NAMESPACE, driver_name, {"status": status}, subresource="status")
+
+
+def _terminated(pod: JSON) -> JSON | None:
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated is not None:
+            result: JSON = terminated
+            return result
+    return None
+
+
+async def wait_pods_finished(kube: k8s.Kube, expected: int, budget_seconds: float) -> float:
+    """Until KWOK has run every driver pod to its end and the simulator removed every executor."""
+    started = time.monotonic()
+    unfinished = "status.phase!=Succeeded,status.phase!=Failed"
+    driver_pods = f"{labels.SPARK_ROLE}={labels.ROLE_DRIVER}"
+    executor_pods = f"{labels.SPARK_ROLE}={labels.ROLE_EXECUTOR}"
+    async with asyncio.timeout(budget_seconds):
+        while True:
+            running = await kube.list(k8s.PODS, NAMESPACE, selector=driver_pods, fields=unfinished)
+            executors = await kube.list(k8s.PODS, NAMESPACE, selector=executor_pods)
+            if not running and not executors:
+                break
+            log(f"seeding: {len(running)} driver pods not finished, {len(executors)} executor pods left")
+            await asyncio.sleep(5)
+    listed = await kube.list(k8s.PODS, NAMESPACE, selector=driver_pods)
+    if len(listed) < expected:
+        raise RuntimeError(f"{len(listed)} driver pods, expected {expected}")
+    return time.monotonic() - started
+
+
+async def seed(bench: BenchCluster, templates: Sequence[Template], apps: int, concurrency: int) -> dict[str, Any]:
+    nodes = bench.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").split()
+    clones = [Clone(clone_name(i), templates[i % len(templates)], nodes[i % len(nodes)]) for i in range(apps)]
+    cpu_before = {**bench.component_cpu(), "bench client": _self_cpu()}
+    async with bench.client() as kube:
+        started = time.monotonic()
+        await bounded([partial(seed_clone, kube, c) for c in clones], concurrency)
+        created = time.monotonic() - started
+        log(f"seeding: {apps} apps created in {created:.0f}s; waiting for their driver pods to finish")
+        waited = await wait_pods_finished(kube, len(templates) + apps, budget_seconds=1800)
+        driver_pods = await kube.list(k8s.PODS, NAMESPACE, selector=f"{labels.SPARK_ROLE}={labels.ROLE_DRIVER}")
+        pods = {str(p["metadata"]["name"]): _typed(k8s.PODS, p) for p in driver_pods}
+        status_started = time.monotonic()
+        calls = [partial(finish_driver, kube, c, pods[_renamed(c.template.pod, c)]) for c in clones]
+        await bounded(calls, concurrency)
+        statuses = time.monotonic() - status_started
+        counts = {r.kind: len(await kube.list(r, NAMESPACE)) for r in (k8s.SPARK_APPLICATIONS, *OWNED_KINDS)}
+        fidelity = {c.name: await fidelity_diff(kube, c) for c in (clones[0], clones[-1])}
+    total = time.monotonic() - started
+    cpu_after = {**bench.component_cpu(), "bench client": _self_cpu()}
+    cpu = {k: round(v - cpu_before.get(k, 0.0), 1) for k, v in sorted(cpu_after.items(), key=lambda kv: -kv[1])}
+    per_app = len(list(templates[0].objects())) + 3  # its creates; the app's, pod's, SparkDriver's status
+    return {
+        "apps": apps,
+        "concurrency_apps_in_flight": concurrency,
+        "requests_per_app": per_app,
+        "create_seconds": round(created, 1),
+        "wait_pods_finished_seconds": round(waited, 1),
+        "driver_status_seconds": round(statuses, 1),
+        "total_seconds": round(total, 1),
+        "requests_per_second": round(per_app * apps / (created + statuses), 1),
+        "object_counts": counts,
+        "cpu_seconds_by_process": cpu,
+        "fidelity_differences": fidelity,
+    }
+
+
+def _self_cpu() -> float:
+    usage = getrusage(RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _renamed(obj: JSON, clone: Clone) -> str:
+    return str(substitute(obj["metadata"]["name"], clone.replacements))
+
+
+# Fields that differ between any two runs of the same app: times, addresses, server-set metadata.
+VOLATILE: Final = (
+    "metadata.uid",
+    "metadata.resourceVersion",
+    "metadata.creationTimestamp",
+    "metadata.managedFields",
+    "Time",
+    "At",
+    "startTime",
+    "podIP",
+    "hostIP",
+    "nodeName",
+    "data.spark.properties",  # spark.app.submitTime
+)
+
+
+async def fidelity_diff(kube: k8s.Kube, clone: Clone) -> list[str]:
+    """Paths where the clone's objects, renamed back, differ from its template's (volatile fields
+    left out): what the operator would see that the real finished app did not have."""
+    back = [(new, old) for old, new in reversed(clone.replacements)]
+    back.append((clone.pod_uid, _uid(clone.template.pod)))
+    differences: list[str] = []
+    for original in clone.template.objects():
+        resource = k8s.resource_of(original)
+        name = _renamed(original, clone)
+        current = await kube.get(resource, NAMESPACE, name)
+        if current is None:
+            differences.append(f"{original['kind']} {name}: missing")
+            continue
+        seen = substitute(_typed(resource, current), back)
+        expected = copy.deepcopy(original)
+        if original["kind"] == "Pod":  # the ServiceAccount plugin's volume has a random name
+            _drop_service_account_volume(expected["spec"])
+            _drop_service_account_volume(seen["spec"])
+        differences += [f"{original['kind']} {d}" for d in _diff(expected, seen, "") if not _volatile(d)]
+    return differences
+
+
+def _volatile(path: str) -> bool:
+    return any(v in path for v in VOLATILE)
+
+
+def _diff(a: Any, b: Any, path: str) -> Iterator[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            yield from _diff(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            yield from _diff(x, y, f"{path}[{i}]")
+    elif a != b:
+        yield path
+
+
+# -- the operator over N finished apps ----------------------------------------------------------------
+
+
+def wait_first_reconcile(operator: Operator, timeout: float = 600) -> float | None:
+    """Seconds from start until the operator's reconcile counter first moves (None: never, in time)."""
+    deadline = operator.started + timeout
+    while time.monotonic() < deadline:
+        operator._check_alive()
+        if sum(operator.reconciles().values()) > 0:
+            return time.monotonic() - operator.started
+        time.sleep(0.05)
+    return None
+
+
+def operator_start(bench: BenchCluster, log_name: str, args: tuple[str, ...]) -> tuple[Operator, dict[str, Any]]:
+    """Start the operator and follow it to idle: its start's figures and the writes it made."""
+    since = now_utc()
+    operator = Operator(bench, args=args, log_name=log_name).start()
+    ready = operator.wait_ready(timeout=600)
+    first = wait_first_reconcile(operator)
+    idle = operator.wait_idle(timeout=1200)
+    stats = operator.stats()
+    reconciles = operator.reconciles()
+    writes = bench.writes_since(since)
+    return operator, {
+        "ready_seconds": round(ready, 2),
+        "first_reconcile_seconds": None if first is None else round(first, 2),
+        "idle_seconds": round(idle, 2),
+        "cpu_seconds": round(stats.cpu_seconds, 2),
+        "rss_mib": round(stats.rss_mib, 1),
+        "peak_rss_mib": round(stats.peak_rss_mib, 1),
+        "reconciles": {k: int(v) for k, v in reconciles.items()},
+        "writes": len(writes),
+        "writes_by_kind": dict(Counter(_write_kind(w) for w in writes).most_common()),
+        "first_writes": [_write_line(w) for w in writes[:WRITES_LISTED]],
+    }
+
+
+def _write_kind(event: Mapping[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+    return f"{event.get('verb')} {ref.get('resource')}{sub}"
+
+
+def _write_line(event: Mapping[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    code = (event.get("responseStatus") or {}).get("code")
+    return f"{_write_kind(event)} {ref.get('namespace')}/{ref.get('name')} -> {code}"
+
+
+def idle_cpu(operator: Operator, seconds: float) -> dict[str, float]:
+    before = operator.stats()
+    time.sleep(seconds)
+    after = operator.stats()
+    return {
+        "idle_window_s": seconds,
+        "idle_cpu_seconds_per_minute": round((after.cpu_seconds - before.cpu_seconds) * 60 / seconds, 3),
+        "rss_mib": round(after.rss_mib, 1),
+        "peak_rss_mib": round(after.peak_rss_mib, 1),
+    }
+
+
+@dataclass
+class ProfiledOperator(Operator):
+    """The operator under cProfile (py-spy cannot read another process's memory in every sandbox);
+    the profile is written when it stops. cProfile slows it down: its figures are not the restart's."""
+
+    profile_out: Path = Path("operator.prof")
+
+    def start(self) -> ProfiledOperator:
+        (self.port,) = free_ports(1)
+        kubeconfig = str(self.bench.cluster.kubeconfig)
+        argv = [sys.executable, "-m", "cProfile", "-o", str(self.profile_out), "-m", "sparkop", "run"]
+        argv += ["--kubeconfig", kubeconfig, "--metrics-port", str(self.port), *self.args]
+        with self.log_path.open("ab") as out:
+            self.started = time.monotonic()
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        return self
+
+
+def profile_restart(bench: BenchCluster, out: Path, args: tuple[str, ...], top: int = 5) -> dict[str, Any]:
+    """A restart under cProfile: seconds to idle (slowed by the profiler) and the top functions by
+    their own time and by cumulative time."""
+    operator = ProfiledOperator(bench, args=args, log_name="profiled-operator.log", profile_out=out)
+    operator.start()
+    try:
+        idle = operator.wait_idle(timeout=1200)
+    finally:
+        operator.stop()
+    return {
+        "profile": str(out),
+        "start_to_idle_profiled_s": round(idle, 2),
+        **top_functions(out, top),
+    }
+
+
+def top_functions(profile: Path, top: int = 5) -> dict[str, list[str]]:
+    """The functions with the most own time (waiting in epoll left out: that is idle), and sparkop's
+    own functions with the most cumulative time."""
+    entries: dict[tuple[str, int, str], tuple[int, int, float, float, Any]]
+    entries = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
+
+    def where(key: tuple[str, int, str]) -> str:
+        path, line, function = key
+        shown = Path(path).relative_to(ROOT) if path.startswith(str(ROOT)) else Path(path).name
+        return f"{function} ({shown}:{line})"
+
+    def ranked(column: int, keep: Callable[[str], bool]) -> list[str]:
+        rows = sorted(((k, v) for k, v in entries.items() if keep(k[0] + k[2])), key=lambda kv: -kv[1][column])
+        return [f"{where(k)}: {v[column]:.2f}s" for k, v in rows[:top]]
+
+    ours = str(ROOT) + "/"
+    return {
+        "top_own_time": ranked(2, lambda name: "epoll" not in name and "select" not in name),
+        "top_cumulative_sparkop": ranked(
+            3, lambda name: name.startswith(ours) and "/.venv/" not in name and "__main__" not in name
+        ),
+    }
+
+
+# -- the run ------------------------------------------------------------------------------------------
+
+
+def measure_scale(
+    name: str,
+    apps: int = 10_000,
+    *,
+    concurrency: int = 48,
+    idle_seconds: float = 30,
+    nodes: int = 4,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """Seed ``apps`` finished apps on a devcluster of its own, then measure the operator over them."""
+    with BenchCluster.up(name, nodes=nodes, namespaces=[NAMESPACE]) as bench:
+
+        async def prepare() -> tuple[list[Template], dict[str, Any]]:
+            async with bench.client() as kube:
+                log("templates: running a few apps to completion with the operator")
+                templates = await run_templates(bench, kube)
+            log(f"seeding: {apps} clones of {[t.name for t in templates]}, {concurrency} apps in flight")
+            return templates, await seed(bench, templates, apps, concurrency)
+
+        templates, seeding = asyncio.run(prepare())
+        log(f"seeding: {seeding['total_seconds']}s, {seeding['object_counts']}")
+        operator_args: tuple[str, ...] = ()
+        log("synced: starting the operator over them")
+        operator, synced = operator_start(bench, "synced-operator.log", operator_args)
+        try:
+            log(f"synced: idle after {synced['idle_seconds']}s; idle CPU over {idle_seconds:.0f}s")
+            steady = idle_cpu(operator, idle_seconds)
+        finally:
+            operator.stop()
+        log("restart: a new operator")
+        operator, restart = operator_start(bench, "restart-operator.log", operator_args)
+        operator.stop()
+        if profile is not None:
+            log(f"profile: a third start under cProfile into {profile}")
+            restart["profile"] = profile_restart(bench, profile, operator_args)
+    return {
+        "apps": apps,
+        "operator_mode": "cluster-wide (no -n), as a real install",
+        "left_behind_per_finished_app": {t.name: left_behind(t) for t in templates},
+        "seeding": seeding,
+        "steady": steady,
+        "synced": synced,
+        "restart": restart,
+        "targets": {"rss_mib": 250 * 1e6 / 2**20, "first_reconcile_s": 5, "idle_s": 30, "writes": 0},
+    }
+
+
+def table(result: Mapping[str, Any]) -> str:
+    s, y, r, idle = result["seeding"], result["synced"], result["restart"], result["steady"]
+    rows: list[tuple[str, str]] = [
+        ("finished apps (with their SparkDrivers, pods, ConfigMaps, Services)", str(result["apps"])),
+        (
+            "seeding: total / creates / driver statuses",
+            f"{s['total_seconds']} / {s['create_seconds']} / "
+            f"{s['driver_status_seconds']} s ({s['requests_per_second']} req/s)",
+        ),
+        ("objects", ", ".join(f"{k} {v}" for k, v in s["object_counts"].items())),
+        ("synced: RSS (target <= 238 MiB = 250 MB)", f"{idle['rss_mib']} MiB (peak {idle['peak_rss_mib']})"),
+        ("synced: idle CPU", f"{idle['idle_cpu_seconds_per_minute']} CPU-s/min"),
+        ("first start: ready / first reconcile / idle", _start(y)),
+        ("first start: writes", str(y["writes"])),
+        ("restart: ready / first reconcile / idle (<= 5 s / <= 30 s)", _start(r)),
+        ("restart: CPU / peak RSS", f"{r['cpu_seconds']} CPU-s / {r['peak_rss_mib']} MiB"),
+        ("restart: writes (target 0)", str(r["writes"]) + (f": {r['first_writes'][:3]}" if r["writes"] else "")),
+    ]
+    for line in (r.get("profile") or {}).get("top_cumulative_sparkop", []):
+        rows.append(("restart under cProfile: top cumulative", line))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _start(figures: Mapping[str, Any]) -> str:
+    return f"{figures['ready_seconds']} / {figures['first_reconcile_seconds']} / {figures['idle_seconds']} s"
+
+
+def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = measure_scale) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--apps", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=48, help="clones being seeded at once (~2 requests each)")
+    parser.add_argument("--idle-seconds", type=float, default=30)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
+    parser.add_argument("--profile", type=Path, help="also profile a restart with cProfile into this file")
+    args = parser.parse_args(argv)
+    result = run(
+        f"bench-scale-{os.getpid()}",
+        args.apps,
+        concurrency=args.concurrency,
+        idle_seconds=args.idle_seconds,
+        profile=args.profile,
+    )
+    write_result(Path(args.out), result)
+    print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
