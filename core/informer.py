@@ -64,7 +64,10 @@ Transform = Callable[[JSON], JSON]
 
 BY_CONTROLLER_UID: Final = "controller-uid"
 
-DEFAULT_PAGE_SIZE: Final = 500
+# A page is decoded whole before the transform trims its objects: the peak is what the process keeps
+# (freed memory is rarely handed back). With 3,000 finished apps cached, pages of 500 left the
+# operator 132 MiB above its start, pages of 100 left it 96 MiB (bench/scale.py's objects).
+DEFAULT_PAGE_SIZE: Final = 100
 DEFAULT_WATCH_TIMEOUT_S: Final = 300
 MIN_BACKOFF_S: Final = 0.1
 MAX_BACKOFF_S: Final = 30.0
