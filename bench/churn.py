@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, BenchCluster, Operator, bounded, cpu_seconds, log, write_result
+from harness import ROOT, BenchCluster, Operator, bounded, cpu_seconds, log, run_alone
 
 from core import kube as k8s
 from core.jsontypes import JSON
@@ -87,16 +86,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "churn.json")
     args = parser.parse_args()
-    with BenchCluster.up(f"bench-churn-{os.getpid()}", namespaces=[NAMESPACE]) as bench:
-        operator = Operator(bench, (NAMESPACE,)).start()
-        try:
-            operator.wait_ready()
-            result = measure_churn(bench, operator, args.count)
-        finally:
-            operator.stop()
-    write_result(args.out, result)
-    print(result)
-    return 0
+    return run_alone("churn", NAMESPACE, measure_churn, args.count, args.out)
 
 
 if __name__ == "__main__":

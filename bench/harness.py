@@ -420,3 +420,24 @@ def label(obj: Mapping[str, Any], key: str) -> str | None:
 def write_result(path: Path, result: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def run_alone(
+    name: str,
+    namespace: str,
+    measure: Callable[[BenchCluster, Operator, int], Mapping[str, Any]],
+    count: int,
+    out: Path,
+) -> int:
+    """A scenario on a devcluster of its own with one operator watching ``namespace``: its figures
+    printed and written to ``out``."""
+    with BenchCluster.up(f"bench-{name}-{os.getpid()}", namespaces=[namespace]) as bench:
+        operator = Operator(bench, (namespace,)).start()
+        try:
+            operator.wait_ready()
+            result = measure(bench, operator, count)
+        finally:
+            operator.stop()
+    write_result(out, result)
+    print(json.dumps(result, indent=2))
+    return 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 from functools import partial
 from pathlib import Path
@@ -27,8 +26,8 @@ from harness import (
     label,
     latency_summary,
     log,
+    run_alone,
     stamping,
-    write_result,
 )
 
 from core import kube as k8s
@@ -96,16 +95,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "recovery.json")
     args = parser.parse_args()
-    with BenchCluster.up(f"bench-recovery-{os.getpid()}", namespaces=[NAMESPACE]) as bench:
-        operator = Operator(bench, (NAMESPACE,)).start()
-        try:
-            operator.wait_ready()
-            result = measure_recovery(bench, operator, args.count)
-        finally:
-            operator.stop()
-    write_result(args.out, result)
-    print(result)
-    return 0
+    return run_alone("recovery", NAMESPACE, measure_recovery, args.count, args.out)
 
 
 if __name__ == "__main__":

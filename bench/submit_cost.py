@@ -86,9 +86,6 @@ with open(out, "w") as f:
     }, f)
 """
 
-# Environment the submitting client must not inherit (the same list as conformance.spark_submit).
-FOREIGN_ENV = ("KUBECONFIG", "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_DIRS", "HADOOP_CONF_DIR", "SPARK_CONF_DIR")
-
 # The executor pod template kubeflow_args passes (sparkop's property); spark-submit stores it in a
 # ConfigMap of its own, one more write per submission.
 EXECUTOR_TEMPLATE = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: spark-kubernetes-executor\n"
@@ -136,28 +133,12 @@ def driver_manifest(name: str, namespace: str, version: str) -> dict[str, Any]:
 
 def submit_once(version: str, name: str, namespace: str, credentials: Credentials, workdir: Path) -> Submission:
     """One spark-submit (as ``conformance.spark_submit`` runs it) under the reaper; its figures."""
-    home = conformance.ensure_spark(version)
     template = workdir / "executor-template.yaml"
     template.write_text(EXECUTOR_TEMPLATE)
     manifest = driver_manifest(name, namespace, version)
-    env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
-    env.update(SPARK_HOME=str(home), SPARK_USER="spark", HOME=str(workdir), SPARK_LOCAL_IP="127.0.0.1")
-    argv = [
-        str(home / "bin" / "spark-submit"),
-        "--master",
-        f"k8s://{credentials.server}",
-        "--deploy-mode",
-        "cluster",
-        "--conf",
-        "spark.kubernetes.submission.waitAppCompletion=false",
-        "--conf",
-        f"spark.kubernetes.authenticate.submission.caCertFile={credentials.ca}",
-        "--conf",
-        f"spark.kubernetes.authenticate.submission.clientCertFile={credentials.cert}",
-        "--conf",
-        f"spark.kubernetes.authenticate.submission.clientKeyFile={credentials.key}",
-        *conformance.kubeflow_args(manifest, template, None),
-    ]
+    args = conformance.kubeflow_args(manifest, template, None)
+    c = credentials
+    argv, env = conformance.spark_submit_command(version, c.server, c.ca, c.cert, c.key, args, workdir)
     figures_path, log_path = workdir / f"{name}.json", workdir / f"{name}.log"
     figures_path.unlink(missing_ok=True)
     with log_path.open("wb") as out:

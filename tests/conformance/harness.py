@@ -270,14 +270,17 @@ class Submitted:
     log: str
 
 
-def spark_submit(version: str, server: str, ca: Path, cert: Path, key: Path, args: list[str], workdir: Path) -> str:
+# The environment a spark-submit run must not inherit from whoever runs the tests.
+FOREIGN_ENV = ("KUBECONFIG", "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_DIRS", "HADOOP_CONF_DIR", "SPARK_CONF_DIR")
+
+
+def spark_submit_command(
+    version: str, server: str, ca: Path, cert: Path, key: Path, args: list[str], workdir: Path
+) -> tuple[list[str], dict[str, str]]:
+    """argv and environment of ``spark-submit --deploy-mode cluster`` against ``server`` with a client
+    certificate, returning once the driver pod exists (waitAppCompletion=false)."""
     home = ensure_spark(version)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in ("KUBECONFIG", "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_DIRS", "HADOOP_CONF_DIR", "SPARK_CONF_DIR")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
     env.update(SPARK_HOME=str(home), SPARK_USER="spark", HOME=str(workdir), SPARK_LOCAL_IP="127.0.0.1")
     argv = [
         str(home / "bin" / "spark-submit"),
@@ -295,6 +298,11 @@ def spark_submit(version: str, server: str, ca: Path, cert: Path, key: Path, arg
         f"spark.kubernetes.authenticate.submission.clientKeyFile={key}",
         *args,
     ]
+    return argv, env
+
+
+def spark_submit(version: str, server: str, ca: Path, cert: Path, key: Path, args: list[str], workdir: Path) -> str:
+    argv, env = spark_submit_command(version, server, ca, cert, key, args, workdir)
     result = subprocess.run(argv, env=env, cwd=workdir, capture_output=True, text=True, timeout=180, check=False)
     if result.returncode != 0:
         raise RuntimeError(
