@@ -112,7 +112,7 @@ def register(runtime: Runtime) -> None:
         runtime, UIConfig(ingress_url_format=opts.ingress_url_format, ingress_class_name=opts.ingress_class_name)
     )
     queue = runtime.queue("apps", controller.reconcile_key)
-    runtime.collectors.append(metrics.collector(runtime, APPS_INDEX, opts.metrics_labels))
+    runtime.collectors.append(metrics.collector(runtime, metrics.GAUGES_INDEX, opts.metrics_labels))
     runtime.add_index(APPS_INDEX, kube.SPARK_APPLICATIONS, own_key, app_snapshot)
     runtime.enqueue_on_change(kube.SPARK_APPLICATIONS, queue, own_key)
     runtime.add_index(DRIVERS_INDEX, kube.SPARK_DRIVERS, owner_keys, DriverView.from_body)

@@ -1,13 +1,14 @@
 """The apps controller's metrics endpoint part (docs/metrics.md): what the status writes counted
 (``apps_controller.transitions``), and the gauges of current state, read from the SparkApplication
 informer caches at scrape time (apps running now, apps stuck by reason), so they are right at once
-after a restart, with no memory of their own.
+after a restart, with no memory of their own. The caches file each app under the gauge it counts in
+(:data:`GAUGES_INDEX`) as it changes, so a scrape adds up counts and decodes no app.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Final
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -15,11 +16,42 @@ from prometheus_client.registry import Collector
 from api.models import ApplicationState
 from apps_controller import status as st
 from apps_controller.transitions import TRANSITIONS
+from core import kube
+from core.caches import IndexKey
+from core.jsontypes import JSON
 from core.metrics import Transitions, kubeflow_labels, label_name
 from core.runtime import Runtime
 
 RUNNING_COUNT: Final = "spark_application_running_count"
 STUCK: Final = "sparkop_applications_stuck"
+GAUGES_INDEX: Final = "sparkop_app_gauges"
+TERMINAL_STATE_NAMES: Final = frozenset(state.value for state in st.TERMINAL_STATES)
+
+
+def gauge_keys(transitions: Transitions) -> Callable[[JSON], list[IndexKey]]:
+    """Where an app counts: (RUNNING_COUNT, *its metrics labels) while RUNNING, and (STUCK, namespace,
+    reason) while unfinished with its Stuck condition True. Read from the stored status as it is (no
+    model: this runs on every change of every app)."""
+
+    def keys(body: JSON) -> list[IndexKey]:
+        meta, status = body.get("metadata") or {}, body.get("status") or {}
+        state = (status.get("applicationState") or {}).get("state")
+        namespace = str(meta.get("namespace", ""))
+        found: list[IndexKey] = []
+        if state == ApplicationState.RUNNING.value:
+            labels = kubeflow_labels(transitions.label_names, namespace, meta.get("labels") or {})
+            found.append((RUNNING_COUNT, *labels))
+        if state not in TERMINAL_STATE_NAMES:
+            stuck = next((c for c in status.get("conditions") or () if _is(c, st.CONDITION_STUCK)), None)
+            if stuck is not None and stuck.get("status") == "True":
+                found.append((STUCK, namespace, str(stuck.get("reason") or "Unknown")))
+        return found
+
+    return keys
+
+
+def _is(condition: object, kind: str) -> bool:
+    return isinstance(condition, Mapping) and condition.get("type") == kind
 
 
 class AppCollector(Collector):
@@ -27,7 +59,7 @@ class AppCollector(Collector):
 
     def __init__(self, runtime: Runtime, index: str, transitions: Transitions = TRANSITIONS) -> None:
         self.runtime = runtime
-        self.index = index  # the informer index of the objects it counts, filed by the controller
+        self.index = index  # the index that files each app under its gauges (gauge_keys)
         self.transitions = transitions
 
     def collect(self) -> Iterator[Metric]:
@@ -37,39 +69,23 @@ class AppCollector(Collector):
         stuck = GaugeMetricFamily(
             STUCK, "SparkApplications whose current driver is stuck, by reason", labels=["namespace", "reason"]
         )
-        running_by: dict[tuple[str, ...], int] = {}
-        stuck_by: dict[tuple[str, str], int] = {}
-        for body in self._apps():
-            meta = body.get("metadata") or {}
-            status = st.read_status(body.get("status"))
-            state = st.state(status)
-            namespace = str(meta.get("namespace", ""))
-            if state is ApplicationState.RUNNING:
-                key = kubeflow_labels(names, namespace, meta.get("labels") or {})
-                running_by[key] = running_by.get(key, 0) + 1
-            condition = st.condition(status, st.CONDITION_STUCK)
-            if state not in st.TERMINAL_STATES and condition is not None and condition.status == "True":
-                where = (namespace, condition.reason or "Unknown")
-                stuck_by[where] = stuck_by.get(where, 0) + 1
-        for key, count in sorted(running_by.items()):
-            running.add_metric(list(key), count)
-        for where, count in sorted(stuck_by.items()):
-            stuck.add_metric(list(where), count)
+        index = self.runtime.indexes.get(self.index)
+        counts = index.counts() if index is not None else {}  # None: no apps controller in this process
+        for key, count in sorted(counts.items()):
+            if key[0] == RUNNING_COUNT:
+                running.add_metric(list(key[1:]), count)
+            elif key[0] == STUCK:
+                stuck.add_metric(list(key[1:]), count)
         yield running
         yield stuck
-
-    def _apps(self) -> list[dict[str, Any]]:
-        index = self.runtime.indexes.get(self.index)
-        if index is None:  # the apps controller does not run in this process
-            return []
-        return [obj for informer in index.informers for obj in informer.store.objects()]
 
 
 def collector(runtime: Runtime, index: str, labels: Sequence[str] = ()) -> Collector:
     """The apps controller's metrics for ``runtime``; ``labels``: kubeflow's ``--metrics-labels`` (its
     chart sets ``app_type``). Register it once: ``prometheus_client.REGISTRY.register(...)``."""
     TRANSITIONS.configure([label_name(n) for n in labels])
+    runtime.add_index(index, kube.SPARK_APPLICATIONS, gauge_keys(TRANSITIONS), lambda body: None)
     return AppCollector(runtime, index)
 
 
-__all__ = ["RUNNING_COUNT", "STUCK", "AppCollector", "collector"]
+__all__ = ["GAUGES_INDEX", "RUNNING_COUNT", "STUCK", "AppCollector", "collector", "gauge_keys"]

@@ -293,6 +293,14 @@ class Operator:
     def reconciles(self) -> dict[str, float]:
         return self.metric_totals("sparkop_reconcile_total", by="controller")
 
+    def ready(self) -> bool:
+        """Whether /readyz answers 200 now."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
     def wait_ready(self, timeout: float = 120) -> float:
         """Seconds from start until /readyz answers 200 (caches synced, queues running)."""
         deadline = self.started + timeout

@@ -400,30 +400,38 @@ def _diff(a: Any, b: Any, path: str) -> Iterator[str]:
 # -- the operator over N finished apps ----------------------------------------------------------------
 
 
-def wait_first_reconcile(operator: Operator, timeout: float = 600) -> float | None:
-    """Seconds from start until the operator's reconcile counter first moves (None: never, in time)."""
+def wait_started(operator: Operator, timeout: float = 600) -> tuple[float, float]:
+    """Seconds from start until /readyz first says ready, and until the reconcile counter first
+    moves, watched together: a controller starts once its own caches have listed, which may be well
+    before every cache has (readiness)."""
     deadline = operator.started + timeout
-    while time.monotonic() < deadline:
+    ready: float | None = None
+    first: float | None = None
+    while ready is None or first is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the operator was not ready or reconciled nothing within {timeout:.0f}s")
         operator._check_alive()
-        if sum(operator.reconciles().values()) > 0:
-            return time.monotonic() - operator.started
+        now = time.monotonic() - operator.started
+        if first is None and sum(operator.reconciles().values()) > 0:
+            first = now
+        if ready is None and operator.ready():
+            ready = now
         time.sleep(0.05)
-    return None
+    return ready, first
 
 
 def operator_start(bench: BenchCluster, log_name: str, args: tuple[str, ...]) -> tuple[Operator, dict[str, Any]]:
     """Start the operator and follow it to idle: its start's figures and the writes it made."""
     since = now_utc()
     operator = Operator(bench, args=args, log_name=log_name).start()
-    ready = operator.wait_ready(timeout=600)
-    first = wait_first_reconcile(operator)
+    ready, first = wait_started(operator)
     idle = operator.wait_idle(timeout=1200)
     stats = operator.stats()
     reconciles = operator.reconciles()
     writes = bench.writes_since(since)
     return operator, {
         "ready_seconds": round(ready, 2),
-        "first_reconcile_seconds": None if first is None else round(first, 2),
+        "first_reconcile_seconds": round(first, 2),
         "idle_seconds": round(idle, 2),
         "cpu_seconds": round(stats.cpu_seconds, 2),
         "rss_mib": round(stats.rss_mib, 1),

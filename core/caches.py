@@ -8,8 +8,10 @@ Two rules keep decisions off stale state:
   etcd compaction, an API server restart), every other watch of the same server may have missed
   events too, unnoticed yet. Every informer is made to re-list, and until all have, the caches are not
   :attr:`Caches.continuous`.
-* **Reads refuse while not continuous.** :meth:`CacheIndex.get` raises :class:`NotCurrent` while any
-  informer is syncing or re-listing; the work queue takes that as "try again shortly". After the
+* **Reads refuse while not continuous.** :meth:`CacheIndex.get` raises :class:`NotCurrent` while an
+  informer of its selection is syncing or re-listing; the work queue takes that as "try again
+  shortly". Since a gap makes every informer re-list at once, an index whose own informers are
+  continuous again has seen the gap repaired, whatever the others are still listing. After the
   re-lists, every object that changed or vanished has been delivered to the handlers, which enqueue
   its owner's key, so each affected owner is reconciled on the fresh view.
 
@@ -22,7 +24,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from core.informer import ApiClientLike, Handler, Informer, ResourceLike, Transform, drop_managed_fields
 from core.jsontypes import JSON
@@ -39,9 +41,17 @@ class NotCurrent(Exception):
     nothing, look again shortly."""
 
 
+def current(informers: Iterable[Informer]) -> bool:
+    """Whether each of ``informers`` has listed and has seen every change since (no gap being repaired)."""
+    return all(informer.has_synced() and informer.continuous for informer in informers)
+
+
+# A unit separator cannot occur in a namespace, a name or a label value.
+INDEX_SEPARATOR: Final = "\x1f"
+
+
 def index_text(key: IndexKey) -> str:
-    # A unit separator cannot occur in a namespace, a name or a label value.
-    return "\x1f".join(key)
+    return INDEX_SEPARATOR.join(key)
 
 
 @dataclass
@@ -55,12 +65,22 @@ class CacheIndex(Generic[V]):
     value: Callable[[JSON], V]
 
     def get(self, key: IndexKey) -> list[V] | None:
-        """The values under ``key`` (None when there are none); :class:`NotCurrent` while a cache is
-        re-listing."""
-        self.caches.check_current()
+        """The values under ``key`` (None when there are none); :class:`NotCurrent` while a cache of
+        this selection is listing or re-listing."""
+        self.caches.check_current(self.informers)
         text = index_text(key)
         found = [self.value(obj) for informer in self.informers for obj in informer.store.by_index(self.name, text)]
         return found or None
+
+    def counts(self) -> dict[IndexKey, int]:
+        """How many objects each key files, as cached now (nothing decoded; no refusal while
+        re-listing: for gauges, which a scrape later corrects)."""
+        totals: dict[IndexKey, int] = {}
+        for informer in self.informers:
+            for text, count in informer.store.index_counts(self.name).items():
+                key = tuple(text.split(INDEX_SEPARATOR))
+                totals[key] = totals.get(key, 0) + count
+        return totals
 
 
 class Caches:
@@ -131,11 +151,14 @@ class Caches:
     @property
     def continuous(self) -> bool:
         """Whether every informer has listed and has seen every change since (no gap being repaired)."""
-        return all(informer.has_synced() and informer.continuous for informer in self.all())
+        return current(self.all())
 
-    def check_current(self) -> None:
-        if not self.continuous:
-            raise NotCurrent("the caches are re-listing after a watch gap")
+    def check_current(self, informers: Sequence[Informer] | None = None) -> None:
+        """:class:`NotCurrent` unless ``informers`` (default: all) have listed and are continuous."""
+        chosen = self.all() if informers is None else informers
+        if not current(chosen):
+            waiting = ", ".join(i.name for i in chosen if not current((i,)))
+            raise NotCurrent(f"listing, or re-listing after a watch gap: {waiting}")
 
     def _gap(self, lost: Informer) -> None:
         others = [informer for informer in self.all() if informer is not lost]
@@ -143,14 +166,23 @@ class Caches:
         for informer in others:
             informer.relist()
 
-    async def run(self) -> None:
-        """Run every informer until cancelled."""
+    async def run(self, first: Iterable[ResourceLike] = ()) -> None:
+        """Run every informer until cancelled; those of the ``first`` resources list alone, the others
+        start once they have (on a busy cluster, the objects a controller is keyed by are listed
+        before the thousands of pods, ConfigMaps and Services it owns, so it can start sooner)."""
+        paths = {resource.path() for resource in first}
+        leading = [informer for informer in self.all() if informer.resource.path() in paths]
         async with asyncio.TaskGroup() as group:
-            for informer in self.all():
+            for informer in leading:
                 group.create_task(informer.run(), name=f"informer:{informer.name}")
+            await self.wait_synced(leading)
+            for informer in self.all():
+                if informer not in leading:
+                    group.create_task(informer.run(), name=f"informer:{informer.name}")
 
-    async def wait_synced(self) -> None:
-        await asyncio.gather(*(informer.wait_synced() for informer in self.all()))
+    async def wait_synced(self, informers: Iterable[Informer] | None = None) -> None:
+        """Until ``informers`` (default: all) have listed once."""
+        await asyncio.gather(*(informer.wait_synced() for informer in (self.all() if informers is None else informers)))
 
     def sizes(self) -> dict[str, int]:
         """Objects cached per informer (for the start-up log line)."""

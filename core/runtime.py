@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from prometheus_client.registry import Collector
 
 from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
-from core.informer import EventType, Transform
+from core.informer import EventType, Informer, Transform
 from core.jsontypes import JSON
 from core.kube import NAMESPACES, Kube, Resource
 from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
@@ -58,6 +58,9 @@ class Runtime:
     # Prometheus collectors a controller adds in its register(runtime): served on /metrics next to
     # the default registry, collected on the operator's event loop (so they may read the caches).
     collectors: list[Collector] = field(default_factory=list)
+    # The informers each queue is enqueued from (by queue name): what its reconciles read, so what
+    # must have listed before the queue starts.
+    sources: dict[str, list[Informer]] = field(default_factory=dict)
 
     @functools.cached_property
     def caches(self) -> Caches:
@@ -108,7 +111,10 @@ class Runtime:
 
         ``view``: all the controller reads of such an object (what its index files). A change that
         leaves the view as it was (a kubelet refreshing a condition's probe time) cannot change a
-        decision, so it asks for no pass; creations and deletions always do."""
+        decision, so it asks for no pass; creations and deletions always do.
+
+        The queue starts once every selection it is enqueued from has listed (``sources``): a
+        controller enqueues on what it reads, so it waits for its own caches, not every cache."""
 
         def handler(type_: EventType, obj: JSON, old: JSON | None) -> None:
             if type_ == "MODIFIED" and old is not None and view is not None and view(old) == view(obj):
@@ -117,6 +123,8 @@ class Runtime:
                 queue.enqueue(key)
 
         self.caches.on_change(resource, handler, label_selector=selector)
+        sources = self.sources.setdefault(queue.name, [])
+        sources += [i for i in self.caches.informers(resource, selector) if i not in sources]
 
     def queue(self, name: str, reconcile: Reconcile[Any]) -> WorkQueue[Any]:
         queue: WorkQueue[Any] = WorkQueue(

@@ -95,7 +95,6 @@ class DriverController:
 def register(runtime: Runtime) -> None:
     """``sparkop run --controllers driver``: the driver controller's indexes and change handlers."""
     controller = DriverController(runtime)
-    runtime.collectors.append(metrics.collector(runtime, INDEX_PODS, runtime.options.metrics_labels))
     runtime.add_index(INDEX_DRIVERS, SPARK_DRIVERS, own_key, copy.deepcopy)
     runtime.enqueue_on_change(SPARK_DRIVERS, controller.queue, own_key)
     owned: tuple[tuple[str, Resource, Any, Any, Any], ...] = (
@@ -107,3 +106,4 @@ def register(runtime: Runtime) -> None:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent.
         runtime.add_index(index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim)
         runtime.enqueue_on_change(resource, controller.queue, owner_key, selector=labels.DRIVER, view=view)
+    runtime.collectors.append(metrics.collector(runtime, metrics.EXECUTORS_INDEX, runtime.options.metrics_labels))

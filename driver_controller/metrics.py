@@ -1,22 +1,43 @@
 """The driver controller's metrics endpoint part (docs/metrics.md): what the SparkDriver status
 writes counted (``driver_controller.transitions``), and ``spark_executor_running_count``, read from
-the pod informer cache at scrape time, so it is right at once after a restart.
+the pod informer cache at scrape time, so it is right at once after a restart. The cache files each
+running executor under its metrics labels (:data:`EXECUTORS_INDEX`) as it changes, so a scrape adds
+up counts and decodes no pod.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from core import labels
+from core.caches import IndexKey
+from core.jsontypes import JSON
+from core.kube import PODS
 from core.metrics import Transitions, kubeflow_labels, label_name
 from core.runtime import Runtime
 from driver_controller.transitions import TRANSITIONS
 
 EXECUTOR_RUNNING_COUNT: Final = "spark_executor_running_count"
+EXECUTORS_INDEX: Final = "sparkop_running_executors"
+
+
+def running_executor_keys(transitions: Transitions) -> Callable[[JSON], list[IndexKey]]:
+    """A running executor pod (not being deleted) files under its metrics labels; any other pod nowhere."""
+
+    def keys(pod: JSON) -> list[IndexKey]:
+        meta = pod.get("metadata") or {}
+        pod_labels = meta.get("labels") or {}
+        if pod_labels.get(labels.SPARK_ROLE) != labels.ROLE_EXECUTOR or meta.get("deletionTimestamp"):
+            return []
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return []
+        return [kubeflow_labels(transitions.label_names, str(meta.get("namespace", "")), pod_labels)]
+
+    return keys
 
 
 class DriverCollector(Collector):
@@ -29,27 +50,18 @@ class DriverCollector(Collector):
         yield from self.transitions.collect()
         names = list(self.transitions.label_names)
         running = GaugeMetricFamily(EXECUTOR_RUNNING_COUNT, "Total number of running Spark executors", labels=names)
-        by: dict[tuple[str, ...], int] = {}
         index = self.runtime.indexes.get(self.index)
-        for informer in index.informers if index is not None else ():
-            for pod in informer.store.objects():
-                meta = pod.get("metadata") or {}
-                pod_labels = meta.get("labels") or {}
-                if pod_labels.get(labels.SPARK_ROLE) != labels.ROLE_EXECUTOR:
-                    continue
-                if (pod.get("status") or {}).get("phase") != "Running" or meta.get("deletionTimestamp"):
-                    continue
-                key = kubeflow_labels(names, str(meta.get("namespace", "")), pod_labels)
-                by[key] = by.get(key, 0) + 1
-        for key, count in sorted(by.items()):
-            running.add_metric(list(key), count)
+        for key, count in sorted((index.counts() if index is not None else {}).items()):
+            running.add_metric(list(key) if names else [], count)
         yield running
 
 
-def collector(runtime: Runtime, index: str, labels: Sequence[str] = ()) -> Collector:
-    """The driver controller's metrics for ``runtime``; ``labels`` as for ``apps_controller.metrics``."""
-    TRANSITIONS.configure([label_name(n) for n in labels])
+def collector(runtime: Runtime, index: str, metrics_labels: Sequence[str] = ()) -> Collector:
+    """The driver controller's metrics for ``runtime``; ``metrics_labels`` as ``labels`` for
+    ``apps_controller.metrics``. Register it after the pods' index (it shares their trimmed cache)."""
+    TRANSITIONS.configure([label_name(n) for n in metrics_labels])
+    runtime.add_index(index, PODS, running_executor_keys(TRANSITIONS), lambda pod: None, selector=labels.DRIVER)
     return DriverCollector(runtime, index)
 
 
-__all__ = ["EXECUTOR_RUNNING_COUNT", "DriverCollector", "collector"]
+__all__ = ["EXECUTORS_INDEX", "EXECUTOR_RUNNING_COUNT", "DriverCollector", "collector", "running_executor_keys"]

@@ -3,8 +3,9 @@
 Each controller module registers indexes (what it observes, by key) and change handlers that only
 enqueue keys, and may add Prometheus collectors to ``runtime.collectors`` (served on /metrics);
 :class:`core.caches.Caches` runs one informer per watched selection (server-side label selectors for
-everything sparkop owns), and once every cache has listed, the work queues start; with leader
-election (``core.leader``), only once this replica leads.
+everything sparkop owns), and each work queue starts once the caches it reads have listed (the
+apps controller does not wait for every pod in the cluster); with leader election
+(``core.leader``), only once this replica leads.
 """
 
 from __future__ import annotations
@@ -20,8 +21,17 @@ from typing import Any, Final
 
 from apps_controller.handlers import register as register_apps
 from core.caches import Caches
-from core.kube import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_DRIVERS, Kube, RateLimit, Resource
+from core.kube import (
+    NAMESPACES,
+    SCHEDULED_SPARK_APPLICATIONS,
+    SPARK_APPLICATIONS,
+    SPARK_DRIVERS,
+    Kube,
+    RateLimit,
+    Resource,
+)
 from core.leader import ElectionConfig, Elector, KubeLeaseStore
+from core.queue import WorkQueue
 from core.runtime import Options, Register, Runtime, register_namespaces
 from driver_controller.handlers import register as register_driver
 from schedule_controller.handlers import register as register_scheduled
@@ -92,9 +102,10 @@ async def run_operator(
 ) -> None:
     """Run until ``stop_flag`` is set (or SIGTERM/SIGINT when run from the CLI).
 
-    With ``election``, the informers run at once (a standby is warm) but the work queues start only
-    once this replica leads, every write is fenced by the lease, and :class:`LeadershipLost` is
-    raised when the lease is lost; a clean stop releases it."""
+    With ``election``, the informers run at once (a standby is warm) and the election too (a queue
+    still waits for its own caches), but the work queues start only once this replica leads, every
+    write is fenced by the lease, and :class:`LeadershipLost` is raised when the lease is lost; a
+    clean stop releases it."""
     kube = await Kube.connect(kubeconfig, context)
     options = options or Options()
     kube.limit = RateLimit(options.kube_api_qps, options.kube_api_burst)
@@ -125,19 +136,22 @@ async def run_operator(
         await wait_until_served(kube, served, on_missing=health_unserved(health))
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(runtime.caches.run(), name="caches")]
+            tasks = [group.create_task(runtime.caches.run(first=(NAMESPACES, *served)), name="caches")]
             health.caches_task = tasks[0]
-            started = time.monotonic()
-            await wait_synced(runtime.caches)
-            health.synced = True
-            log.info("caches synced in %.2fs: %s", time.monotonic() - started, runtime.caches.sizes())
+            tasks.append(group.create_task(report_synced(runtime.caches, health), name="synced"))
             stop = stop_flag or asyncio.Event()
             if elector is not None:
                 tasks.append(group.create_task(elector.run(), name="leader-election"))
                 await first_of(stop.wait(), elector.leading_event.wait(), elector.lost.wait())
             if not stop.is_set() and not (elector is not None and elector.lost.is_set()):
-                tasks += [group.create_task(q.run(), name=f"queue:{q.name}") for q in runtime.queues]
+                # Each queue starts once its own caches have listed: on a busy cluster the apps
+                # controller need not wait for every pod, ConfigMap and Service to be listed.
+                tasks += [
+                    group.create_task(run_when_synced(runtime, queue), name=f"queue:{queue.name}")
+                    for queue in runtime.queues
+                ]
                 if ready_flag is not None:
+                    await first_of(stop.wait(), runtime.caches.wait_synced())
                     ready_flag.set()
                 await first_of(stop.wait(), *([elector.lost.wait()] if elector is not None else []))
             for task in tasks:
@@ -172,6 +186,22 @@ async def first_of(*waits: Coroutine[Any, Any, Any]) -> None:
 
 
 SYNC_NAG_SECONDS = 30.0
+
+
+async def report_synced(caches: Caches, health: Health) -> None:
+    """Until every cache has listed once (then /readyz may say ready), saying so in the log."""
+    started = time.monotonic()
+    await wait_synced(caches)
+    health.synced = True
+    log.info("caches synced in %.2fs: %s", time.monotonic() - started, caches.sizes())
+
+
+async def run_when_synced(runtime: Runtime, queue: WorkQueue[Any]) -> None:
+    """Run ``queue`` once the caches it is enqueued from have listed."""
+    started = time.monotonic()
+    await runtime.caches.wait_synced(runtime.sources.get(queue.name, ()))
+    log.info("%s: its caches listed in %.2fs; reconciling", queue.name, time.monotonic() - started)
+    await queue.run()
 
 
 async def wait_synced(caches: Caches) -> None:

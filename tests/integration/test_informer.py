@@ -1,5 +1,6 @@
-"""core.informer against the real control plane: server-side selection, events, and a re-list that
-replaces the cache after a watch gap the API server can no longer serve (410 Gone)."""
+"""core.informer against the real control plane: server-side selection, events, a listing streamed over
+the watch (watch-list) or paged, and a re-list that replaces the cache after a watch gap the API
+server can no longer serve (410 Gone)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from tests.support.gap import compact_etcd_and_restart_apiserver
 pytestmark = pytest.mark.cluster
 
 LABEL = "informer-test.sparkop.io/run"
+# How the informer lists: streamed over the watch (the default), or a paged LIST (the fallback).
+LISTINGS = pytest.mark.parametrize("watch_list", [True, False], ids=["watch-list", "paged-list"])
 
 
 async def eventually(predicate: Callable[[], Any], within: float = 30.0, message: str = "condition") -> Any:
@@ -86,7 +89,9 @@ async def test_sync_with_a_label_selector_never_shows_unlabelled_objects(kube: K
     await asyncio.gather(*(kube.create(o) for o in mine + others))
 
     recorder = Recorder()
-    informer = Informer(kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", page_size=2)
+    informer = Informer(
+        kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", page_size=2, watch_list=False
+    )
     informer.add_handler(recorder)
     async with running(informer):
         assert sorted(name for _, name in informer.store) == [f"mine-{i}" for i in range(5)]
@@ -103,22 +108,44 @@ async def test_sync_with_a_label_selector_never_shows_unlabelled_objects(kube: K
         assert len(informer.store) == 6
 
 
-async def test_every_list_and_watch_request_carries_the_selectors(kube: Kube, namespace: str) -> None:
+async def test_a_streamed_listing_holds_exactly_the_selection_and_watches_on(kube: Kube, namespace: str) -> None:
+    run = uuid.uuid4().hex[:8]
+    mine = [config_map(namespace, f"mine-{i}", {LABEL: run}) for i in range(5)]
+    await asyncio.gather(*(kube.create(o) for o in [*mine, config_map(namespace, "other", {LABEL: "else"})]))
+    recorder = Recorder()
+    informer = Informer(kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}")
+    informer.add_handler(recorder)
+    async with running(informer):
+        assert sorted(name for _, name in informer.store) == [f"mine-{i}" for i in range(5)]
+        assert recorder.names() == {f"mine-{i}" for i in range(5)} and informer.stats.lists == 1
+        assert all("managedFields" not in obj["metadata"] for obj in informer.store.objects())
+        # One request listed and watches on: the change arrives on it, with no LIST ever made.
+        await kube.create(config_map(namespace, "mine-late", {LABEL: run}))
+        await eventually(lambda: informer.store.get(namespace, "mine-late"), message="mine-late in the cache")
+    (request,) = informer.requests
+    assert request.verb == "WATCH" and request.param("sendInitialEvents") == "true"
+    assert request.param("resourceVersionMatch") == "NotOlderThan" and request.param("resourceVersion") is None
+    assert informer.store.resource_version is not None and int(informer.store.resource_version) > 0
+
+
+@LISTINGS
+async def test_every_list_and_watch_request_carries_the_selectors(kube: Kube, namespace: str, watch_list: bool) -> None:
     run = uuid.uuid4().hex[:8]
     selector, fields = f"{LABEL}={run}", f"metadata.namespace={namespace}"
     # Cluster-wide: the selection is the server's, the informer never sees another namespace's objects.
-    informer = Informer(kube.api, CONFIGMAPS, label_selector=selector, field_selector=fields)
+    informer = Informer(kube.api, CONFIGMAPS, label_selector=selector, field_selector=fields, watch_list=watch_list)
     async with running(informer):
         await kube.create(config_map(namespace, "seen", {LABEL: run}))
         await eventually(lambda: informer.store.get(namespace, "seen"), message="seen in the cache")
         await eventually(lambda: any(r.verb == "WATCH" for r in informer.requests), message="a watch request")
     verbs = [r.verb for r in informer.requests]
-    assert verbs[0] == "LIST" and "WATCH" in verbs
+    assert verbs[0] == ("WATCH" if watch_list else "LIST") and "WATCH" in verbs
     for request in informer.requests:
         assert request.path == "/api/v1/configmaps"
         assert request.param("labelSelector") == selector and request.param("fieldSelector") == fields
     watch = next(r for r in informer.requests if r.verb == "WATCH")
-    assert watch.param("allowWatchBookmarks") == "true" and watch.param("resourceVersion")
+    assert watch.param("allowWatchBookmarks") == "true"
+    assert watch.param("sendInitialEvents" if watch_list else "resourceVersion")
 
 
 async def test_added_modified_deleted_reach_the_store_and_the_handlers(kube: Kube, namespace: str) -> None:
@@ -160,8 +187,9 @@ async def test_added_modified_deleted_reach_the_store_and_the_handlers(kube: Kub
         assert recorder.of("child") == ["ADDED", "MODIFIED", "DELETED"]
 
 
+@LISTINGS
 async def test_a_watch_gap_past_compaction_relists_and_drops_what_was_deleted(
-    cluster: ClusterHandle, kube: Kube, namespace: str
+    cluster: ClusterHandle, kube: Kube, namespace: str, watch_list: bool
 ) -> None:
     if not cluster.can_restart:
         pytest.skip("needs a devcluster it can restart (etcd compaction and a fresh watch cache)")
@@ -169,7 +197,9 @@ async def test_a_watch_gap_past_compaction_relists_and_drops_what_was_deleted(
     names = ["stays", "goes", "changes"]
     await asyncio.gather(*(kube.create(config_map(namespace, n, {LABEL: run})) for n in names))
     recorder = Recorder()
-    informer = Informer(kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}")
+    informer = Informer(
+        kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", watch_list=watch_list
+    )
     informer.add_handler(recorder)
     async with running(informer):
         pass  # synced; now the informer stops, as an operator stopped (SIGSTOP) for a while would
@@ -191,7 +221,12 @@ async def test_a_watch_gap_past_compaction_relists_and_drops_what_was_deleted(
     assert recorder.of("stays") == ["ADDED"]  # unchanged: nothing to tell
     # The watch resumed from the gap, was refused, and the informer listed again and watched on.
     verbs = [(r.verb, r.param("resourceVersion")) for r in informer.requests]
-    assert ("WATCH", gap_from) in verbs and verbs.count(("LIST", None)) == 2 and verbs[-1][0] == "WATCH"
+    assert ("WATCH", gap_from) in verbs and verbs[-1][0] == "WATCH"
+    if watch_list:
+        listings = [r for r in informer.requests if r.param("sendInitialEvents") == "true"]
+        assert len(listings) == 2 and not any(verb == "LIST" for verb, _ in verbs)
+    else:
+        assert verbs.count(("LIST", None)) == 2
 
 
 async def _resumed(informer: Informer, done: Callable[[], Any]) -> None:

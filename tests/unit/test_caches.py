@@ -104,3 +104,22 @@ async def test_a_reconcile_that_met_caches_relisting_runs_again_shortly_without_
     await asyncio.gather(task, return_exceptions=True)
     assert runs == ["k", "k"]
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_an_index_reads_once_its_own_caches_listed_while_others_still_list() -> None:
+    caches = Caches(api=None)  # type: ignore[arg-type]
+    drivers = caches.index("drivers", SPARK_DRIVERS, lambda o: [("a", o["metadata"]["name"])], lambda o: o)
+    pods = caches.index("pods", PODS, by_driver, lambda o: o, "sparkop.io/driver")
+    (driver_informer,) = caches.informers(SPARK_DRIVERS)
+    (pod_informer,) = caches.informers(PODS, "sparkop.io/driver")
+    synced(driver_informer, {"metadata": {"namespace": "a", "name": "d", "uid": "u", "resourceVersion": "1"}})
+    # The pods are still being listed: whoever reads only SparkDrivers may decide already.
+    assert not caches.continuous and drivers.get(("a", "d"))
+    with pytest.raises(NotCurrent, match="Pod"):
+        pods.get(("a", "d"))
+    # A gap found by the pods' watch still stops the SparkDriver readers until their cache re-listed.
+    synced(pod_informer, pod("a", "p1", "d"))
+    pod_informer.continuous = False
+    pod_informer._gap()
+    with pytest.raises(NotCurrent, match="SparkDriver"):
+        drivers.get(("a", "d"))

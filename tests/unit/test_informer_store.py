@@ -67,7 +67,7 @@ def assert_indexes_match(store: Store) -> None:
         for value, keys in expected.items():
             assert [key_of(o) for o in store.by_index(name, value)] == sorted(keys)
     for obj in store.objects():
-        assert store.get_by_uid(uid_of(obj)) is obj
+        assert store.get_by_uid(uid_of(obj)) == obj
 
 
 def mirror(before: dict[Key, JSON], deltas: list[Delta]) -> dict[Key, JSON]:
@@ -76,12 +76,12 @@ def mirror(before: dict[Key, JSON], deltas: list[Delta]) -> dict[Key, JSON]:
     for delta in deltas:
         key = key_of(delta.obj)
         if delta.type == "DELETED":
-            assert seen.pop(key) is delta.old
+            assert seen.pop(key) == delta.old
         elif delta.type == "ADDED":
             assert key not in seen and delta.old is None
             seen[key] = delta.obj
         else:
-            assert seen[key] is delta.old
+            assert seen[key] == delta.old
             seen[key] = delta.obj
     return seen
 
@@ -137,7 +137,7 @@ def test_indexes_follow_every_change(ops: list[tuple[str, Any]]) -> None:
         before = contents(store)
         if op == "upsert":
             deltas = store.upsert(arg)
-            assert store.get(*key_of(arg)) is arg
+            assert store.get(*key_of(arg)) == arg
         elif op == "delete":
             deltas = store.delete(arg)
         else:
@@ -179,6 +179,18 @@ def test_an_index_added_late_covers_what_is_stored() -> None:
     store.replace([make("a", "x", "u1", 1, app="p"), make("a", "y", "u2", 1)], "1")
     store.add_indexer(APP_LABEL, by_label(APP_LABEL))
     assert [key_of(o) for o in store.by_index(APP_LABEL, "p")] == [("a", "x")]
+
+
+def test_every_read_is_a_copy_of_its_own() -> None:
+    """Objects are kept encoded: a reader that changes what it read changes nothing for the others."""
+    store = Store({APP_LABEL: by_label(APP_LABEL)})
+    store.replace([make("a", "x", "u1", 1, app="p")], "1")
+    for read in (store.get("a", "x"), store.get_by_uid("u1"), *store.objects(), *store.by_index(APP_LABEL, "p")):
+        assert read is not None
+        read["metadata"]["labels"][APP_LABEL] = "changed"
+        read["spec"] = {"changed": True}
+    assert store.get("a", "x") == make("a", "x", "u1", 1, app="p")
+    assert store.index_counts(APP_LABEL) == {"p": 1}
 
 
 def test_managed_fields_are_not_kept() -> None:

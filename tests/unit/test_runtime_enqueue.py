@@ -13,6 +13,8 @@ from driver_controller.observe import owner_key, pod_view
 
 
 class Queue:
+    name = "test"
+
     def __init__(self) -> None:
         self.keys: list[Any] = []
 

@@ -1,0 +1,123 @@
+"""core.informer's listing without a cluster: a server that refuses to stream a watch's initial state
+(the WatchList feature off, an API server before 1.27) is LISTed instead, and a stream cut before the
+bookmark that ends its initial events leaves the cache unsynced and is asked again. The streamed
+listing itself is tested against the real API server in tests/integration/test_informer.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from core.informer import INITIAL_EVENTS_END, Informer
+from core.jsontypes import JSON
+from core.kube import CONFIGMAPS
+
+
+def config_map(name: str, rv: str) -> JSON:
+    return {"metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}", "resourceVersion": rv}}
+
+
+def line(type_: str, obj: JSON) -> bytes:
+    return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+
+
+END = line("BOOKMARK", {"metadata": {"resourceVersion": "7", "annotations": {INITIAL_EVENTS_END: "true"}}})
+
+
+class Body:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        await asyncio.Event().wait()  # a watch stays open until the server ends it
+
+
+class Response:
+    def __init__(self, status: int, body: bytes = b"", chunks: list[bytes] | None = None) -> None:
+        self.status, self.reason, self.body = status, "", body
+        self.content = Body(chunks or [])
+
+    async def read(self) -> bytes:
+        return self.body
+
+    def release(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Api:
+    """Answers each request with the next scripted response; remembers the query of each."""
+
+    def __init__(self, *responses: Response) -> None:
+        self.responses = list(responses)
+        self.queries: list[dict[str, str]] = []
+
+    async def call_api(self, path: str, method: str, **kwargs: Any) -> Response:
+        self.queries.append(dict(kwargs["query_params"]))
+        if not self.responses:
+            await asyncio.Event().wait()
+        return self.responses.pop(0)
+
+
+async def synced(informer: Informer) -> asyncio.Task[None]:
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(informer.wait_synced(), timeout=5)
+    return task
+
+
+async def test_a_refused_watch_list_is_listed_instead() -> None:
+    refusal = json.dumps({"kind": "Status", "reason": "Invalid", "message": "sendInitialEvents is forbidden"})
+    listed = json.dumps({"metadata": {"resourceVersion": "5"}, "items": [config_map("a", "4")]})
+    api = Api(Response(422, refusal.encode()), Response(200, listed.encode()), Response(200, chunks=[]))
+    informer = Informer(api, CONFIGMAPS, namespace="ns")
+    task = await synced(informer)
+    try:
+        assert [name for _, name in informer.store] == ["a"] and informer.store.resource_version == "5"
+        streamed, paged, watch = api.queries[:3]
+        assert streamed["sendInitialEvents"] == "true" and "watch" not in paged and paged["limit"]
+        assert watch["resourceVersion"] == "5" and "sendInitialEvents" not in watch
+        assert informer.watch_list is False  # asked once: the next re-list lists at once
+    finally:
+        task.cancel()
+
+
+async def test_a_streamed_listing_is_stored_whole_at_its_end_and_watched_on() -> None:
+    stream = [line("ADDED", config_map("a", "3")), line("ADDED", config_map("b", "4"))]
+    stream += [END, line("MODIFIED", config_map("a", "8"))]
+    api = Api(Response(200, chunks=stream))
+    informer = Informer(api, CONFIGMAPS, namespace="ns")
+    seen: list[tuple[str, str]] = []
+    informer.add_handler(lambda type_, obj, old: seen.append((type_, obj["metadata"]["name"])))
+    task = await synced(informer)
+    try:
+        for _ in range(100):
+            if len(seen) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
+        assert informer.store.resource_version == "8" and len(api.queries) == 1
+    finally:
+        task.cancel()
+
+
+async def test_a_stream_cut_before_its_end_stores_nothing_and_is_asked_again() -> None:
+    cut = Response(200, chunks=[line("ADDED", config_map("a", "3"))])
+
+    async def ends() -> AsyncIterator[bytes]:
+        yield line("ADDED", config_map("a", "3"))
+
+    cut.content.iter_any = ends  # type: ignore[method-assign]
+    whole = Response(200, chunks=[line("ADDED", config_map("b", "4")), END])
+    api = Api(cut, whole)
+    informer = Informer(api, CONFIGMAPS, namespace="ns", max_backoff_seconds=0.01)
+    task = await synced(informer)
+    try:
+        # Only the second, complete stream was stored: "a" was never a listed object.
+        assert [name for _, name in informer.store] == ["b"] and informer.stats.lists == 1
+        assert [q.get("sendInitialEvents") for q in api.queries[:2]] == ["true", "true"]
+    finally:
+        task.cancel()

@@ -1,0 +1,62 @@
+"""An operator's start: each controller's queue waits for the caches it reads, not for every cache, so
+on a busy cluster the apps controller reconciles while pods, ConfigMaps and Services are still listed."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from core.informer import Informer
+from core.runtime import Runtime
+from sparkop.operator import controller_registrations, run_when_synced
+
+
+def runtime_with(*controllers: str) -> Runtime:
+    runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
+    for register in controller_registrations(controllers):
+        register(runtime)
+    return runtime
+
+
+def kinds(informers: list[Informer]) -> set[str]:
+    return {f"{i.resource.kind}[{i.label_selector or '*'}]" for i in informers}
+
+
+def test_each_queue_waits_for_what_it_reads() -> None:
+    runtime = runtime_with("apps", "driver")
+    apps, driver = (kinds(runtime.sources[name]) for name in ("apps", "driver"))
+    assert {"SparkApplication[*]", "SparkDriver[*]"} <= apps
+    assert not any(kind.startswith(("Pod", "ConfigMap")) for kind in apps)
+    assert driver == {
+        "SparkDriver[*]",
+        "Pod[sparkop.io/driver]",
+        "ConfigMap[sparkop.io/driver]",
+        "Service[sparkop.io/driver]",
+    }
+    # Every cache a queue waits for is one its reconciles read through an index.
+    indexed = {id(informer) for index in runtime.indexes.values() for informer in index.informers}
+    assert all(id(informer) in indexed for informer in runtime.sources["apps"] + runtime.sources["driver"])
+
+
+async def test_a_queue_starts_once_its_own_caches_listed() -> None:
+    runtime = runtime_with("apps", "driver")
+    started: list[str] = []
+
+    class Queue:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def run(self) -> None:
+            started.append(self.name)
+
+    tasks = [asyncio.create_task(run_when_synced(runtime, Queue(name))) for name in ("apps", "driver")]  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    for informer in runtime.sources["apps"]:
+        informer.store.replace([], "1")
+        informer._synced.set()
+    await asyncio.wait_for(tasks[0], timeout=5)
+    assert started == ["apps"] and not tasks[1].done()  # the pods have not been listed yet
+    for informer in runtime.caches.all():
+        informer._synced.set()
+    await asyncio.wait_for(tasks[1], timeout=5)
+    assert started == ["apps", "driver"]
