@@ -111,6 +111,16 @@ class WorkQueue(Generic[K]):
             self._ready.put_nowait(key)
             QUEUE_DEPTH.labels(self.name).set(len(self._waiting))
 
+    def enqueue_soon(self, key: K, within: float) -> None:
+        """Ask for ``key`` to be reconciled within ``within`` seconds, together with every other ask
+        for it meanwhile: a burst of changes to what one key owns (a pod's phases, its executors
+        appearing) makes one pass, not one per change. A pass already due covers this ask; a later
+        one (a requeue minutes away) is brought forward."""
+        if within <= 0:
+            self.enqueue(key)
+        elif key not in self._waiting and key not in self._again:
+            self.enqueue(key, after=within)
+
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.enqueue(key)

@@ -9,7 +9,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from prometheus_client.registry import Collector
 
@@ -23,6 +23,9 @@ from core.queue import Reconcile, WorkQueue
 log = logging.getLogger(__name__)
 
 V = TypeVar("V")
+# How long a change of an owned object may wait for others before its owner's pass: a pod going
+# Pending -> Running and its executors appearing within this make one pass and one status write.
+COALESCE_SECONDS: Final = 0.2
 Enqueue = Callable[[JSON], Iterable[Any]]
 """The keys an object's change asks to reconcile (its own key, or its owner's)."""
 
@@ -106,8 +109,12 @@ class Runtime:
         *,
         selector: str | None = None,
         view: Callable[[JSON], Any] | None = None,
+        coalesce: bool = False,
     ) -> None:
         """On every change of the selection, enqueue the keys of the object before and after it.
+
+        ``coalesce``: for what a key owns (its children): a change asks for a pass within
+        COALESCE_SECONDS, merged with the other changes meanwhile, rather than at once.
 
         ``view``: all the controller reads of such an object (what its index files). A change that
         leaves the view as it was (a kubelet refreshing a condition's probe time) cannot change a
@@ -120,7 +127,10 @@ class Runtime:
             if type_ == "MODIFIED" and old is not None and view is not None and view(old) == view(obj):
                 return
             for key in {*keys(obj), *(keys(old) if old is not None else ())}:
-                queue.enqueue(key)
+                if coalesce:
+                    queue.enqueue_soon(key, COALESCE_SECONDS)
+                else:
+                    queue.enqueue(key)
 
         self.caches.on_change(resource, handler, label_selector=selector)
         sources = self.sources.setdefault(queue.name, [])

@@ -92,10 +92,15 @@ class DriverController:
         return await self.applier.apply(key, body, plan, dict, namespace=key[0], seen=learnt, owner_current=current)
 
 
+def as_read(body: JSON) -> JSON:
+    return body
+
+
 def register(runtime: Runtime) -> None:
     """``sparkop run --controllers driver``: the driver controller's indexes and change handlers."""
     controller = DriverController(runtime)
-    runtime.add_index(INDEX_DRIVERS, SPARK_DRIVERS, own_key, copy.deepcopy)
+    # As read: every read of the cache is already a copy of its own (core.informer.Store).
+    runtime.add_index(INDEX_DRIVERS, SPARK_DRIVERS, own_key, as_read)
     runtime.enqueue_on_change(SPARK_DRIVERS, controller.queue, own_key)
     owned: tuple[tuple[str, Resource, Any, Any, Any], ...] = (
         (INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod),
@@ -105,5 +110,7 @@ def register(runtime: Runtime) -> None:
     for index, resource, summarize, view, trim in owned:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent.
         runtime.add_index(index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim)
-        runtime.enqueue_on_change(resource, controller.queue, owner_key, selector=labels.DRIVER, view=view)
+        runtime.enqueue_on_change(
+            resource, controller.queue, owner_key, selector=labels.DRIVER, view=view, coalesce=True
+        )
     runtime.collectors.append(metrics.collector(runtime, metrics.EXECUTORS_INDEX, runtime.options.metrics_labels))

@@ -118,4 +118,4 @@ def register(runtime: Runtime) -> None:
     runtime.add_index(SCHEDULED_INDEX, kube.SCHEDULED_SPARK_APPLICATIONS, own_key, snapshot)
     runtime.enqueue_on_change(kube.SCHEDULED_SPARK_APPLICATIONS, queue, own_key)
     runtime.add_index(RUNS_INDEX, kube.SPARK_APPLICATIONS, owner_keys, RunView.from_body)
-    runtime.enqueue_on_change(kube.SPARK_APPLICATIONS, queue, owner_keys)
+    runtime.enqueue_on_change(kube.SPARK_APPLICATIONS, queue, owner_keys, coalesce=True)

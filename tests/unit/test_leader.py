@@ -210,12 +210,12 @@ async def test_the_kube_fence_refuses_every_write_and_lets_reads_through() -> No
         def release(self) -> None:
             pass
 
-    class Api:
-        async def call_api(self, path: str, method: str, **_: Any) -> Answer:
+    class Recorded(Kube):
+        async def _send(self, method: str, path: str, *_: Any) -> Answer:  # type: ignore[override]
             calls.append(method)
             return Answer()
 
-    kube = Kube(Api())  # type: ignore[arg-type]
+    kube = Recorded(None)  # type: ignore[arg-type]
     kube.fence = lambda: False
     await kube.get(SPARK_APPLICATIONS, "ns", "x")
     with pytest.raises(Fenced, match="does not hold a valid leader lease"):

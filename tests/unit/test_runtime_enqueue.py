@@ -8,7 +8,7 @@ from typing import Any
 
 from core.informer import Informer
 from core.kube import PODS
-from core.runtime import Runtime
+from core.runtime import COALESCE_SECONDS, Runtime
 from driver_controller.observe import owner_key, pod_view
 
 
@@ -67,3 +67,17 @@ def test_without_a_view_every_change_asks_for_a_pass() -> None:
     queue, on_change = handler(None)
     on_change("MODIFIED", pod("6"), pod("5"))
     assert queue.keys == [("ns", "pi-1")]
+
+
+def test_changes_of_owned_objects_are_coalesced_and_the_owners_own_are_not() -> None:
+    class Soon(Queue):
+        def enqueue_soon(self, key: Any, within: float) -> None:
+            self.keys.append(("soon", key, within))
+
+    runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
+    queue = Soon()
+    runtime.enqueue_on_change(PODS, queue, owner_key, view=pod_view, coalesce=True)  # type: ignore[arg-type]
+    (informer,) = runtime.caches.informers(PODS)
+    informer._handlers[0]("ADDED", pod("5"), None)
+    assert queue.keys == [("soon", ("ns", "pi-1"), COALESCE_SECONDS)]
+    assert 0 < COALESCE_SECONDS <= 0.5  # a pass waits for its owned objects' burst, not for long

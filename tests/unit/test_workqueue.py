@@ -197,3 +197,32 @@ async def test_a_name_on_its_way_out_is_waited_for_with_a_bounded_backoff_and_no
         await _run_briefly(queue, 0.3)
     assert Counter(seen) == Counter({"plain": 4, "wrapped": 4})
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_changes_asked_soon_make_one_pass_and_bring_a_distant_requeue_forward() -> None:
+    passes: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        passes.append(key)
+        done.set()
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile)
+    queue.enqueue("a", after=300)  # a requeue minutes away ...
+    task = asyncio.create_task(queue.run())
+    try:
+        for _ in range(20):  # ... and a burst of changes to what "a" owns
+            queue.enqueue_soon("a", 0.05)
+        async with asyncio.timeout(5):
+            await done.wait()
+        # One pass for the burst, long before the requeue; nothing else is due for minutes.
+        assert passes == ["a"] and "a" not in queue._timers and not queue._waiting
+        done.clear()
+        queue.enqueue("b")
+        queue.enqueue_soon("b", 60)  # already waiting: the pass due now covers it
+        async with asyncio.timeout(5):
+            await done.wait()
+        assert passes == ["a", "b"] and "b" not in queue._timers
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
