@@ -115,8 +115,8 @@ def register(runtime: Runtime) -> None:
     runtime.collectors.append(metrics.collector(runtime, metrics.GAUGES_INDEX, opts.metrics_labels))
     runtime.add_index(APPS_INDEX, kube.SPARK_APPLICATIONS, own_key, app_snapshot)
     runtime.enqueue_on_change(kube.SPARK_APPLICATIONS, queue, own_key)
-    runtime.add_index(DRIVERS_INDEX, kube.SPARK_DRIVERS, owner_keys, DriverView.from_body)
+    runtime.add_index(DRIVERS_INDEX, kube.SPARK_DRIVERS, owner_keys, DriverView.from_body, shared=True)
     runtime.enqueue_on_change(kube.SPARK_DRIVERS, queue, owner_keys, view=DriverView.from_body, coalesce=True)
     for index, resource in UI_INDEXES:
-        runtime.add_index(index, resource, owner_keys, OwnedObject.from_body, selector=UI_SELECTOR)
+        runtime.add_index(index, resource, owner_keys, OwnedObject.from_body, selector=UI_SELECTOR, shared=True)
         runtime.enqueue_on_change(resource, queue, owner_keys, selector=UI_SELECTOR, coalesce=True)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-from core.informer import ApiClientLike, Handler, Informer, ResourceLike, Transform, drop_managed_fields
+from core.informer import ApiClientLike, Handler, Informer, ResourceLike, Stored, Transform, decode, drop_managed_fields
 from core.jsontypes import JSON
 
 log = logging.getLogger(__name__)
@@ -63,14 +64,50 @@ class CacheIndex(Generic[V]):
     name: str
     informers: Sequence[Informer]
     value: Callable[[JSON], V]
+    # For values no reader changes (frozen summaries): how many of those last read again are kept, by
+    # the object's uid and resourceVersion, so that the passes of a busy owner, which read the same
+    # unchanged children again and again, decode and summarise each version once. A value is kept
+    # from its second read: objects read once (every finished app at start-up) cost no memory.
+    # 0: none kept (every read is a fresh copy, for values a reader may change).
+    memo: int = 0
+    _memo: OrderedDict[tuple[str, str], V] = field(default_factory=OrderedDict, init=False, repr=False)
+    _read_once: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict, init=False, repr=False)
 
     def get(self, key: IndexKey) -> list[V] | None:
         """The values under ``key`` (None when there are none); :class:`NotCurrent` while a cache of
         this selection is listing or re-listing."""
         self.caches.check_current(self.informers)
-        text = index_text(key)
-        found = [self.value(obj) for informer in self.informers for obj in informer.store.by_index(self.name, text)]
+        found = [self._value(item) for item in self._stored(key)]
         return found or None
+
+    def holds(self, key: IndexKey, uid: str) -> bool:
+        """Whether the object of ``uid`` is filed under ``key`` (nothing decoded); :class:`NotCurrent`
+        as :meth:`get`."""
+        self.caches.check_current(self.informers)
+        return any(item.uid == uid for item in self._stored(key))
+
+    def _stored(self, key: IndexKey) -> list[Stored]:
+        text = index_text(key)
+        return [item for informer in self.informers for item in informer.store.stored_by_index(self.name, text)]
+
+    def _value(self, item: Stored) -> V:
+        if not self.memo:
+            return self.value(decode(item.encoded))
+        version = (item.uid, item.resource_version)
+        value = self._memo.get(version)
+        if value is not None:
+            self._memo.move_to_end(version)
+            return value
+        value = self.value(decode(item.encoded))
+        if self._read_once.pop(version, False) is None:
+            self._memo[version] = value
+            if len(self._memo) > self.memo:
+                self._memo.popitem(last=False)
+        else:
+            self._read_once[version] = None
+            if len(self._read_once) > self.memo:
+                self._read_once.popitem(last=False)
+        return value
 
     def counts(self) -> dict[IndexKey, int]:
         """How many objects each key files, as cached now (nothing decoded; no refusal while
@@ -141,12 +178,14 @@ class Caches:
         value: Callable[[JSON], V],
         label_selector: str | None = None,
         transform: Transform | None = None,
+        memo: int = 0,
     ) -> CacheIndex[V]:
-        """File each object of the selection under ``keys(obj)``; read back as ``value(obj)``."""
+        """File each object of the selection under ``keys(obj)``; read back as ``value(obj)`` (``memo``:
+        see :class:`CacheIndex`)."""
         informers = self.informers(resource, label_selector, transform)
         for informer in informers:
             informer.store.add_indexer(name, lambda obj: [index_text(k) for k in keys(obj)])
-        return CacheIndex(self, name, informers, value)
+        return CacheIndex(self, name, informers, value, memo)
 
     @property
     def continuous(self) -> bool:

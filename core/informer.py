@@ -234,6 +234,10 @@ class Store:
         """The objects whose ``index`` function yields ``value`` (e.g. children by controller uid)."""
         return [decode(self._items[k].encoded) for k in sorted(self._indexes[index].get(value, ()))]
 
+    def stored_by_index(self, index: str, value: str) -> list[Stored]:
+        """As :meth:`by_index`, undecoded: for readers that decode only what they have not seen."""
+        return [self._items[k] for k in sorted(self._indexes[index].get(value, ()))]
+
     def index_values(self, index: str) -> list[str]:
         return list(self._indexes[index])
 

@@ -309,11 +309,26 @@ class _Memory:
     uid: str
     refusals: dict[str, Refusal] = field(default_factory=dict)
     transient: JSON | None = None
-    # "kind/name" -> the resourceVersion a patch of ours was made from and accepted: the same patch
-    # decided again from a cache that has not seen it yet is bound to fail its precondition.
-    patched: dict[str, str] = field(default_factory=dict)
+    # "kind/name" -> the resourceVersion a patch of ours was made from, and the one the API server gave
+    # the patched object: the same patch decided again from a cache that has not seen it yet (that
+    # version, or an update made just before ours) is bound to fail its precondition.
+    patched: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     # uids we deleted (uid-preconditioned): a stale cache still showing one asks for nothing new.
     deleted: set[str] = field(default_factory=set)
+
+
+def _before_ours(seen: str, ours: tuple[str, str | None] | None) -> bool:
+    """Whether a cache showing the object at version ``seen`` has yet to see our patch ``ours`` (the
+    version it was made from, the version it made). Versions compare as numbers where they are
+    (as the API server's are; a client may not rely on more than equality otherwise)."""
+    if ours is None:
+        return False
+    made_from, made = ours
+    if seen == made_from:
+        return True
+    if made is None or not (seen.isdigit() and made.isdigit()):
+        return False
+    return int(seen) < int(made)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:
@@ -511,9 +526,11 @@ class Applier(Generic[K]):
         if isinstance(action, Patch):
             target = f"{action.kind}/{action.name}"
             memory = self._own(key, uid)
-            if action.resource_version is not None and memory.patched.get(target) == action.resource_version:
-                # Our own patch from this version went through; the cache has yet to show it, and its
-                # watch event will bring this key back. Sent again, it could only fail its precondition.
+            seen = action.resource_version
+            if seen is not None and _before_ours(seen, memory.patched.get(target)):
+                # Our own patch went through; the cache has yet to show it (it shows the version the
+                # patch was made from, or one made before ours), and its watch event will bring this key
+                # back. Sent again, it could only fail its precondition.
                 return AWAITING_CACHE_SECONDS
             self.decision(where, f"patch {action.kind} {action.name}", action.reason)
             body = action.body
@@ -525,13 +542,14 @@ class Applier(Generic[K]):
                 else self.client.patch(resource, namespace, action.name, body)
             )
             try:
-                await self._doing(f"patching {action.kind} {action.name} ({action.reason})", sent)
+                answer = await self._doing(f"patching {action.kind} {action.name} ({action.reason})", sent)
             except Exception as exc:
                 if self.rules.stale(exc):
                     return PATCH_CONFLICT_RETRY_SECONDS  # it moved on since we looked: look again soon
                 raise
             if action.resource_version is not None:
-                memory.patched[target] = action.resource_version
+                made = ((answer or {}).get("metadata") or {}).get("resourceVersion")
+                memory.patched[target] = (action.resource_version, str(made) if made else None)
             return None
         memory = self._own(key, uid)
         if action.uid is not None and action.uid in memory.deleted:

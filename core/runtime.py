@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -26,6 +27,10 @@ V = TypeVar("V")
 # How long a change of an owned object may wait for others before its owner's pass: a pod going
 # Pending -> Running and its executors appearing within this make one pass and one status write.
 COALESCE_SECONDS: Final = 0.2
+# Shared index values kept per index: about the children of the owners a burst keeps busy.
+SHARED_VALUES_KEPT: Final = 2048
+# Views of changed objects kept per handler: a change's old view is then the one its last change made.
+VIEWS_KEPT: Final = 4096
 Enqueue = Callable[[JSON], Iterable[Any]]
 """The keys an object's change asks to reconcile (its own key, or its owner's)."""
 
@@ -79,8 +84,7 @@ class Runtime:
         cache and the cache continuous (``NotCurrent`` otherwise, and the queue looks again shortly on a
         fresh view). An object deleted during a watch gap leaves the cache with the re-list, so nothing
         is ever created for it from a stale view."""
-        held = self.index(index).get(key) or ()
-        if not any(_uid(obj) == uid for obj in held):
+        if not self.index(index).holds(key, uid):
             raise NotCurrent(f"{index}: {key} of uid {uid} is no longer in the cache")
 
     def add_index(
@@ -92,12 +96,16 @@ class Runtime:
         *,
         selector: str | None = None,
         transform: Transform | None = None,
+        shared: bool = False,
     ) -> CacheIndex[V]:
         """Observe ``resource`` (narrowed on the server by the label ``selector``), filed by ``keys``;
-        ``transform``: what of each object the cache keeps (see ``core.caches.Caches.informers``)."""
+        ``transform``: what of each object the cache keeps (see ``core.caches.Caches.informers``);
+        ``shared``: ``value`` makes what no reader changes (a frozen summary), so the values last read
+        are kept and handed out again while their object is unchanged (``core.caches.CacheIndex.memo``)."""
         if name in self.indexes:
             raise ValueError(f"index {name!r} is already registered")
-        index = self.caches.index(name, resource, keys, value, label_selector=selector, transform=transform)
+        memo = SHARED_VALUES_KEPT if shared else 0
+        index = self.caches.index(name, resource, keys, value, label_selector=selector, transform=transform, memo=memo)
         self.indexes[name] = index
         return index
 
@@ -123,8 +131,27 @@ class Runtime:
         The queue starts once every selection it is enqueued from has listed (``sources``): a
         controller enqueues on what it reads, so it waits for its own caches, not every cache."""
 
+        views: OrderedDict[str, tuple[str, Any]] = OrderedDict()
+
+        def viewed(obj: JSON) -> Any:
+            """``view(obj)``, computed once per version: a change's old version is its last change's new."""
+            assert view is not None
+            meta = obj.get("metadata") or {}
+            uid, version = str(meta.get("uid")), str(meta.get("resourceVersion"))
+            kept = views.get(uid)
+            if kept is not None and kept[0] == version:
+                views.move_to_end(uid)
+                return kept[1]
+            views[uid] = (version, seen := view(obj))
+            views.move_to_end(uid)
+            if len(views) > VIEWS_KEPT:
+                views.popitem(last=False)
+            return seen
+
         def handler(type_: EventType, obj: JSON, old: JSON | None) -> None:
-            if type_ == "MODIFIED" and old is not None and view is not None and view(old) == view(obj):
+            if type_ == "DELETED":
+                views.pop(str((obj.get("metadata") or {}).get("uid")), None)
+            elif type_ == "MODIFIED" and old is not None and view is not None and viewed(old) == viewed(obj):
                 return
             for key in {*keys(obj), *(keys(old) if old is not None else ())}:
                 if coalesce:
@@ -162,13 +189,6 @@ class Runtime:
             self.namespace_going(name, "its watch")
         else:
             self.terminating_namespaces.discard(name)
-
-
-def _uid(obj: Any) -> str | None:
-    """The uid of an indexed value: a body as listed, or a view that keeps it as ``uid``."""
-    if isinstance(obj, Mapping):
-        return (obj.get("metadata") or {}).get("uid")
-    return getattr(obj, "uid", None)
 
 
 def register_namespaces(runtime: Runtime) -> None:

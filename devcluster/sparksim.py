@@ -9,8 +9,9 @@ it, and independently of sparkop's code:
   the executor pod template mounted into the driver;
 * when the driver finishes or goes away, delete its executors (as Spark does on stop).
 
-It is level-triggered: every pass lists drivers and executors and converges, so it can be
-restarted at any time. Watch events only make the next pass come sooner.
+It is level-triggered: it keeps the labelled pods in a cache fed by one watch (listed again after
+any gap), looks at the drivers whose pods or executors changed, and at every unfinished driver
+every few seconds, so it converges from any state and can be restarted at any time.
 
 Driver annotations `sim.sparkop.io/exec-<x>` are copied to executors as `sim.sparkop.io/<x>`
 so tests can drive executor outcomes through the kwok stages.
@@ -275,64 +276,174 @@ def driver_owner_uid(executor: Obj) -> str | None:
     return next((r["uid"] for r in refs if r.get("kind") == "Pod" and r.get("controller")), None)
 
 
+def _pod_owners(pod: Obj) -> list[str]:
+    return [str(r["uid"]) for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "Pod"]
+
+
+def _role(pod: Obj) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get("spark-role")
+
+
 # -- the control loop -----------------------------------------------------------------------
 
 
 class Simulator:
+    """Spark's driver-side executor management for every driver pod in the cluster.
+
+    One watch of the pods labelled ``spark-role`` keeps a cache (listed first, re-listed after a
+    gap); a pass looks only at the drivers whose pods changed, or whose executors did, so its cost
+    is that of the changes, not of every pod in the cluster. Every RESYNC_S every unfinished driver
+    is looked at again, as a level-triggered loop should."""
+
     def __init__(self, api_client: Any, ready_file: Path | None = None):
         from kubernetes_asyncio import client
 
         self.core = client.CoreV1Api(api_client)
         self.ready_file = ready_file
         self.wake = asyncio.Event()
+        self.synced = asyncio.Event()
+        self.pods: dict[str, Obj] = {}  # uid -> pod (drivers and executors)
+        self.owned: dict[str, set[str]] = {}  # driver uid -> uids of pods naming it as an owner
+        self.dirty: set[str] = set()  # driver uids to look at in the next pass
+        # What a driver read at its start (Spark reads its properties and template once): by uid.
+        self.started: dict[str, tuple[dict[str, str], Obj | None]] = {}
 
     async def run(self) -> None:
         watcher = asyncio.create_task(self._watch_forever())
         try:
+            await self.synced.wait()
+            loop = asyncio.get_running_loop()
+            next_resync = loop.time()
             while True:
+                if loop.time() >= next_resync:
+                    self.dirty |= self._unfinished_drivers()
+                    next_resync = loop.time() + RESYNC_S
                 try:
-                    await self.reconcile_all()
+                    await self.reconcile_dirty()
                     if self.ready_file is not None and not self.ready_file.exists():
                         self.ready_file.touch()
-                except Exception:  # the apiserver may be restarting; the next pass retries
+                except Exception:  # the apiserver may be restarting; the resync retries
                     log.exception("reconcile pass failed")
                     await asyncio.sleep(1.0)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), RESYNC_S)
+                if not self.dirty:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.wake.wait(), max(0.0, next_resync - loop.time()))
                 self.wake.clear()
         finally:
             watcher.cancel()
 
-    async def _watch_forever(self) -> None:
-        from kubernetes_asyncio import watch
+    # -- the cache -----------------------------------------------------------------------------
 
+    async def _watch_forever(self) -> None:
         while True:
             try:
-                stream = watch.Watch().stream(
-                    self.core.list_pod_for_all_namespaces, label_selector="spark-role", timeout_seconds=120
-                )
-                async for _event in stream:
-                    self.wake.set()
+                version = await self._list()
+                while True:
+                    version = await self._watch(version)
             except asyncio.CancelledError:
                 raise
-            except Exception as err:
-                log.info("watch interrupted (%s); resuming", err)
+            except Exception as err:  # 410 Gone, a restarting apiserver: list again
+                log.info("watch interrupted (%s); listing again", err)
                 await asyncio.sleep(1.0)
 
-    async def _list_pods(self, selector: str) -> list[Obj]:
+    async def _list(self) -> str:
         # Raw JSON: plain dicts are what the pure functions above take.
-        response: Any = await self.core.list_pod_for_all_namespaces(label_selector=selector, _preload_content=False)
-        items: list[Obj] = json.loads(await response.read())["items"]
-        return items
+        response: Any = await self.core.list_pod_for_all_namespaces(label_selector="spark-role", _preload_content=False)
+        listing = json.loads(await response.read())
+        self.pods, self.owned = {}, {}
+        for pod in listing["items"]:
+            self._store(pod)
+        self.dirty |= set(self.pods)  # executors' uids too: a pass treats an unknown driver as gone
+        self.synced.set()
+        self.wake.set()
+        return str(listing["metadata"]["resourceVersion"])
 
-    async def reconcile_all(self) -> None:
-        drivers = await self._list_pods("spark-role=driver")
-        executors = await self._list_pods("spark-role=executor")
-        live_drivers = {d["metadata"]["uid"] for d in drivers}
-        tasks = [self.reconcile_driver(d, [e for e in executors if owned_by(e, d["metadata"]["uid"])]) for d in drivers]
-        # Executors whose driver pod is gone: Spark's stop() would have deleted them.
-        orphans = [e for e in executors if (uid := driver_owner_uid(e)) is not None and uid not in live_drivers]
-        tasks += [self._delete(e) for e in orphans]
+    async def _watch(self, version: str) -> str:
+        """Apply one watch's events to the cache; the resourceVersion to watch on from."""
+        response: Any = await self.core.list_pod_for_all_namespaces(
+            label_selector="spark-role",
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=120,
+            _request_timeout=150,
+            _preload_content=False,
+        )
+        buffered = b""
+        async with response:
+            async for chunk in response.content.iter_any():
+                buffered += chunk
+                *lines, buffered = buffered.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        version = self._apply(json.loads(line), version)
+        return version
+
+    def _apply(self, event: Obj, version: str) -> str:
+        kind, pod = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            raise RuntimeError(f"watch error: {pod.get('message')}")
+        version = str((pod.get("metadata") or {}).get("resourceVersion") or version)
+        if kind == "BOOKMARK":
+            return version
+        if kind == "DELETED":
+            self._forget(pod)
+        else:
+            self._store(pod)
+        self.wake.set()
+        return version
+
+    def _store(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        old = self.pods.get(uid)
+        if old is not None:
+            self._unlink(old)
+        self.pods[uid] = pod
+        for owner in _pod_owners(pod):
+            self.owned.setdefault(owner, set()).add(uid)
+            self.dirty.add(owner)
+        self.dirty.add(uid)
+
+    def _forget(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        old = self.pods.pop(uid, None)
+        if old is not None:
+            self._unlink(old)
+        self.started.pop(uid, None)
+        self.dirty.add(uid)
+        self.dirty.update(_pod_owners(pod))
+
+    def _unlink(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        for owner in _pod_owners(pod):
+            members = self.owned.get(owner)
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self.owned[owner]
+
+    def _unfinished_drivers(self) -> set[str]:
+        return {
+            uid
+            for uid, pod in self.pods.items()
+            if _role(pod) == "driver" and ((pod.get("status") or {}).get("phase") not in FINISHED or uid in self.owned)
+        }
+
+    # -- a pass --------------------------------------------------------------------------------
+
+    async def reconcile_dirty(self) -> None:
+        dirty, self.dirty = self.dirty, set()
+        tasks = []
+        for uid in dirty:
+            pod = self.pods.get(uid)
+            executors = [
+                self.pods[e] for e in self.owned.get(uid, ()) if e in self.pods and _role(self.pods[e]) == "executor"
+            ]
+            if pod is not None and _role(pod) == "driver":
+                tasks.append(self.reconcile_driver(pod, executors))
+            elif pod is None:
+                # Executors whose driver pod is gone: Spark's stop() would have deleted them.
+                tasks += [self._delete(e) for e in executors if driver_owner_uid(e) == uid]
         await asyncio.gather(*tasks)
 
     async def reconcile_driver(self, driver: Obj, executors: list[Obj]) -> None:
@@ -342,10 +453,14 @@ class Simulator:
             return
         if phase != "Running":
             return
-        props = await self._driver_properties(driver)
-        if props is None:
-            return
-        template = await self._executor_template(driver, props)
+        started = self.started.get(meta["uid"])
+        if started is None:
+            props = await self._driver_properties(driver)
+            if props is None:
+                return  # the resync looks again
+            started = (props, await self._executor_template(driver, props))
+            self.started[meta["uid"]] = started
+        props, template = started
         existing = {e["metadata"]["name"] for e in executors}
         wanted = [build_executor_pod(driver, props, n, template) for n in range(1, executor_count(props, driver) + 1)]
         await asyncio.gather(*(self._create(pod) for pod in wanted if pod["metadata"]["name"] not in existing))

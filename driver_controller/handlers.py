@@ -5,7 +5,6 @@ applies the pure plan through the shared Applier. Registered by ``sparkop run --
 
 from __future__ import annotations
 
-import copy
 import logging
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -86,7 +85,8 @@ class DriverController:
 
     async def apply(self, key: Key, observed: rc.Observed, plan: Plan[JSON], learnt: Learnt) -> Applied:
         """Apply ``plan`` (core.reconciler's order); creates only while the SparkDriver is current."""
-        body = copy.deepcopy(dict(observed.driver)) if observed.driver is not None else None
+        # The pass's own copy already: the SparkDriver index decodes every read afresh.
+        body = dict(observed.driver) if observed.driver is not None else None
         uid = str(((body or {}).get("metadata") or {}).get("uid", ""))
         current = partial(self.runtime.ensure_holds, INDEX_DRIVERS, key, uid)
         return await self.applier.apply(key, body, plan, dict, namespace=key[0], seen=learnt, owner_current=current)
@@ -109,7 +109,7 @@ def register(runtime: Runtime) -> None:
     )
     for index, resource, summarize, view, trim in owned:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent.
-        runtime.add_index(index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim)
+        runtime.add_index(index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim, shared=True)
         runtime.enqueue_on_change(
             resource, controller.queue, owner_key, selector=labels.DRIVER, view=view, coalesce=True
         )

@@ -15,6 +15,7 @@ from apps_controller.observed import AppView, Observed, app_snapshot, owner_key
 from core import kube
 from core.caches import NotCurrent
 from core.runtime import Runtime
+from tests.support.fake_index import FakeIndex
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC
 
@@ -70,9 +71,9 @@ class FakeRuntime:
         self.kube = fake
         self.cached = [app_body()] if cached is None else cached
 
-    def index(self, name: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    def index(self, name: str) -> FakeIndex:
         assert name == APPS_INDEX, name
-        return {("ns", "pi"): [app_snapshot(app) for app in self.cached]}
+        return FakeIndex({("ns", "pi"): [app_snapshot(app) for app in self.cached]})
 
     ensure_holds = Runtime.ensure_holds  # the real check, on these caches
 

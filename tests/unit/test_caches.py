@@ -123,3 +123,42 @@ def test_an_index_reads_once_its_own_caches_listed_while_others_still_list() -> 
     pod_informer._gap()
     with pytest.raises(NotCurrent, match="SparkDriver"):
         drivers.get(("a", "d"))
+
+
+def test_a_shared_index_decodes_each_version_until_it_is_read_again_and_then_keeps_it() -> None:
+    caches = Caches(api=None)  # type: ignore[arg-type]
+    decoded: list[str] = []
+
+    def summary(obj: JSON) -> tuple[str, str]:
+        decoded.append(obj["metadata"]["resourceVersion"])
+        return (obj["metadata"]["name"], obj["metadata"]["resourceVersion"])
+
+    index = caches.index("by-driver", PODS, by_driver, summary, "sparkop.io/driver", memo=2)
+    (informer,) = caches.informers(PODS, "sparkop.io/driver")
+    synced(informer, pod("a", "p1", "d"))
+    # Read once (a finished app at start-up): nothing kept. Read again: kept, and handed out from then on.
+    first, second, third = (index.get(("a", "d")) for _ in range(3))
+    assert first == second == third == [("p1", "1")] and decoded == ["1", "1"]
+    assert index.holds(("a", "d"), "a-p1") and not index.holds(("a", "d"), "other") and decoded == ["1", "1"]
+    # A new version is decoded afresh: a kept value is never handed out for another version.
+    changed = pod("a", "p1", "d")
+    changed["metadata"]["resourceVersion"] = "2"
+    informer.store.upsert(changed)
+    assert index.get(("a", "d")) == [("p1", "2")] and decoded == ["1", "1", "2"]
+    # Bounded: older versions make room for newer ones.
+    for version in "3456":
+        changed["metadata"]["resourceVersion"] = version
+        informer.store.upsert(changed)
+        index.get(("a", "d"))
+        index.get(("a", "d"))
+    assert len(index._memo) == 2 and len(index._read_once) <= 2
+
+
+def test_an_index_of_values_a_reader_may_change_hands_out_a_fresh_copy_on_every_read() -> None:
+    caches = Caches(api=None)  # type: ignore[arg-type]
+    index = caches.index("by-driver", PODS, by_driver, lambda o: o, "sparkop.io/driver")
+    (informer,) = caches.informers(PODS, "sparkop.io/driver")
+    synced(informer, pod("a", "p1", "d"))
+    reads = [index.get(("a", "d")) for _ in range(3)]
+    assert reads[0] == reads[1] == reads[2]
+    assert len({id(r[0]) for r in reads if r}) == 3

@@ -16,6 +16,7 @@ from core.runtime import Options, Runtime
 from driver_controller import handlers
 from driver_controller.handlers import DriverController
 from driver_controller.observe import summarize_pod
+from tests.support.fake_index import FakeIndex
 from tests.unit.test_driver_reconcile import driver, objects, running
 
 KEY = ("ns", "pi")
@@ -61,10 +62,6 @@ class FakeKube:
 
     async def event(self, regarding: Any, *, type_: str, reason: str, message: str) -> None:
         self._call(f"event {reason}")
-
-
-class FakeIndex(dict[Any, Any]):
-    pass
 
 
 class FakeRuntime:

@@ -30,6 +30,7 @@ class Client:
         self.create_errors: dict[str, BaseException] = {}
         self.existing: set[str] = set()
         self.status_error: BaseException | None = None
+        self.patched_version: str | None = None
 
     async def create(self, manifest: dict[str, Any]) -> bool:
         name = manifest["metadata"]["name"]
@@ -38,9 +39,9 @@ class Client:
             raise self.create_errors[name]
         return name not in self.existing
 
-    async def patch(self, resource: Any, namespace: str | None, name: str, patch: Any) -> Any:
+    async def patch(self, resource: Any, namespace: str | None, name: str, patch: Any, **_: Any) -> Any:
         self.calls.append(f"patch {name}")
-        return {}
+        return {"metadata": {"resourceVersion": self.patched_version}} if self.patched_version else {}
 
     async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool:
         self.calls.append(f"delete {name} uid={uid}")
@@ -232,6 +233,23 @@ async def test_a_patch_already_made_from_the_same_version_is_not_sent_again() ->
     # From the version the cache shows once it caught up, a new patch is sent.
     newer = Plan[dict[str, Any]](after_status=(Patch("v1", "Pod", "exec-1", {"metadata": {}}, "6"),))
     await the_applier.apply(KEY, body(), newer, same, namespace="ns")
+    assert client.calls == ["patch exec-1", "patch exec-1"]
+
+
+async def test_a_patch_is_not_sent_again_from_an_update_the_cache_shows_that_came_before_ours() -> None:
+    client = Client()
+    client.patched_version = "9"
+    the_applier = applier(client)
+    adopt = Plan[dict[str, Any]](after_status=(Patch("v1", "Pod", "exec-1", [{"op": "test"}], "5"),))
+    await the_applier.apply(KEY, body(), adopt, same, namespace="ns")
+    # The cache shows version 7 (a kubelet update made before our patch, which made 9): the same patch
+    # would fail its test; nothing is sent.
+    stale = Plan[dict[str, Any]](after_status=(Patch("v1", "Pod", "exec-1", [{"op": "test"}], "7"),))
+    again = await the_applier.apply(KEY, body(), stale, same, namespace="ns")
+    assert client.calls == ["patch exec-1"] and again.requeue_after is not None
+    # At or past 9 the cache has seen our patch: what it still asks for is a new patch.
+    caught_up = Plan[dict[str, Any]](after_status=(Patch("v1", "Pod", "exec-1", [{"op": "test"}], "9"),))
+    await the_applier.apply(KEY, body(), caught_up, same, namespace="ns")
     assert client.calls == ["patch exec-1", "patch exec-1"]
 
 

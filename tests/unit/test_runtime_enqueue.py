@@ -54,6 +54,7 @@ def test_a_change_invisible_to_the_controller_asks_for_no_pass() -> None:
     assert queue.keys == []
     # What a pass reads changed: the phase.
     ended = copy.deepcopy(after)
+    ended["metadata"]["resourceVersion"] = "7"
     ended["status"]["phase"] = "Succeeded"
     on_change("MODIFIED", ended, after)
     assert queue.keys == [("ns", "pi-1")]
@@ -61,6 +62,21 @@ def test_a_change_invisible_to_the_controller_asks_for_no_pass() -> None:
     on_change("ADDED", before, None)
     on_change("DELETED", before, before)
     assert len(queue.keys) == 3
+
+
+def test_each_version_is_viewed_once() -> None:
+    viewed: list[str] = []
+
+    def counting_view(body: dict[str, Any]) -> Any:
+        viewed.append(body["metadata"]["resourceVersion"])
+        return pod_view(body)
+
+    queue, on_change = handler(counting_view)
+    on_change("MODIFIED", pod("6"), pod("5"))
+    on_change("MODIFIED", pod("7", phase="Succeeded"), pod("6"))
+    # The old version of the second change is the new one of the first: viewed once.
+    assert viewed == ["5", "6", "7"]
+    assert queue.keys == [("ns", "pi-1")]
 
 
 def test_without_a_view_every_change_asks_for_a_pass() -> None:
