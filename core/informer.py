@@ -232,7 +232,7 @@ class Store:
 
     def by_index(self, index: str, value: str) -> list[JSON]:
         """The objects whose ``index`` function yields ``value`` (e.g. children by controller uid)."""
-        return [decode(self._items[k].encoded) for k in sorted(self._indexes[index].get(value, ()))]
+        return [decode(item.encoded) for item in self.stored_by_index(index, value)]
 
     def stored_by_index(self, index: str, value: str) -> list[Stored]:
         """As :meth:`by_index`, undecoded: for readers that decode only what they have not seen."""

@@ -316,7 +316,7 @@ class Simulator:
             next_resync = loop.time()
             while True:
                 if loop.time() >= next_resync:
-                    self.dirty |= self._unfinished_drivers()
+                    self.dirty |= self._to_resync()
                     next_resync = loop.time() + RESYNC_S
                 try:
                     await self.reconcile_dirty()
@@ -352,8 +352,8 @@ class Simulator:
         listing = json.loads(await response.read())
         self.pods, self.owned = {}, {}
         for pod in listing["items"]:
-            self._store(pod)
-        self.dirty |= set(self.pods)  # executors' uids too: a pass treats an unknown driver as gone
+            self._store(pod)  # marks each pod and its owners: an owner no longer listed counts as gone
+        self.started = {uid: read for uid, read in self.started.items() if uid in self.pods}
         self.synced.set()
         self.wake.set()
         return str(listing["metadata"]["resourceVersion"])
@@ -422,12 +422,15 @@ class Simulator:
                 if not members:
                     del self.owned[owner]
 
-    def _unfinished_drivers(self) -> set[str]:
-        return {
+    def _to_resync(self) -> set[str]:
+        """Drivers still running, and every owner that still has pods (a finished driver's executors,
+        orphans whose driver is gone): what a pass that failed may have left undone."""
+        running = {
             uid
             for uid, pod in self.pods.items()
-            if _role(pod) == "driver" and ((pod.get("status") or {}).get("phase") not in FINISHED or uid in self.owned)
+            if _role(pod) == "driver" and (pod.get("status") or {}).get("phase") not in FINISHED
         }
+        return running | set(self.owned)
 
     # -- a pass --------------------------------------------------------------------------------
 
