@@ -82,6 +82,12 @@ class WorkQueue(Generic[K]):
     _failures: dict[K, int] = field(default_factory=dict, init=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
 
+    def __post_init__(self) -> None:
+        # The series every pass touches, looked up once (a lookup takes a lock and checks the labels).
+        self._depth = QUEUE_DEPTH.labels(self.name)
+        self._seconds = RECONCILE_SECONDS.labels(self.name)
+        self._ok = RECONCILES.labels(self.name, "ok")
+
     def enqueue(self, key: K, after: float = 0.0) -> None:
         """Ask for ``key`` to be reconciled now, or after ``after`` seconds (an earlier ask wins).
 
@@ -109,7 +115,7 @@ class WorkQueue(Generic[K]):
         elif key not in self._waiting:
             self._waiting.add(key)
             self._ready.put_nowait(key)
-            QUEUE_DEPTH.labels(self.name).set(len(self._waiting))
+            self._depth.set(len(self._waiting))
 
     def enqueue_soon(self, key: K, within: float) -> None:
         """Ask for ``key`` to be reconciled within ``within`` seconds, together with every other ask
@@ -142,7 +148,7 @@ class WorkQueue(Generic[K]):
             key = await self._ready.get()
             self._waiting.discard(key)
             self._active.add(key)
-            QUEUE_DEPTH.labels(self.name).set(len(self._waiting))
+            self._depth.set(len(self._waiting))
             try:
                 await self._process(key)
             finally:
@@ -150,6 +156,10 @@ class WorkQueue(Generic[K]):
                 if key in self._again:
                     self._again.discard(key)
                     self.enqueue(key)
+            # A pass that needs no request never suspends, and neither does a get from a queue that
+            # holds keys: without this a worker would run the 10,000 passes of a restart in one go,
+            # and the watches, the metrics endpoint and the leader's lease renewals would wait for it.
+            await asyncio.sleep(0)
 
     async def _process(self, key: K) -> None:
         started = time.perf_counter()
@@ -173,9 +183,9 @@ class WorkQueue(Generic[K]):
             self._failed(key, exc)
             return
         finally:
-            RECONCILE_SECONDS.labels(self.name).observe(time.perf_counter() - started)
+            self._seconds.observe(time.perf_counter() - started)
         self._failures.pop(key, None)
-        RECONCILES.labels(self.name, "ok").inc()
+        self._ok.inc()
         if requeue_after is not None:
             self.enqueue(key, after=max(requeue_after, 0.001))
 

@@ -226,3 +226,36 @@ async def test_changes_asked_soon_make_one_pass_and_bring_a_distant_requeue_forw
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_passes_that_never_suspend_still_let_the_rest_of_the_loop_run_between_them() -> None:
+    """A restart enqueues every key, and a pass over a finished object makes no request: the workers
+    must still hand the loop to the watches, the metrics endpoint and the lease renewals."""
+    keys = [f"k{i}" for i in range(500)]
+    done: list[str] = []
+    seen_by_others: list[int] = []
+    all_done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        done.append(key)  # no await: as a pass with nothing to do
+        if len(done) == len(keys):
+            all_done.set()
+
+    async def another_task() -> None:
+        while not all_done.is_set():
+            seen_by_others.append(len(done))
+            await asyncio.sleep(0)
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=1)
+    for key in keys:
+        queue.enqueue(key)
+    runner = asyncio.create_task(queue.run())
+    other = asyncio.create_task(another_task())
+    await all_done.wait()
+    await other
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    assert sorted(done) == sorted(keys)
+    # The other task ran while the keys were being worked through, not only before and after.
+    assert len({n for n in seen_by_others if 0 < n < len(keys)}) > len(keys) // 2
