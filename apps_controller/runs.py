@@ -15,7 +15,7 @@ from apps_controller import events, policy
 from apps_controller.draft import Draft
 from apps_controller.observed import DriverView
 from apps_controller.status import clip, counted, executor_counts
-from core.reconciler import Event, refusal_key
+from core.reconciler import Event, refused
 
 # Outcomes of runs that got past submission: each is one execution attempt.
 _EXECUTED: Final = frozenset({AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.DELETED})
@@ -84,7 +84,7 @@ def missing_driver(d: Draft, cur: AttemptRecord) -> None:
         enter_outcome(d, finish(d, cur, AttemptOutcome.DELETED, events.DRIVER_LOST, message))
         return
     action = d.create_driver(cur.run)
-    refusal = d.obs.refusals.get(refusal_key(action))
+    refusal = refused(d.obs.refusals, action)
     if refusal is None:
         d.after.append(action)  # planned, not seen yet: (re)issue the create; 409 if it exists
         return

@@ -28,7 +28,7 @@ from apps_controller.ui import (
     ui_url,
 )
 from core import labels, naming
-from core.reconciler import Delete, Ensure, Event, Patch, refusal_key
+from core.reconciler import Delete, Ensure, Event, Patch, refused
 
 
 def spark_ui(d: Draft) -> None:
@@ -114,7 +114,7 @@ def _converge(d: Draft, action: Ensure) -> None:
 def _refused(d: Draft, action: Ensure, what: str) -> bool:
     """A UI object the API server refused is not retried with the same content: lastError and
     one Warning event say why; the app itself carries on."""
-    refusal = d.obs.refusals.get(refusal_key(action))
+    refusal = refused(d.obs.refusals, action)
     if refusal is None:
         return False
     text = refusal.describe(what)

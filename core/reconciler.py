@@ -172,6 +172,12 @@ def refusal_key(action: Create | Ensure) -> str:
     return f"{action.kind}/{action.name}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
+def refused(refusals: Mapping[str, Refusal], action: Create | Ensure) -> Refusal | None:
+    """The refusal remembered for ``action``, if any. An Ensure's key hashes its whole manifest, so it
+    is worked out only when something was refused at all (almost never, and asked every pass)."""
+    return refusals.get(refusal_key(action)) if refusals else None
+
+
 @dataclass(frozen=True)
 class Plan(Generic[S]):
     """What one pass wants, applied in the module's fixed order. ``status`` None: leave it as it is.
@@ -606,4 +612,5 @@ __all__ = [
     "Refusal",
     "Rules",
     "refusal_key",
+    "refused",
 ]

@@ -28,16 +28,19 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
+import orjson
+
 from api.models import SparkDriver, SparkDriverStatus
 from core import labels, naming
 from core.conditions import transition_time
 from core.jsontypes import JSON
-from core.reconciler import Create, Delete, Event, Observation, Patch, Plan, Refusal, refusal_key
+from core.reconciler import Create, Delete, Event, Observation, Patch, Plan, Refusal, refused
 from core.times import format_time
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
 from driver_controller.podbuild import RenderOptions
@@ -56,6 +59,9 @@ REASON_INVALID_SPEC: Final = "InvalidSpec"
 CONDITION_STUCK: Final = "Stuck"
 CONDITION_UNSCHEDULABLE: Final = "Unschedulable"
 HISTORY_MAX: Final = 10
+# Statuses kept validated, by their encoding: a driver's passes between two of its status writes (its
+# pods changing) read the same status, and pydantic would validate it afresh each time.
+VALIDATED_STATUSES_KEPT: Final = 1024
 DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
 
 TERMINAL: Final = frozenset({"Succeeded", "Failed", "SubmissionFailed"})
@@ -274,7 +280,22 @@ def _owned(uid: str, items: Sequence[Any]) -> list[Any]:
 
 
 def _status_dict(body: Mapping[str, Any]) -> JSON:
+    """The stored status, validated (as the schema has it), or its known fields if it does not validate."""
     raw = body.get("status") or {}
+    try:
+        encoded = orjson.dumps(raw)
+    except TypeError:  # not JSON (a test's hand-made body): validated as it is
+        return _validated_status(raw)
+    validated: JSON = orjson.loads(_validated_encoding(encoded))
+    return validated
+
+
+@functools.lru_cache(maxsize=VALIDATED_STATUSES_KEPT)
+def _validated_encoding(encoded: bytes) -> bytes:
+    return orjson.dumps(_validated_status(orjson.loads(encoded)))
+
+
+def _validated_status(raw: Mapping[str, Any]) -> JSON:
     try:
         return SparkDriverStatus.model_validate(raw).to_json()
     except ValueError:
@@ -512,7 +533,7 @@ def _refused(p: _Pass, expected: IncarnationNames) -> bool:
     wanted += [("ConfigMap", name) for name in sorted(expected.config_maps)]
     wanted += [("Service", expected.service), ("Pod", expected.pod)]
     for kind, name in wanted:
-        refusal = p.obs.refusals.get(refusal_key(Create({"kind": kind, "metadata": {"name": name}})))
+        refusal = refused(p.obs.refusals, Create({"kind": kind, "metadata": {"name": name}}))
         if refusal is None:
             continue
         # 409: the name is held by an object that is not ours (never taken for ours, never adopted).

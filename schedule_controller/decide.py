@@ -33,7 +33,7 @@ from api.scheduled import (
 from core import labels, naming
 from core.jsontypes import JSON
 from core.owners import owner_reference
-from core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refusal_key
+from core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refused
 from core.times import format_time
 from schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
 
@@ -202,9 +202,9 @@ def _act_on(
         )
         return None
     manifest = build_run(observed.scheduled, observed.body, due)
-    refused: Refusal | None = observed.refusals.get(refusal_key(Create(manifest)))
-    if refused is not None:
-        events.append(Event("Warning", RUN_REFUSED, refused.describe(f"run {name} scheduled at {when}")))
+    refusal: Refusal | None = refused(observed.refusals, Create(manifest))
+    if refusal is not None:
+        events.append(Event("Warning", RUN_REFUSED, refusal.describe(f"run {name} scheduled at {when}")))
         return None
     replaced: set[str] = set()
     if policy == ConcurrencyPolicy.REPLACE:
