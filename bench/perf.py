@@ -106,6 +106,13 @@ def rows(r: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
             s["operator_cpu_ms_per_app"] <= 25)  # fmt: skip
         row("operator writes per app, submission to completion",
             f"{s['operator_writes_per_app']} (the ceiling's submission alone: {c['writes_per_app']})")  # fmt: skip
+        client_cpu = (c.get("cpu_seconds") or {}).get("bench client")
+        if client_cpu:
+            per_write_ms = client_cpu * 1000 / (c["apps"] * c["writes_per_app"])
+            row("… the bare client's CPU per write (ceiling run) times the operator's writes per app: those requests "
+                "alone, before watching or deciding",
+                f"{per_write_ms:.2f} ms x {s['operator_writes_per_app']} = "
+                f"{per_write_ms * s['operator_writes_per_app']:.1f} ms")  # fmt: skip
         row(f"operator RSS after {n} apps", f"{s['operator_rss_mib']} MiB")
     sub = r.get("spark_submit")
     if sub and tp:
