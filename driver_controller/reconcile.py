@@ -28,13 +28,10 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
-
-import orjson
 
 from api.models import SparkDriver, SparkDriverStatus
 from core import labels, naming
@@ -59,9 +56,6 @@ REASON_INVALID_SPEC: Final = "InvalidSpec"
 CONDITION_STUCK: Final = "Stuck"
 CONDITION_UNSCHEDULABLE: Final = "Unschedulable"
 HISTORY_MAX: Final = 10
-# Statuses kept validated, by their encoding: a driver's passes between two of its status writes (its
-# pods changing) read the same status, and pydantic would validate it afresh each time.
-VALIDATED_STATUSES_KEPT: Final = 1024
 DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
 
 TERMINAL: Final = frozenset({"Succeeded", "Failed", "SubmissionFailed"})
@@ -280,22 +274,7 @@ def _owned(uid: str, items: Sequence[Any]) -> list[Any]:
 
 
 def _status_dict(body: Mapping[str, Any]) -> JSON:
-    """The stored status, validated (as the schema has it), or its known fields if it does not validate."""
     raw = body.get("status") or {}
-    try:
-        encoded = orjson.dumps(raw)
-    except TypeError:  # not JSON (a test's hand-made body): validated as it is
-        return _validated_status(raw)
-    validated: JSON = orjson.loads(_validated_encoding(encoded))
-    return validated
-
-
-@functools.lru_cache(maxsize=VALIDATED_STATUSES_KEPT)
-def _validated_encoding(encoded: bytes) -> bytes:
-    return orjson.dumps(_validated_status(orjson.loads(encoded)))
-
-
-def _validated_status(raw: Mapping[str, Any]) -> JSON:
     try:
         return SparkDriverStatus.model_validate(raw).to_json()
     except ValueError:
