@@ -122,7 +122,9 @@ class Runtime:
         """On every change of the selection, enqueue the keys of the object before and after it.
 
         ``coalesce``: for what a key owns (its children): a change asks for a pass within
-        COALESCE_SECONDS, merged with the other changes meanwhile, rather than at once.
+        COALESCE_SECONDS, merged with the other changes meanwhile, rather than at once. Otherwise the
+        creation of an object with no status yet (one no pass has acted on) is enqueued as new, ahead
+        of the other keys (see ``core.queue``).
 
         ``view``: all the controller reads of such an object (what its index files). A change that
         leaves the view as it was (a kubelet refreshing a condition's probe time) cannot change a
@@ -153,11 +155,14 @@ class Runtime:
                 views.pop(str((obj.get("metadata") or {}).get("uid")), None)
             elif type_ == "MODIFIED" and old is not None and view is not None and viewed(old) == viewed(obj):
                 return
+            # An object created with no status yet is one no controller has acted on: its pass goes
+            # ahead of those that bring other objects' status up to date.
+            new = type_ == "ADDED" and not coalesce and not obj.get("status")
             for key in {*keys(obj), *(keys(old) if old is not None else ())}:
                 if coalesce:
                     queue.enqueue_soon(key, COALESCE_SECONDS)
                 else:
-                    queue.enqueue(key)
+                    queue.enqueue(key, new=new)
 
         self.caches.on_change(resource, handler, label_selector=selector)
         sources = self.sources.setdefault(queue.name, [])

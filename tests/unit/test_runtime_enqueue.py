@@ -17,9 +17,12 @@ class Queue:
 
     def __init__(self) -> None:
         self.keys: list[Any] = []
+        self.new: list[Any] = []
 
-    def enqueue(self, key: Any) -> None:
+    def enqueue(self, key: Any, *, new: bool = False) -> None:
         self.keys.append(key)
+        if new:
+            self.new.append(key)
 
 
 def pod(rv: str, **status: Any) -> dict[str, Any]:
@@ -97,3 +100,18 @@ def test_changes_of_owned_objects_are_coalesced_and_the_owners_own_are_not() -> 
     informer._handlers[0]("ADDED", pod("5"), None)
     assert queue.keys == [("soon", ("ns", "pi-1"), COALESCE_SECONDS)]
     assert 0 < COALESCE_SECONDS <= 0.5  # a pass waits for its owned objects' burst, not for long
+
+
+def test_only_the_creation_of_an_object_no_pass_has_acted_on_goes_ahead() -> None:
+    queue, on_change = handler(None)
+    created = pod("5")
+    del created["status"]
+    on_change("ADDED", created, None)
+    assert queue.new == [("ns", "pi-1")]
+    # Listed again at a restart, with the status a pass wrote: in line with the rest.
+    on_change("ADDED", pod("6"), None)
+    # Changed, or gone: in line with the rest, status or not.
+    on_change("MODIFIED", created, created)
+    on_change("DELETED", created, created)
+    assert len(queue.keys) == 4
+    assert queue.new == [("ns", "pi-1")]

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from core.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
-from core.queue import WorkQueue
+from core.queue import NEW_IN_A_ROW, WorkQueue
 from core.runtime import Runtime
 
 
@@ -35,6 +35,32 @@ async def test_enqueues_of_a_waiting_key_collapse_into_one_reconcile() -> None:
     queue.enqueue("b")
     await _run_briefly(queue, 0.05)
     assert calls == Counter({"a": 1, "b": 1})
+
+
+async def test_new_objects_keys_go_first_and_the_others_are_never_passed_over_for_long() -> None:
+    order: list[str] = []
+    everything = asyncio.Event()
+    status = [f"status-{i}" for i in range(10)]
+    new = [f"new-{i}" for i in range(20)]
+
+    async def reconcile(key: str) -> None:
+        order.append(key)
+        if len(order) == len(status) + len(new):
+            everything.set()
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=1)
+    for key in status:
+        queue.enqueue(key)
+    queue.enqueue("status-0", new=True)  # a key already waiting keeps its place, and runs once
+    for key in new:
+        queue.enqueue(key, new=True)
+    task = asyncio.create_task(queue.run())
+    await asyncio.wait_for(everything.wait(), timeout=10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert NEW_IN_A_ROW == 8
+    assert order == [*new[:8], status[0], *new[8:16], status[1], *new[16:], *status[2:]]
 
 
 async def test_a_key_is_never_reconciled_concurrently_and_a_mid_run_enqueue_runs_again() -> None:
