@@ -130,8 +130,11 @@ def test_not_ready_while_a_cache_cannot_list_and_ready_once_it_can(
         with OperatorProcess(kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=args) as proc:
             syncing = f"caches not synced: Pod@{namespace}"
             wait_for(lambda: answers(port, "/readyz", 503, syncing), timeout=60, message="syncing, not ready")
+            # The pods informer starts once the custom objects are listed, so /readyz names it before its
+            # first request has been refused: wait for the refusal, then ask again while it retries.
+            wait_for(lambda: "pods is forbidden" in proc.logs(), timeout=60, message="the refused list logged")
+            assert answers(port, "/readyz", 503, syncing), "still not ready while the pods informer is refused"
             assert answers(port, "/healthz", 200, "informers running"), "an informer that retries is alive"
-            assert "pods is forbidden" in proc.logs()
 
             pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}
             cluster.apply({**manifests[1], "rules": [*rules, pods]}, namespace)
