@@ -9,8 +9,7 @@ client-go's does:
 * many enqueues of a waiting key collapse into one reconcile;
 * keys of new objects (created, and acted on by no pass yet) go ahead of the passes that only bring
   status up to date, which are never passed over more than ``NEW_IN_A_ROW`` times in a row: in a
-  burst of thousands of apps each one's driver pod starts sooner, and an app's later changes meet
-  fewer passes (the waiting key's pass sees them all at once);
+  burst of thousands of apps each one's driver pod starts sooner;
 * a reconcile that asks to be requeued after N seconds, or that failed (backoff), runs again;
 * a reconcile stopped by its namespace being deleted (``NamespaceTerminating``) ends quietly;
 * a reconcile that met caches being re-listed after a watch gap (``NotCurrent``) runs again shortly,
