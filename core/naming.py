@@ -121,6 +121,11 @@ def executor_template_configmap_name(driver: str, incarnation: int) -> str:
     return f"{pod_prefix(driver, incarnation)}{_LONGEST_SUFFIX}"
 
 
+def network_policy_name(driver: str, incarnation: int) -> str:
+    """The incarnation's executor NetworkPolicy (Spark 4.2+'s ``<prefix>-policy``)."""
+    return f"{pod_prefix(driver, incarnation)}-policy"
+
+
 def metrics_configmap_name(driver: str, incarnation: int) -> str:
     """The incarnation's metrics.properties / prometheus.yaml ConfigMap (kubeflow's ``<app>-prom-conf``)."""
     return f"{pod_prefix(driver, incarnation)}-prom-conf"

@@ -22,14 +22,15 @@ import itertools
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from api.spark_lines import Feature
 from core import labels, naming
 from core.jsontypes import JSON
 from driver_controller import schedulers, sparkconf
-from driver_controller.submission import IN_CLUSTER_MASTER, Submission
+from driver_controller.submission import IN_CLUSTER_MASTER, InvalidSpec, Submission
 
 SPARK_CONF_DIR: Final = "/opt/spark/conf"
 SPARK_CONF_FILE: Final = "spark.properties"
@@ -43,6 +44,8 @@ HADOOP_CONF_DIR: Final = "/opt/hadoop/conf"
 DEFAULT_DRIVER_PORT: Final = 7078
 DEFAULT_BLOCKMANAGER_PORT: Final = 7079
 DEFAULT_UI_PORT: Final = 4040
+DEFAULT_CONNECT_PORT: Final = 15002  # spark.connect.grpc.binding.port
+CONNECT_PORT_NAME: Final = "spark-connect"
 MEMORY_OVERHEAD_MIN_MIB: Final = 384
 NON_JVM_OVERHEAD_FACTOR: Final = 0.4
 DEFAULT_OVERHEAD_FACTOR: Final = 0.1
@@ -70,6 +73,7 @@ class DriverObjects:
     properties: dict[str, str]
     metrics_config_map: JSON | None = None
     pod_group: JSON | None = None  # the batch scheduler's PodGroup (one per SparkDriver, see schedulers)
+    network_policy: JSON | None = None  # the executors' NetworkPolicy (Spark 4.2+)
 
     @property
     def config_maps(self) -> list[JSON]:
@@ -105,15 +109,16 @@ def memory_overhead_factor(conf: Mapping[str, str], resource_type: str) -> tuple
     return default, float(driver) if driver is not None else default
 
 
-def driver_memory_mib(conf: Mapping[str, str], resource_type: str, major_version: int) -> tuple[int, int]:
-    """(heap MiB, overhead MiB) exactly as ``BasicDriverFeatureStep`` computes them."""
+def driver_memory_mib(conf: Mapping[str, str], resource_type: str, min_overhead_conf: bool) -> tuple[int, int]:
+    """(heap MiB, overhead MiB) exactly as ``BasicDriverFeatureStep`` computes them;
+    ``min_overhead_conf``: the line reads spark.driver.minMemoryOverhead."""
     heap = sparkconf.byte_string_as_mib(conf.get("spark.driver.memory", "1g"))
     explicit = conf.get("spark.driver.memoryOverhead")
     if explicit is not None:
         return heap, sparkconf.byte_string_as_mib(explicit)
     _, factor = memory_overhead_factor(conf, resource_type)
     minimum = MEMORY_OVERHEAD_MIN_MIB
-    if major_version >= 4 and "spark.driver.minMemoryOverhead" in conf:
+    if min_overhead_conf and "spark.driver.minMemoryOverhead" in conf:
         minimum = sparkconf.byte_string_as_mib(conf["spark.driver.minMemoryOverhead"])
     return heap, max(int(factor * heap), minimum)
 
@@ -130,6 +135,10 @@ def driver_ports(conf: Mapping[str, str]) -> tuple[int, int, int]:
     )
     ui = _int_conf(conf, "spark.ui.port", DEFAULT_UI_PORT)
     return rpc, block, ui
+
+
+def connect_port(conf: Mapping[str, str]) -> int:
+    return _int_conf(conf, "spark.connect.grpc.binding.port", DEFAULT_CONNECT_PORT)
 
 
 def local_dir_path(app_id: str) -> str:
@@ -261,6 +270,13 @@ class _Build:
             {"name": "blockmanager", "containerPort": block, "protocol": "TCP"},
             {"name": "spark-ui", "containerPort": ui, "protocol": "TCP"},
         ]
+        if self.sub.has(Feature.CONNECT_PORT):
+            port = {"name": CONNECT_PORT_NAME, "containerPort": connect_port(conf), "protocol": "TCP"}
+            container["ports"].append(port)
+        if self.sub.has(Feature.ALLOW_PRIVILEGE_ESCALATION):
+            # Set over the template's value, its other fields kept.
+            context = container.setdefault("securityContext", {})
+            context["allowPrivilegeEscalation"] = self._allow_privilege_escalation()
         _env(container, "SPARK_USER", self.options.spark_user)
         _env(container, "SPARK_APPLICATION_ID", self.app_id)
         for key, value in self.prefixed("spark.kubernetes.driverEnv.").items():
@@ -271,9 +287,14 @@ class _Build:
             value_from={"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
         )
 
+    def _allow_privilege_escalation(self) -> bool:
+        general = self.conf.get("spark.kubernetes.securityContext.allowPrivilegeEscalation")
+        driver = self.conf.get("spark.kubernetes.driver.securityContext.allowPrivilegeEscalation", general)
+        return sparkconf.parse_bool(driver)
+
     def _basic_resources(self, container: JSON) -> None:
         conf = self.conf
-        heap, overhead = driver_memory_mib(conf, self.sub.resource_type, self.sub.major_version)
+        heap, overhead = driver_memory_mib(conf, self.sub.resource_type, self.sub.has(Feature.MIN_MEMORY_OVERHEAD))
         memory = f"{heap + overhead}Mi"
         resources = container.setdefault("resources", {})
         requests = resources.setdefault("requests", {})
@@ -343,22 +364,44 @@ class _Build:
             labels.SPARK_APP_SELECTOR: self.app_id,
             **self.prefixed("spark.kubernetes.driver.service.label."),
         }
+        ports: list[JSON] = [
+            {"name": "driver-rpc-port", "port": rpc, "targetPort": rpc},
+            {"name": "blockmanager", "port": block, "targetPort": block},
+            {"name": "spark-ui", "port": ui, "targetPort": ui},
+        ]
+        if self.sub.has(Feature.CONNECT_PORT):
+            connect = connect_port(conf)
+            ports.append({"name": CONNECT_PORT_NAME, "port": connect, "targetPort": connect})
+            if self.sub.has(Feature.CONNECT_APP_PROTOCOL):
+                ports[-1]["appProtocol"] = "grpc"
+        spec: JSON = {"clusterIP": "None"}
+        if self.sub.has(Feature.PUBLISH_NOT_READY_ADDRESSES):
+            spec["publishNotReadyAddresses"] = sparkconf.parse_bool(
+                conf.get("spark.kubernetes.driver.service.publishNotReadyAddresses")
+            )
+        spec.update(
+            ipFamilyPolicy=conf.get("spark.kubernetes.driver.service.ipFamilyPolicy", "SingleStack"),
+            ipFamilies=[f.strip() for f in conf.get("spark.kubernetes.driver.service.ipFamilies", "IPv4").split(",")],
+            selector=self.labels,
+            ports=ports,
+        )
+        return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec}
+
+    def network_policy(self) -> JSON:
+        """``NetworkPolicyFeatureStep``: the app's executors admit ingress only from pods of the same app
+        (its driver and its other executors)."""
+        app = {labels.SPARK_APP_SELECTOR: self.app_id}
         return {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta,
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {
+                "name": naming.network_policy_name(self.sub.name, self.sub.incarnation),
+                "namespace": self.sub.namespace,
+                "labels": dict(app),
+            },
             "spec": {
-                "clusterIP": "None",
-                "ipFamilyPolicy": conf.get("spark.kubernetes.driver.service.ipFamilyPolicy", "SingleStack"),
-                "ipFamilies": [
-                    f.strip() for f in conf.get("spark.kubernetes.driver.service.ipFamilies", "IPv4").split(",")
-                ],
-                "selector": self.labels,
-                "ports": [
-                    {"name": "driver-rpc-port", "port": rpc, "targetPort": rpc},
-                    {"name": "blockmanager", "port": block, "targetPort": block},
-                    {"name": "spark-ui", "port": ui, "targetPort": ui},
-                ],
+                "podSelector": {"matchLabels": {labels.SPARK_ROLE: labels.ROLE_EXECUTOR, **app}},
+                "ingress": [{"from": [{"podSelector": {"matchLabels": dict(app)}}]}],
             },
         }
 
@@ -401,7 +444,7 @@ class _Build:
         (``mount.readOnly``), and an NFS source never carries the flag (``MountVolumesFeatureStep``)."""
         if kind == "hostPath":
             # Spark 3.5 ignores options.type (always ""); 4.0 passes it through.
-            kind_type = opts.get("options.type", "") if self.sub.major_version >= 4 else ""
+            kind_type = opts.get("options.type", "") if self.sub.has(Feature.HOST_PATH_TYPE) else ""
             return {"path": opts.get("options.path", ""), "type": kind_type}
         if kind == "emptyDir":
             return {
@@ -546,20 +589,31 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     pod = sub.driver_template  # consumed: the Submission is a one-shot request (see build's docstring)
     container = select_spark_container(pod, sub.driver_container)
     pod["apiVersion"], pod["kind"] = "v1", "Pod"
+    runs = _steps_run(sub, b.conf)
     b.basic(pod, container)
     pod_group = _batch_scheduling(b, sub, pod, container)
-    b.credentials(pod)
+    if runs("DriverKubernetesCredentialsFeatureStep"):
+        b.credentials(pod)
     service = b.service()
-    b.secrets(pod, container)
-    b.env_secrets(container)
-    b.volumes(pod, container)
-    b.command(container)
-    b.hadoop(pod, container)
+    policy = (
+        b.network_policy() if sub.has(Feature.EXECUTOR_NETWORK_POLICY) and runs("NetworkPolicyFeatureStep") else None
+    )
+    if runs("MountSecretsFeatureStep"):
+        b.secrets(pod, container)
+    if runs("EnvSecretsFeatureStep"):
+        b.env_secrets(container)
+    if runs("MountVolumesFeatureStep"):
+        b.volumes(pod, container)
+    if runs("DriverCommandFeatureStep"):
+        b.command(container)
+    if runs("HadoopConfDriverFeatureStep"):
+        b.hadoop(pod, container)
     template = b.pod_template(pod, container)
-    b.local_dirs(pod, container)
+    if runs("LocalDirsFeatureStep"):
+        b.local_dirs(pod, container)
     config_map = b.client(pod, container)
     metrics = b.metrics_config_map()
-    for obj in (pod, config_map, service, template, metrics):
+    for obj in (pod, config_map, service, template, metrics, policy):
         if obj is not None:
             _own(obj, sub)
     pod["metadata"]["finalizers"] = [labels.DRIVER_OUTCOME_FINALIZER]
@@ -575,7 +629,33 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
         properties=b.final_properties,
         metrics_config_map=metrics,
         pod_group=pod_group,
+        network_policy=policy,
     )
+
+
+# Spark 4.1+'s spark.kubernetes.driver.pod.excludedFeatureSteps names feature steps by class; a name
+# matching none is ignored, as Spark ignores it. sparkop cannot do without these three.
+FEATURE_STEP_PACKAGE: Final = "org.apache.spark.deploy.k8s.features."
+EXCLUDED_STEPS_KEY: Final = "spark.kubernetes.driver.pod.excludedFeatureSteps"
+REQUIRED_STEPS: Final = {
+    "BasicDriverFeatureStep": "it names the driver pod and gives it its image and resources",
+    "DriverServiceFeatureStep": "the driver Service is how executors reach the driver, and sparkop owns it",
+    "PodTemplateConfigMapStep": "the executor pod template is how sparkop owns the executors",
+}
+
+
+def _steps_run(sub: Submission, conf: Mapping[str, str]) -> Callable[[str], bool]:
+    """Whether the feature step of this class name runs for ``sub``'s Spark line and properties."""
+    if not sub.has(Feature.EXCLUDED_FEATURE_STEPS):
+        return lambda step: True
+    listed = {name.strip() for name in conf.get(EXCLUDED_STEPS_KEY, "").split(",") if name.strip()}
+    for step, why in REQUIRED_STEPS.items():
+        if FEATURE_STEP_PACKAGE + step in listed:
+            raise InvalidSpec(
+                f"sparkConf {EXCLUDED_STEPS_KEY}: {FEATURE_STEP_PACKAGE}{step} cannot be excluded under sparkop "
+                f"({why}); remove it from the list"
+            )
+    return lambda step: FEATURE_STEP_PACKAGE + step not in listed
 
 
 def _batch_scheduling(b: _Build, sub: Submission, pod: JSON, container: JSON) -> JSON | None:
@@ -589,7 +669,7 @@ def _batch_scheduling(b: _Build, sub: Submission, pod: JSON, container: JSON) ->
         app_id=b.app_id,
         conf=b.conf,
         resource_type=sub.resource_type,
-        major_version=sub.major_version,
+        min_overhead_conf=sub.has(Feature.MIN_MEMORY_OVERHEAD),
         driver_pod=pod,
         driver_container=container,
         executor_template=sub.executor_template,

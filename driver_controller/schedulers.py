@@ -131,7 +131,7 @@ def driver_requests(container: Mapping[str, Any]) -> Requests:
     return Requests(millicores(str(requests.get("cpu", "1"))), int(memory.removesuffix("Mi") or 0))
 
 
-def executor_requests(conf: Mapping[str, str], resource_type: str, major_version: int) -> Requests:
+def executor_requests(conf: Mapping[str, str], resource_type: str, min_overhead_conf: bool) -> Requests:
     """An executor pod's requests as Spark's BasicExecutorFeatureStep computes them: CPU from
     spark.kubernetes.executor.request.cores or spark.executor.cores; memory heap + overhead (explicit,
     else max(factor x heap, 384 MiB)) + spark.executor.pyspark.memory for Python."""
@@ -145,7 +145,7 @@ def executor_requests(conf: Mapping[str, str], resource_type: str, major_version
         default = float(general) if general is not None else (0.4 if resource_type != "java" else 0.1)
         factor = float(conf.get("spark.executor.memoryOverheadFactor", default))
         minimum = MEMORY_OVERHEAD_MIN_MIB
-        if major_version >= 4 and "spark.executor.minMemoryOverhead" in conf:
+        if min_overhead_conf and "spark.executor.minMemoryOverhead" in conf:
             minimum = sparkconf.byte_string_as_mib(conf["spark.executor.minMemoryOverhead"])
         overhead = max(int(factor * heap), minimum)
     pyspark = conf.get("spark.executor.pyspark.memory") if resource_type == "python" else None
@@ -306,7 +306,7 @@ def scheduling(
     app_id: str,
     conf: Mapping[str, str],
     resource_type: str,
-    major_version: int,
+    min_overhead_conf: bool,
     driver_pod: JSON,
     driver_container: Mapping[str, Any],
     executor_template: JSON,
@@ -318,7 +318,7 @@ def scheduling(
     if not name:
         return Scheduling()
     executors = initial_executors(conf)
-    requests = (driver_requests(driver_container), executor_requests(conf, resource_type, major_version))
+    requests = (driver_requests(driver_container), executor_requests(conf, resource_type, min_overhead_conf))
     total = requests[0].plus(requests[1].times(executors))
     if name == VOLCANO:
         return _volcano(driver, owner, total)

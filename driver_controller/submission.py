@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from api import spark_lines
 from api.models import (
     DynamicAllocation,
     MonitoringSpec,
@@ -134,7 +135,7 @@ class Submission:
     resource: str
     app_args: list[str]
     proxy_user: str | None
-    spark_version: str
+    release: spark_lines.SparkRelease  # spec.sparkVersion: the line rendered for, and the label's version
     conf: dict[str, str]
     driver_template: JSON  # a Pod: its first container is the Spark container
     executor_template: JSON
@@ -148,9 +149,12 @@ class Submission:
     source: SparkDriver | None = None
 
     @property
-    def major_version(self) -> int:
-        head = self.spark_version.split(".", 1)[0]
-        return int(head) if head.isdigit() else 3
+    def spark_version(self) -> str:
+        return self.release.version
+
+    def has(self, feature: spark_lines.Feature) -> bool:
+        """Whether the submission client of the app's Spark line does ``feature``."""
+        return self.release.has(feature)
 
 
 def spark_container_name(spark_conf: Mapping[str, str] | None, role: str) -> str:
@@ -290,7 +294,9 @@ def _user_conf(spark_conf: Mapping[str, str] | None) -> dict[str, str]:
     return conf
 
 
-def _common_conf(conf: dict[str, str], spec: SparkDriverSpec, namespace: str) -> None:
+def _common_conf(
+    conf: dict[str, str], spec: SparkDriverSpec, namespace: str, release: spark_lines.SparkRelease
+) -> None:
     for attr, key in _DEPS:
         values = getattr(spec.deps, attr) if spec.deps is not None else None
         if values:
@@ -302,7 +308,7 @@ def _common_conf(conf: dict[str, str], spec: SparkDriverSpec, namespace: str) ->
         conf["spark.kubernetes.container.image.pullPolicy"] = spec.imagePullPolicy
     if spec.imagePullSecrets:
         conf["spark.kubernetes.container.image.pullSecrets"] = ",".join(spec.imagePullSecrets)
-    if spec.pythonVersion:
+    if spec.pythonVersion and release.has(spark_lines.Feature.PYSPARK_PYTHON_VERSION):
         conf["spark.kubernetes.pyspark.pythonVersion"] = spec.pythonVersion
     if spec.memoryOverheadFactor:
         conf["spark.kubernetes.memoryOverheadFactor"] = spec.memoryOverheadFactor
@@ -377,13 +383,15 @@ def _dynamic_allocation_conf(conf: dict[str, str], dyn: DynamicAllocation | None
         conf["spark.dynamicAllocation.shuffleTracking.timeout"] = str(dyn.shuffleTrackingTimeout)
 
 
-def _spark_conf(driver: SparkDriver, incarnation: int) -> tuple[dict[str, str], dict[str, list[tuple[JSON, JSON]]]]:
+def _spark_conf(
+    driver: SparkDriver, incarnation: int, release: spark_lines.SparkRelease
+) -> tuple[dict[str, str], dict[str, list[tuple[JSON, JSON]]]]:
     """All Spark properties of the submission, in kubeflow's order (a later step wins), and per role
     the (volume, mount) pairs Spark cannot mount from properties."""
     spec = driver.spec
     name = driver.metadata["name"]
     conf = _user_conf(spec.sparkConf)
-    _common_conf(conf, spec, driver.metadata["namespace"])
+    _common_conf(conf, spec, driver.metadata["namespace"], release)
     _driver_conf(conf, spec)
     _executor_conf(conf, spec)
     template_mounts = _volume_conf(conf, spec)
@@ -657,7 +665,11 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
     resource_type, main_class, resource = _main(spec)
     if not (spec.image or (spec.driver.image and spec.executor.image)):
         raise InvalidSpec("spec.image (or both driver.image and executor.image) is required")
-    conf, template_mounts = _spark_conf(driver, incarnation)
+    try:
+        release = spark_lines.release(spec.sparkVersion)
+    except ValueError as exc:
+        raise InvalidSpec(str(exc)) from None
+    conf, template_mounts = _spark_conf(driver, incarnation, release)
     app_name = spec.appName or meta["name"]
     conf["spark.app.name"] = app_name
     files = metrics_files(spec.monitoring)
@@ -674,7 +686,7 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
         resource=resource,
         app_args=list(spec.arguments or ()),
         proxy_user=spec.proxyUser or None,
-        spark_version=spec.sparkVersion or "3.5.0",
+        release=release,
         conf=conf,
         driver_template=_driver_template(driver, template_mounts["driver"], metrics_map),
         executor_template=_executor_template(driver, incarnation, template_mounts["executor"], metrics_map),

@@ -230,8 +230,8 @@ def test_initial_executors_as_spark_counts_them(conf: dict[str, str], expected: 
 
 def test_executor_requests_follow_spark() -> None:
     conf = {"spark.executor.memory": "4g", "spark.executor.pyspark.memory": "1g", "spark.executor.cores": "2"}
-    assert schedulers.executor_requests(conf, "python", 3) == schedulers.Requests(2000, 4096 + 1638 + 1024)
-    assert schedulers.executor_requests({"spark.executor.memoryOverhead": "1g"}, "java", 3).memory_mib == 2048
+    assert schedulers.executor_requests(conf, "python", False) == schedulers.Requests(2000, 4096 + 1638 + 1024)
+    assert schedulers.executor_requests({"spark.executor.memoryOverhead": "1g"}, "java", False).memory_mib == 2048
 
 
 # --- the driver reconcile ---------------------------------------------------------------------------

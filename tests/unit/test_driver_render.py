@@ -95,21 +95,21 @@ def test_incarnations_differ() -> None:
 
 
 @pytest.mark.parametrize(
-    ("conf", "kind", "version", "expected"),
+    ("conf", "kind", "min_overhead_conf", "expected"),
     [
-        ({}, "java", 3, (1024, 384)),  # 0.1 * 1024 < 384
-        ({"spark.driver.memory": "8g"}, "java", 3, (8192, 819)),
-        ({"spark.driver.memory": "8g"}, "python", 3, (8192, 3276)),  # non-JVM: 0.4
-        ({"spark.driver.memory": "8g", "spark.kubernetes.memoryOverheadFactor": "0.2"}, "python", 3, (8192, 1638)),
-        ({"spark.driver.memory": "8g", "spark.driver.memoryOverheadFactor": "0.3"}, "java", 3, (8192, 2457)),
-        ({"spark.driver.memory": "2g", "spark.driver.memoryOverhead": "100m"}, "java", 3, (2048, 100)),
-        ({"spark.driver.memory": "1g", "spark.driver.minMemoryOverhead": "500m"}, "java", 4, (1024, 500)),
-        ({"spark.driver.memory": "1g", "spark.driver.minMemoryOverhead": "500m"}, "java", 3, (1024, 384)),
-        ({"spark.driver.memory": "1500000k"}, "java", 3, (1464, 384)),
+        ({}, "java", False, (1024, 384)),  # 0.1 * 1024 < 384
+        ({"spark.driver.memory": "8g"}, "java", False, (8192, 819)),
+        ({"spark.driver.memory": "8g"}, "python", False, (8192, 3276)),  # non-JVM: 0.4
+        ({"spark.driver.memory": "8g", "spark.kubernetes.memoryOverheadFactor": "0.2"}, "python", False, (8192, 1638)),
+        ({"spark.driver.memory": "8g", "spark.driver.memoryOverheadFactor": "0.3"}, "java", False, (8192, 2457)),
+        ({"spark.driver.memory": "2g", "spark.driver.memoryOverhead": "100m"}, "java", False, (2048, 100)),
+        ({"spark.driver.memory": "1g", "spark.driver.minMemoryOverhead": "500m"}, "java", True, (1024, 500)),
+        ({"spark.driver.memory": "1g", "spark.driver.minMemoryOverhead": "500m"}, "java", False, (1024, 384)),
+        ({"spark.driver.memory": "1500000k"}, "java", False, (1464, 384)),
     ],
 )
-def test_memory_math(conf: dict[str, str], kind: str, version: int, expected: tuple[int, int]) -> None:
-    assert driver_memory_mib(conf, kind, version) == expected
+def test_memory_math(conf: dict[str, str], kind: str, min_overhead_conf: bool, expected: tuple[int, int]) -> None:
+    assert driver_memory_mib(conf, kind, min_overhead_conf) == expected
 
 
 def test_pod_memory_and_cpu() -> None:
