@@ -105,6 +105,7 @@ KINDS: Final[dict[str, dict[str, Any]]] = {
             ("Driver", "string", ".status.currentDriver", "SparkDriver of the current run", 0),
             ("Incarnations", "integer", ".status.driverIncarnations", "Driver pods of the current run", 0),
             ("Executors", "integer", ".status.executors.running", "Running executor pods", 0),
+            ("Spark", "string", ".spec.sparkVersion", "Spark version (its line decides what the driver gets)", 0),
             ("Start", "date", ".status.lastSubmissionAttemptTime", "When the current run started", 1),
             ("Finish", "date", ".status.terminationTime", "When the application finished", 1),
         ],
@@ -125,6 +126,7 @@ KINDS: Final[dict[str, dict[str, Any]]] = {
             ("Attempt", "integer", ".spec.attempt", "Run of its SparkApplication", 0),
             ("Incarnation", "integer", ".status.incarnation", "Current driver-pod incarnation", 0),
             ("App-ID", "string", ".status.sparkApplicationId", "spark.app.id", 1),
+            ("Spark", "string", ".spec.sparkVersion", "Spark version (its line decides what the driver gets)", 1),
         ],
     },
     scheduled.KIND: {

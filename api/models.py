@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.labels import API_VERSION
 
+from . import spark_lines
 from .types import (
     DECIMAL_PATTERN,
     DNS1123_SUBDOMAIN_PATTERN,
@@ -579,8 +580,13 @@ class RunSpec(Model):
     type: SparkApplicationType = Field(description="Language of the application: Java, Scala, Python or R.")
     sparkVersion: Str | None = Field(
         None,
-        description="Spark version of the image, e.g. 3.5.7. Informational (spark-version label); the "
-        "image decides what runs.",
+        max_length=spark_lines.VERSION_MAX_LENGTH,
+        description="Spark version of the image, e.g. 4.3.0 (also the pods' spark-version label). Its line "
+        "(4.3) selects what sparkop creates for the driver: the objects that line's spark-submit "
+        f"--deploy-mode cluster creates. Known lines: {spark_lines.KNOWN_LINES_TEXT}; a version of "
+        "another line (3.4.1, 5.0.0) is accepted and rendered as the nearest known line, with a warning "
+        "(sparkop validate, sparkop status); what is not a version (latest, 4.x) is refused. Unset: line "
+        f"{spark_lines.DEFAULT_LINE}. The image still decides what runs: keep the two the same.",
     )
     proxyUser: Str | None = Field(
         None, description="User to impersonate when running the application (spark-submit --proxy-user)."

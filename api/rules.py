@@ -16,6 +16,8 @@ from typing import Any, Final
 
 from core.jsontypes import JSON
 
+from . import spark_lines
+
 RESERVED_SPARK_CONF: Final = ("spark.driver.host", "spark.driver.bindAddress", "spark.kubernetes.driver.pod.name")
 RETRY_FIELDS: Final = (
     "onFailureRetries",
@@ -146,6 +148,12 @@ def _cel_list(items: tuple[str, ...]) -> str:
 
 def _unique(items: list[Any]) -> bool:
     return len(items) == len(set(items))
+
+
+def _cel_string(text: str) -> str:
+    """``text`` as a CEL string literal: a regex's backslashes are not CEL escapes (``\\.`` is invalid
+    CEL), so they are doubled, and quotes escaped."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -387,6 +395,17 @@ RULES: Final[tuple[Rule, ...]] = (
         "spec.hadoopConfigMap, or the image)",
         predicate=lambda s: inlined_properties_size(s) <= INLINED_PROPERTIES_BUDGET,
         measure=lambda s: f"they have {inlined_properties_size(s)} characters",
+    ),
+    Rule(
+        name="spark-version-is-a-version",
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel=f"!has(self.sparkVersion) || self.sparkVersion.matches({_cel_string(spark_lines.VERSION_PATTERN)})",
+        message=spark_lines.VERSION_MESSAGE,
+        field_path=".sparkVersion",
+        hint="set spec.sparkVersion to the image's Spark version, e.g. 4.3.0, or remove it to render line "
+        f"{spark_lines.DEFAULT_LINE}",
+        predicate=lambda s: "sparkVersion" not in s or spark_lines.line_of(s["sparkVersion"]) is not None,
     ),
 )
 

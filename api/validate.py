@@ -16,6 +16,10 @@ Each document is checked the way the API server checks a create with strict fiel
    SparkApplication's, see :func:`api.scheduled.rules_for`);
 5. a ScheduledSparkApplication's schedule and time zone are read as the controller reads them (the
    API server checks only the schedule's shape; the controller reports the rest as FailedValidation).
+
+Besides errors, what the API server accepts but is likely a mistake is a warning (stderr; the exit
+status stays 0): a ``sparkVersion`` of a Spark line sparkop does not know, and a ``sparkVersion`` whose
+line is not the image tag's (:func:`api.spark_lines.spec_warnings`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final
 
@@ -36,7 +40,7 @@ from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore
 
 from core import labels
 
-from . import crds, manifests, scheduled
+from . import crds, manifests, scheduled, spark_lines
 from .manifests import clip, one_line, quote
 from .types import CPU_PATTERN, MEMORY_PATTERN
 
@@ -98,6 +102,24 @@ class ValidationError:
         where = f"{clip(self.path, 200)}: " if self.path else ""
         fix = f" (fix: {self.hint})" if self.hint else ""
         return one_line(f"{self.source}: {what}{where}{self.message}{fix}")
+
+
+# A warning names user values (an image of up to 4096 characters); its line is cut to stay readable.
+WARNING_CHARS: Final = 600
+
+
+@dataclass(frozen=True)
+class ValidationWarning:
+    """What the API server accepts in one document but is likely a mistake."""
+
+    source: str
+    kind: str
+    name: str | None
+    message: str
+
+    def __str__(self) -> str:
+        what = f"{clip(self.kind, 64)}/{clip(self.name or '?')}"
+        return f"{self.source}: {what}: warning: {clip(self.message, WARNING_CHARS)}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -367,14 +389,38 @@ def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError
     return errors
 
 
+def document_warnings(doc: Any, source: str = "<input>") -> list[ValidationWarning]:
+    """Warnings of one parsed document of a sparkop kind (none for what is not one: its errors say why)."""
+    if not isinstance(doc, dict) or doc.get("apiVersion") != labels.API_VERSION:
+        return []
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or kind not in crds.KINDS:
+        return []
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    spec = doc.get("spec")
+    where = "spec"
+    if kind == scheduled.KIND:  # its runs' spec is the template
+        spec = spec.get("template") if isinstance(spec, dict) else None
+        where = ".".join(scheduled.TEMPLATE)
+    if not isinstance(spec, dict):
+        return []
+    return [
+        ValidationWarning(source, kind, name if isinstance(name, str) else None, message)
+        for message in spark_lines.spec_warnings(spec, where)
+    ]
+
+
 @dataclass(frozen=True)
 class Checked:
-    """A document of a file, checked: skipped (``note``), unreadable, invalid or valid."""
+    """A document of a file, checked: skipped (``note``), unreadable, invalid or valid, and what it is
+    warned of."""
 
     source: str
     body: Any
     errors: list[ValidationError]
     note: str | None = None  # why it was passed over
+    warnings: list[ValidationWarning] = field(default_factory=list)
 
 
 def check(documents: Iterable[manifests.Document]) -> list[Checked]:
@@ -388,7 +434,8 @@ def check(documents: Iterable[manifests.Document]) -> list[Checked]:
         elif (note := skip_note(doc.body)) is not None:
             out.append(Checked(doc.source, doc.body, [], note))
         else:
-            out.append(Checked(doc.source, doc.body, validate_document(doc.body, doc.source)))
+            errors = validate_document(doc.body, doc.source)
+            out.append(Checked(doc.source, doc.body, errors, warnings=document_warnings(doc.body, doc.source)))
     return out
 
 
@@ -402,7 +449,8 @@ def validate_documents(docs: Iterable[Any], source: str = "<input>") -> list[Val
 def main(argv: list[str] | None = None) -> int:
     """``sparkop validate FILE...``: 0 when all documents are valid, 1 when some are not, 2 when a
     file (or a document of it) cannot be read or parsed. One line per problem, naming the document;
-    documents of other kinds (a ConfigMap next to the app) are passed over with a note on stderr."""
+    documents of other kinds (a ConfigMap next to the app) are passed over with a note on stderr, and
+    warnings go there too (they change no exit status)."""
     parser = argparse.ArgumentParser(
         prog="sparkop validate",
         description="Check SparkApplication/SparkDriver manifests offline, with the API server's verdict.",
@@ -426,13 +474,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{item.source}: {item.note}", file=sys.stderr)
             for error in item.errors:
                 print(error)
+            for warning in item.warnings:
+                print(warning, file=sys.stderr)
         if any(item.errors for item in checked):
             status = max(status, 1)
         elif not args.quiet:
             valid = sum(1 for item in checked if not item.note)
             skipped = len(checked) - valid
+            warned = sum(len(item.warnings) for item in checked)
             print(
                 f"{source}: {valid} document{'s' if valid != 1 else ''} valid"
                 + (f", {skipped} of other kinds skipped" if skipped else "")
+                + (f", {warned} warning{'s' if warned != 1 else ''}" if warned else "")
             )
     return status

@@ -277,7 +277,8 @@ class _Build:
             # Set over the template's value, its other fields kept.
             context = container.setdefault("securityContext", {})
             context["allowPrivilegeEscalation"] = self._allow_privilege_escalation()
-        _env(container, "SPARK_USER", self.options.spark_user)
+        proxy_user = self.sub.proxy_user if self.sub.has(Feature.PROXY_USER_IS_SPARK_USER) else None
+        _env(container, "SPARK_USER", proxy_user or self.options.spark_user)
         _env(container, "SPARK_APPLICATION_ID", self.app_id)
         for key, value in self.prefixed("spark.kubernetes.driverEnv.").items():
             _env(container, key, value)

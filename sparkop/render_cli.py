@@ -48,6 +48,8 @@ def render_driver_objects(driver: JSON) -> Iterator[JSON]:
     if objects.executor_template is not None:
         yield objects.executor_template
     yield objects.service
+    if objects.network_policy is not None:
+        yield objects.network_policy
     yield objects.pod
 
 

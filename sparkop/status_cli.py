@@ -6,6 +6,7 @@ import asyncio
 import sys
 from datetime import UTC, datetime
 
+from api import spark_lines
 from core import kube as k8s
 from core import labels, naming
 from core.jsontypes import JSON
@@ -49,16 +50,30 @@ def _policy(spec: JSON) -> str:
     return f"{kind} ({', '.join(details)})" if details else kind
 
 
+def _spark(spec: JSON) -> str:
+    """The Spark the app names and the line its driver is rendered as, which can differ (an unknown
+    line is rendered as the nearest known one) and decides which objects the driver gets."""
+    version = spec.get("sparkVersion")
+    try:
+        rendered = spark_lines.release(version).line
+    except (ValueError, TypeError):  # the CRD refuses these; an object from before the rule can hold one
+        return f"spark {version!r} (not a Spark version: no driver can be rendered)"
+    return f"spark {version or 'not set'} (rendered as {rendered})"
+
+
 def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
     """The summary text; pure, so tests can pin it."""
     meta, spec, status = app["metadata"], app.get("spec", {}), app.get("status") or {}
     state = (status.get("applicationState") or {}).get("state", "NEW")
     lines = [
         f"SparkApplication {meta['namespace']}/{meta['name']}: {state}",
-        f"  {spec.get('type', '?')} app, image {spec.get('image') or '-'}, "
+        f"  {spec.get('type', '?')} app, {_spark(spec)}, image {spec.get('image') or '-'}, "
         f"restart policy {_policy(spec)}, age {_age(meta.get('creationTimestamp'), now)}",
-        f"  Attempts: {status.get('executionAttempts', 0)} run, {status.get('submissionAttempts', 0)} submission(s)",
     ]
+    lines += [f"  Warning: {warning}" for warning in spark_lines.spec_warnings(spec)]
+    lines.append(
+        f"  Attempts: {status.get('executionAttempts', 0)} run, {status.get('submissionAttempts', 0)} submission(s)"
+    )
     for record in status.get("attempts") or []:
         outcome = record.get("outcome") or "?"
         reason = f"  {record['reason']}" if record.get("reason") else ""

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import api
-from api import crds, rules, validate
+from api import crds, rules, spark_lines, validate
 from devcluster.testing import ClusterHandle, temporary_namespace
 from tests.support import testcases
 
@@ -112,6 +112,33 @@ def test_properties_budget_has_the_same_edge_on_the_server(installed: ClusterHan
     assert not accepted and "spec.sparkConf" in stderr and "1 MiB" in stderr, stderr[:2000]
 
 
+@pytest.mark.parametrize("version", ["3.4.1", "5.0.0", "4.0.0-preview2", "4.3"])
+def test_a_version_of_an_unknown_or_any_line_is_accepted_by_server_and_validate(
+    installed: ClusterHandle, shared_namespace: str, version: str
+) -> None:
+    """Only what is not a version is refused (testcases.INVALID); 3.4.1 and 5.0.0 are rendered as the
+    nearest known line, and sparkop validate says so in a warning, not an error."""
+    override = f"spec: {{sparkVersion: '{version}', image: 'apache/spark:{version}'}}"
+    doc = testcases.manifest(testcases.Case("unknown-line", override, ""))
+    assert validate.validate_document(doc) == []
+    warned = validate.document_warnings(doc)
+    assert bool(warned) == (spark_lines.release(version).warning is not None), [str(w) for w in warned]
+    accepted, stderr = server_verdict(installed, shared_namespace, doc)
+    assert accepted, stderr
+
+
+def test_a_scheduled_template_sparkversion_is_held_to_the_same_rule(
+    installed: ClusterHandle, shared_namespace: str
+) -> None:
+    doc = yaml.safe_load((ROOT / "examples" / "scheduled-spark-pi.yaml").read_text())
+    doc["spec"]["template"]["sparkVersion"] = "latest"
+    offline = validate.validate_document(doc)
+    assert [e.path for e in offline] == ["spec.template.sparkVersion"], [str(e) for e in offline]
+    accepted, stderr = server_verdict(installed, shared_namespace, doc)
+    assert not accepted and "spec.template.sparkVersion" in stderr, stderr
+    assert spark_lines.KNOWN_LINES_TEXT in stderr, stderr
+
+
 def test_kubeflow_manifest_accepted_by_server(installed: ClusterHandle, shared_namespace: str) -> None:
     doc = testcases.kubeflow_as_sparkop()
     assert validate.validate_document(doc) == []
@@ -130,9 +157,14 @@ def test_apply_examples_then_get_spark_and_explain(installed: ClusterHandle, nam
         in installed.kubectl("get", "spark", "-n", namespace, "-o", "name").stdout
     )
     header = installed.kubectl("get", "sparkapp", "-n", namespace).stdout.splitlines()[0].split()
-    assert header[:6] == ["NAME", "STATE", "ATTEMPTS", "DRIVER", "INCARNATIONS", "EXECUTORS"], header
+    assert header == ["NAME", "STATE", "ATTEMPTS", "DRIVER", "INCARNATIONS", "EXECUTORS", "SPARK", "AGE"], header
+    # No operator runs here: the status columns are blank, the spec's version is there.
+    row = installed.kubectl("get", "sparkapp", "spark-pi-4-3", "-n", namespace, "--no-headers").stdout.split()
+    assert "4.3.0" in row, row
     header = installed.kubectl("get", "sparkdrv", "-n", namespace).stdout.splitlines()[0].split()
-    assert header[:6] == ["NAME", "PHASE", "POD", "EXECUTORS", "ATTEMPT", "INCARNATION"], header
+    assert header == ["NAME", "PHASE", "POD", "EXECUTORS", "ATTEMPT", "INCARNATION", "AGE"], header
+    wide = installed.kubectl("get", "sparkdrv", "-n", namespace, "-o", "wide").stdout.splitlines()[0].split()
+    assert wide[-2:] == ["APP-ID", "SPARK"], wide
     explained = installed.kubectl("explain", "sparkapplication.spec.restartPolicy").stdout
     assert "maxDriverPodReplacements" in explained and "onFailureRetries" in explained
     assert "OnFailure" in explained

@@ -494,9 +494,9 @@ def test_spark_ui_objects_are_restored_while_the_app_runs(crds: ClusterHandle, n
 
 
 def get_columns(cluster: ClusterHandle, namespace: str, name: str) -> list[str] | None:
-    """`kubectl get sparkapp NAME`'s row: NAME STATE ATTEMPTS DRIVER INCARNATIONS EXECUTORS AGE."""
+    """`kubectl get sparkapp NAME`'s row: NAME STATE ATTEMPTS DRIVER INCARNATIONS EXECUTORS SPARK AGE."""
     out = cluster.kubectl("get", "sparkapp", name, "-n", namespace, "--no-headers", check=False).stdout.split()
-    return out if len(out) == 7 else None
+    return out if len(out) == 8 else None
 
 
 def test_attempts_are_visible_while_running(crds: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:

@@ -242,6 +242,16 @@ INVALID: Final[tuple[Case, ...]] = (
         "{servicePort: 8081, ingressURLFormat: a.example.com}]}",
         "spec.driverIngressOptions",
     ),
+    # sparkVersion must be a version (a well-formed one of an unknown line is accepted, with a warning).
+    Case("spark-version-not-a-version", "spec: {sparkVersion: latest}", "spec.sparkVersion"),
+    Case("spark-version-wildcard", "spec: {sparkVersion: 4.x}", "spec.sparkVersion"),
+    Case("spark-version-empty", "spec: {sparkVersion: ''}", "spec.sparkVersion"),
+    # RE2's $ (CEL) ends the text; Python's would also match before a final line break.
+    Case("spark-version-line-break", 'spec: {sparkVersion: "4.3.0\\n"}', "spec.sparkVersion"),
+    Case("driver-spark-version-not-a-version", "spec: {sparkVersion: v4.3.0}", "spec.sparkVersion", kind="SparkDriver"),
+    # The version is the pods' spark-version label too: no '+', no trailing '-', at most 63 characters.
+    Case("spark-version-not-a-label-value", "spec: {sparkVersion: 4.3.0+build}", "spec.sparkVersion"),
+    Case("spark-version-too-long", f"spec: {{sparkVersion: 4.3.0-{'a' * 60}}}", "spec.sparkVersion"),
     Case("spark-conf-over-configmap-budget", BIG_SPARK_CONF, "spec.sparkConf"),
     Case("inlined-properties-over-budget", BIG_MIXED_PROPERTIES, "spec.sparkConf", kind="SparkDriver"),
 )
