@@ -265,4 +265,38 @@ CONFIGS: dict[str, dict[str, Any]] = {
         },
         "driver": {"javaOptions": "-XX:+UseG1GC"},
     },
+    # Spark 4.1+ settings (earlier lines pass them through as plain properties): a custom connect
+    # port, publishNotReadyAddresses, allowPrivilegeEscalation from the general setting merged into a
+    # driver security context, and the executors' own override.
+    "scala-connect-security": {
+        "type": "Scala",
+        "image": "apache/spark:4.3.0",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "sparkConf": {
+            "spark.connect.grpc.binding.port": "15010",
+            "spark.kubernetes.driver.service.publishNotReadyAddresses": "true",
+            "spark.kubernetes.securityContext.allowPrivilegeEscalation": "true",
+            "spark.kubernetes.executor.securityContext.allowPrivilegeEscalation": "false",
+        },
+        "driver": {"securityContext": {"runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}},
+    },
+    # spark.kubernetes.driver.pod.excludedFeatureSteps (4.1+): no NetworkPolicy, no local dirs, no
+    # mounted secrets; the driver-specific allowPrivilegeEscalation wins over the general one.
+    "scala-excluded-steps": {
+        "type": "Scala",
+        "image": "apache/spark:4.3.0",
+        "mainClass": "org.apache.spark.examples.SparkPi",
+        "mainApplicationFile": EXAMPLES_JAR,
+        "sparkConf": {
+            "spark.kubernetes.driver.pod.excludedFeatureSteps": (
+                "org.apache.spark.deploy.k8s.features.NetworkPolicyFeatureStep, "
+                "org.apache.spark.deploy.k8s.features.LocalDirsFeatureStep,"
+                "org.apache.spark.deploy.k8s.features.MountSecretsFeatureStep,com.example.NoSuchStep"
+            ),
+            "spark.kubernetes.securityContext.allowPrivilegeEscalation": "false",
+            "spark.kubernetes.driver.securityContext.allowPrivilegeEscalation": "true",
+        },
+        "driver": {"secrets": [{"name": "plain", "path": "/mnt/plain", "secretType": "Generic"}]},
+    },
 }

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import copy
 import datetime
+import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from core.jsontypes import JSON
-from devcluster.images import ensure_pyspark
+from devcluster.images import ensure_pyspark, scala_version
 from devcluster.paths import cache_root
 from driver_controller.sparkconf import parse_properties
 
@@ -261,15 +263,6 @@ def _with_monitoring(driver: Mapping[str, Any]) -> JSON:
     return spec
 
 
-@dataclass
-class Submitted:
-    pod: JSON
-    config_map: JSON
-    service: JSON
-    template_map: JSON | None
-    log: str
-
-
 # The environment a spark-submit run must not inherit from whoever runs the tests.
 FOREIGN_ENV = ("KUBECONFIG", "SPARK_HOME", "PYSPARK_PYTHON", "SPARK_LOCAL_DIRS", "HADOOP_CONF_DIR", "SPARK_CONF_DIR")
 
@@ -309,6 +302,92 @@ def spark_submit(version: str, server: str, ca: Path, cert: Path, key: Path, arg
             f"spark-submit failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
         )
     return result.stderr
+
+
+# --- many submissions, one JVM ------------------------------------------------------------------
+
+BATCH_SOURCE = Path(__file__).with_name("BatchSubmit.java")
+BATCH_MAIN = "BatchSubmit"
+SPARK_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
+ARG_SEPARATOR = "\x01"
+_MARKER = re.compile(r"^=== sparkop-batch (\d+) (start|ok|failed)$", re.M)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One submission of a batch: whether spark-submit returned normally, and what it logged."""
+
+    ok: bool
+    log: str
+
+
+def _batch_classes() -> Path:
+    """BatchSubmit compiled once per content (it needs no Spark to compile: it calls SparkSubmit by reflection)."""
+    source = BATCH_SOURCE.read_bytes()
+    out = CACHE / "conformance-batch" / hashlib.sha256(source).hexdigest()[:12]
+    if not (out / f"{BATCH_MAIN}.class").is_file():
+        javac = shutil.which("javac")
+        if javac is None:
+            raise RuntimeError("javac is not on PATH (apt-get install openjdk-17-jdk-headless)")
+        tmp = Path(tempfile.mkdtemp(prefix="batch-", dir=CACHE))
+        subprocess.run([javac, "--release", "17", "-d", str(tmp), str(BATCH_SOURCE)], check=True, capture_output=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.rename(out)
+    return out
+
+
+def _jvm_command(home: Path, first_args: list[str], env: Mapping[str, str]) -> list[str]:
+    """The java command line Spark's own launcher builds for spark-submit (class path, module options,
+    memory), up to the main class: what bin/spark-class would exec."""
+    java = shutil.which("java") or "java"
+    launcher = [java, "-Xmx128m", "-cp", f"{home}/jars/*", "org.apache.spark.launcher.Main", SPARK_SUBMIT_CLASS]
+    printed = subprocess.run([*launcher, *first_args], env=dict(env), capture_output=True, check=False)
+    if printed.returncode != 0:
+        raise RuntimeError(f"Spark's launcher failed ({printed.returncode}): {printed.stderr.decode()[-3000:]}")
+    # What bin/spark-class reads: lines to show, a NUL line, then the command, NUL-separated.
+    _, _, command = printed.stdout.decode().partition("\0\n")
+    tokens = command.split("\0")
+    return tokens[: tokens.index(SPARK_SUBMIT_CLASS)]
+
+
+def spark_submit_batch(
+    version: str, server: str, ca: Path, cert: Path, key: Path, runs: list[list[str]], workdir: Path
+) -> list[Submitted]:
+    """``spark_submit`` for each argument list of ``runs``, in one JVM (a JVM and Spark's Kubernetes
+    client start once, not once per run), in order; one :class:`Submitted` per run."""
+    argvs = [spark_submit_command(version, server, ca, cert, key, args, workdir) for args in runs]
+    home = ensure_spark(version)
+    # What bin/load-spark-env.sh exports for the launcher.
+    env = {**argvs[0][1], "SPARK_SCALA_VERSION": scala_version(home, version), "SPARK_CONF_DIR": str(home / "conf")}
+    command = _jvm_command(home, argvs[0][0][1:], env)
+    classpath = command.index("-cp") + 1
+    command[classpath] = f"{command[classpath]}{os.pathsep}{_batch_classes()}"
+    lines = workdir / "submissions.txt"
+    lines.write_text("".join(ARG_SEPARATOR.join(argv[1:]) + "\n" for argv, _ in argvs))
+    result = subprocess.run(
+        [*command, BATCH_MAIN, str(lines)],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120 + 60 * len(runs),
+        check=False,
+    )
+    logs: dict[int, list[str]] = {}
+    outcomes: dict[int, bool] = {}
+    current: int | None = None
+    for line in result.stderr.splitlines():
+        marker = _MARKER.match(line)
+        if marker:
+            index, what = int(marker.group(1)), marker.group(2)
+            current = index if what == "start" else None
+            if what != "start":
+                outcomes[index] = what == "ok"
+            continue
+        if current is not None:
+            logs.setdefault(current, []).append(line)
+    tail = f"(the JVM exited {result.returncode}: {result.stderr[-3000:]})"
+    return [Submitted(outcomes.get(i, False), "\n".join(logs.get(i, [])) or tail) for i in range(len(runs))]
 
 
 # --- normalisation and comparison --------------------------------------------------------------
