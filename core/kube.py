@@ -89,6 +89,8 @@ SERVICES: Final = Resource("", "v1", "services", "Service")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
+# Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service.
+NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 SPARK_APPLICATIONS: Final = Resource(labels.GROUP, labels.VERSION, "sparkapplications", "SparkApplication")
 SPARK_DRIVERS: Final = Resource(labels.GROUP, labels.VERSION, "sparkdrivers", "SparkDriver")
 # Batch schedulers' pod groups (driver_controller.schedulers), served only where they are installed.
@@ -107,6 +109,7 @@ _BY_KIND: Final = {
         EVENTS,
         NAMESPACES,
         INGRESSES,
+        NETWORK_POLICIES,
         SPARK_APPLICATIONS,
         SPARK_DRIVERS,
         VOLCANO_POD_GROUPS,

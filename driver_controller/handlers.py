@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from core import labels, logs
 from core.jsontypes import JSON
-from core.kube import CONFIGMAPS, PODS, SERVICES, SPARK_DRIVERS, Resource, Rules
+from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES, SPARK_DRIVERS, Resource, Rules
 from core.reconciler import Applied, Applier, Learned, Learnt, Plan
 from core.runtime import Runtime
 from driver_controller import metrics
@@ -23,10 +23,13 @@ from driver_controller.observe import (
     own_key,
     owner_key,
     pod_view,
+    policy_view,
     summarize_object,
     summarize_pod,
+    summarize_policy,
     trim_owned,
     trim_pod,
+    trim_policy,
 )
 from driver_controller.transitions import TRANSITIONS
 
@@ -37,6 +40,7 @@ INDEX_DRIVERS = "sparkop_driver_sparkdrivers"
 INDEX_PODS = "sparkop_driver_pods"
 INDEX_CONFIGMAPS = "sparkop_driver_configmaps"
 INDEX_SERVICES = "sparkop_driver_services"
+INDEX_NETWORK_POLICIES = "sparkop_driver_networkpolicies"
 
 # A refused create is decided on again at once; a pass that keeps learning ends, and the queue retries.
 MAX_DECISIONS_PER_PASS: Final = 4
@@ -65,6 +69,7 @@ class DriverController:
             self.settings,
             transient_error=self.applier.transient_error(key),
             namespace_terminating=self.runtime.namespace_terminating(key[0]),
+            network_policies=self._values(INDEX_NETWORK_POLICIES, key),
         )
 
     async def reconcile_key(self, key: Key) -> float | None:
@@ -106,6 +111,7 @@ def register(runtime: Runtime) -> None:
         (INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod),
         (INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
         (INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
+        (INDEX_NETWORK_POLICIES, NETWORK_POLICIES, summarize_policy, policy_view, trim_policy),
     )
     for index, resource, summarize, view, trim in owned:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent.

@@ -76,6 +76,23 @@ class ObjectSummary:
 
 
 @dataclass(frozen=True)
+class PolicySummary:
+    """The executors' NetworkPolicy of an incarnation: enough to find a stale one, and its labels and
+    spec, which a pass compares with the policy it wants (an edit is put back). The index hands the
+    same summary to every pass while the object is unchanged: readers never change it."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str  # a restoring patch's precondition
+    incarnation: int
+    owner_uids: tuple[str, ...]
+    deleting: bool
+    labels: Mapping[str, str]
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class PodSummary:
     namespace: str
     name: str
@@ -142,6 +159,17 @@ def trim_owned(body: JSON) -> JSON:
     return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": _trimmed_meta(body)}
 
 
+def trim_policy(body: JSON) -> JSON:
+    """What the NetworkPolicy cache keeps: what :func:`summarize_policy` reads (its spec is a few
+    hundred bytes, and a pass compares it with the wanted one)."""
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": _trimmed_meta(body),
+        "spec": body.get("spec") or {},
+    }
+
+
 def pod_view(body: Body) -> PodSummary:
     """What a pass reads of a pod, but for its resourceVersion: two versions with the same view ask
     for the same decisions (patches carry their own preconditions on the fields they change)."""
@@ -166,6 +194,28 @@ def summarize_object(body: Body) -> ObjectSummary:
         owner_uids=tuple(str(r.get("uid")) for r in meta.get("ownerReferences") or ()),
         deleting=bool(meta.get("deletionTimestamp")),
     )
+
+
+def summarize_policy(body: Body) -> PolicySummary:
+    meta = body.get("metadata") or {}
+    return PolicySummary(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        resource_version=str(meta.get("resourceVersion", "")),
+        incarnation=_incarnation(meta),
+        owner_uids=tuple(str(r.get("uid")) for r in meta.get("ownerReferences") or ()),
+        deleting=bool(meta.get("deletionTimestamp")),
+        # The body is the reader's own decoded copy (core.informer.Store): nothing else holds these.
+        labels=dict(meta.get("labels") or {}),
+        spec=body.get("spec") or {},
+    )
+
+
+def policy_view(body: Body) -> PolicySummary:
+    """What a pass reads of a NetworkPolicy, but for its resourceVersion: a write that leaves labels
+    and spec as they were (an annotation, an ownerReference the GC drops) asks for no pass."""
+    return replace(summarize_policy(body), resource_version="")
 
 
 def _terminated(state: Body | None) -> Terminated | None:

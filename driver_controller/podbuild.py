@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from api.spark_lines import Feature
+from api.spark_lines import Feature, SparkRelease
 from core import labels, naming
 from core.jsontypes import JSON
 from driver_controller import schedulers, sparkconf
@@ -389,22 +389,7 @@ class _Build:
         return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec}
 
     def network_policy(self) -> JSON:
-        """``NetworkPolicyFeatureStep``: the app's executors admit ingress only from pods of the same app
-        (its driver and its other executors)."""
-        app = {labels.SPARK_APP_SELECTOR: self.app_id}
-        return {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": {
-                "name": naming.network_policy_name(self.sub.name, self.sub.incarnation),
-                "namespace": self.sub.namespace,
-                "labels": dict(app),
-            },
-            "spec": {
-                "podSelector": {"matchLabels": {labels.SPARK_ROLE: labels.ROLE_EXECUTOR, **app}},
-                "ingress": [{"from": [{"podSelector": {"matchLabels": dict(app)}}]}],
-            },
-        }
+        return network_policy_manifest(self.sub.name, self.sub.namespace, self.sub.incarnation, self.app_id)
 
     def secrets(self, pod: JSON, container: JSON) -> None:
         for secret, path in self.prefixed("spark.kubernetes.driver.secrets.").items():
@@ -574,11 +559,31 @@ def _config_map(name: str, namespace: str, data: dict[str, str]) -> JSON:
     }
 
 
-def _own(obj: JSON, sub: Submission) -> None:
+def network_policy_manifest(driver: str, namespace: str, incarnation: int, app_id: str) -> JSON:
+    """``NetworkPolicyFeatureStep``: the app's executors admit ingress only from pods of the same app
+    (its driver and its other executors)."""
+    app = {labels.SPARK_APP_SELECTOR: app_id}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": naming.network_policy_name(driver, incarnation), "namespace": namespace, "labels": app},
+        "spec": {
+            "podSelector": {"matchLabels": {labels.SPARK_ROLE: labels.ROLE_EXECUTOR, **app}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": dict(app)}}]}],
+        },
+    }
+
+
+def own(obj: JSON, namespace: str, sparkop_labels: Mapping[str, str], owner: JSON) -> None:
+    """Make ``obj`` one of the incarnation's objects: sparkop's labels, the SparkDriver as its controller."""
     meta = obj["metadata"]
-    meta["namespace"] = sub.namespace
-    meta["labels"] = {**(meta.get("labels") or {}), **sub.sparkop_labels}
-    meta["ownerReferences"] = [dict(sub.owner)]
+    meta["namespace"] = namespace
+    meta["labels"] = {**(meta.get("labels") or {}), **sparkop_labels}
+    meta["ownerReferences"] = [dict(owner)]
+
+
+def _own(obj: JSON, sub: Submission) -> None:
+    own(obj, sub.namespace, sub.sparkop_labels, sub.owner)
 
 
 def build(sub: Submission, options: RenderOptions | None = None) -> DriverObjects:
@@ -645,18 +650,33 @@ REQUIRED_STEPS: Final = {
 }
 
 
+def excluded_steps(release: SparkRelease, listed: str) -> frozenset[str]:
+    """The feature steps (class names without the package) that ``listed``, a value of
+    spark.kubernetes.driver.pod.excludedFeatureSteps, excludes on ``release``'s line."""
+    if not release.has(Feature.EXCLUDED_FEATURE_STEPS):
+        return frozenset()
+    names = (name.strip() for name in listed.split(","))
+    return frozenset(name.removeprefix(FEATURE_STEP_PACKAGE) for name in names if name.startswith(FEATURE_STEP_PACKAGE))
+
+
+def makes_network_policy(release: SparkRelease, listed: str) -> bool:
+    """Whether spark-submit of ``release``'s line creates the executors' NetworkPolicy, given the
+    excluded feature steps ``listed``."""
+    return release.has(Feature.EXECUTOR_NETWORK_POLICY) and "NetworkPolicyFeatureStep" not in excluded_steps(
+        release, listed
+    )
+
+
 def _steps_run(sub: Submission, conf: Mapping[str, str]) -> Callable[[str], bool]:
     """Whether the feature step of this class name runs for ``sub``'s Spark line and properties."""
-    if not sub.has(Feature.EXCLUDED_FEATURE_STEPS):
-        return lambda step: True
-    listed = {name.strip() for name in conf.get(EXCLUDED_STEPS_KEY, "").split(",") if name.strip()}
+    excluded = excluded_steps(sub.release, conf.get(EXCLUDED_STEPS_KEY, ""))
     for step, why in REQUIRED_STEPS.items():
-        if FEATURE_STEP_PACKAGE + step in listed:
+        if step in excluded:
             raise InvalidSpec(
                 f"sparkConf {EXCLUDED_STEPS_KEY}: {FEATURE_STEP_PACKAGE}{step} cannot be excluded under sparkop "
                 f"({why}); remove it from the list"
             )
-    return lambda step: FEATURE_STEP_PACKAGE + step not in listed
+    return lambda step: step not in excluded
 
 
 def _batch_scheduling(b: _Build, sub: Submission, pod: JSON, container: JSON) -> JSON | None:

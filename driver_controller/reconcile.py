@@ -16,11 +16,13 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 2. incarnation: recover it (max of status and pod labels);
 3. the current driver pod: record its outcome, or notice it was lost and start a replacement,
    or report it stuck;
-4. create whatever the current incarnation is missing;
+4. create whatever the current incarnation is missing, and put back its NetworkPolicy if it was edited;
 5. executors: adopt the current incarnation's, delete stale ones, and once the driver has ended
    (Succeeded, Failed, SubmissionFailed) delete the last incarnation's live ones as well: the
    SparkDriver stays their owner, so the garbage collector never would;
-6. stale incarnations: release and delete their pods, ConfigMaps and Services;
+6. stale incarnations: release and delete their pods, ConfigMaps, Services and NetworkPolicies, and
+   once the driver has ended the last incarnation's NetworkPolicy too (it protects executors, and none
+   run any more);
 7. status: computed once from the above. A SparkDriver that had already ended is frozen: its status
    is never written again unless its spec changes (and then only observedGeneration moves).
 """
@@ -37,11 +39,20 @@ from api.models import SparkDriver, SparkDriverStatus
 from core import labels, naming
 from core.conditions import transition_time
 from core.jsontypes import JSON
-from core.reconciler import Create, Delete, Event, Observation, Patch, Plan, Refusal, refused
+from core.kube import NETWORK_POLICIES, merge_patch
+from core.reconciler import Create, Delete, Ensure, Event, Observation, Patch, Plan, Refusal, refused
 from core.times import format_time
-from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, Terminated
+from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, PolicySummary, Terminated
 from driver_controller.podbuild import RenderOptions
-from driver_controller.render import IncarnationNames, InvalidSpec, names, parse, render
+from driver_controller.render import (
+    IncarnationNames,
+    InvalidSpec,
+    names,
+    network_policy,
+    parse,
+    render,
+    spark_release,
+)
 from driver_controller.transitions import transitions
 
 # Event reasons (on the SparkDriver).
@@ -52,6 +63,7 @@ REASON_FAILED: Final = "DriverFailed"
 REASON_SUBMISSION_FAILED: Final = "SubmissionFailed"
 REASON_STUCK: Final = "DriverPodStuck"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_UNKNOWN_SPARK_VERSION: Final = "UnknownSparkVersion"
 
 CONDITION_STUCK: Final = "Stuck"
 CONDITION_UNSCHEDULABLE: Final = "Unschedulable"
@@ -84,11 +96,15 @@ class Observed:
     namespace_terminating: bool = False
     # Creates of this SparkDriver the API server refused, by core.reconciler.refusal_key.
     refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    # The executors' NetworkPolicies (Spark 4.2+) labelled for this SparkDriver.
+    network_policies: Sequence[PolicySummary] = ()
 
 
-# Why a pod, ConfigMap or Service is deleted (the decision line's reason).
+# Why a pod, ConfigMap, Service or NetworkPolicy is deleted (the decision line's reason).
 STALE_INCARNATION: Final = "StaleIncarnation"
-DRIVER_ENDED: Final = "DriverEnded"  # the last incarnation's executors, once the driver ended
+DRIVER_ENDED: Final = "DriverEnded"  # the last incarnation's executors and NetworkPolicy, once the driver ended
+# Why a NetworkPolicy of ours is patched or created again: someone edited or deleted it.
+POLICY_RESTORED: Final = "NetworkPolicyRestored"
 
 
 @dataclass
@@ -96,7 +112,7 @@ class _Draft:
     """The plan as a pass builds it: creates go before the status write, patches and deletes after."""
 
     status: JSON | None = None  # the new status; None: unchanged
-    creates: list[Create] = field(default_factory=list)
+    creates: list[Create | Ensure] = field(default_factory=list)
     patches: list[Patch] = field(default_factory=list)
     deletes: list[Delete] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -117,9 +133,9 @@ class _Draft:
         )
 
 
-def _delete(kind: str, name: str, uid: str, reason: str = STALE_INCARNATION) -> Delete:
+def _delete(kind: str, name: str, uid: str, reason: str = STALE_INCARNATION, api_version: str = "v1") -> Delete:
     # Whatever a pass deletes depends on nothing else it deletes.
-    return Delete("v1", kind, name, uid, reason, concurrent=True)
+    return Delete(api_version, kind, name, uid, reason, concurrent=True)
 
 
 def _replace(path: str, old: Any, new: Any) -> list[JSON]:
@@ -464,15 +480,26 @@ def _observe_running(p: _Pass, pod: PodSummary) -> None:
 
 
 def _create_missing(p: _Pass) -> None:
-    """What the current incarnation lacks: ConfigMaps and Service before the pod (the pod mounts the
-    ConfigMaps). The incarnation is rendered only when something is missing."""
+    """What the current incarnation lacks: ConfigMaps, Service and NetworkPolicy before the pod (the pod
+    mounts the ConfigMaps; its executors are never without their policy). The incarnation is rendered
+    only when the pod, a ConfigMap or the Service is missing; the NetworkPolicy is built on its own
+    (:func:`render.network_policy`), so a pass can compare it with the one it sees, and put back an edit."""
     uid = str(p.driver.metadata["uid"])
     expected = names(p.driver, p.incarnation)
     have_cm = {c.name for c in _owned(uid, p.obs.config_maps)}
     have_svc = {s.name for s in _owned(uid, p.obs.services)}
     pod_missing = p.driver_pod(p.incarnation) is None
-    if _refused(p, expected):
+    wanted_policy = network_policy(p.driver, p.incarnation) if expected.network_policy else None
+    # Missing, it is *ensured*: a policy of ours that only looks missing because someone removed its
+    # sparkop.io/driver label (the watch selects by it) is patched back instead of being met by a
+    # 409 on every pass.
+    ensure_policy = Ensure(wanted_policy, f"Incarnation{p.incarnation}", concurrent=True) if wanted_policy else None
+    if _refused(p, expected, ensure_policy):
         return
+    current_policy = next((n for n in _owned(uid, p.obs.network_policies) if n.name == expected.network_policy), None)
+    if current_policy is not None:
+        ensure_policy = None
+        _restore_policy(p, current_policy, wanted_policy)
     if pod_missing or not expected.config_maps <= have_cm or expected.service not in have_svc:
         try:
             objects = render(p.driver, p.incarnation, p.obs.settings.render)
@@ -489,6 +516,9 @@ def _create_missing(p: _Pass) -> None:
         )
         if expected.service not in have_svc:
             p.plan.creates.append(Create(objects.service, why, concurrent=True))
+        if ensure_policy is not None:
+            p.plan.creates.append(ensure_policy)
+            ensure_policy = None
         if pod_missing:
             # Also when status already names it: a create the index has not seen yet meets 409.
             p.plan.creates.append(Create(objects.pod, why))
@@ -500,21 +530,34 @@ def _create_missing(p: _Pass) -> None:
                     f"incarnation {p.incarnation}: driver pod {expected.pod}, "
                     f"spark.app.id {objects.properties['spark.app.id']}",
                 )
+                # Said once per driver pod created (with the event above, not on every pass): the pod
+                # is built as the nearest known line's spark-submit would build it.
+                release = spark_release(p.driver)
+                if release is not None and release.warning:
+                    p.event("Warning", REASON_UNKNOWN_SPARK_VERSION, release.warning)
+    if ensure_policy is not None:  # only the policy is missing: deleted, or taken out of our watch
+        p.plan.creates.append(Ensure(ensure_policy.manifest, POLICY_RESTORED, concurrent=True))
     p.status["webUIAddress"] = expected.web_ui_address
     p.status["sparkApplicationId"] = naming.spark_app_id(uid, p.incarnation)
 
 
-def _refused(p: _Pass, expected: IncarnationNames) -> bool:
+def _refused(p: _Pass, expected: IncarnationNames, policy: Ensure | None) -> bool:
     """An object of the current incarnation the API server refused to create (a quota, an admission
-    policy, a name held by an object that is not ours, a PodGroup kind the cluster does not serve):
-    SubmissionFailed, nothing more created; the apps controller decides whether to run again."""
-    wanted = [("PodGroup", expected.pod_group)] if expected.pod_group else []
-    wanted += [("ConfigMap", name) for name in sorted(expected.config_maps)]
-    wanted += [("Service", expected.service), ("Pod", expected.pod)]
-    for kind, name in wanted:
-        refusal = refused(p.obs.refusals, Create({"kind": kind, "metadata": {"name": name}}))
+    policy, a name held by an object that is not ours, a PodGroup kind the cluster does not serve, a
+    NetworkPolicy the operator's RBAC does not allow): SubmissionFailed, nothing more created; the apps
+    controller decides whether to run again."""
+
+    def create(kind: str, name: str) -> Create:
+        return Create({"kind": kind, "metadata": {"name": name}})
+
+    wanted: list[Create | Ensure] = [create("PodGroup", expected.pod_group)] if expected.pod_group else []
+    wanted += [create("ConfigMap", name) for name in sorted(expected.config_maps)]
+    wanted += [create("Service", expected.service), *([policy] if policy else []), create("Pod", expected.pod)]
+    for action in wanted:
+        refusal = refused(p.obs.refusals, action)
         if refusal is None:
             continue
+        kind, name = action.kind, action.name
         # 409: the name is held by an object that is not ours (never taken for ours, never adopted).
         reason = refusal.reason if refusal.code == 409 else REASON_SUBMISSION_FAILED
         message = refusal.message
@@ -528,6 +571,47 @@ def _refused(p: _Pass, expected: IncarnationNames) -> bool:
         p.event("Warning", REASON_SUBMISSION_FAILED, f"{kind} {name} refused: {message}")
         return True
     return False
+
+
+def _restore_policy(p: _Pass, current: PolicySummary, wanted: JSON | None) -> None:
+    """Put back what an edit changed of the incarnation's NetworkPolicy: one merge patch, guarded by the
+    resourceVersion it was decided from, and only when something differs. One on its way out is left
+    to go: its deletion brings the SparkDriver back to a pass, which creates it anew."""
+    if wanted is None or current.deleting:
+        return
+    body = policy_restore_patch(current, wanted)
+    if body is not None:
+        api_version, version = NETWORK_POLICIES.api_version, current.resource_version
+        restore = Patch(api_version, "NetworkPolicy", current.name, body, version, POLICY_RESTORED, concurrent=True)
+        p.plan.patches.append(restore)
+
+
+def _as_stored(spec: Mapping[str, Any]) -> JSON:
+    """A NetworkPolicy spec as the API server stores it: without policyTypes it defaults them to
+    Ingress, plus Egress when the policy has egress rules (networking/v1 SetDefaults_NetworkPolicy)."""
+    if spec.get("policyTypes"):
+        return dict(spec)
+    return {**spec, "policyTypes": ["Ingress", *(["Egress"] if spec.get("egress") else [])]}
+
+
+def policy_restore_patch(current: PolicySummary, wanted: JSON) -> JSON | None:
+    """The merge patch that turns the observed NetworkPolicy ``current`` back into ``wanted`` (the
+    manifest sparkop creates), or None when it is as wanted. Labels as on every object of ours: those
+    sparkop and Spark set are put back, others' are left alone. The spec is Spark's whole: a rule or a
+    peer someone added would admit traffic the policy exists to keep out, so what it does not have is
+    removed (null), and what the API server defaults (policyTypes) counts as wanted."""
+    want_labels: Mapping[str, str] = wanted["metadata"].get("labels") or {}
+    labels_back = {key: value for key, value in want_labels.items() if current.labels.get(key) != value}
+    want_spec = _as_stored(wanted.get("spec") or {})
+    if not labels_back and current.spec == want_spec:
+        return None  # every pass asks; as wanted, it is answered without working out a patch
+    spec_back = merge_patch(current.spec, want_spec)
+    patch: JSON = {}
+    if labels_back:
+        patch["metadata"] = {"labels": labels_back}
+    if spec_back:
+        patch["spec"] = spec_back
+    return patch or None
 
 
 def _invalid_spec(p: _Pass, message: str) -> None:
@@ -596,7 +680,8 @@ def _executors(p: _Pass) -> None:
 
 
 def _stale(p: _Pass) -> None:
-    """Pods, ConfigMaps and Services of earlier incarnations; finalizers of recorded outcomes."""
+    """Pods, ConfigMaps, Services and NetworkPolicies of earlier incarnations (and the last incarnation's
+    NetworkPolicy once the driver has ended); finalizers of recorded outcomes."""
     recorded = {r.get("incarnation") for r in p.status.get("incarnations") or ()}
     terminal = p.phase in TERMINAL
     for pod in p.owned_pods:
@@ -618,6 +703,19 @@ def _stale(p: _Pass) -> None:
     for obj in [*_owned(uid, p.obs.config_maps), *_owned(uid, p.obs.services)]:
         if obj.incarnation < p.incarnation and not obj.deleting:
             p.plan.deletes.append(_delete(obj.kind, obj.name, obj.uid))
+    policies = _owned(uid, p.obs.network_policies)
+    current_name = naming.network_policy_name(p.name, p.incarnation) if policies else ""
+    for policy in policies:
+        if policy.deleting:
+            continue
+        # The current incarnation's is known by its name: an edit of its incarnation label is put back
+        # (_restore_policy), not taken for a stale incarnation.
+        stale = policy.name != current_name and policy.incarnation < p.incarnation
+        # The policy protects executors: none run once the driver has ended (_executors deletes them).
+        # A frozen status stays as it is: these deletes write nothing else.
+        why = STALE_INCARNATION if stale else DRIVER_ENDED if terminal else None
+        if why is not None:
+            p.plan.deletes.append(_delete("NetworkPolicy", policy.name, policy.uid, why, NETWORK_POLICIES.api_version))
 
 
 def _last_error(p: _Pass) -> None:

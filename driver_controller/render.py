@@ -9,6 +9,8 @@ identical object instead of making a second one.
                                     raises InvalidSpec, or SpecTooLarge (an InvalidSpec) when a ConfigMap
                                     would exceed the API server's 1 MiB
     names(driver, incarnation)   -> IncarnationNames: the same objects' names, without rendering
+    network_policy(driver, incarnation) -> the executors' NetworkPolicy as render builds it, or None,
+                                    without rendering anything else (reconcile compares it every pass)
 
 ``submission`` maps the run spec to what spark-submit would receive (kubeflow's mapping);
 ``podbuild`` does what Spark's submission client does with it.
@@ -18,13 +20,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
+from api import spark_lines
 from api.models import SparkDriver
+from api.spark_lines import SparkRelease
 from core import naming
+from core.jsontypes import JSON
 from driver_controller import schedulers
-from driver_controller.podbuild import DriverObjects, RenderOptions, build, driver_ports
-from driver_controller.submission import InvalidSpec, Submission, metrics_files, submission
+from driver_controller.podbuild import (
+    EXCLUDED_STEPS_KEY,
+    DriverObjects,
+    RenderOptions,
+    build,
+    driver_ports,
+    makes_network_policy,
+    network_policy_manifest,
+    own,
+)
+from driver_controller.submission import (
+    InvalidSpec,
+    Submission,
+    metrics_files,
+    owner_reference,
+    sparkop_labels,
+    submission,
+)
 
 __all__ = [
     "DriverObjects",
@@ -33,9 +55,12 @@ __all__ = [
     "RenderOptions",
     "SpecTooLarge",
     "Submission",
+    "has_network_policy",
     "names",
+    "network_policy",
     "parse",
     "render",
+    "spark_release",
     "submission",
 ]
 
@@ -108,6 +133,7 @@ class IncarnationNames:
     config_maps: frozenset[str]
     web_ui_address: str  # <service>.<namespace>.svc:<spark.ui.port>
     pod_group: str | None = None  # the batch scheduler's PodGroup, when it needs one
+    network_policy: str | None = None  # the executors' NetworkPolicy, when the app's Spark line makes one
 
 
 def names(driver: SparkDriver, incarnation: int) -> IncarnationNames:
@@ -124,8 +150,53 @@ def names(driver: SparkDriver, incarnation: int) -> IncarnationNames:
     needs_group = driver.spec.batchScheduler in schedulers.POD_GROUP_SCHEDULERS
     return IncarnationNames(
         pod_group=naming.pod_group_name(name) if needs_group else None,
+        network_policy=naming.network_policy_name(name, incarnation) if has_network_policy(driver) else None,
         pod=naming.driver_pod_name(name, incarnation),
         service=service,
         config_maps=frozenset(config_maps),
         web_ui_address=f"{service}.{namespace}.svc:{ui_port}",
     )
+
+
+def spark_release(driver: SparkDriver) -> SparkRelease | None:
+    """The Spark release ``submission`` renders ``driver`` for (its ``release``: the line, and the warning
+    when the version's line is unknown), or None when spec.sparkVersion is no version (render refuses it)."""
+    return _release(driver.spec.sparkVersion)
+
+
+@lru_cache(maxsize=256)
+def _release(version: str | None) -> SparkRelease | None:
+    # A cluster runs a handful of versions, and working out the nearest known line of one costs more
+    # than the rest of what a pass asks of it.
+    try:
+        return spark_lines.release(version)
+    except ValueError:
+        return None
+
+
+def has_network_policy(driver: SparkDriver) -> bool:
+    """Whether spark-submit of ``driver``'s Spark line creates the executors' NetworkPolicy: 4.2+, unless
+    ``spark.kubernetes.driver.pod.excludedFeatureSteps`` lists NetworkPolicyFeatureStep. Decided as
+    ``podbuild.build`` decides it; only spec.sparkConf sets that property (no typed field does)."""
+    return _makes_network_policy(driver.spec.sparkVersion, (driver.spec.sparkConf or {}).get(EXCLUDED_STEPS_KEY, ""))
+
+
+@lru_cache(maxsize=256)
+def _makes_network_policy(version: str | None, listed: str) -> bool:
+    # Asked on every pass, with the few versions and step lists a cluster has.
+    release = _release(version)
+    return release is not None and makes_network_policy(release, listed)
+
+
+def network_policy(driver: SparkDriver, incarnation: int) -> JSON | None:
+    """Incarnation ``incarnation``'s executor NetworkPolicy exactly as :func:`render` builds it, or None
+    when the app's Spark line makes none. Built from the SparkDriver's identity alone, in microseconds:
+    reconcile compares the policy it observes with this one on every pass, and a render costs a third
+    of a millisecond. tests/unit/test_driver_network_policy.py holds it equal to ``render(...).network_policy``."""
+    if not has_network_policy(driver):
+        return None
+    meta = driver.metadata
+    name, namespace = str(meta["name"]), str(meta["namespace"])
+    policy = network_policy_manifest(name, namespace, incarnation, naming.spark_app_id(str(meta["uid"]), incarnation))
+    own(policy, namespace, sparkop_labels(driver, incarnation), owner_reference(driver, controller=True))
+    return policy

@@ -90,8 +90,8 @@ def test_not_ready_while_a_cache_cannot_list_and_ready_once_it_can(
     cluster = crds
     rules = [
         {"apiGroups": ["sparkop.io"], "resources": ["*"], "verbs": ["*"]},
-        {"apiGroups": ["", "networking.k8s.io"], "resources": ["configmaps", "services", "events", "ingresses"],
-         "verbs": ["*"]},
+        {"apiGroups": ["", "networking.k8s.io"],
+         "resources": ["configmaps", "services", "events", "ingresses", "networkpolicies"], "verbs": ["*"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
     ]  # fmt: skip
     manifests = [

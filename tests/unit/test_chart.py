@@ -40,6 +40,7 @@ NAMESPACED_RESOURCES = {
     "services",
     "events",
     "ingresses",
+    "networkpolicies",  # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child
     "podgroups",  # the batch schedulers' (volcano, scheduler-plugins)
     "sparkapplications",
     "sparkdrivers",

@@ -75,6 +75,7 @@ class FakeRuntime:
                 handlers.INDEX_PODS,
                 handlers.INDEX_CONFIGMAPS,
                 handlers.INDEX_SERVICES,
+                handlers.INDEX_NETWORK_POLICIES,
             )
         }
 

@@ -32,6 +32,7 @@ def test_each_queue_waits_for_what_it_reads() -> None:
         "Pod[sparkop.io/driver]",
         "ConfigMap[sparkop.io/driver]",
         "Service[sparkop.io/driver]",
+        "NetworkPolicy[sparkop.io/driver]",
     }
     # Every cache a queue waits for is one its reconciles read through an index.
     indexed = {id(informer) for index in runtime.indexes.values() for informer in index.informers}

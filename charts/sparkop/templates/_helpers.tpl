@@ -82,7 +82,7 @@ they are ours). The same rules in a ClusterRole (whole cluster) or in a Role per
   resources: ["events"]
   verbs: ["create", "patch"]
 - apiGroups: ["networking.k8s.io"]
-  resources: ["ingresses"]
+  resources: ["ingresses", "networkpolicies"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
 - apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
   resources: ["podgroups"]
