@@ -20,7 +20,7 @@ from tests.support.specs import PYTHON_PI_SPEC
 
 pytestmark = pytest.mark.cluster
 
-BULK_KINDS = {"pods", "configmaps", "services", "ingresses"}
+BULK_KINDS = {"pods", "configmaps", "services", "ingresses", "networkpolicies"}
 
 
 def _sparkop_requests(audit_log: Path, namespace: str) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ def _sparkop_requests(audit_log: Path, namespace: str) -> list[dict[str, Any]]:
     return found
 
 
-def test_every_list_and_watch_of_pods_configmaps_services_and_ingresses_carries_a_label_selector(
+def test_every_list_and_watch_of_pods_configmaps_services_ingresses_and_networkpolicies_carries_a_label_selector(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess
 ) -> None:
     if crds.cluster is None:
