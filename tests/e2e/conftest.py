@@ -2,14 +2,17 @@
 
 Each test gets a namespace on the session's real-node cluster (devcluster/nodes.py) with the
 ServiceAccount `spark` Spark's driver needs to create its executors, and the real operator
-(`sparkop run`) watching that namespace. By default only the CI subset runs (each test names its
-CI versions); `SPARKOP_E2E=all` runs every scenario on every pinned Spark version.
+(`sparkop run`) watching that namespace. The smoke tests (SparkPi, PySpark: `smoke_versions()`) run
+on every pinned Spark version (SPARK_IMAGE_VERSIONS, one release per Spark line), in CI too; every
+other scenario runs on FULL_MATRIX_VERSIONS, the oldest and the newest pinned release, and only with
+`SPARKOP_E2E=all` unless the test names it a CI version.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -68,14 +71,34 @@ RESULTS_ENV = "SPARKOP_E2E_RESULTS"
 TEARDOWN_S = 90.0
 
 
-def spark_versions(ci: Sequence[str] = ()) -> list[ParameterSet]:
-    """Every pinned Spark version as a `version` parameter; those not in `ci` run only with
-    SPARKOP_E2E=all (a real JVM costs tens of seconds on 2 cores, and CI time matters)."""
+def release_order(version: str) -> tuple[int, ...]:
+    """A Spark release's place in time: 3.5.9 < 4.0.5 < 4.10.0 (not the strings' order)."""
+    return tuple(int(number) for number in re.findall(r"\d+", version)[:3])
+
+
+# One release per Spark line (devcluster/gobuild/versions.env).
+PINNED_VERSIONS: tuple[str, ...] = images.pinned_spark_versions()
+# The lines the full scenario matrix runs on: the oldest and the newest pinned release. The lines
+# between them run the smoke tests only (a real JVM costs tens of seconds on 2 cores).
+FULL_MATRIX_VERSIONS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [min(PINNED_VERSIONS, key=release_order), max(PINNED_VERSIONS, key=release_order)] if PINNED_VERSIONS else []
+    )
+)
+OLDEST_VERSION = FULL_MATRIX_VERSIONS[0] if FULL_MATRIX_VERSIONS else ""
+
+
+def spark_versions(ci: Sequence[str] = (), versions: Sequence[str] = FULL_MATRIX_VERSIONS) -> list[ParameterSet]:
+    """`versions` (default: the full matrix's) as `version` parameters; those not in `ci` run only
+    with SPARKOP_E2E=all (CI time matters)."""
     skip = pytest.mark.skipif(not FULL_MATRIX, reason=f"full e2e matrix only: set {E2E_ENV}=all")
-    return [
-        pytest.param(version, marks=[] if version in ci else [skip], id=version)
-        for version in images.pinned_spark_versions()
-    ]
+    return [pytest.param(version, marks=[] if version in ci else [skip], id=version) for version in versions]
+
+
+def smoke_versions() -> list[ParameterSet]:
+    """Every pinned Spark version, each run in CI: the smoke tests prove each line's image and
+    sparkop's rendering for that line run a real job to COMPLETED."""
+    return spark_versions(ci=PINNED_VERSIONS, versions=PINNED_VERSIONS)
 
 
 def scala_of(version: str) -> str:
@@ -164,11 +187,11 @@ class SeenPod:
 
 
 class PodWatch:
-    """`kubectl get pods --watch` on a label selector in a background thread: every pod that
-    existed, even for a moment, with each controller owner it was seen with."""
+    """`kubectl get pods --watch` (or another ``resource``) on a label selector in a background thread:
+    every object that existed, even for a moment, with each controller owner it was seen with."""
 
-    def __init__(self, cluster: ClusterHandle, namespace: str, selector: str) -> None:
-        argv = [str(cluster.kubectl_binary), f"--kubeconfig={cluster.kubeconfig}", "get", "pods", "-n", namespace]
+    def __init__(self, cluster: ClusterHandle, namespace: str, selector: str, resource: str = "pods") -> None:
+        argv = [str(cluster.kubectl_binary), f"--kubeconfig={cluster.kubeconfig}", "get", resource, "-n", namespace]
         argv += ["-l", selector, "--watch", "--output-watch-events", "-o", "json"]
         self.started = time.monotonic()
         self.pods: dict[str, SeenPod] = {}
@@ -279,8 +302,8 @@ class SparkNamespace:
         args = ["logs", pod, *(["-c", container] if container else []), *(["--previous"] if previous else [])]
         return self.kubectl(*args, check=False)
 
-    def watch(self, selector: str) -> PodWatch:
-        watch = PodWatch(self.cluster, self.ns, selector)
+    def watch(self, selector: str, resource: str = "pods") -> PodWatch:
+        watch = PodWatch(self.cluster, self.ns, selector, resource)
         self.watches.append(watch)
         return watch
 

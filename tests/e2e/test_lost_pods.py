@@ -7,6 +7,7 @@ import pytest
 
 from tests.e2e.conftest import (
     JOBS_DIR,
+    OLDEST_VERSION,
     STAGES_JOB,
     SparkNamespace,
     controller_of,
@@ -28,7 +29,7 @@ def long_job(name: str, version: str) -> dict[str, object]:
     return python_application(name, version, f"local://{JOBS_DIR}/stages.py", arguments=LONG_JOB_ARGS, **jobs_volume())
 
 
-@pytest.mark.parametrize("version", spark_versions(ci=("3.5.9",)))
+@pytest.mark.parametrize("version", spark_versions(ci=(OLDEST_VERSION,)))
 def test_a_lost_driver_pod_is_replaced_and_the_new_driver_completes(spark: SparkNamespace, version: str) -> None:
     spark.jobs({"stages.py": STAGES_JOB})
     executors = spark.watch("spark-role=executor")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import JOBS_DIR, SparkNamespace, jobs_volume, python_application, spark_versions
+from tests.e2e.conftest import JOBS_DIR, SparkNamespace, jobs_volume, python_application, smoke_versions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 
@@ -51,7 +51,7 @@ spark.stop()
 """
 
 
-@pytest.mark.parametrize("version", spark_versions())
+@pytest.mark.parametrize("version", smoke_versions())
 def test_pyspark_pi_with_pyfiles_conf_env_labels_and_annotations(spark: SparkNamespace, version: str) -> None:
     spark.jobs({"pi_helper_job.py": PI_JOB})
     spark.configmap("pylib", {"helper.py": HELPER})

@@ -3,9 +3,16 @@ adopts them, the job prints its answer and the exit code reaches the status."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.e2e.conftest import SparkNamespace, spark_pi, spark_versions
+from api import spark_lines
+from api.spark_lines import Feature
+from core import labels, naming
+from devcluster.testing import wait_for
+from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from tests.e2e.conftest import PodWatch, SeenPod, SparkNamespace, smoke_versions, spark_pi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 
@@ -13,9 +20,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 SPARK_PI_S = 240.0
 
 
-@pytest.mark.parametrize("version", spark_versions(ci=("3.5.9", "4.0.5")))
+@pytest.mark.parametrize("version", smoke_versions())
 def test_spark_pi_completes_with_executors_owned_by_its_sparkdriver(spark: SparkNamespace, version: str) -> None:
     executors = spark.watch("spark-role=executor")
+    policies = spark.watch(labels.DRIVER, resource="networkpolicies")
     spark.apply(spark_pi("spark-pi", version, slices=4))
 
     app = spark.wait_app("spark-pi", ["COMPLETED"], timeout=SPARK_PI_S)
@@ -33,3 +41,36 @@ def test_spark_pi_completes_with_executors_owned_by_its_sparkdriver(spark: Spark
         assert ("Pod", driver["status"]["driverPod"]["name"]) in pod.owners_seen, pod.owners_seen
         assert ("SparkDriver", driver_name) in pod.owners_seen, pod.owners_seen
         assert "fabric8-kubernetes-client" in {f["manager"] for f in pod.pod["metadata"]["managedFields"]}
+    _what_the_line_adds(spark, version, driver, seen, policies)
+
+
+def _what_the_line_adds(
+    spark: SparkNamespace, version: str, driver: dict[str, Any], executors: dict[str, SeenPod], policies: PodWatch
+) -> None:
+    """What the app's Spark line adds (api/spark_lines.py), on the objects real Spark ran with: the
+    connect port on the driver's Service (4.1+), the executors' NetworkPolicy selecting the executors the
+    real driver created, gone once the driver ended (4.2+), and no privilege escalation for the driver
+    and for the executors real Spark built (4.3)."""
+    release = spark_lines.release(version)
+    service = spark.get("service", naming.driver_service_name(driver["metadata"]["name"], 1))
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert ("spark-connect" in ports) is release.has(Feature.CONNECT_PORT), ports
+    if not release.has(Feature.EXECUTOR_NETWORK_POLICY):
+        assert policies.snapshot() == {}
+    else:
+        seen = policies.snapshot()
+        assert list(seen) == [naming.network_policy_name(driver["metadata"]["name"], 1)], sorted(seen)
+        (policy,) = seen.values()
+        wanted = policy.pod["spec"]["podSelector"]["matchLabels"]
+        for executor in executors.values():
+            assert wanted.items() <= executor.pod["metadata"]["labels"].items(), (wanted, executor.name)
+        wait_for(
+            lambda: policy.deleted_at is not None, timeout=60, message="the NetworkPolicy deleted once the driver ended"
+        )
+    if release.has(Feature.ALLOW_PRIVILEGE_ESCALATION):
+        driver_pod = spark.get("pod", driver["status"]["driverPod"]["name"])
+        pods = [(driver_pod, DRIVER_CONTAINER), *((e.pod, EXECUTOR_CONTAINER) for e in executors.values())]
+        for pod, name in pods:
+            container = next(c for c in pod["spec"]["containers"] if c["name"] == name)
+            context = container.get("securityContext") or {}
+            assert context.get("allowPrivilegeEscalation") is False, (pod["metadata"]["name"], context)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from api import spark_lines
 from devcluster import images
 from devcluster.images import (
     BASE_RECIPE,
@@ -148,6 +149,14 @@ def test_every_input_changes_the_key() -> None:
     }
     assert spark not in variants and len(variants) == 4
     assert pause_key("a" * 64) != pause_key("b" * 64)
+
+
+def test_one_spark_image_is_pinned_for_each_line_sparkop_renders_oldest_first() -> None:
+    pinned = images.pinned_spark_versions()
+    lines = [spark_lines.line_of(version) for version in pinned]
+    assert lines == list(spark_lines.KNOWN_LINES), (
+        f"SPARK_IMAGE_VERSIONS {pinned} vs lines {spark_lines.KNOWN_LINES_TEXT}"
+    )
 
 
 def test_spark_image_sources_are_part_of_the_key() -> None:
