@@ -48,6 +48,9 @@ EXECUTORS_ANNOTATION = "sim.sparkop.io/executors"
 DEFAULT_EXECUTORS = 2
 FINISHED = ("Succeeded", "Failed")
 RESYNC_S = 5.0
+# A pass whose requests went out as the API server restarted can wait on a connection that never
+# answers (the client sets no timeout of its own): it is given up, and the resync brings its drivers back.
+PASS_TIMEOUT_S = 60.0
 MIN_OVERHEAD_MIB = 384
 
 
@@ -319,7 +322,7 @@ class Simulator:
                     self.dirty |= self._to_resync()
                     next_resync = loop.time() + RESYNC_S
                 try:
-                    await self.reconcile_dirty()
+                    await asyncio.wait_for(self.reconcile_dirty(), PASS_TIMEOUT_S)
                     if self.ready_file is not None and not self.ready_file.exists():
                         self.ready_file.touch()
                 except Exception:  # the apiserver may be restarting; the resync retries
@@ -348,7 +351,9 @@ class Simulator:
 
     async def _list(self) -> str:
         # Raw JSON: plain dicts are what the pure functions above take.
-        response: Any = await self.core.list_pod_for_all_namespaces(label_selector="spark-role", _preload_content=False)
+        response: Any = await self.core.list_pod_for_all_namespaces(
+            label_selector="spark-role", _request_timeout=PASS_TIMEOUT_S, _preload_content=False
+        )
         listing = json.loads(await response.read())
         self.pods, self.owned = {}, {}
         for pod in listing["items"]:

@@ -7,29 +7,21 @@ policies: what is checked is the object, not the traffic.)"""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core import labels
 from devcluster.testing import ClusterHandle, wait_for
-from tests.integration.test_driver_lifecycle import driver_manifest, executors_owned, get, wait_phase
+
+# The driver-controller-only operator fixture too.
+from tests.integration.test_driver_lifecycle import driver_manifest, executors_owned, get, operator, wait_phase
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture
-def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    """The real operator with only the driver controller."""
-    proc = OperatorProcess(crds.kubeconfig, controllers=["driver"], namespaces=[namespace], log_dir=tmp_path)
-    with proc:
-        yield proc
-    print(proc.logs()[-3000:])
+__all__ = ["operator"]  # a fixture: used by name
 
 
 def spark_43(name: str, **kwargs: Any) -> Obj:
