@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import os
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from core.reconciler import Applier
 from devcluster.testing import ClusterHandle, RealNodeClusters, session_cluster, temporary_namespace
 from sparkop import demo
 from tests.support.operator import OperatorProcess
@@ -70,3 +74,104 @@ def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Op
     """The real operator (`sparkop run`, both controllers) watching the test's namespace."""
     with OperatorProcess(crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path) as proc:
         yield proc
+
+
+# When a cluster test fails, what the cluster was doing is usually the whole story, and CI keeps
+# only the end of the output: a few lines per failure go into the terminal summary, right above
+# the short test summary.
+_DIAGNOSES = pytest.StashKey[dict[str, str]]()
+DIAGNOSIS_LINES = 8
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed and call.when == "call":
+        diagnosis = _diagnose(item)
+        if diagnosis:
+            item.config.stash.setdefault(_DIAGNOSES, {})[item.nodeid] = diagnosis
+    return report
+
+
+def _diagnose(item: pytest.Item) -> str:
+    funcargs: dict[str, object] = getattr(item, "funcargs", {})
+    handle = funcargs.get("crds") or funcargs.get("cluster")
+    if not isinstance(handle, ClusterHandle):
+        return ""
+    parts: list[str] = []
+    namespace = funcargs.get("namespace")
+    if isinstance(namespace, str):
+        pods = handle.kubectl("get", "pods", "-n", namespace, "-o", "wide", "--no-headers", check=False, timeout=20)
+        parts.append(f"pods in {namespace}:\n{_tail(pods.stdout or pods.stderr)}")
+        events = handle.kubectl(
+            "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", "--no-headers", check=False, timeout=20
+        )
+        parts.append(f"events in {namespace}:\n{_tail(events.stdout or events.stderr)}")
+    nodes = handle.kubectl("get", "nodes", "--no-headers", check=False, timeout=20)
+    parts.append(f"nodes:\n{_tail(nodes.stdout or nodes.stderr)}")
+    if handle.cluster is not None:
+        simulator_log = handle.cluster.directory / "sparksim.log"
+        if simulator_log.exists():
+            parts.append(f"sparksim.log:\n{_tail(simulator_log.read_text(errors='replace'))}")
+    for value in funcargs.values():
+        if isinstance(value, OperatorProcess):
+            parts.append(f"operator log:\n{_tail(value.logs())}")
+    return "\n".join(parts)
+
+
+def _tail(text: str) -> str:
+    return "\n".join("  " + line[:200] for line in text.strip().splitlines()[-DIAGNOSIS_LINES:])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    diagnoses = config.stash.get(_DIAGNOSES, {})
+    if diagnoses:
+        terminalreporter.section("cluster diagnosis of the failed tests")
+        for nodeid, text in diagnoses.items():
+            terminalreporter.write_line(f"{nodeid}\n{text}")
+
+
+# SPARKOP_WRITE_LOG=PATH records every write an Applier sends (create, patch, delete, status,
+# event) as one JSON line, in the order sent: run the unit tests under one hypothesis seed before
+# and after a change to the controllers, and the two logs are byte-identical when the change kept
+# their behaviour.
+WRITE_LOG_ENV = "SPARKOP_WRITE_LOG"
+
+
+class _RecordingClient:
+    def __init__(self, client: Any, log: Any) -> None:
+        self._client = client
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._client, name)
+        if name not in ("create", "patch", "delete", "patch_status", "event"):
+            return target
+
+        async def recorded(*args: Any, **kwargs: Any) -> Any:
+            line = {"write": name, "args": args, "kwargs": kwargs}
+            self._log.write(json.dumps(line, sort_keys=True, default=repr) + "\n")
+            return await target(*args, **kwargs)
+
+        return recorded
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _write_log() -> Iterator[None]:
+    path = os.environ.get(WRITE_LOG_ENV)
+    if not path:
+        yield
+        return
+    original = Applier.__init__
+    with Path(path).open("w") as log:
+
+        def recording_init(self: Applier[Any], client: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, _RecordingClient(client, log), *args, **kwargs)
+
+        Applier.__init__ = recording_init  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            Applier.__init__ = original  # type: ignore[method-assign]
