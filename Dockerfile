@@ -11,11 +11,11 @@ WORKDIR /src
 COPY deploy/requirements.lock deploy/requirements.lock
 RUN pip install --quiet --disable-pip-version-check --no-deps --no-compile --target /deps \
       --require-hashes --only-binary=:all: -r deploy/requirements.lock
+# The operator's packages only (pyproject's packages.find): devcluster/, tests/ and bench/ stay out.
 COPY pyproject.toml README.md ./
 COPY api api
 COPY apps_controller apps_controller
 COPY core core
-COPY devcluster devcluster
 COPY driver_controller driver_controller
 COPY schedule_controller schedule_controller
 COPY sparkop sparkop

@@ -33,4 +33,9 @@ $(STAMP): pyproject.toml
 	       "sudo apt-get install python3-venv (or python3.X-venv for your version)" >&2; exit 1; }
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	@# The editable install maps only the operator's packages (pyproject's packages.find): devcluster/,
+	@# tests/ and bench/ are development tools the wheel and the image leave out. A .pth file (read by
+	@# site at every start) puts this checkout on the venv's sys.path, so `python -m devcluster`,
+	@# `import tests.support...` and bench/ work from any directory, as from the repository root.
+	$(VENV)/bin/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "sparkop-checkout.pth").write_text("$(CURDIR)\n")'
 	touch $(STAMP)

@@ -14,7 +14,8 @@ temporary name and renamed) and costs nothing to reuse.
 - operator: sparkop itself (`sparkop.io/sparkop:<version>`), on a rootfs of its own with Python 3
   and CA certificates only (the base's JRE would treble its size for nothing), a layer of its
   pinned dependencies (deploy/requirements.lock, cp311 manylinux wheels) and a layer with the
-  sparkop wheel; the repository's Dockerfile builds the same image with a container engine
+  sparkop wheel, the operator's packages only (pyproject's packages.find: not devcluster, tests
+  or bench, which are used from a checkout); the repository's Dockerfile builds the same image with a container engine
   (tests/unit/test_operator_image.py holds the two together).
 """
 
@@ -484,7 +485,8 @@ def operator_refs(version: str, key: str) -> tuple[str, ...]:
 
 
 def project_packages(repo: Path = REPO_DIR) -> list[str]:
-    """The top-level packages the sparkop wheel holds (pyproject's packages.find include)."""
+    """The top-level packages the sparkop wheel holds (pyproject's packages.find include): the
+    operator's, never devcluster (this module's own package, a development tool)."""
     patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     names = {pattern.rstrip("*") for pattern in patterns["include"]}
     return sorted(name for name in names if (repo / name / "__init__.py").is_file())

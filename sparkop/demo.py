@@ -209,7 +209,18 @@ def summary(rows: dict[str, Row], kubeconfig: Path, total: float) -> str:
     return "\n".join(lines)
 
 
+NO_DEVCLUSTER = (
+    "error: the demo runs on the devcluster, a development tool not shipped in the operator's package;"
+    " run it from a checkout of the repository with `make demo`"
+)
+
+
 def main(*, name: str, keep: bool, real: bool = False) -> int:
+    try:
+        import devcluster  # noqa: F401  (only in a checkout: the wheel and the image leave it out)
+    except ImportError:
+        print(NO_DEVCLUSTER, file=sys.stderr, flush=True)
+        return 1
     from devcluster.build import BuildError, ensure_built, ensure_node_binaries
     from devcluster.cluster import Cluster, ClusterError
     from devcluster.images import ImageError, ensure_images

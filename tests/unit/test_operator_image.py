@@ -230,3 +230,31 @@ def test_only_the_newest_operator_archives_are_kept(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [names[0], names[1], names[3], "operator-deps-0123456789abcdef.layer.tar", "python-base-0123456789abcdef.tar"]
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chroot needs root")
+def test_the_image_holds_the_operator_only_not_the_devcluster_nor_its_dependencies(
+    operator_image: images.BuiltImage, tmp_path: Path
+) -> None:
+    root = tmp_path / "rootfs"
+    root.mkdir()
+    _unpack(operator_image.archive, root)
+    env = {"PATH": DEFAULT_PATH, **dict(e.split("=", 1) for e in OPERATOR_CONFIG.env)}
+
+    def run(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["chroot", f"--userspec={NONROOT_UID}:{NONROOT_UID}", str(root), *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    for development_only in ("devcluster", "cryptography", "tests", "bench"):
+        imported = run("/usr/bin/python3", "-c", f"import {development_only}")
+        assert imported.returncode == 1 and "ModuleNotFoundError" in imported.stderr, (development_only, imported)
+    site = Path(str(root) + SITE_PACKAGES)
+    assert not list(site.glob("devcluster*")) and not list(site.glob("cryptography*")), sorted(site.iterdir())
+    helped = run(*OPERATOR_CONFIG.entrypoint, "run", "--help")
+    assert helped.returncode == 0 and "--controllers" in helped.stdout, helped.stderr

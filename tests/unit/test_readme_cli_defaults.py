@@ -1,0 +1,45 @@
+"""The defaults the README's `sparkop run` table states are the parser's (sparkop/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from sparkop import cli
+from tests.support.readme import section
+
+
+def run_parser() -> argparse.ArgumentParser:
+    (subcommands,) = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parser: argparse.ArgumentParser = subcommands.choices["run"]
+    return parser
+
+
+def readme_row(flag: str) -> str:
+    """The meaning column of the flag's row in the README's table."""
+    match = re.search(rf"^\| `{re.escape(flag)}`[^|]*\| (.*) \|$", section("Running it"), flags=re.M)
+    assert match, f"the README's `sparkop run` table has no row for {flag}"
+    return match.group(1)
+
+
+def test_the_readme_states_the_defaults_of_sparkop_run() -> None:
+    run = run_parser()
+    controllers = re.search(r"\(default `([^`]+)`", readme_row("--controllers"))
+    assert controllers and controllers.group(1) == run.get_default("controllers")
+    workers = re.search(r"\(default (\d+)\)", readme_row("--workers"))
+    assert workers and int(workers.group(1)) == run.get_default("workers")
+    api = re.search(r"\(default (\d+)/s, bursts of (\d+)", readme_row("--kube-api-qps"))
+    assert api and (float(api.group(1)), int(api.group(2))) == (
+        run.get_default("kube_api_qps"),
+        run.get_default("kube_api_burst"),
+    )
+    timeout = re.search(r"\(default (\d+)\)", readme_row("--unschedulable-timeout"))
+    assert timeout and float(timeout.group(1)) == run.get_default("unschedulable_timeout")
+    log_format = re.search(r"`(\w+)` \(default\)", readme_row("--log-format"))
+    assert log_format and log_format.group(1) == run.get_default("log_format")
+
+
+def test_the_controllers_flag_names_every_controller_its_default_runs() -> None:
+    row = readme_row("--controllers")
+    for controller in run_parser().get_default("controllers").split(","):
+        assert f"`{controller}`" in row, (controller, row)
