@@ -31,6 +31,7 @@ from api.rules import SPEC_LEVEL_RETRIES
 from apps_controller.status import CONDITION_STUCK
 from core import labels
 from core.jsontypes import JSON
+from core.owners import controller_of
 from core.reconciler import Refusal
 from core.times import parse_time
 
@@ -256,7 +257,7 @@ class DriverView:
         lbls = _map(meta.get("labels"))
         ann = _map(meta.get("annotations"))
         status = _map(body.get("status"))
-        owner = _controller(meta)
+        owner = _app_controller(body)
         phase = _opt_enum(DriverPhase, status.get("phase"))
         term = _map(status.get("termination"))
         error = _map(status.get("lastError"))
@@ -312,7 +313,7 @@ class OwnedObject:
             kind=str(body.get("kind", "")),
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
-            owner_uid=str(_controller(meta).get("uid", "")),
+            owner_uid=str(_app_controller(body).get("uid", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             resource_version=_opt_str(meta.get("resourceVersion")),
             labels=_str_map(meta.get("labels")),
@@ -333,16 +334,9 @@ def _stuck_condition(conditions: Any) -> Condition | None:
     return None
 
 
-def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The SparkApplication controller ownerReference of an object's metadata ({} when none)."""
-    return next(
-        (
-            ref
-            for ref in meta.get("ownerReferences") or ()
-            if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") == "SparkApplication"
-        ),
-        {},
-    )
+def _app_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The SparkApplication controller reference of an object ({} when none)."""
+    return controller_of(body, labels.GROUP, "SparkApplication") or {}
 
 
 @dataclass(frozen=True)
@@ -392,12 +386,10 @@ def own_key(body: Mapping[str, Any]) -> list[Key]:
 def owner_key(body: Mapping[str, Any]) -> Key | None:
     """The key of an object's controller owner, when it is a sparkop SparkApplication. Ownership, not
     a label, links an app to its SparkDrivers and UI objects: a label can be edited away."""
-    meta = _map(body.get("metadata"))
-    for ref in meta.get("ownerReferences") or ():
-        group = str(ref.get("apiVersion", "")).split("/")[0]
-        if ref.get("controller") and ref.get("kind") == "SparkApplication" and group == labels.GROUP:
-            return (str(meta.get("namespace", "")), str(ref.get("name", "")))
-    return None
+    ref = controller_of(body, labels.GROUP, "SparkApplication")
+    if ref is None:
+        return None
+    return (str(_map(body.get("metadata")).get("namespace", "")), str(ref.get("name", "")))
 
 
 def owner_keys(body: Mapping[str, Any]) -> list[Key]:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from devcluster.testing import session_cluster, wait_for  # noqa: E402
-from tests.integration.test_driver_lifecycle import driver_manifest  # noqa: E402
+from tests.support.cluster_drivers import driver_manifest  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
 
 

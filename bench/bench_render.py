@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_render.py [iterations]
 
 Measures parse (manifest -> model) and render (model -> pod, ConfigMaps, Service) separately,
-for a minimal spec and for a spec that uses most fields; then reconcile(observed, now) for a new
+for a minimal spec and for a spec that uses most fields; then decide(observed, now) for a new
 SparkDriver (everything to create) and for a running one whose objects all exist (the pass that
 runs on every pod event).
 """
@@ -16,9 +16,10 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from driver_controller.decide import Observed, decide
 from driver_controller.observe import summarize_object, summarize_pod
-from driver_controller.reconcile import Observed, reconcile
 from driver_controller.render import parse, render
+from driver_controller.status import status_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -99,10 +100,11 @@ def running(spec: dict[str, Any]) -> Observed:
     owned = [*out.config_maps, out.service]
     summaries = [summarize_object({**o, "metadata": {**o["metadata"], **uid}}) for o in owned]
     pods = [summarize_pod(p) for p in (pod, *executors)]
-    first = reconcile(Observed(body, pods, summaries[:-1], summaries[-1:]), NOW)
-    body["status"] = first.status
+    first = decide(Observed(body, pods, summaries[:-1], summaries[-1:]), NOW)
+    assert first.status is not None
+    body["status"] = status_json(first.status)
     observed = Observed(body, pods, summaries[:-1], summaries[-1:])
-    again = reconcile(observed, NOW)
+    again = decide(observed, NOW)
     assert again.status is None and not again.creates and not again.patches, "not a steady state"
     return observed
 
@@ -112,7 +114,7 @@ def measure_reconcile(name: str, spec: dict[str, Any], n: int) -> None:
         xs = []
         for _ in range(n):
             t0 = time.perf_counter()
-            reconcile(observed, NOW)
+            decide(observed, NOW)
             xs.append(time.perf_counter() - t0)
         xs.sort()
         print(f"{name:8} {label:7} median {statistics.median(xs) * 1e6:7.0f} us   "

@@ -48,7 +48,7 @@ from typing import Any
 from harness import ROOT, BenchCluster, log, percentile, write_result
 
 from core import naming
-from tests.conformance import harness as conformance
+from tests.support import conformance
 
 NAMESPACE = "submit"
 VERSIONS = ("3.5.9", "4.0.5")

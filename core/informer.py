@@ -56,6 +56,7 @@ import aiohttp
 import orjson
 
 from core.jsontypes import JSON
+from core.owners import controller_of
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +133,8 @@ def _revision(resource_version: str | None) -> int | None:
 
 def controller_uid(obj: JSON) -> Iterable[str]:
     """Index function: the uid of the object's controller ownerReference."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid"):
-            return (str(ref["uid"]),)
-    return ()
+    ref = controller_of(obj)
+    return (str(ref["uid"]),) if ref is not None and ref.get("uid") else ()
 
 
 def by_label(label_key: str) -> IndexFunc:

@@ -32,6 +32,7 @@ from yarl import URL
 from core import labels, naming
 from core.jsontypes import JSON
 from core.leader import default_namespace
+from core.owners import controller_of
 from core.reconciler import Refusal
 from core.times import format_time
 
@@ -226,12 +227,6 @@ class Rules:
 
     def for_the_queue(self, exc: BaseException) -> bool:
         return isinstance(exc, Conflict)
-
-
-def controller_of(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The controller ownerReference of an object, if it has one."""
-    refs = (body.get("metadata") or {}).get("ownerReferences") or ()
-    return next((r for r in refs if isinstance(r, Mapping) and r.get("controller")), None)
 
 
 def _describe(ref: Mapping[str, Any] | None) -> str:

@@ -52,8 +52,29 @@ NOT_CURRENT_RETRY_S = 0.1
 # How many new objects' keys the workers take in a row while other keys wait.
 NEW_IN_A_ROW: Final = 8
 
-Reconcile = Callable[[K], Awaitable[float | None]]
-"""Reconcile one key; return seconds until it must run again even without events, or None."""
+
+@dataclass(frozen=True)
+class Result:
+    """What a pass tells the queue: when its key must run again even without events (None: only on
+    an event)."""
+
+    requeue_after: float | None = None
+
+    @classmethod
+    def done(cls) -> Result:
+        return cls()
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Result:
+        return cls(seconds)
+
+    @classmethod
+    def now(cls) -> Result:
+        return cls(0.0)
+
+
+Reconcile = Callable[[K], Awaitable[Result]]
+"""Reconcile one key."""
 
 
 E = TypeVar("E", bound=BaseException)
@@ -196,7 +217,7 @@ class WorkQueue(Generic[K]):
     async def _process(self, key: K) -> None:
         started = time.perf_counter()
         try:
-            requeue_after = await self.reconcile(key)
+            requeue_after = (await self.reconcile(key)).requeue_after
         except Occupied as exc:
             self._failed(key, exc)
             return

@@ -6,6 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 def parse_time(value: Any) -> datetime | None:
     """A timezone-aware datetime from an API timestamp (or a datetime); None when absent or unreadable."""
     if isinstance(value, datetime):

@@ -1,23 +1,23 @@
-"""The shell of the driver controller: indexes over the informer caches (keys:
-:data:`driver_controller.observe.Key`), enqueue-only change handlers, and one ``reconcile_key`` that
-applies the pure plan through the shared Applier. Registered by ``sparkop run --controllers driver``.
+"""The driver controller's declaration for the skeleton (``core.controller``): the caches it reads
+(the SparkDrivers, and the pods, ConfigMaps, Services and NetworkPolicies labelled for one, keys:
+:data:`driver_controller.observe.Key`), an ``observe`` over them, and the pure ``decide``. Registered
+by ``sparkop run --controllers driver``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
-from datetime import UTC, datetime
-from functools import partial
-from typing import Any, Final
+from typing import Any
 
-from core import labels, logs
+from api.models import SparkDriverStatus
+from core import labels
+from core.controller import Controller, Source, start
 from core.jsontypes import JSON
-from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES, SPARK_DRIVERS, Resource, Rules
-from core.reconciler import Applied, Applier, Learned, Learnt, Plan
+from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES, SPARK_DRIVERS
+from core.reconciler import Learnt
 from core.runtime import Runtime
 from driver_controller import metrics
-from driver_controller import reconcile as rc
+from driver_controller.decide import Observed, Settings, decide
 from driver_controller.observe import (
     Key,
     own_key,
@@ -31,6 +31,7 @@ from driver_controller.observe import (
     trim_pod,
     trim_policy,
 )
+from driver_controller.status import status_json
 from driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)
@@ -42,81 +43,57 @@ INDEX_CONFIGMAPS = "sparkop_driver_configmaps"
 INDEX_SERVICES = "sparkop_driver_services"
 INDEX_NETWORK_POLICIES = "sparkop_driver_networkpolicies"
 
-# A refused create is decided on again at once; a pass that keeps learning ends, and the queue retries.
-MAX_DECISIONS_PER_PASS: Final = 4
-
-
-class DriverController:
-    """State shared by the handlers of one operator: the runtime and the work queue."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.settings = rc.Settings(unschedulable_timeout=runtime.options.unschedulable_timeout_seconds)
-        self.queue = runtime.queue("driver", self.reconcile_key)
-        decision = partial(logs.decision, log)
-        self.applier: Applier[Key] = Applier(runtime.kube, Rules(), decision, TRANSITIONS.record)
-
-    def _values(self, index: str, key: Key) -> list[Any]:
-        return list(self.runtime.index(index).get(key) or ())
-
-    def observe(self, key: Key) -> rc.Observed:
-        drivers = self._values(INDEX_DRIVERS, key)
-        return rc.Observed(
-            drivers[0] if drivers else None,
-            self._values(INDEX_PODS, key),
-            self._values(INDEX_CONFIGMAPS, key),
-            self._values(INDEX_SERVICES, key),
-            self.settings,
-            transient_error=self.applier.transient_error(key),
-            namespace_terminating=self.runtime.namespace_terminating(key[0]),
-            network_policies=self._values(INDEX_NETWORK_POLICIES, key),
-        )
-
-    async def reconcile_key(self, key: Key) -> float | None:
-        """Observe, decide, apply; a create the API server refused is decided on again at once (the
-        refusal is now an observation)."""
-        for _ in range(MAX_DECISIONS_PER_PASS):
-            observed = self.observe(key)
-            uid = str(((observed.driver or {}).get("metadata") or {}).get("uid", ""))
-            learnt = self.applier.learnt(key, uid)
-            observed = replace(observed, refusals=learnt.refusals)
-            plan = rc.reconcile(observed, datetime.now(UTC))
-            try:
-                applied = await self.apply(key, observed, plan, learnt)
-            except Learned:
-                continue
-            return applied.requeue_after
-        return 0.0
-
-    async def apply(self, key: Key, observed: rc.Observed, plan: Plan[JSON], learnt: Learnt) -> Applied:
-        """Apply ``plan`` (core.reconciler's order); creates only while the SparkDriver is current."""
-        # The pass's own copy already: the SparkDriver index decodes every read afresh.
-        body = dict(observed.driver) if observed.driver is not None else None
-        uid = str(((body or {}).get("metadata") or {}).get("uid", ""))
-        current = partial(self.runtime.ensure_holds, INDEX_DRIVERS, key, uid)
-        return await self.applier.apply(key, body, plan, dict, namespace=key[0], seen=learnt, owner_current=current)
-
 
 def as_read(body: JSON) -> JSON:
     return body
 
 
-def register(runtime: Runtime) -> None:
-    """``sparkop run --controllers driver``: the driver controller's indexes and change handlers."""
-    controller = DriverController(runtime)
-    # As read: every read of the cache is already a copy of its own (core.informer.Store).
-    runtime.add_index(INDEX_DRIVERS, SPARK_DRIVERS, own_key, as_read)
-    runtime.enqueue_on_change(SPARK_DRIVERS, controller.queue, own_key)
-    owned: tuple[tuple[str, Resource, Any, Any, Any], ...] = (
-        (INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod),
-        (INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
-        (INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
-        (INDEX_NETWORK_POLICIES, NETWORK_POLICIES, summarize_policy, policy_view, trim_policy),
-    )
-    for index, resource, summarize, view, trim in owned:
-        # Selected on the server by the label's presence: nothing else of the kind is ever sent.
-        runtime.add_index(index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim, shared=True)
-        runtime.enqueue_on_change(
-            resource, controller.queue, owner_key, selector=labels.DRIVER, view=view, coalesce=True
+def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
+    settings = Settings(unschedulable_timeout=runtime.options.unschedulable_timeout_seconds)
+
+    def values(index: str, key: Key) -> list[Any]:
+        return list(runtime.index(index).get(key) or ())
+
+    def observe(key: Key, body: JSON | None, learnt: Learnt) -> Observed:
+        # Never None: a SparkDriver that is gone may leave pods holding our finalizer to let go.
+        return Observed(
+            body,
+            values(INDEX_PODS, key),
+            values(INDEX_CONFIGMAPS, key),
+            values(INDEX_SERVICES, key),
+            settings,
+            transient_error=learnt.transient,
+            namespace_terminating=runtime.namespace_terminating(key[0]),
+            refusals=learnt.refusals,
+            network_policies=values(INDEX_NETWORK_POLICIES, key),
         )
+
+    def labelled(index: str, resource: Any, summarize: Any, view: Any, trim: Any) -> Source:
+        # Selected on the server by the label's presence: nothing else of the kind is ever sent.
+        return Source(
+            index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim, shared=True, view=view
+        )
+
+    return Controller(
+        name="driver",
+        # As read: every read of the cache is already a copy of its own (core.informer.Store).
+        own=Source(INDEX_DRIVERS, SPARK_DRIVERS, own_key, as_read),
+        owned=(
+            labelled(INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod),
+            labelled(INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
+            labelled(INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
+            labelled(INDEX_NETWORK_POLICIES, NETWORK_POLICIES, summarize_policy, policy_view, trim_policy),
+        ),
+        observe=observe,
+        decide=decide,
+        status_json=status_json,
+        log=log,
+        record=TRANSITIONS.record,
+    )
+
+
+def register(runtime: Runtime) -> None:
+    """``sparkop run --controllers driver``: the driver controller's caches, change handlers and work
+    queue, and its metrics."""
+    start(runtime, driver_controller(runtime))
     runtime.collectors.append(metrics.collector(runtime, metrics.EXECUTORS_INDEX, runtime.options.metrics_labels))

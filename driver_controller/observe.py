@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from core import labels, naming
 from core.jsontypes import JSON
+from core.owners import owner_references
 from core.times import parse_time
 from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
@@ -191,7 +192,7 @@ def summarize_object(body: Body) -> ObjectSummary:
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         incarnation=_incarnation(meta),
-        owner_uids=tuple(str(r.get("uid")) for r in meta.get("ownerReferences") or ()),
+        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
         deleting=bool(meta.get("deletionTimestamp")),
     )
 
@@ -204,7 +205,7 @@ def summarize_policy(body: Body) -> PolicySummary:
         uid=meta.get("uid", ""),
         resource_version=str(meta.get("resourceVersion", "")),
         incarnation=_incarnation(meta),
-        owner_uids=tuple(str(r.get("uid")) for r in meta.get("ownerReferences") or ()),
+        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
         deleting=bool(meta.get("deletionTimestamp")),
         # The body is the reader's own decoded copy (core.informer.Store): nothing else holds these.
         labels=dict(meta.get("labels") or {}),
@@ -286,7 +287,7 @@ def summarize_pod(body: Body) -> PodSummary:
         resource_version=str(meta.get("resourceVersion", "")),
         role=role,
         incarnation=_incarnation(meta),
-        owner_refs=tuple(dict(r) for r in meta.get("ownerReferences") or ()),
+        owner_refs=tuple(dict(r) for r in owner_references(body)),
         finalizers=tuple(meta.get("finalizers") or ()),
         phase=status.get("phase") or "Pending",
         created=parse_time(meta.get("creationTimestamp")),

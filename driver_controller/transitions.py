@@ -1,7 +1,7 @@
 """The SparkDriver metrics counted from transitions (docs/metrics.md): kubeflow's executor outcome
 counters and sparkop's driver incarnations lost and replaced.
 
-``reconcile`` compares the status it read with the one it decided (:func:`transitions`, pure) and adds
+``decide`` compares the status it read with the one it decided (:func:`transitions`, pure) and adds
 an :class:`~core.reconciler.Observation` per transition to its plan; the Applier records them into
 :data:`TRANSITIONS` only after that status write succeeded, so each is counted once.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from api.models import ExecutorCounts, IncarnationOutcome, SparkDriverStatus
 from core.metrics import MetricSpec, Transitions
 from core.reconciler import Observation
 
@@ -34,23 +35,32 @@ SPECS: Final = (
 TRANSITIONS: Final = Transitions(SPECS)
 
 
-def transitions(old: Mapping[str, Any], new: Mapping[str, Any] | None) -> tuple[Observation, ...]:
-    """The observations of a SparkDriver's status going from ``old`` to ``new`` (None: not written)."""
+def transitions(
+    old: SparkDriverStatus | Mapping[str, Any], new: SparkDriverStatus | Mapping[str, Any] | None
+) -> tuple[Observation, ...]:
+    """The observations of a SparkDriver's status going from ``old`` to ``new`` (None: not written);
+    either as the model or as its JSON."""
     if new is None:
         return ()
+    before_status, after_status = _typed(old), _typed(new)
     found: list[Observation] = []
-    lost_before = {r.get("incarnation") for r in old.get("incarnations") or () if r.get("outcome") == "Lost"}
-    for record in new.get("incarnations") or ():
-        if record.get("outcome") == "Lost" and record.get("incarnation") not in lost_before:
-            found.append(Observation(DRIVER_PODS_LOST, labels=(("reason", str(record.get("reason") or "Unknown")),)))
-    was, now = int(old.get("incarnation") or 0), int(new.get("incarnation") or 0)
+    lost = IncarnationOutcome.LOST
+    lost_before = {r.incarnation for r in before_status.incarnations or () if r.outcome == lost}
+    for record in after_status.incarnations or ():
+        if record.outcome == lost and record.incarnation not in lost_before:
+            found.append(Observation(DRIVER_PODS_LOST, labels=(("reason", str(record.reason or "Unknown")),)))
+    was, now = before_status.incarnation, after_status.incarnation
     found += [Observation(DRIVER_PODS_REPLACED)] * (max(0, now - max(was, 1)))
     # The counts are of the current incarnation's executors: a new one starts from none.
-    before = (old.get("executors") or {}) if now == was else {}
-    after = new.get("executors") or {}
-    for phase, metric in (("succeeded", EXECUTOR_SUCCESS_COUNT), ("failed", EXECUTOR_FAILURE_COUNT)):
-        found += [Observation(metric)] * max(0, int(after.get(phase) or 0) - int(before.get(phase) or 0))
+    before = before_status.executors if now == was else ExecutorCounts()
+    after = after_status.executors
+    found += [Observation(EXECUTOR_SUCCESS_COUNT)] * max(0, after.succeeded - before.succeeded)
+    found += [Observation(EXECUTOR_FAILURE_COUNT)] * max(0, after.failed - before.failed)
     return tuple(found)
+
+
+def _typed(status: SparkDriverStatus | Mapping[str, Any]) -> SparkDriverStatus:
+    return status if isinstance(status, SparkDriverStatus) else SparkDriverStatus.model_validate(status)
 
 
 __all__ = ["SPECS", "TRANSITIONS", "transitions"]

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from api.scheduled import KIND, ScheduledSparkApplicationStatus
 from core import labels
 from core.jsontypes import JSON
+from core.owners import controller_of
 from core.reconciler import Refusal
 from core.times import parse_time
 
@@ -82,7 +83,7 @@ class RunView:
         return cls(
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            owner_uid=str(_controller(meta).get("uid") or ""),
+            owner_uid=str(_schedule_controller(body).get("uid") or ""),
             scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
             created=parse_time(meta.get("creationTimestamp")),
             state=state if isinstance(state, str) else None,
@@ -120,13 +121,9 @@ def status_json(status: ScheduledSparkApplicationStatus) -> JSON:
     return status.to_json()
 
 
-def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any]:
-    for ref in meta.get("ownerReferences") or ():
-        if not isinstance(ref, Mapping) or not ref.get("controller") or ref.get("kind") != KIND:
-            continue
-        if str(ref.get("apiVersion", "")).split("/")[0] == labels.GROUP:
-            return ref
-    return {}
+def _schedule_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ScheduledSparkApplication controller reference of an object ({} when none)."""
+    return controller_of(body, labels.GROUP, KIND) or {}
 
 
 def own_key(body: Mapping[str, Any]) -> list[Key]:
@@ -138,7 +135,7 @@ def owner_keys(body: Mapping[str, Any]) -> list[Key]:
     """The key of a SparkApplication's controller owner, when that is a ScheduledSparkApplication:
     ownership, not the label, links a run to its schedule (a label can be edited away)."""
     meta = _map(body.get("metadata"))
-    ref = _controller(meta)
+    ref = _schedule_controller(body)
     return [(str(meta.get("namespace") or ""), str(ref.get("name") or ""))] if ref else []
 
 

@@ -12,13 +12,8 @@ import pytest
 
 from core.reconciler import Applier
 from devcluster.testing import ClusterHandle, RealNodeClusters, session_cluster, temporary_namespace
-from sparkop import demo
+from tests.support.crds import install_crds
 from tests.support.operator import OperatorProcess
-
-
-def install_crds(cluster: ClusterHandle) -> None:
-    demo.install_crds(cluster.kubectl_binary, cluster.kubeconfig)
-    demo.wait_for_crds(cluster.kubectl_binary, cluster.kubeconfig)
 
 
 @pytest.fixture(scope="session")

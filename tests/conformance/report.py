@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from tests.conformance.harness import CACHE
+from tests.support.conformance import CACHE
 
 
 def table(directory: Path) -> str:

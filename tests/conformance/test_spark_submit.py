@@ -28,8 +28,8 @@ from devcluster.testing import ClusterHandle, temporary_namespace
 from driver_controller.podbuild import POD_TEMPLATE_VOLUME, SPARK_CONF_VOLUME
 from driver_controller.render import DriverObjects, parse, render
 from driver_controller.submission import DRIVER_CONTAINER, submission
-from tests.conformance import harness
 from tests.conformance.configs import CONFIGS
+from tests.support import conformance as harness
 
 pytestmark = [
     pytest.mark.conformance,

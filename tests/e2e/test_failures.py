@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import JOBS_DIR, SparkNamespace, jobs_volume, python_application, spark_versions
+from tests.support.spark_e2e import JOBS_DIR, SparkNamespace, jobs_volume, python_application, spark_versions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 

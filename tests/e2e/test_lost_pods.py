@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import (
+from tests.support.spark_e2e import (
     JOBS_DIR,
     OLDEST_VERSION,
     STAGES_JOB,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import JOBS_DIR, SparkNamespace, jobs_volume, python_application, smoke_versions
+from tests.support.spark_e2e import JOBS_DIR, SparkNamespace, jobs_volume, python_application, smoke_versions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 

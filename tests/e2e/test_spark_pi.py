@@ -12,7 +12,7 @@ from api.spark_lines import Feature
 from core import labels, naming
 from devcluster.testing import wait_for
 from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
-from tests.e2e.conftest import PodWatch, SeenPod, SparkNamespace, smoke_versions, spark_pi
+from tests.support.spark_e2e import PodWatch, SeenPod, SparkNamespace, smoke_versions, spark_pi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 

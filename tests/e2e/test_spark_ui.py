@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import (
+from tests.support.spark_e2e import (
     BASE_IMAGE,
     JOBS_DIR,
     STAGES_JOB,

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.ports import free_ports
 from devcluster.testing import ClusterHandle, wait_for
-from tests.integration.test_apps_lifecycle import app_manifest, get, wait_state
+from tests.support.cluster_apps import app_manifest, get, wait_state
 from tests.support.operator import OperatorProcess
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
+from tests.support.cluster_apps import DriverWatch, app_manifest, assert_no_duplicates, get, status, wait_state
 from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV
 from tests.support.faults import MODULE as FAULT_MODULE
 from tests.support.gap import wait_until_cluster_clients_recovered
 from tests.support.operator import OperatorProcess
-from tests.support.watches import CreationWatch
 
 pytestmark = pytest.mark.cluster
 
@@ -41,13 +41,6 @@ MISSING_SA = "sparkop-test-missing"  # the API server refuses a pod with an unkn
 # `crds` and `operator` (both controllers, watching the test's namespace) come from conftest.
 
 
-class DriverWatch(CreationWatch):
-    """Every SparkDriver ever created in the namespace."""
-
-    def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
-        super().__init__(cluster, namespace, "sparkdrivers")
-
-
 @pytest.fixture
 def drivers_watch(crds: ClusterHandle, namespace: str) -> Iterator[DriverWatch]:
     watch = DriverWatch(crds, namespace)
@@ -58,54 +51,6 @@ def drivers_watch(crds: ClusterHandle, namespace: str) -> Iterator[DriverWatch]:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def app_manifest(
-    name: str,
-    policy: Obj | None = None,
-    *,
-    outcome: str = "Succeeded",
-    run_seconds: float = 1,
-    service_account: str | None = None,
-    **spec: Any,
-) -> Obj:
-    driver: Obj = {
-        "cores": 1,
-        "memory": "512m",
-        "annotations": {
-            "sim.sparkop.io/outcome": outcome,
-            "sim.sparkop.io/run-seconds": str(run_seconds),
-            **({"sim.sparkop.io/exit-code": "1"} if outcome == "Failed" else {}),
-        },
-    }
-    if service_account:
-        driver["serviceAccount"] = service_account
-    return {
-        "apiVersion": "sparkop.io/v1alpha1",
-        "kind": "SparkApplication",
-        "metadata": {"name": name},
-        "spec": {
-            "type": "Scala",
-            "image": "apache/spark:3.5.7",
-            "sparkVersion": "3.5.7",
-            "mainClass": "org.apache.spark.examples.SparkPi",
-            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples_2.12-3.5.7.jar",
-            "restartPolicy": policy or {"type": "Never"},
-            "driver": driver,
-            "executor": {"instances": 1, "cores": 1, "memory": "512m"},
-            **spec,
-        },
-    }
-
-
-def get(cluster: ClusterHandle, namespace: str, kind: str, name: str) -> Obj | None:
-    out = cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found").stdout
-    return json.loads(out) if out.strip() else None
-
-
-def status(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
-    app = get(cluster, namespace, "sparkapplication", name)
-    return (app or {}).get("status") or {}
-
-
 def state(cluster: ClusterHandle, namespace: str, name: str) -> str | None:
     return status(cluster, namespace, name).get("applicationState", {}).get("state")
 
@@ -113,15 +58,6 @@ def state(cluster: ClusterHandle, namespace: str, name: str) -> str | None:
 def all_states(cluster: ClusterHandle, namespace: str) -> dict[str, Obj]:
     items = cluster.kubectl_json("get", "sparkapplications", "-n", namespace)["items"]
     return {a["metadata"]["name"]: a.get("status") or {} for a in items}
-
-
-def wait_state(cluster: ClusterHandle, namespace: str, name: str, *wanted: str, timeout: float = 60) -> Obj:
-    def reached() -> Obj | None:
-        s = status(cluster, namespace, name)
-        return s if s.get("applicationState", {}).get("state") in wanted else None
-
-    result: Obj = wait_for(reached, timeout=timeout, interval=0.2, message=f"{name} in {wanted}")
-    return result
 
 
 def unfinished_drivers(cluster: ClusterHandle, namespace: str, app: str) -> list[str]:
@@ -137,12 +73,6 @@ def pods(cluster: ClusterHandle, namespace: str, selector: str) -> list[str]:
 
 def ts(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def assert_no_duplicates(watch: DriverWatch, app: str, runs: int) -> None:
-    created = watch.created(app)
-    assert sorted(created) == sorted(f"{app}-{n}" for n in range(1, runs + 1)), created
-    assert all(len(uids) == 1 for uids in created.values()), created
 
 
 # -- tests ---------------------------------------------------------------------------------------

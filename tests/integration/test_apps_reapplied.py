@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from tests.integration.test_apps_lifecycle import app_manifest
+from tests.support.cluster_apps import app_manifest
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster

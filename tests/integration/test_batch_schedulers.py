@@ -20,8 +20,8 @@ import pytest
 
 from devcluster import scheduler_crds
 from devcluster.testing import ClusterHandle, wait_for
+from tests.support.batch_schedulers import bind, parse_task_groups
 from tests.support.operator import OperatorProcess
-from tests.unit.test_batch_schedulers import parse_task_groups
 
 pytestmark = pytest.mark.cluster
 
@@ -92,19 +92,6 @@ def executors(cluster: ClusterHandle, namespace: str, driver: str, count: int) -
 
     found: list[Obj] = wait_for(listed, timeout=30, message=f"{count} executors of {driver}")
     return found
-
-
-def bind(cluster: ClusterHandle, namespace: str, pod: str) -> None:
-    """What the pod's own scheduler would do: bind it to a node (pods/binding)."""
-    node = cluster.kubectl_json("get", "nodes")["items"][0]["metadata"]["name"]
-    binding = {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": {"name": pod, "namespace": namespace},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-    }
-    cluster.kubectl("create", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod}/binding", "-f", "-",
-                    input=json.dumps(binding))  # fmt: skip
 
 
 def assert_owned_by_driver(cluster: ClusterHandle, namespace: str, obj: Obj, driver: str) -> None:

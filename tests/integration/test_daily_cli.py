@@ -21,7 +21,7 @@ from devcluster import images
 from devcluster.realnodes import RealNodeError
 from devcluster.testing import ClusterHandle, temporary_namespace, wait_for
 from sparkop import demo
-from tests.integration.test_apps_lifecycle import app_manifest
+from tests.support.cluster_apps import app_manifest
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster

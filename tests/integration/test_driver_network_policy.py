@@ -15,7 +15,7 @@ from core import labels
 from devcluster.testing import ClusterHandle, wait_for
 
 # The driver-controller-only operator fixture too.
-from tests.integration.test_driver_lifecycle import driver_manifest, executors_owned, get, operator, wait_phase
+from tests.support.cluster_drivers import driver_manifest, executors_owned, get, operator, wait_phase
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster

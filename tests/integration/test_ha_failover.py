@@ -23,8 +23,8 @@ import pytest
 from devcluster import images
 from devcluster.cluster import Cluster
 from devcluster.testing import REAL_SESSION_PREFIX, ClusterHandle, RealNodeClusters, wait_for
-from tests.integration.test_apps_lifecycle import DriverWatch, app_manifest, assert_no_duplicates
-from tests.integration.test_helm_install import CHART, READY_S, Release, install
+from tests.support.cluster_apps import DriverWatch, app_manifest, assert_no_duplicates
+from tests.support.helm import CHART, READY_S, Release, install
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
 

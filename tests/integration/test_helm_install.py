@@ -9,24 +9,18 @@ operators serve their namespaces; a cluster-wide release would reconcile their a
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devcluster import images
-from devcluster.build import helm_binary
 from devcluster.testing import ClusterHandle, temporary_namespace, unique_name, wait_for
+from tests.support.helm import CHART, READY_S, Release, install
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "sparkop"
 SPARK_VERSION = "3.5.9"
-# A pod start, image already on the node, CRD wait and informer sync: seconds; room for a busy machine.
-READY_S = 180.0
 # SparkPi with one executor: two JVMs start and finish, about a minute on two busy cores.
 COMPLETED_S = 420.0
 
@@ -50,48 +44,6 @@ def spark_pi(name: str, service_account: str) -> dict[str, Any]:
             "executor": {"instances": 1, "cores": 1, "coreRequest": "250m", "memory": "512m"},
         },
     }
-
-
-class Release:
-    """One helm release of the chart on the test's cluster."""
-
-    def __init__(self, cluster: ClusterHandle, name: str, namespace: str) -> None:
-        self.cluster, self.name, self.namespace = cluster, name, namespace
-        self.helm = helm_binary(lambda line: None)
-
-    def helm_run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        argv = [str(self.helm), f"--kubeconfig={self.cluster.kubeconfig}", "-n", self.namespace, *args]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
-        if check and result.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed: {result.stderr}")
-        return result
-
-    def pods(self) -> list[dict[str, Any]]:
-        listed = self.cluster.kubectl_json(
-            "get", "pods", "-n", self.namespace, "-l", f"app.kubernetes.io/instance={self.name}"
-        )
-        return list(listed["items"])
-
-    def diagnostics(self) -> str:
-        pods = self.pods()
-        logs = [
-            self.cluster.kubectl("logs", p["metadata"]["name"], "-n", self.namespace, "--tail=40", check=False).stdout
-            for p in pods
-        ]
-        return json.dumps([p.get("status", {}) for p in pods], indent=1)[-3000:] + "\n" + "\n".join(logs)[-4000:]
-
-
-def install(release: Release, values: dict[str, Any]) -> None:
-    argv = [str(release.helm), f"--kubeconfig={release.cluster.kubeconfig}", "-n", release.namespace]
-    result = subprocess.run(
-        [*argv, "install", release.name, str(CHART), "--values", "-"],
-        input=json.dumps(values),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import yaml
 from devcluster import scheduler_crds
 from devcluster.build import read_versions
 from devcluster.testing import ClusterHandle, wait_for
-from tests.integration.test_batch_schedulers import bind
+from tests.support.batch_schedulers import bind
 from tests.support.operator import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]

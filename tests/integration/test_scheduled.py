@@ -1,12 +1,12 @@
 """ScheduledSparkApplication on a real control plane, with the real operator (apps, driver and
 scheduled controllers) and the devcluster's simulated drivers.
 
-Time: the operator's clock is moved with the test-only ``SPARKOP_TEST_CLOCK_OFFSET_FILE`` (see
-schedule_controller.handlers). Objects are created on the real clock, so their first scheduled
-time M is the first 5-minute mark after creation (no earlier time is due); each test then puts the
-operator's "now" two seconds before M (or later) and lets real time carry it over; to reach the next
-scheduled time it moves the offset and touches the objects (an annotation), whose change enqueues
-them. No test sleeps for a minute.
+Time: the operator runs through ``tests/support/shifted_clock.py``, whose schedule controller's
+clock is moved with the file ``SPARKOP_TEST_CLOCK_OFFSET_FILE``. Objects are created on the real
+clock, so their first scheduled time M is the first 5-minute mark after creation (no earlier time is
+due); each test then puts the operator's "now" two seconds before M (or later) and lets real time
+carry it over; to reach the next scheduled time it moves the offset and touches the objects (an
+annotation), whose change enqueues them. No test sleeps for a minute.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from schedule_controller.handlers import CLOCK_OFFSET_ENV
+from tests.support import shifted_clock
 from tests.support.operator import OperatorProcess
+from tests.support.shifted_clock import CLOCK_OFFSET_ENV
 from tests.support.watches import CreationWatch
 
 pytestmark = pytest.mark.cluster
@@ -89,7 +90,11 @@ def scheduled_operator(
     crds: ClusterHandle, namespace: str, tmp_path: Path, clock: FakeClock
 ) -> Iterator[OperatorProcess]:
     with OperatorProcess(
-        crds.kubeconfig, controllers=("apps", "driver", "scheduled"), namespaces=[namespace], log_dir=tmp_path
+        crds.kubeconfig,
+        controllers=("apps", "driver", "scheduled"),
+        namespaces=[namespace],
+        log_dir=tmp_path,
+        module=shifted_clock.MODULE,
     ) as proc:
         yield proc
 

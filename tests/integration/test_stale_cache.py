@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from tests.integration.test_apps_lifecycle import app_manifest, get, wait_state
+from tests.support.cluster_apps import app_manifest, get, wait_state
 from tests.support.gap import compact_etcd_and_restart_apiserver
 from tests.support.operator import OperatorProcess
 

@@ -16,8 +16,8 @@ from core import kube
 from core.metrics import Transitions
 from core.reconciler import Applier, Observation
 from driver_controller import transitions as dt
+from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import EPOCH, SimCluster
-from tests.unit.test_apps_reconcile import BASE_SPEC, POLICIES, drive, finish
 
 
 def sim(policy: str = "Never") -> tuple[SimCluster, Transitions]:

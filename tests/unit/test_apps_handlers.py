@@ -10,10 +10,12 @@ import pytest
 
 from apps_controller import status as apps_status
 from apps_controller.decide import decide as reconcile
-from apps_controller.handlers import APPS_INDEX, AppsController, Learned
-from apps_controller.observed import AppView, Observed, app_snapshot, owner_key
+from apps_controller.handlers import APPS_INDEX, apps_controller
+from apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_key
 from core import kube
 from core.caches import NotCurrent
+from core.controller import Loop
+from core.reconciler import Learned, Plan
 from core.runtime import Runtime
 from tests.support.fake_index import FakeIndex
 from tests.support.simulation import EPOCH
@@ -78,8 +80,18 @@ class FakeRuntime:
     ensure_holds = Runtime.ensure_holds  # the real check, on these caches
 
 
-def controller(fake: FakeKube, cached: list[dict[str, Any]] | None = None) -> AppsController:
-    return AppsController(FakeRuntime(fake, cached))  # type: ignore[arg-type]
+def controller(fake: FakeKube, cached: list[dict[str, Any]] | None = None) -> Loop[Observed, Any]:
+    runtime = FakeRuntime(fake, cached)
+    return Loop(runtime, apps_controller(runtime))  # type: ignore[arg-type]
+
+
+async def apply(loop: Loop[Observed, Any], plan: Plan[Any], body: dict[str, Any]) -> bool:
+    """The plan applied as a pass applies it; False when the app vanished at its status write."""
+    return not (await loop.apply(("ns", "pi"), body, plan)).gone
+
+
+def refusals(loop: Loop[Observed, Any], uid: str) -> dict[str, Any]:
+    return dict(loop.applier.learnt(("ns", "pi"), uid).refusals)
 
 
 def test_owner_key_follows_the_controller_reference_of_our_group_only() -> None:
@@ -100,11 +112,11 @@ def test_app_snapshot_is_a_copy() -> None:
 
 
 def test_invalid_spec_is_reported_once_per_generation() -> None:
-    ctl = controller(FakeKube())
+    spec_error = SpecErrors()
     bad = app_body()
     bad["spec"] = {**SPEC, "type": "Cobol"}
-    assert ctl.spec_error(bad) and "type" in (ctl.spec_error(bad) or "")
-    assert ctl.spec_error(app_body() | {"metadata": {**bad["metadata"], "uid": "u2"}}) is None
+    assert spec_error(bad) and "type" in (spec_error(bad) or "")
+    assert spec_error(app_body() | {"metadata": {**bad["metadata"], "uid": "u2"}}) is None
 
 
 @pytest.mark.asyncio
@@ -113,7 +125,7 @@ async def test_status_is_written_before_the_create_and_events_after_the_write() 
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     plan = reconcile(observed, EPOCH)
-    assert await controller(fake).apply(plan, observed, body)
+    assert await apply(controller(fake), plan, body)
     # The event and the create both wait for the status write; they are sent together after it.
     assert fake.calls[0] == "status rv=7"
     assert sorted(fake.calls[1:]) == ["create SparkDriver pi-1", "event SparkApplicationSubmitted"]
@@ -129,7 +141,7 @@ async def test_nothing_is_created_for_an_app_the_cache_no_longer_holds(cached: l
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(NotCurrent):
-        await controller(fake, cached).apply(reconcile(observed, EPOCH), observed, body)
+        await apply(controller(fake, cached), reconcile(observed, EPOCH), body)
     assert not [call for call in fake.calls if call.startswith("create")], fake.calls
 
 
@@ -139,7 +151,7 @@ async def test_a_conflicting_status_write_creates_nothing() -> None:
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(kube.Conflict):
-        await controller(fake).apply(reconcile(observed, EPOCH), observed, body)
+        await apply(controller(fake), reconcile(observed, EPOCH), body)
     assert fake.calls == ["status rv=7"]
 
 
@@ -157,7 +169,7 @@ async def test_nothing_is_written_when_nothing_changed() -> None:
     settled["spec"] = suspended["spec"]
     observed = Observed(AppView.from_body(settled), apps_status.read_status(settled["status"]))
     again = reconcile(observed, EPOCH + timedelta(seconds=30))
-    assert await controller(fake).apply(again, observed, settled)
+    assert await apply(controller(fake), again, settled)
     assert fake.calls == []
 
 
@@ -169,12 +181,12 @@ async def test_a_refused_create_is_remembered_and_decided_by_the_next_pass() -> 
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(Learned):
-        await ctl.apply(reconcile(observed, EPOCH), observed, body)
+        await apply(ctl, reconcile(observed, EPOCH), body)
     assert fake.calls[0] == "status rv=7"
     assert sorted(fake.calls[1:]) == ["create SparkDriver pi-1", "event SparkApplicationSubmitted"]
-    known = ctl.refusals(("ns", "pi"), "u1")
+    known = refusals(ctl, "u1")
     assert list(known) == ["SparkDriver/pi-1"] and known["SparkDriver/pi-1"].code == 403
-    assert ctl.refusals(("ns", "pi"), "another-uid") == {}  # a new app of the same name starts afresh
+    assert refusals(ctl, "another-uid") == {}  # a new app of the same name starts afresh
     again = Observed(AppView.from_body(body), apps_status.read_status(body["status"]), refusals=known)
     plan = reconcile(again, EPOCH)
     assert apps_status.state(plan.status).value == "SUBMISSION_FAILED" and not plan.after_status
@@ -188,5 +200,5 @@ async def test_a_transient_create_error_is_left_to_the_queues_backoff() -> None:
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(RuntimeError):
-        await ctl.apply(reconcile(observed, EPOCH), observed, body)
-    assert ctl.refusals(("ns", "pi"), "u1") == {}
+        await apply(ctl, reconcile(observed, EPOCH), body)
+    assert refusals(ctl, "u1") == {}

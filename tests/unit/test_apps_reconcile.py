@@ -18,29 +18,8 @@ from core.reconciler import Create as CreateDriver
 from core.reconciler import Delete as DeleteApp
 from core.reconciler import Delete as DeleteObject
 from core.reconciler import Ensure as EnsureObject
+from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import SimCluster
-
-BASE_SPEC: dict[str, Any] = {
-    "type": "Scala",
-    "sparkVersion": "3.5.3",
-    "image": "spark:3.5.3",
-    "mainClass": "org.apache.spark.examples.SparkPi",
-    "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-    "driver": {"cores": 1, "memory": "512m", "annotations": {"sim.sparkop.io/run-seconds": "1"}},
-    "executor": {"instances": 1, "cores": 1, "memory": "512m"},
-}
-
-POLICIES: dict[str, dict[str, Any]] = {
-    "Never": {"type": "Never"},
-    "OnFailure": {
-        "type": "OnFailure",
-        "onFailureRetries": 2,
-        "onFailureRetryInterval": 3,
-        "onSubmissionFailureRetries": 1,
-        "onSubmissionFailureRetryInterval": 2,
-    },
-    "Always": {"type": "Always", "onFailureRetryInterval": 3, "onSubmissionFailureRetryInterval": 2},
-}
 
 # outcome name -> (final SparkDriver phase, termination reason)
 OUTCOMES: dict[str, tuple[DriverPhase, str | None]] = {
@@ -77,32 +56,6 @@ def make(policy: dict[str, Any] | None = None, **spec: Any) -> SimCluster:
     if policy is not None:
         full["restartPolicy"] = policy
     return SimCluster(spec=full)
-
-
-def live(c: SimCluster) -> str:
-    (name,) = (d.name for d in c.unfinished())
-    return name
-
-
-def finish(c: SimCluster, name: str, phase: DriverPhase, reason: str | None = None) -> None:
-    if phase is not DriverPhase.SUBMISSION_FAILED:
-        c.set_phase(name, DriverPhase.RUNNING)
-        c.run_until_quiet()
-    c.set_phase(name, phase, reason, None if phase is not DriverPhase.FAILED else 1)
-
-
-def drive(c: SimCluster, phase: DriverPhase, reason: str | None, max_runs: int, tick: float = 0.25) -> None:
-    """Every run ends with ``phase``; time moves in ``tick`` steps while waiting for the next run."""
-    c.run_until_quiet()
-    for _ in range(200):
-        if len(c.created) > max_runs or c.state in ("COMPLETED", "FAILED"):
-            return
-        if c.unfinished():
-            finish(c, live(c), phase, reason)
-        c.run_until_quiet()
-        if not c.unfinished():
-            c.advance(tick)
-    raise AssertionError("did not settle")
 
 
 @pytest.mark.parametrize(("policy", "outcome"), list(EXPECTED))

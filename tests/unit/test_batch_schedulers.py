@@ -14,8 +14,9 @@ import pytest
 from api.models import SparkDriver
 from core.reconciler import Create, Refusal, refusal_key
 from driver_controller import schedulers
-from driver_controller.reconcile import Observed, reconcile
+from driver_controller.decide import Observed, decide
 from driver_controller.render import DriverObjects, names, render
+from tests.support.batch_schedulers import parse_task_groups
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000001"
@@ -121,38 +122,6 @@ def test_a_long_driver_name_gives_a_pod_group_name_that_is_a_label_value() -> No
 
 # --- yunikorn -------------------------------------------------------------------------------------
 
-# YuniKorn's TaskGroup (yunikorn-k8shim pkg/cache/amprotocol.go) and what its docs say of the
-# annotations (user_guide/gang_scheduling.md, labels_and_annotations_in_yunikorn.md): the originating
-# pod carries the JSON list of task groups; each member pod names its group; minMember > 0; minResource
-# is a map of resource names to Kubernetes quantities; names are unique.
-TASK_GROUP_FIELDS = {
-    "name",
-    "minMember",
-    "minResource",
-    "nodeSelector",
-    "tolerations",
-    "affinity",
-    "labels",
-    "annotations",
-}
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-
-
-def parse_task_groups(annotations: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """A parser written from YuniKorn's documented format: refuses what YuniKorn would refuse."""
-    groups = json.loads(annotations["yunikorn.apache.org/task-groups"])
-    assert isinstance(groups, list) and groups
-    found: dict[str, dict[str, Any]] = {}
-    for group in groups:
-        assert set(group) <= TASK_GROUP_FIELDS, set(group) - TASK_GROUP_FIELDS
-        assert isinstance(group["name"], str) and group["name"] not in found
-        assert isinstance(group["minMember"], int) and 0 < group["minMember"] < 2**31
-        assert all(isinstance(v, str) and QUANTITY.match(v) for v in group["minResource"].values())
-        assert all(isinstance(v, str) for v in group.get("nodeSelector", {}).values())
-        assert isinstance(group.get("tolerations", []), list)
-        found[group["name"]] = group
-    return found
-
 
 def test_yunikorn_annotations_parse_as_yunikorn_reads_them() -> None:
     d = driver(
@@ -246,7 +215,7 @@ def body(**spec: Any) -> dict[str, Any]:
 
 
 def test_the_pod_group_is_created_before_the_driver_pod() -> None:
-    plan = reconcile(Observed(body(batchScheduler="volcano")), NOW)
+    plan = decide(Observed(body(batchScheduler="volcano")), NOW)
     kinds = [a.kind for a in plan.before_status if isinstance(a, Create)]
     assert kinds[0] == "PodGroup" and kinds[-1] == "Pod"
 
@@ -254,7 +223,8 @@ def test_the_pod_group_is_created_before_the_driver_pod() -> None:
 def test_a_pod_group_kind_the_cluster_does_not_serve_fails_the_submission_and_says_what_to_do() -> None:
     key = refusal_key(Create({"kind": "PodGroup", "metadata": {"name": "pi-1-pg"}}))
     refusal = Refusal(404, "NotFound", "the server could not find the requested resource")
-    plan = reconcile(Observed(body(batchScheduler="volcano"), refusals={key: refusal}), NOW)
-    assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
-    assert "install that scheduler's CRDs, or remove spec.batchScheduler" in plan.status["lastError"]["message"]
+    plan = decide(Observed(body(batchScheduler="volcano"), refusals={key: refusal}), NOW)
+    assert plan.status is not None and plan.status.phase == "SubmissionFailed"
+    assert plan.status.lastError is not None
+    assert "install that scheduler's CRDs, or remove spec.batchScheduler" in (plan.status.lastError.message or "")
     assert not [a for a in plan.before_status if isinstance(a, Create)]

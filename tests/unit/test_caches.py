@@ -83,17 +83,17 @@ async def test_a_reconcile_that_met_caches_relisting_runs_again_shortly_without_
 ) -> None:
     import asyncio
 
-    from core.queue import WorkQueue
+    from core.queue import Result, WorkQueue
 
     runs: list[str] = []
     done = asyncio.Event()
 
-    async def reconcile(key: str) -> float | None:
+    async def reconcile(key: str) -> Result:
         runs.append(key)
         if len(runs) == 1:
             raise NotCurrent("re-listing")
         done.set()
-        return None
+        return Result.done()
 
     queue: WorkQueue[str] = WorkQueue("test", reconcile, workers=1)
     task = asyncio.create_task(queue.run())

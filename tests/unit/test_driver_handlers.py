@@ -3,104 +3,16 @@ lastError for transient API errors (recorded by the next pass that gets through,
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from core import kube
 from core.kube import transient_error
+from core.queue import Result
 from core.reconciler import ApplyFailed as Failed
-from core.runtime import Options, Runtime
 from driver_controller import handlers
-from driver_controller.handlers import DriverController
-from driver_controller.observe import summarize_pod
-from tests.support.fake_index import FakeIndex
-from tests.unit.test_driver_reconcile import driver, objects, running
-
-KEY = ("ns", "pi")
-
-
-def api_error(status: int, reason: str, message: str) -> ApiException:
-    exc = ApiException(status=status, reason=reason)
-    exc.body = json.dumps({"kind": "Status", "status": "Failure", "reason": reason, "message": message})
-    return exc
-
-
-class FakeKube:
-    """Records calls; ``fail`` maps a call prefix ("create Pod", "status", ...) to errors raised in turn."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.fail: dict[str, list[BaseException]] = {}
-        self.statuses: list[dict[str, Any]] = []
-
-    def _call(self, what: str) -> None:
-        self.calls.append(what)
-        for prefix, errors in self.fail.items():
-            if what.startswith(prefix) and errors:
-                raise errors.pop(0)
-
-    async def create(self, body: dict[str, Any]) -> bool:
-        self._call(f"create {body['kind']} {body['metadata']['name']}")
-        return True
-
-    async def patch_status(self, resource: Any, namespace: str, name: str, *, old: Any, new: Any,
-                           resource_version: str) -> Any:  # fmt: skip
-        self._call("status")
-        self.statuses.append(new)
-        return {}
-
-    async def patch(self, resource: Any, namespace: str, name: str, patch: Any, **_: Any) -> Any:
-        self._call(f"patch {name}")
-        return {}
-
-    async def delete(self, resource: Any, namespace: str, name: str, *, uid: str | None = None) -> bool:
-        self._call(f"delete {resource.kind} {name}")
-        return True
-
-    async def event(self, regarding: Any, *, type_: str, reason: str, message: str) -> None:
-        self._call(f"event {reason}")
-
-
-class FakeRuntime:
-    def __init__(self, fake: FakeKube) -> None:
-        self.kube = fake
-        self.options = Options()
-        self.indexes: dict[str, FakeIndex] = {
-            name: FakeIndex()
-            for name in (
-                handlers.INDEX_DRIVERS,
-                handlers.INDEX_PODS,
-                handlers.INDEX_CONFIGMAPS,
-                handlers.INDEX_SERVICES,
-                handlers.INDEX_NETWORK_POLICIES,
-            )
-        }
-
-    def index(self, name: str) -> FakeIndex:
-        return self.indexes[name]
-
-    ensure_holds = Runtime.ensure_holds  # the real check, on these indexes
-
-    def queue(self, name: str, reconcile: Any) -> Any:
-        return None
-
-    def namespace_terminating(self, namespace: str) -> bool:
-        return False
-
-
-def controller(fake: FakeKube, body: dict[str, Any], pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
-               with_objects: bool = False) -> tuple[DriverController, FakeRuntime]:  # fmt: skip
-    runtime = FakeRuntime(fake)
-    runtime.indexes[handlers.INDEX_DRIVERS][KEY] = [body]
-    runtime.indexes[handlers.INDEX_PODS][KEY] = [summarize_pod(p) for p in pods]
-    if with_objects:
-        _, cms, svcs = objects()
-        runtime.indexes[handlers.INDEX_CONFIGMAPS][KEY] = cms
-        runtime.indexes[handlers.INDEX_SERVICES][KEY] = svcs
-    return DriverController(runtime), runtime  # type: ignore[arg-type]
+from tests.support.driver_objects import driver, objects, running
+from tests.support.fake_driver_runtime import KEY, FakeKube, FakeRuntime, api_error, controller
 
 
 def see_status(runtime: FakeRuntime, fake: FakeKube) -> None:
@@ -112,7 +24,7 @@ def see_status(runtime: FakeRuntime, fake: FakeKube) -> None:
 async def test_configmaps_and_service_then_pod_then_status_then_events() -> None:
     fake = FakeKube()
     ctrl, _ = controller(fake, driver())
-    await ctrl.reconcile_key(KEY)
+    await ctrl.reconcile(KEY)
     assert fake.calls == [
         "create ConfigMap pi-1-podspec-conf-map", "create ConfigMap pi-1-conf-map", "create Service pi-1-driver-svc",
         "create Pod pi-1-driver", "status", "event DriverPodCreated",
@@ -124,10 +36,10 @@ async def test_transient_create_error_is_recorded_by_the_next_pass() -> None:
     fake.fail["create Pod"] = [api_error(503, "ServiceUnavailable", "etcd is unavailable")]
     ctrl, runtime = controller(fake, driver())
     with pytest.raises(Failed, match="creating Pod pi-1-driver"):
-        await ctrl.reconcile_key(KEY)
+        await ctrl.reconcile(KEY)
     assert "status" not in fake.calls  # nothing written on a failed pass
     assert (ctrl.applier.transient_error(KEY) or {}).get("reason") == "ServiceUnavailable"
-    await ctrl.reconcile_key(KEY)  # the queue's retry: gets through and says why it was slow
+    await ctrl.reconcile(KEY)  # the queue's retry: gets through and says why it was slow
     error = fake.statuses[-1]["lastError"]
     assert error["reason"] == "ServiceUnavailable"
     assert error["message"] == "creating Pod pi-1-driver: 503 ServiceUnavailable: etcd is unavailable"
@@ -136,7 +48,7 @@ async def test_transient_create_error_is_recorded_by_the_next_pass() -> None:
     # Nothing more to write while nothing changes.
     see_status(runtime, fake)
     writes = len(fake.statuses)
-    await ctrl.reconcile_key(KEY)
+    await ctrl.reconcile(KEY)
     assert len(fake.statuses) == writes
 
 
@@ -145,8 +57,8 @@ async def test_transient_status_write_error_is_recorded_with_the_status() -> Non
     fake.fail["status"] = [TimeoutError()]
     ctrl, _ = controller(fake, driver())
     with pytest.raises(Failed):
-        await ctrl.reconcile_key(KEY)
-    await ctrl.reconcile_key(KEY)
+        await ctrl.reconcile(KEY)
+    await ctrl.reconcile(KEY)
     assert fake.statuses[-1]["lastError"]["reason"] == "Timeout"
     assert fake.statuses[-1]["lastError"]["message"].startswith("writing the status: ")
 
@@ -155,7 +67,7 @@ async def test_refused_pod_is_submission_failed_not_transient() -> None:
     fake = FakeKube()
     fake.fail["create Pod"] = [kube.Refused(403, "Forbidden", "exceeded quota")]
     ctrl, _ = controller(fake, driver())
-    assert await ctrl.reconcile_key(KEY) is None
+    assert await ctrl.reconcile(KEY) == Result.done()
     assert fake.statuses[-1]["phase"] == "SubmissionFailed"
     assert fake.statuses[-1]["lastError"]["message"] == "exceeded quota"
     assert fake.calls[-1] == "event SubmissionFailed"
@@ -169,7 +81,7 @@ async def test_a_name_held_by_a_foreign_object_is_submission_failed_naming_it() 
     fake = FakeKube()
     fake.fail["create ConfigMap pi-1-conf-map"] = [kube.Refused(409, "AlreadyExists", taken)]
     ctrl, _ = controller(fake, driver())
-    assert await ctrl.reconcile_key(KEY) is None
+    assert await ctrl.reconcile(KEY) == Result.done()
     assert not any(c.startswith("create Pod") for c in fake.calls)
     error = fake.statuses[-1]["lastError"]
     assert fake.statuses[-1]["phase"] == "SubmissionFailed"
@@ -184,10 +96,10 @@ async def test_conflicts_and_other_errors_are_not_transient() -> None:
     fake.fail["status"] = [kube.Conflict("stale")]
     ctrl, _ = controller(fake, driver(st), [running(pod)], with_objects=True)
     with pytest.raises(kube.Conflict):
-        await ctrl.reconcile_key(KEY)
+        await ctrl.reconcile(KEY)
     fake.fail["status"] = [api_error(401, "Unauthorized", "no")]
     with pytest.raises(Failed):
-        await ctrl.reconcile_key(KEY)
+        await ctrl.reconcile(KEY)
     assert ctrl.applier.transient_error(KEY) is None
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from core import labels
 from core.reconciler import Delete, Ensure, Patch, Plan, Refusal, refusal_key
+from driver_controller.decide import Observed, decide
+from driver_controller.draft import policy_restore_patch
 from driver_controller.observe import (
     PolicySummary,
     policy_view,
@@ -21,11 +23,11 @@ from driver_controller.observe import (
     trim_policy,
 )
 from driver_controller.podbuild import EXCLUDED_STEPS_KEY, FEATURE_STEP_PACKAGE
-from driver_controller.reconcile import Observed, policy_restore_patch, reconcile
 from driver_controller.render import names, network_policy, parse, render
+from driver_controller.status import status_json
+from tests.support.driver_objects import NOW, UID, deleting, driver, executor, kinds, running, terminated
+from tests.support.fake_driver_runtime import KEY, FakeKube, controller
 from tests.support.simulation import _merge_patch as merge_patched
-from tests.unit.test_driver_handlers import KEY, FakeKube, controller
-from tests.unit.test_driver_reconcile import NOW, UID, deleting, driver, executor, kinds, running, terminated
 
 Obj = dict[str, Any]
 POLICY_API = "networking.k8s.io/v1"
@@ -69,7 +71,7 @@ def plan_for(body: Obj, pods: list[Obj] = (), cms: list[Any] = (), svcs: list[An
         body, [summarize_pod(p) for p in pods], list(cms), list(svcs),
         network_policies=[summarize_policy(p) for p in policies], refusals=refusals or {},
     )  # fmt: skip
-    return reconcile(observed, NOW)
+    return decide(observed, NOW)
 
 
 def running_status(incarnation: int = 1) -> Obj:
@@ -151,12 +153,12 @@ def test_nothing_is_written_when_it_is_as_wanted(monkeypatch: pytest.MonkeyPatch
     pods, cms, svcs, policy = present(body)
     first = plan_for(body, pods, cms, svcs, [policy])
     assert first.status is not None  # the pod's uid and IP recorded
-    settled = spark("4.3.0", first.status)
+    settled = spark("4.3.0", status_json(first.status))
 
     def no_render(*_: Any) -> Any:
         raise AssertionError("rendered although nothing is missing")
 
-    monkeypatch.setattr("driver_controller.reconcile.render", no_render)
+    monkeypatch.setattr("driver_controller.decide.render", no_render)
     again = plan_for(settled, pods, cms, svcs, [policy])
     assert again.status is None and again.actions == () and again.events == ()
     # Others' labels and annotations are theirs: still nothing to write.
@@ -168,7 +170,7 @@ def test_nothing_is_written_when_it_is_as_wanted(monkeypatch: pytest.MonkeyPatch
 def test_restored_when_missing_without_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
     body = spark("4.3.0", running_status())
     pods, cms, svcs, _deleted = present(body)
-    monkeypatch.setattr("driver_controller.reconcile.render", lambda *_: pytest.fail("rendered"))
+    monkeypatch.setattr("driver_controller.decide.render", lambda *_: pytest.fail("rendered"))
     plan = plan_for(body, pods, cms, svcs, [])
     assert kinds(plan) == ["NetworkPolicy/pi-1-policy"]
     (ensure,) = plan.before_status
@@ -263,7 +265,7 @@ def test_deleted_with_the_executors_on_the_pass_the_driver_ends() -> None:
     pods, cms, svcs, policy = present(body)
     ending = [terminated(pods[0], 0), executor(1, adopted=True)]
     plan = plan_for(body, ending, cms, svcs, [policy])
-    assert plan.status is not None and plan.status["phase"] == "Succeeded"
+    assert plan.status is not None and plan.status.phase == "Succeeded"
     assert {(d.kind, d.name, d.reason) for d in plan.deletes} == {
         ("Pod", "pi-1-exec-1", "DriverEnded"), ("NetworkPolicy", "pi-1-policy", "DriverEnded"),
     }  # fmt: skip
@@ -308,8 +310,8 @@ def test_a_refused_create_is_submission_failed_naming_the_policy() -> None:
     refusals = {refusal_key(Ensure(wanted)): Refusal(403, "Forbidden", message)}
     plan = plan_for(body, refusals=refusals)
     assert plan.creates == ()
-    assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
-    assert plan.status["lastError"]["message"] == message
+    assert plan.status is not None and plan.status.phase == "SubmissionFailed"
+    assert plan.status.lastError is not None and plan.status.lastError.message == message
     (event,) = plan.events
     assert (event.type, event.reason) == ("Warning", "SubmissionFailed")
     assert event.message.startswith("NetworkPolicy pi-1-policy refused: ")
@@ -328,7 +330,7 @@ def test_an_unknown_line_is_said_once_with_the_driver_pod_created() -> None:
     assert "5.0.0" in warned.message and "rendered as spark-submit 4.3" in warned.message
     assert plan.status is not None
     # The create is retried while the index has not seen the pod: no second event.
-    assert plan_for(spark("5.0.0", plan.status)).events == ()
+    assert plan_for(spark("5.0.0", status_json(plan.status))).events == ()
     # The pod is there and running: none either.
     pods, cms, svcs, policy = present(body)
     assert plan_for(spark("5.0.0", running_status()), pods, cms, svcs, [policy]).events == ()
@@ -366,7 +368,7 @@ def test_the_summary_of_a_trimmed_policy_is_that_of_the_whole_one() -> None:
 async def test_the_shell_creates_it_with_the_configmaps_and_service_then_the_pod() -> None:
     fake = FakeKube()
     ctrl, _ = controller(fake, spark("4.3.0"))
-    await ctrl.reconcile_key(KEY)
+    await ctrl.reconcile(KEY)
     assert fake.calls == [
         "create ConfigMap pi-1-podspec-conf-map", "create ConfigMap pi-1-conf-map", "create Service pi-1-driver-svc",
         "create NetworkPolicy pi-1-policy", "create Pod pi-1-driver", "status", "event DriverPodCreated",
@@ -384,5 +386,5 @@ async def test_the_shell_deletes_it_once_the_driver_ended_without_a_status_write
     runtime.indexes[handlers.INDEX_CONFIGMAPS][KEY] = cms
     runtime.indexes[handlers.INDEX_SERVICES][KEY] = svcs
     runtime.indexes[handlers.INDEX_NETWORK_POLICIES][KEY] = [summarize_policy(policy)]
-    await ctrl.reconcile_key(KEY)
+    await ctrl.reconcile(KEY)
     assert fake.calls == ["delete NetworkPolicy pi-1-policy"]

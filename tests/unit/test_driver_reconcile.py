@@ -1,8 +1,8 @@
-"""Table tests for reconcile(observed, now) -> Plan."""
+"""Table tests for decide(observed, now) -> Plan."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import jsonpatch
@@ -10,96 +10,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from core import labels
 from core.kube import merge_patch
+from core.reconciler import Plan
+from driver_controller.decide import Observed, Settings, decide, submission_failed
 from driver_controller.observe import summarize_object, summarize_pod
-from driver_controller.reconcile import Observed, Plan, Settings, reconcile, submission_failed
 from driver_controller.render import parse, render
+from driver_controller.status import status_json
+from tests.support.driver_objects import (
+    NOW,
+    deleting,
+    driver,
+    executor,
+    kinds,
+    objects,
+    running,
+    terminated,
+    with_status,
+)
 from tests.support.patches import patched
-
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-UID = "0b4c3d9e-0000-4000-8000-000000000001"
-
-
-def driver(status: dict[str, Any] | None = None, *, deleting: bool = False, replacements: int = 3) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "pi", "namespace": "ns", "uid": UID, "generation": 1, "resourceVersion": "10"}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T11:59:00Z"
-    return {
-        "apiVersion": "sparkop.io/v1alpha1",
-        "kind": "SparkDriver",
-        "metadata": meta,
-        "spec": {
-            "type": "Scala",
-            "image": "apache/spark:3.5.7",
-            "mainClass": "org.apache.spark.examples.SparkPi",
-            "mainApplicationFile": "local:///x.jar",
-            "maxDriverPodReplacements": replacements,
-        },
-        "status": status or {},
-    }
-
-
-def objects(incarnation: int = 1) -> tuple[dict[str, Any], list[Any], list[Any]]:
-    """The rendered pod, ConfigMaps and Service of an incarnation, as the indexes would hold them."""
-    out = render(parse(driver()), incarnation)
-    assert out.executor_template is not None
-    pod = {**out.pod, "metadata": {**out.pod["metadata"], "uid": f"pod-{incarnation}", "resourceVersion": "5"}}
-    cms = [summarize_object({**cm, "metadata": {**cm["metadata"], "uid": "cm"}})
-           for cm in (out.config_map, out.executor_template)]  # fmt: skip
-    svcs = [summarize_object({**out.service, "metadata": {**out.service["metadata"], "uid": "svc"}})]
-    return pod, cms, svcs
-
-
-def with_status(pod: dict[str, Any], phase: str, **extra: Any) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase, **extra}
-    return {**pod, "status": status}
-
-
-def running(pod: dict[str, Any]) -> dict[str, Any]:
-    return with_status(
-        pod, "Running", podIP="10.0.0.1", startTime="2026-01-01T11:00:00Z",
-        containerStatuses=[{"name": "spark-kubernetes-driver", "state": {"running": {}}}],
-    )  # fmt: skip
-
-
-def terminated(pod: dict[str, Any], code: int, finished: str = "2026-01-01T11:30:00Z") -> dict[str, Any]:
-    state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": finished}}
-    return with_status(
-        pod, "Succeeded" if code == 0 else "Failed",
-        containerStatuses=[{"name": "spark-kubernetes-driver", "state": state}],
-    )  # fmt: skip
-
-
-def deleting(pod: dict[str, Any], at: str = "2026-01-01T11:59:30Z") -> dict[str, Any]:
-    meta = {**pod["metadata"], "deletionTimestamp": at, "deletionGracePeriodSeconds": 30}
-    return {**pod, "metadata": meta}
-
-
-def executor(n: int, incarnation: int = 1, *, adopted: bool = False, phase: str = "Running") -> dict[str, Any]:
-    refs = [
-        {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "name": "pi", "uid": UID, "controller": adopted},
-        {"apiVersion": "v1", "kind": "Pod", "name": f"pi-{incarnation}-driver", "uid": f"pod-{incarnation}",
-         "controller": not adopted},
-    ]  # fmt: skip
-    return {
-        "metadata": {
-            "name": f"pi-{incarnation}-exec-{n}", "namespace": "ns", "uid": f"e{n}", "resourceVersion": "7",
-            "labels": {labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor"},
-            "ownerReferences": refs,
-        },
-        "status": {"phase": phase},
-    }  # fmt: skip
 
 
 def plan_for(body: dict[str, Any] | None, pods: list[dict[str, Any]] = (), cms: list[Any] = (),  # type: ignore[assignment]
              svcs: list[Any] = (), **settings: Any) -> Plan:  # type: ignore[assignment]  # fmt: skip
     observed = Observed(body, [summarize_pod(p) for p in pods], list(cms), list(svcs), Settings(**settings))
-    return reconcile(observed, NOW)
-
-
-def kinds(plan: Plan) -> list[str]:
-    return [f"{o['kind']}/{o['metadata']['name']}" for o in (a.manifest for a in plan.creates)]
+    return decide(observed, NOW)
 
 
 def test_new_driver_creates_configmaps_and_service_before_the_pod() -> None:
@@ -108,7 +42,7 @@ def test_new_driver_creates_configmaps_and_service_before_the_pod() -> None:
         "ConfigMap/pi-1-podspec-conf-map", "ConfigMap/pi-1-conf-map", "Service/pi-1-driver-svc", "Pod/pi-1-driver",
     ]  # fmt: skip
     assert plan.status is not None
-    assert plan.status["phase"] == "Pending" and plan.status["incarnation"] == 1
+    assert plan.status.phase == "Pending" and plan.status.incarnation == 1
     assert [e.reason for e in plan.events] == ["DriverPodCreated"]
 
 
@@ -117,9 +51,9 @@ def test_everything_present_and_running() -> None:
     st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
     plan = plan_for(driver(st), [running(pod), executor(1), executor(2, adopted=True)], cms, svcs)
     assert plan.creates == ()
-    assert plan.status is not None and plan.status["phase"] == "Running"
-    assert plan.status["executors"]["running"] == 2
-    assert plan.status["driverPod"]["uid"] == "pod-1"
+    assert plan.status is not None and plan.status.phase == "Running"
+    assert plan.status.executors.running == 2
+    assert plan.status.driverPod is not None and plan.status.driverPod.uid == "pod-1"
     # Only the not-yet-adopted executor is patched, with the SparkDriver as controller.
     (patch,) = plan.patches
     assert patch.name == "pi-1-exec-1"
@@ -138,7 +72,7 @@ def test_unchanged_status_is_not_written() -> None:
     pod, cms, svcs = objects()
     first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}), [running(pod)], cms, svcs)
     assert first.status is not None
-    again = plan_for(driver(first.status), [running(pod)], cms, svcs)
+    again = plan_for(driver(status_json(first.status)), [running(pod)], cms, svcs)
     assert again.status is None and again.events == () and again.creates == ()
 
 
@@ -150,14 +84,14 @@ def test_finished_driver_is_recorded_and_released(code: int, phase: str, reason:
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [terminated(pod, code)], cms, svcs)
     assert plan.status is not None
-    assert plan.status["phase"] == phase
-    assert plan.status["termination"]["exitCode"] == code
-    assert plan.status["incarnations"][-1]["outcome"] == phase
+    assert plan.status.phase == phase
+    assert plan.status.termination is not None and plan.status.termination.exitCode == code
+    assert (plan.status.incarnations or [])[-1].outcome == phase
     assert [e.reason for e in plan.events] == [reason]
     assert [p.reason for p in plan.patches] == ["OutcomeRecorded"]
     assert plan.creates == ()
     # Next pass: terminal, nothing more happens even if the pod disappears.
-    final = plan_for(driver(plan.status), [], cms, svcs)
+    final = plan_for(driver(status_json(plan.status)), [], cms, svcs)
     assert final.creates == () and final.status is None
 
 
@@ -169,9 +103,9 @@ def test_a_terminated_driver_container_in_a_pod_still_running_is_the_outcome(cod
     exited = {**terminated(pod, code), "status": {**terminated(pod, code)["status"], "phase": "Running"}}
     plan = plan_for(driver(st), [exited], cms, svcs)
     assert plan.status is not None
-    assert plan.status["phase"] == phase and plan.status["termination"]["exitCode"] == code
+    assert plan.status.phase == phase and status_json(plan.status)["termination"]["exitCode"] == code
     # The status is frozen from here: it must not say the driver pod still runs.
-    assert plan.status["driverPod"]["phase"] == phase
+    assert plan.status.driverPod is not None and plan.status.driverPod.phase == phase
 
 
 @pytest.mark.parametrize(
@@ -196,10 +130,10 @@ def test_lost_driver_pod_is_replaced(change: Any, reason: str) -> None:
     lost_pod = change(pod)
     plan = plan_for(driver(st), [lost_pod, executor(1, adopted=True)], cms, svcs)
     assert plan.status is not None
-    assert plan.status["incarnation"] == 2 and plan.status["phase"] == "Pending"
-    assert plan.status["incarnations"] == [
+    assert plan.status.incarnation == 2 and plan.status.phase == "Pending"
+    assert status_json(plan.status)["incarnations"] == [
         {"incarnation": 1, "podName": "pi-1-driver", "outcome": "Lost", "reason": reason,
-         "message": plan.status["incarnations"][0]["message"], "time": "2026-01-01T12:00:00Z"}
+         "message": status_json(plan.status)["incarnations"][0]["message"], "time": "2026-01-01T12:00:00Z"}
     ]  # fmt: skip
     assert "Pod/pi-2-driver" in kinds(plan)
     assert [e.reason for e in plan.events] == ["DriverPodLost", "DriverPodCreated"]
@@ -215,22 +149,22 @@ def test_deleted_after_it_finished_is_an_outcome_not_a_loss() -> None:
     pod, cms, svcs = objects()
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(terminated(pod, 0, finished="2026-01-01T11:00:00Z"))], cms, svcs)
-    assert plan.status is not None and plan.status["phase"] == "Succeeded"
+    assert plan.status is not None and plan.status.phase == "Succeeded"
 
 
 def test_missing_pod_after_it_was_seen_is_lost() -> None:
     _, cms, svcs = objects()
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [], cms, svcs)
-    assert plan.status is not None and plan.status["incarnation"] == 2
-    assert plan.status["incarnations"][0]["reason"] == "PodMissing"
+    assert plan.status is not None and plan.status.incarnation == 2
+    assert (plan.status.incarnations or [])[0].reason == "PodMissing"
 
 
 def test_created_but_not_yet_seen_is_created_again_not_lost() -> None:
     _, cms, svcs = objects()
     first = plan_for(driver())
     assert first.status is not None
-    plan = plan_for(driver(first.status), [], cms, svcs)
+    plan = plan_for(driver(status_json(first.status)), [], cms, svcs)
     assert kinds(plan) == ["Pod/pi-1-driver"]  # idempotent: 409 if it exists
     assert plan.status is None and plan.events == ()
 
@@ -240,7 +174,7 @@ def test_replacements_are_bounded() -> None:
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st, replacements=0), [deleting(running(pod))], cms, svcs)
     assert plan.status is not None
-    assert plan.status["phase"] == "Failed" and plan.status["termination"]["reason"] == "DriverPodLost"
+    assert plan.status.phase == "Failed" and status_json(plan.status)["termination"]["reason"] == "DriverPodLost"
     assert plan.creates == ()
     assert any(p.name == "pi-1-driver" for p in plan.patches)
 
@@ -251,8 +185,8 @@ def test_incarnation_recovered_from_pod_labels_after_a_lost_status_write() -> No
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(running(old)), running(new)], cms, svcs)
     assert plan.creates == ()  # nothing duplicated
-    assert plan.status is not None and plan.status["incarnation"] == 2
-    assert plan.status["incarnations"][0]["incarnation"] == 1
+    assert plan.status is not None and plan.status.incarnation == 2
+    assert (plan.status.incarnations or [])[0].incarnation == 1
     assert any(p.name == "pi-1-driver" for p in plan.patches)
 
 
@@ -261,7 +195,7 @@ def test_terminal_phase_is_final() -> None:
     st = {"phase": "Failed", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(running(pod))], cms, svcs)
     assert plan.creates == () and plan.events == ()
-    assert plan.status is not None and plan.status["phase"] == "Failed" and plan.status["incarnation"] == 1
+    assert plan.status is not None and plan.status.phase == "Failed" and plan.status.incarnation == 1
     assert [p.name for p in plan.patches] == ["pi-1-driver"]
 
 
@@ -285,9 +219,9 @@ def test_image_pull_backoff_is_a_condition() -> None:
     plan = plan_for(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}), [stuck],
                     cms, svcs)  # fmt: skip
     assert plan.status is not None
-    assert plan.status["phase"] == "Pending"
-    (cond,) = plan.status["conditions"]
-    assert (cond["type"], cond["status"], cond["reason"]) == ("Stuck", "True", "ImagePullBackOff")
+    assert plan.status.phase == "Pending"
+    (cond,) = plan.status.conditions or []
+    assert (cond.type, cond.status, cond.reason) == ("Stuck", "True", "ImagePullBackOff")
     assert [e.reason for e in plan.events] == ["DriverPodStuck"]
 
 
@@ -302,10 +236,10 @@ def test_unschedulable_becomes_a_condition_after_the_timeout() -> None:
     st = {"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}
     early = plan_for(driver(st), [unschedulable(NOW - timedelta(seconds=60))], cms, svcs, unschedulable_timeout=300)
     assert early.requeue_after == pytest.approx(240)
-    assert not (early.status or {}).get("conditions")
+    assert early.status is None or not early.status.conditions
     late = plan_for(driver(st), [unschedulable(NOW - timedelta(seconds=400))], cms, svcs, unschedulable_timeout=300)
     assert late.status is not None
-    assert late.status["conditions"][0]["reason"] == "Unschedulable" and late.status["phase"] == "Pending"
+    assert (late.status.conditions or [])[0].reason == "Unschedulable" and late.status.phase == "Pending"
 
 
 def test_failed_init_container_fails_the_driver() -> None:
@@ -313,8 +247,8 @@ def test_failed_init_container_fails_the_driver() -> None:
     init = [{"name": "init", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}]
     plan = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}),
                     [with_status(pod, "Failed", initContainerStatuses=init)], cms, svcs)  # fmt: skip
-    assert plan.status is not None and plan.status["phase"] == "Failed"
-    assert plan.status["termination"]["reason"] == "InitContainerFailed"
+    assert plan.status is not None and plan.status.phase == "Failed"
+    assert plan.status.termination is not None and plan.status.termination.reason == "InitContainerFailed"
 
 
 def test_invalid_spec_is_submission_failed() -> None:
@@ -322,15 +256,15 @@ def test_invalid_spec_is_submission_failed() -> None:
     body["spec"]["sparkConf"] = {"spark.driver.host": "nope"}
     plan = plan_for(body)
     assert plan.creates == ()
-    assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
-    assert plan.status["lastError"]["reason"] == "InvalidSpec"
+    assert plan.status is not None and plan.status.phase == "SubmissionFailed"
+    assert plan.status.lastError is not None and plan.status.lastError.reason == "InvalidSpec"
 
 
 def test_submission_failed_status() -> None:
     observed = Observed(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}))
     status = submission_failed(observed, NOW, 1, "SubmissionFailed", "forbidden")
-    assert status["phase"] == "SubmissionFailed" and "driverPod" not in status
-    assert status["incarnations"][-1]["outcome"] == "SubmissionFailed"
+    assert status.phase == "SubmissionFailed" and "driverPod" not in status_json(status)
+    assert (status.incarnations or [])[-1].outcome == "SubmissionFailed"
 
 
 def test_strangers_pods_are_released_not_adopted() -> None:
@@ -356,11 +290,11 @@ def test_steady_state_does_not_render(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_render(*_: Any) -> Any:
         raise AssertionError("rendered although nothing is missing")
 
-    monkeypatch.setattr("driver_controller.reconcile.render", no_render)
-    again = plan_for(driver(first.status), [running(pod)], cms, svcs)
+    monkeypatch.setattr("driver_controller.decide.render", no_render)
+    again = plan_for(driver(status_json(first.status)), [running(pod)], cms, svcs)
     assert again.status is None and again.creates == ()
-    assert first.status["webUIAddress"] == "pi-1-driver-svc.ns.svc:4040"
-    assert first.status["sparkApplicationId"] == render(parse(driver()), 1).properties["spark.app.id"]
+    assert first.status.webUIAddress == "pi-1-driver-svc.ns.svc:4040"
+    assert first.status.sparkApplicationId == render(parse(driver()), 1).properties["spark.app.id"]
 
 
 MONITORED = {"exposeDriverMetrics": True, "exposeExecutorMetrics": True, "prometheus": {"jmxExporterJar": "/j.jar"}}
@@ -399,7 +333,7 @@ TRANSIENT = {
 def transient_plan(status: dict[str, Any], pods: list[dict[str, Any]], error: Any = TRANSIENT) -> Plan:
     _, cms, svcs = objects()
     observed = Observed(driver(status), [summarize_pod(p) for p in pods], cms, svcs, transient_error=error)
-    return reconcile(observed, NOW)
+    return decide(observed, NOW)
 
 
 def test_transient_error_is_recorded_once_and_kept_until_the_phase_changes() -> None:
@@ -407,17 +341,17 @@ def test_transient_error_is_recorded_once_and_kept_until_the_phase_changes() -> 
     pending = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
     first = transient_plan(pending, [])  # the pod create had failed: it is created again, and why is recorded
     assert kinds(first) == ["Pod/pi-1-driver"]
-    assert first.status is not None and first.status["lastError"] == TRANSIENT
+    assert first.status is not None and status_json(first.status)["lastError"] == TRANSIENT
     # The same error again (the handler saw it once more): nothing to write, the first time stays.
-    again = transient_plan(first.status, [], {**TRANSIENT, "time": "2026-01-01T12:00:05Z"})
+    again = transient_plan(status_json(first.status), [], {**TRANSIENT, "time": "2026-01-01T12:00:05Z"})
     assert again.status is None
     # A clean pass in the same phase keeps it: no write just to drop it.
-    quiet = transient_plan(first.status, [with_status(pod, "Pending")], None)
-    assert quiet.status is not None and quiet.status["lastError"] == TRANSIENT  # (driverPod uid is new)
-    assert transient_plan(quiet.status, [with_status(pod, "Pending")], None).status is None
+    quiet = transient_plan(status_json(first.status), [with_status(pod, "Pending")], None)
+    assert quiet.status is not None and status_json(quiet.status)["lastError"] == TRANSIENT  # (driverPod uid is new)
+    assert transient_plan(status_json(quiet.status), [with_status(pod, "Pending")], None).status is None
     # The driver moves on: dropped in the write that records the new phase.
-    moved = transient_plan(quiet.status, [running(pod)], None)
-    assert moved.status is not None and moved.status["phase"] == "Running" and "lastError" not in moved.status
+    moved = transient_plan(status_json(quiet.status), [running(pod)], None)
+    assert moved.status is not None and moved.status.phase == "Running" and moved.status.lastError is None
 
 
 def test_a_different_transient_error_replaces_the_recorded_one() -> None:
@@ -425,7 +359,7 @@ def test_a_different_transient_error_replaces_the_recorded_one() -> None:
     other = {"reason": "Timeout", "message": "writing the status: the API server did not answer in time",
              "time": "2026-01-01T12:00:00Z"}  # fmt: skip
     plan = transient_plan(st, [], other)
-    assert plan.status is not None and plan.status["lastError"] == other
+    assert plan.status is not None and status_json(plan.status)["lastError"] == other
 
 
 def test_terminal_lasterror_is_not_replaced_by_a_transient_one() -> None:
@@ -436,7 +370,7 @@ def test_terminal_lasterror_is_not_replaced_by_a_transient_one() -> None:
     running_st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"},
                   "lastError": TRANSIENT}  # fmt: skip
     done = transient_plan(running_st, [terminated(pod, 0)], None)
-    assert done.status is not None and done.status["phase"] == "Succeeded" and "lastError" not in done.status
+    assert done.status is not None and done.status.phase == "Succeeded" and done.status.lastError is None
 
 
 # --- the end of a driver: its executors go, its status is frozen -------------------------------------
@@ -454,9 +388,10 @@ def test_executors_of_the_last_incarnation_are_deleted_when_its_loss_fails_the_d
           "executors": {"pending": 0, "running": 1, "succeeded": 0, "failed": 0, "unknown": 0}}  # fmt: skip
     leftover = only_sparkdriver_owned(executor(1, adopted=True))
     plan = plan_for(driver(st, replacements=0), [leftover], cms, svcs)  # the driver pod is gone
-    assert plan.status is not None and plan.status["phase"] == "Failed"
+    assert plan.status is not None and plan.status.phase == "Failed"
     assert [(d.kind, d.name, d.uid, d.reason) for d in plan.deletes] == [("Pod", "pi-1-exec-1", "e1", "DriverEnded")]
-    assert plan.status["executors"] == {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
+    none = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
+    assert status_json(plan.status)["executors"] == none
 
 
 def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_if_asked() -> None:
@@ -465,14 +400,14 @@ def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_i
     execs = [executor(1, adopted=True), executor(2, adopted=True, phase="Succeeded"),
              deleting(executor(3, adopted=True))]  # fmt: skip
     plan = plan_for(driver(st), [terminated(pod, 0), *execs], cms, svcs)
-    assert plan.status is not None and plan.status["phase"] == "Succeeded"
+    assert plan.status is not None and plan.status.phase == "Succeeded"
     assert sorted(d.name for d in plan.deletes) == ["pi-1-exec-1", "pi-1-exec-2"]
-    assert plan.status["executors"]["running"] == 0 and plan.status["executors"]["succeeded"] == 0
+    assert plan.status.executors.running == 0 and plan.status.executors.succeeded == 0
     keep = driver(st)
     keep["spec"]["executor"] = {"deleteOnTermination": False}
     kept = plan_for(keep, [terminated(pod, 0), *execs], cms, svcs)
     assert [d.name for d in kept.deletes] == ["pi-1-exec-1"]
-    assert kept.status is not None and kept.status["executors"]["succeeded"] == 1
+    assert kept.status is not None and kept.status.executors.succeeded == 1
 
 
 def ended_status(phase: str) -> dict[str, Any]:
@@ -485,8 +420,8 @@ def ended_status(phase: str) -> dict[str, Any]:
         "Lost": [deleting(running(pod)), executor(1, adopted=True)],
     }[phase]
     plan = plan_for(driver(st, replacements=0), ending, cms, svcs)
-    assert plan.status is not None and plan.status["phase"] in ("Succeeded", "Failed")
-    return plan.status
+    assert plan.status is not None and plan.status.phase in ("Succeeded", "Failed")
+    return status_json(plan.status)
 
 
 EXECUTOR_PHASES = hst.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"])
@@ -535,7 +470,7 @@ def test_an_ended_driver_acknowledges_a_spec_change_and_nothing_else() -> None:
     body["metadata"]["generation"] = 2
     pod, cms, svcs = objects()
     plan = plan_for(body, [deleting(terminated(pod, 0)), executor(1, adopted=True)], cms, svcs)
-    assert plan.status == {**status, "observedGeneration": 2}
+    assert plan.status is not None and status_json(plan.status) == {**status, "observedGeneration": 2}
 
 
 def test_a_spec_too_large_for_its_configmap_fails_the_driver_once() -> None:
@@ -543,9 +478,10 @@ def test_a_spec_too_large_for_its_configmap_fails_the_driver_once() -> None:
     body["spec"]["sparkConf"] = {f"spark.example.value{n}": "v" * 60_000 for n in range(20)}
     plan = plan_for(body)
     assert plan.creates == ()
-    assert plan.status is not None and plan.status["phase"] == "SubmissionFailed"
-    assert plan.status["lastError"]["reason"] == "InvalidSpec"
-    assert plan.status["lastError"]["message"].startswith("spec.sparkConf / spec.hadoopConf: too large, ConfigMap ")
+    assert plan.status is not None and plan.status.phase == "SubmissionFailed"
+    error = status_json(plan.status)["lastError"]
+    assert error["reason"] == "InvalidSpec"
+    assert error["message"].startswith("spec.sparkConf / spec.hadoopConf: too large, ConfigMap ")
     assert [e.reason for e in plan.events] == ["InvalidSpec"]
-    again = plan_for({**body, "status": plan.status})
+    again = plan_for({**body, "status": status_json(plan.status)})
     assert again.status is None and again.creates == () and again.events == ()

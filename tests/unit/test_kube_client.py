@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from core import kube as kube_module
@@ -101,3 +102,19 @@ async def test_no_rate_limit_at_qps_zero(monkeypatch: pytest.MonkeyPatch) -> Non
     limit = RateLimit(qps=0, burst=1)
     for _ in range(1000):
         await limit.take()
+
+
+async def test_what_the_session_swap_needs_of_the_client_libraries_is_still_there(kubeconfig: str) -> None:
+    """core.kube._read_the_environment_once is the one place that reaches past kubernetes_asyncio's and
+    aiohttp's public API (their sessions take ``trust_env`` only at construction): the attributes it
+    reads and sets must mean what they meant, or this fails before the operator does."""
+    kube = await Kube.connect(kubeconfig)
+    try:
+        session = kube.api.rest_client.pool_manager
+        assert isinstance(session, aiohttp.ClientSession)
+        assert isinstance(session._read_bufsize, int) and session._read_bufsize > 0
+        assert session._connector_owner is True  # the swapped-in session owns the connector
+        assert session.connector is not None and not session.connector.closed
+    finally:
+        await kube.close()
+    assert session.closed and session.connector is None

@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from core.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
-from core.queue import NEW_IN_A_ROW, WorkQueue
+from core.queue import NEW_IN_A_ROW, Result, WorkQueue
 from core.runtime import Runtime
 
 
@@ -26,8 +26,9 @@ async def _run_briefly(queue: WorkQueue[str], seconds: float) -> None:
 async def test_enqueues_of_a_waiting_key_collapse_into_one_reconcile() -> None:
     calls: Counter[str] = Counter()
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         calls[key] += 1
+        return Result.done()
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=2)
     for _ in range(50):
@@ -43,10 +44,11 @@ async def test_new_objects_keys_go_first_and_the_others_are_never_passed_over_fo
     status = [f"status-{i}" for i in range(10)]
     new = [f"new-{i}" for i in range(20)]
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         order.append(key)
         if len(order) == len(status) + len(new):
             everything.set()
+        return Result.done()
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=1)
     for key in status:
@@ -70,7 +72,7 @@ async def test_a_key_is_never_reconciled_concurrently_and_a_mid_run_enqueue_runs
     calls = 0
     queue: WorkQueue[str]
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         nonlocal running, peak, calls
         running += 1
         peak = max(peak, running)
@@ -79,6 +81,7 @@ async def test_a_key_is_never_reconciled_concurrently_and_a_mid_run_enqueue_runs
             queue.enqueue(key)  # arrives while this reconcile is in flight
         await asyncio.sleep(0.01)
         running -= 1
+        return Result.done()
 
     queue = WorkQueue("t", reconcile, workers=4)
     queue.enqueue("a")
@@ -92,16 +95,16 @@ async def test_requeue_after_and_backoff_on_errors_and_conflicts() -> None:
     loop = asyncio.get_running_loop()
     start = loop.time()
 
-    async def reconcile(key: str) -> float | None:
+    async def reconcile(key: str) -> Result:
         seen.append((key, loop.time() - start))
         n = sum(1 for k, _ in seen if k == key)
         if key == "requeue" and n == 1:
-            return 0.05
+            return Result.after(0.05)
         if key == "error" and n == 1:
             raise RuntimeError("boom")
         if key == "conflict" and n == 1:
             raise Conflict("stale")
-        return None
+        return Result.done()
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=3, base_backoff=0.01)
     for key in ("requeue", "error", "conflict"):
@@ -118,8 +121,9 @@ async def test_an_earlier_delayed_enqueue_wins() -> None:
     loop = asyncio.get_running_loop()
     start = loop.time()
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         seen.append(loop.time() - start)
+        return Result.done()
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile)
     queue.enqueue("a", after=5)
@@ -134,9 +138,10 @@ async def test_enqueue_from_another_thread_wakes_the_queue() -> None:
     seen: list[str] = []
     done = asyncio.Event()
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         seen.append(key)
         done.set()
+        return Result.done()
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile)
     task = asyncio.create_task(queue.run())
@@ -157,7 +162,7 @@ async def test_a_terminating_namespace_ends_the_reconcile_quietly_and_is_remembe
     calls: Counter[str] = Counter()
     learned: list[str] = []
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         calls[key] += 1
         try:
             raise NamespaceTerminating("gone")
@@ -206,10 +211,10 @@ async def test_a_name_on_its_way_out_is_waited_for_with_a_bounded_backoff_and_no
     OCCUPIED_MAX_BACKOFF, without a traceback in the log."""
     seen: list[str] = []
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         seen.append(key)
         if seen.count(key) > 3:
-            return
+            return Result.done()
         if key == "wrapped":
             try:
                 raise Occupied("Pod x-1-1-driver is being removed")
@@ -230,9 +235,10 @@ async def test_changes_asked_soon_make_one_pass_and_bring_a_distant_requeue_forw
     passes: list[str] = []
     done = asyncio.Event()
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         passes.append(key)
         done.set()
+        return Result.done()
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile)
     queue.enqueue("a", after=300)  # a requeue minutes away ...
@@ -263,10 +269,11 @@ async def test_passes_that_never_suspend_still_let_the_rest_of_the_loop_run_betw
     seen_by_others: list[int] = []
     all_done = asyncio.Event()
 
-    async def reconcile(key: str) -> None:
+    async def reconcile(key: str) -> Result:
         done.append(key)  # no await: as a pass with nothing to do
         if len(done) == len(keys):
             all_done.set()
+        return Result.done()
 
     async def another_task() -> None:
         while not all_done.is_set():

@@ -1,6 +1,6 @@
-"""reconcile(observed, now) -> Plan: what to do for one SparkDriver, decided without I/O.
+"""decide(observed, now) -> Plan: what to do for one SparkDriver, decided without I/O.
 
-The handler (:mod:`driver_controller.handlers`) builds ``Observed``, calls ``reconcile`` and applies
+The handler (:mod:`driver_controller.handlers`) builds ``Observed``, calls ``decide`` and applies
 the :class:`core.reconciler.Plan` in its fixed order: the creates before the status write
 (ConfigMaps and Service before the pod that mounts them: status names a driver pod only once it was
 accepted), then the status write (guarded by resourceVersion), then the events of that write, then
@@ -15,7 +15,7 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 1. deletion: the SparkDriver is being deleted -> only release the finalizers of its pods;
 2. incarnation: recover it (max of status and pod labels);
 3. the current driver pod: record its outcome, or notice it was lost and start a replacement,
-   or report it stuck;
+   or report it stuck (:mod:`driver_controller.conditions`);
 4. create whatever the current incarnation is missing, and put back its NetworkPolicy if it was edited;
 5. executors: adopt the current incarnation's, delete stale ones, and once the driver has ended
    (Succeeded, Failed, SubmissionFailed) delete the last incarnation's live ones as well: the
@@ -23,25 +23,47 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 6. stale incarnations: release and delete their pods, ConfigMaps, Services and NetworkPolicies, and
    once the driver has ended the last incarnation's NetworkPolicy too (it protects executors, and none
    run any more);
-7. status: computed once from the above. A SparkDriver that had already ended is frozen: its status
-   is never written again unless its spec changes (and then only observedGeneration moves).
+7. status: computed once from the above (an :class:`api.models.SparkDriverStatus`, turned into JSON
+   only by :func:`driver_controller.status.status_json` when it is written). A SparkDriver that had
+   already ended is frozen: its status is never written again unless its spec changes (and then only
+   observedGeneration moves).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from api.models import SparkDriver, SparkDriverStatus
+from api.models import (
+    DriverPhase,
+    DriverPodInfo,
+    ExecutorCounts,
+    IncarnationOutcome,
+    LastError,
+    SparkDriver,
+    SparkDriverStatus,
+    Termination,
+)
 from core import labels, naming
-from core.conditions import transition_time
 from core.jsontypes import JSON
-from core.kube import NETWORK_POLICIES, merge_patch
-from core.reconciler import Create, Delete, Ensure, Event, Observation, Patch, Plan, Refusal, refused
-from core.times import format_time
+from core.kube import NETWORK_POLICIES
+from core.owners import controller_of
+from core.reconciler import Create, Ensure, Patch, Plan, Refusal, refused
+from driver_controller import conditions
+from driver_controller.draft import (
+    DRIVER_ENDED,
+    POLICY_RESTORED,
+    STALE_INCARNATION,
+    Draft,
+    decision_reason,
+    deletion,
+    guarded_replace,
+    policy_restore_patch,
+    release,
+    release_orphans,
+)
 from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, PolicySummary, Terminated
 from driver_controller.podbuild import RenderOptions
 from driver_controller.render import (
@@ -53,6 +75,7 @@ from driver_controller.render import (
     render,
     spark_release,
 )
+from driver_controller.status import ended, read_status, with_record, with_submission_failed
 from driver_controller.transitions import transitions
 
 # Event reasons (on the SparkDriver).
@@ -65,12 +88,7 @@ REASON_STUCK: Final = "DriverPodStuck"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_UNKNOWN_SPARK_VERSION: Final = "UnknownSparkVersion"
 
-CONDITION_STUCK: Final = "Stuck"
-CONDITION_UNSCHEDULABLE: Final = "Unschedulable"
-HISTORY_MAX: Final = 10
 DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
-
-TERMINAL: Final = frozenset({"Succeeded", "Failed", "SubmissionFailed"})
 
 
 @dataclass(frozen=True)
@@ -100,121 +118,21 @@ class Observed:
     network_policies: Sequence[PolicySummary] = ()
 
 
-# Why a pod, ConfigMap, Service or NetworkPolicy is deleted (the decision line's reason).
-STALE_INCARNATION: Final = "StaleIncarnation"
-DRIVER_ENDED: Final = "DriverEnded"  # the last incarnation's executors and NetworkPolicy, once the driver ended
-# Why a NetworkPolicy of ours is patched or created again: someone edited or deleted it.
-POLICY_RESTORED: Final = "NetworkPolicyRestored"
-
-
-@dataclass
-class _Draft:
-    """The plan as a pass builds it: creates go before the status write, patches and deletes after."""
-
-    status: JSON | None = None  # the new status; None: unchanged
-    creates: list[Create | Ensure] = field(default_factory=list)
-    patches: list[Patch] = field(default_factory=list)
-    deletes: list[Delete] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    requeue_after: float | None = None
-    observations: list[Observation] = field(default_factory=list)
-
-    def requeue(self, seconds: float) -> None:
-        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
-
-    def plan(self) -> Plan[JSON]:
-        return Plan(
-            status=self.status,
-            before_status=tuple(self.creates),
-            events=tuple(self.events),
-            after_status=(*self.patches, *self.deletes),
-            requeue_after=self.requeue_after,
-            observations=tuple(self.observations),
-        )
-
-
-def _delete(kind: str, name: str, uid: str, reason: str = STALE_INCARNATION, api_version: str = "v1") -> Delete:
-    # Whatever a pass deletes depends on nothing else it deletes.
-    return Delete(api_version, kind, name, uid, reason, concurrent=True)
-
-
-def _replace(path: str, old: Any, new: Any) -> list[JSON]:
-    """A JSON patch turning the field at ``path`` from ``old`` (tested: the patch is refused if the
-    field changed since) into ``new`` (None: removed). Unlike a resourceVersion precondition, a
-    change of any other field (the kubelet's status updates) lets it through."""
-    change = {"op": "remove", "path": path} if new is None else {"op": "replace", "path": path, "value": new}
-    return [{"op": "test", "path": path, "value": old}, change]
-
-
-def _release(pod: PodSummary, why: str) -> Patch:
-    rest = [f for f in pod.finalizers if f != labels.DRIVER_OUTCOME_FINALIZER]
-    body = _replace("/metadata/finalizers", list(pod.finalizers), rest or None)
-    return Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason(why))
-
-
-def _reason(why: str) -> str:
-    """A decision line's CamelCase reason from a few words ("outcome recorded" -> OutcomeRecorded)."""
-    return why.title().replace(" ", "")
-
-
-def _release_orphans(draft: _Draft, pods: Sequence[PodSummary]) -> _Draft:
-    for pod in pods:
-        if labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers:
-            draft.patches.append(_release(pod, "owner gone or deleting"))
-    return draft
-
-
-def release_orphans(pods: Sequence[PodSummary]) -> Plan[JSON]:
-    """The SparkDriver is gone or being deleted: let its pods go."""
-    return _release_orphans(_Draft(), pods).plan()
-
-
 # --- status pieces ---------------------------------------------------------------------------------
 
 
-def _termination(term: Terminated | None, pod: PodSummary) -> JSON:
-    out: JSON = {}
+def _termination(term: Terminated | None, pod: PodSummary) -> Termination | None:
+    """How the driver container (or, without one, the pod) ended; None when nothing says."""
     if term is not None:
-        if term.exit_code is not None:
-            out["exitCode"] = term.exit_code
-        if term.reason:
-            out["reason"] = term.reason
-        if term.message:
-            out["message"] = term.message[-4096:]
-        if term.finished_at:
-            out["finishedAt"] = format_time(term.finished_at)
+        message = term.message[-4096:] if term.message else None
+        out = Termination(
+            exitCode=term.exit_code, reason=term.reason or None, message=message, finishedAt=term.finished_at
+        )
     elif pod.reason:
-        out["reason"] = pod.reason
-        if pod.message:
-            out["message"] = pod.message
-    return out
-
-
-def _record(
-    history: list[JSON], incarnation: int, pod_name: str, outcome: str, reason: str, message: str, now: datetime
-) -> list[JSON]:
-    if any(r.get("incarnation") == incarnation for r in history):
-        return history
-    entry: JSON = {"incarnation": incarnation, "podName": pod_name, "outcome": outcome, "time": format_time(now)}
-    if reason:
-        entry["reason"] = reason
-    if message:
-        entry["message"] = message[:4096]
-    return [*history, entry][-HISTORY_MAX:]
-
-
-def _set_condition(
-    conditions: list[JSON], type_: str, status: str, reason: str, message: str, now: datetime, generation: int | None
-) -> list[JSON]:
-    old = next((c for c in conditions if c.get("type") == type_), None)
-    new: JSON = {"type": type_, "status": status, "reason": reason}
-    if message:
-        new["message"] = message[:32768]
-    old_status, old_time = (old.get("status"), old.get("lastTransitionTime")) if old else (None, None)
-    new["lastTransitionTime"] = transition_time(old_status, old_time, status, format_time(now))
-    if generation is not None:
-        new["observedGeneration"] = generation
-    return [*(c for c in conditions if c.get("type") != type_), new]
+        out = Termination(reason=pod.reason, message=pod.message or None)
+    else:
+        return None
+    return None if out == Termination() else out
 
 
 def _lost_reason(pod: PodSummary | None) -> tuple[str, str] | None:
@@ -236,18 +154,18 @@ def _lost_reason(pod: PodSummary | None) -> tuple[str, str] | None:
     return None
 
 
-def _outcome(pod: PodSummary) -> tuple[str, JSON] | None:
-    """("Succeeded" | "Failed", termination) once the driver has finished by itself."""
+def _outcome(pod: PodSummary) -> tuple[DriverPhase, Termination | None] | None:
+    """(Succeeded | Failed, termination) once the driver has finished by itself."""
     if pod.init_failure is not None:
-        return "Failed", _termination(pod.init_failure, pod)
+        return DriverPhase.FAILED, _termination(pod.init_failure, pod)
     if not pod.finished:
         return None
     term = pod.terminated
     ok = term.exit_code == 0 if term is not None else pod.phase == "Succeeded"
-    return ("Succeeded" if ok else "Failed"), _termination(term, pod)
+    return (DriverPhase.SUCCEEDED if ok else DriverPhase.FAILED), _termination(term, pod)
 
 
-# --- reconcile ---------------------------------------------------------------------------------
+# --- decide ----------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -255,12 +173,11 @@ class _Pass:
     """The facts one pass establishes, phase by phase."""
 
     driver: SparkDriver
-    body: Mapping[str, Any]
     obs: Observed
     now: datetime
-    plan: _Draft
-    status: JSON  # what this pass decides, starting from a copy of old_status
-    old_status: JSON  # the status as observed, normalised
+    plan: Draft
+    status: SparkDriverStatus  # what this pass decides: its own copy, starting as old_status
+    old_status: SparkDriverStatus  # the status as observed
     owned_pods: list[PodSummary]
     incarnation: int = 0
 
@@ -269,16 +186,29 @@ class _Pass:
         return str(self.driver.metadata["name"])
 
     @property
-    def namespace(self) -> str:
-        return str(self.driver.metadata["namespace"])
+    def uid(self) -> str:
+        return str(self.driver.metadata["uid"])
 
     @property
-    def phase(self) -> str | None:
-        phase = self.status.get("phase")
-        return str(phase) if phase else None
+    def generation(self) -> int | None:
+        generation: int | None = self.driver.metadata.get("generation")
+        return generation
+
+    @property
+    def ended(self) -> bool:
+        return ended(self.status)
+
+    def update(self, **fields: Any) -> None:
+        """Set status fields (by their JSON names) on the pass's own copy of the status: its parts are
+        replaced, never changed in place, so what the pass read stays as it was."""
+        for name, value in fields.items():
+            setattr(self.status, name, value)
+
+    def record(self, incarnation: int, pod_name: str, outcome: IncarnationOutcome, reason: str, message: str) -> None:
+        self.status = with_record(self.status, incarnation, pod_name, outcome, reason, message, self.now)
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        self.plan.events.append(Event(type_, reason, message))
+        self.plan.event(type_, reason, message)
 
     def driver_pod(self, incarnation: int) -> PodSummary | None:
         name = naming.driver_pod_name(self.name, incarnation)
@@ -289,15 +219,7 @@ def _owned(uid: str, items: Sequence[Any]) -> list[Any]:
     return [item for item in items if uid in item.owner_uids]
 
 
-def _status_dict(body: Mapping[str, Any]) -> JSON:
-    raw = body.get("status") or {}
-    try:
-        return SparkDriverStatus.model_validate(raw).to_json()
-    except ValueError:
-        return {k: v for k, v in raw.items() if k in SparkDriverStatus.model_fields}
-
-
-def reconcile(observed: Observed, now: datetime) -> Plan[JSON]:
+def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
     """Decide what to do for one SparkDriver. Never raises for a bad spec: that is a status."""
     body = observed.driver
     if body is None or observed.namespace_terminating:
@@ -309,22 +231,21 @@ def reconcile(observed: Observed, now: datetime) -> Plan[JSON]:
     strangers = [p for p in observed.pods if uid not in p.owner_uids]
     if meta.get("deletionTimestamp"):
         return release_orphans(observed.pods)
-    plan = _release_orphans(_Draft(), strangers)
-    old_status = _status_dict(body)
-    status = copy.deepcopy(old_status)
+    plan = Draft().release_orphans(strangers)
+    old_status = read_status(body)
     try:
         driver = parse(body)
     except ValueError as exc:
-        return _invalid(plan, status, body, now, f"the SparkDriver does not parse: {exc}").plan()
-    p = _Pass(driver, body, observed, now, plan, status, old_status, owned_pods)
+        return _invalid(plan, old_status, body, now, f"the SparkDriver does not parse: {exc}").plan()
+    p = _Pass(driver, observed, now, plan, old_status.model_copy(), old_status, owned_pods)
     _incarnation(p)
-    if p.phase not in TERMINAL:
+    if not p.ended:
         _current_pod(p)
-    if p.phase not in TERMINAL:
+    if not p.ended:
         _create_missing(p)
     _executors(p)
     _stale(p)
-    if old_status.get("phase") in TERMINAL:
+    if ended(old_status):
         _frozen_status(p)
     else:
         _finish_status(p)
@@ -332,63 +253,64 @@ def reconcile(observed: Observed, now: datetime) -> Plan[JSON]:
     return plan.plan()
 
 
-def _invalid(plan: _Draft, status: JSON, body: Mapping[str, Any], now: datetime, message: str) -> _Draft:
-    if status.get("phase") in TERMINAL:
+def _invalid(plan: Draft, status: SparkDriverStatus, body: Mapping[str, Any], now: datetime, message: str) -> Draft:
+    """A SparkDriver that does not parse: SubmissionFailed, nothing created."""
+    if ended(status):
         return plan
-    new = dict(status)
-    new.update(
-        phase="SubmissionFailed",
-        lastError={"reason": REASON_INVALID_SPEC, "message": message, "time": format_time(now)},
-        completionTime=format_time(now),
-        observedGeneration=(body.get("metadata") or {}).get("generation"),
-    )
-    plan.status = {k: v for k, v in new.items() if v is not None}
-    plan.events.append(Event("Warning", REASON_INVALID_SPEC, message))
+    generation = (body.get("metadata") or {}).get("generation")
+    status = status.model_copy(update={"observedGeneration": generation})
+    plan.status = with_submission_failed(status, now, REASON_INVALID_SPEC, message)
+    plan.event("Warning", REASON_INVALID_SPEC, message)
     return plan
 
 
 def _incarnation(p: _Pass) -> None:
     """Recover the incarnation: max(status, highest incarnation label among our driver pods)."""
     labelled = [pod.incarnation for pod in p.owned_pods if pod.role != labels.ROLE_EXECUTOR]
-    recorded = int(p.status.get("incarnation") or 0)
+    recorded = p.status.incarnation
     p.incarnation = max([recorded, *labelled])
-    if p.incarnation == 0 and p.phase not in TERMINAL:
+    if p.incarnation == 0 and not p.ended:
         _start_incarnation(p, 1)
     elif p.incarnation > recorded:
         # A pod of a later incarnation exists but its status write was lost (crash, conflict).
-        p.status["incarnation"] = p.incarnation
-        p.status["sparkApplicationId"] = naming.spark_app_id(str(p.driver.metadata["uid"]), p.incarnation)
-        p.status["driverPod"] = {"name": naming.driver_pod_name(p.name, p.incarnation)}
+        p.update(
+            incarnation=p.incarnation,
+            sparkApplicationId=naming.spark_app_id(p.uid, p.incarnation),
+            driverPod=DriverPodInfo(name=naming.driver_pod_name(p.name, p.incarnation)),
+        )
 
 
 def _start_incarnation(p: _Pass, incarnation: int) -> None:
     p.incarnation = incarnation
-    p.status["incarnation"] = incarnation
-    p.status["phase"] = "Pending"
-    p.status.pop("driverPod", None)
-    p.status.pop("termination", None)
-    p.status.setdefault("startTime", format_time(p.now))
-    p.status["sparkApplicationId"] = naming.spark_app_id(str(p.driver.metadata["uid"]), incarnation)
-
-
-def _terminal(p: _Pass, phase: str, termination: JSON, reason: str, message: str, pod_name: str) -> None:
-    outcome = phase
-    p.status["phase"] = phase
-    if termination:
-        p.status["termination"] = termination
-    p.status["completionTime"] = format_time(p.now)
-    p.status["incarnations"] = _record(
-        list(p.status.get("incarnations") or []), p.incarnation, pod_name, outcome, reason, message, p.now
+    p.update(
+        incarnation=incarnation,
+        phase=DriverPhase.PENDING,
+        driverPod=None,
+        termination=None,
+        startTime=p.status.startTime or p.now,
+        sparkApplicationId=naming.spark_app_id(p.uid, incarnation),
     )
-    event_type: Literal["Normal", "Warning"] = "Normal" if phase == "Succeeded" else "Warning"
-    event_reason = {"Succeeded": REASON_SUCCEEDED, "Failed": REASON_FAILED}.get(phase, REASON_SUBMISSION_FAILED)
-    p.event(event_type, event_reason, message or f"driver pod {pod_name} {phase.lower()}")
+
+
+def _terminal(
+    p: _Pass, phase: DriverPhase, termination: Termination | None, reason: str, message: str, pod_name: str
+) -> None:
+    p.update(phase=phase, completionTime=p.now)
+    if termination is not None:
+        p.update(termination=termination)
+    p.record(p.incarnation, pod_name, IncarnationOutcome(phase.value), reason, message)
+    event_type: Literal["Normal", "Warning"] = "Normal" if phase is DriverPhase.SUCCEEDED else "Warning"
+    event_reason = {DriverPhase.SUCCEEDED: REASON_SUCCEEDED, DriverPhase.FAILED: REASON_FAILED}.get(
+        phase, REASON_SUBMISSION_FAILED
+    )
+    p.event(event_type, event_reason, message or f"driver pod {pod_name} {phase.value.lower()}")
 
 
 def _current_pod(p: _Pass) -> None:
     pod = p.driver_pod(p.incarnation)
     pod_name = naming.driver_pod_name(p.name, p.incarnation)
-    seen = (p.status.get("driverPod") or {}).get("name") == pod_name and (p.status.get("driverPod") or {}).get("uid")
+    known = p.status.driverPod
+    seen = known is not None and known.name == pod_name and bool(known.uid)
     if pod is None and not seen:
         return  # not created yet, or our index has not seen it yet: _create_missing (re)creates it
     lost = _lost_reason(pod)
@@ -396,18 +318,20 @@ def _current_pod(p: _Pass) -> None:
         _lost(p, pod_name, *lost)
         return
     assert pod is not None
-    _pod_info(p, pod)
+    info = _pod_info(pod)
+    p.update(driverPod=info)
     outcome = _outcome(pod)
     if outcome is not None:
         phase, termination = outcome
         # A real kubelet reports the driver container terminated while the pod's phase still
         # says Running (the phase turns terminal only once the sandbox is torn down), and this
         # status is final from here on: record the phase the pod is about to reach.
-        p.status["driverPod"]["phase"] = phase
-        reason = termination.get("reason") or ("Completed" if phase == "Succeeded" else "Error")
-        message = f"driver pod {pod_name} {phase.lower()}"
-        if "exitCode" in termination:
-            message += f" with exit code {termination['exitCode']}"
+        p.update(driverPod=info.model_copy(update={"phase": phase.value}))
+        default = "Completed" if phase is DriverPhase.SUCCEEDED else "Error"
+        reason = (termination.reason if termination is not None else None) or default
+        message = f"driver pod {pod_name} {phase.value.lower()}"
+        if termination is not None and termination.exitCode is not None:
+            message += f" with exit code {termination.exitCode}"
         _terminal(p, phase, termination, reason, message, pod_name)
         return
     _observe_running(p, pod)
@@ -416,9 +340,7 @@ def _current_pod(p: _Pass) -> None:
 def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
     """The current driver pod went away before it finished: replace it, or fail when the
     replacements are used up."""
-    p.status["incarnations"] = _record(
-        list(p.status.get("incarnations") or []), p.incarnation, pod_name, "Lost", reason, message, p.now
-    )
+    p.record(p.incarnation, pod_name, IncarnationOutcome.LOST, reason, message)
     replacements = p.incarnation - 1
     limit = p.driver.spec.maxDriverPodReplacements
     if replacements >= limit:
@@ -426,57 +348,39 @@ def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
             f"driver pod {pod_name} lost ({reason}: {message}); {replacements} replacement(s) used, "
             f"maxDriverPodReplacements={limit}"
         )
-        p.status["phase"] = "Failed"
-        p.status["termination"] = {"reason": REASON_POD_LOST, "message": text}
-        p.status["completionTime"] = format_time(p.now)
+        p.update(
+            phase=DriverPhase.FAILED,
+            termination=Termination(reason=REASON_POD_LOST, message=text),
+            completionTime=p.now,
+        )
         p.event("Warning", REASON_POD_LOST, text)
         return
     p.event("Warning", REASON_POD_LOST, f"driver pod {pod_name} lost ({reason}: {message}); replacing it")
     _start_incarnation(p, p.incarnation + 1)
 
 
-def _pod_info(p: _Pass, pod: PodSummary) -> None:
-    info: JSON = {"name": pod.name, "uid": pod.uid, "phase": pod.phase}
-    if pod.node_name:
-        info["nodeName"] = pod.node_name
-    if pod.pod_ip:
-        info["podIP"] = pod.pod_ip
-    if pod.start_time:
-        info["startTime"] = format_time(pod.start_time)
-    p.status["driverPod"] = info
+def _pod_info(pod: PodSummary) -> DriverPodInfo:
+    return DriverPodInfo(
+        name=pod.name,
+        uid=pod.uid,
+        phase=pod.phase,
+        nodeName=pod.node_name or None,
+        podIP=pod.pod_ip or None,
+        startTime=pod.start_time,
+    )
 
 
 def _observe_running(p: _Pass, pod: PodSummary) -> None:
     """The current pod exists and has not ended: phase and stuck states."""
-    p.status["phase"] = "Running" if pod.phase == "Running" else "Pending"
-    generation = p.driver.metadata.get("generation")
-    conditions = list(p.status.get("conditions") or [])
-    if pod.waiting_reason:
-        message = f"driver pod {pod.name}: {pod.waiting_reason}" + (
-            f": {pod.waiting_message}" if pod.waiting_message else ""
-        )
-        if not any(
-            c.get("type") == CONDITION_STUCK and c.get("status") == "True" and c.get("reason") == pod.waiting_reason
-            for c in conditions
-        ):
-            p.event("Warning", REASON_STUCK, message)
-        conditions = _set_condition(conditions, CONDITION_STUCK, "True", pod.waiting_reason, message, p.now, generation)
-    elif pod.unschedulable_since is not None and pod.phase == "Pending":
-        waited = (p.now - pod.unschedulable_since).total_seconds()
-        timeout = p.obs.settings.unschedulable_timeout
-        if waited >= timeout:
-            message = f"driver pod {pod.name} unschedulable for {int(waited)}s: {pod.unschedulable_message or ''}"
-            if not any(c.get("type") == CONDITION_STUCK and c.get("status") == "True" for c in conditions):
-                p.event("Warning", REASON_STUCK, message)
-            conditions = _set_condition(
-                conditions, CONDITION_STUCK, "True", CONDITION_UNSCHEDULABLE, message, p.now, generation
-            )
-        else:
-            p.plan.requeue(max(timeout - waited, 0.5))
-    elif any(c.get("type") == CONDITION_STUCK for c in conditions):
-        conditions = _set_condition(conditions, CONDITION_STUCK, "False", "Progressing", "", p.now, generation)
-    if conditions:
-        p.status["conditions"] = conditions
+    p.update(phase=DriverPhase.RUNNING if pod.phase == "Running" else DriverPhase.PENDING)
+    timeout = p.obs.settings.unschedulable_timeout
+    verdict = conditions.stuck(pod, p.status.conditions or (), p.now, p.generation, timeout)
+    if verdict.event is not None:
+        p.event("Warning", REASON_STUCK, verdict.event)
+    if verdict.conditions is not None:
+        p.update(conditions=verdict.conditions)
+    if verdict.requeue_after is not None:
+        p.plan.requeue(verdict.requeue_after)
 
 
 def _create_missing(p: _Pass) -> None:
@@ -484,7 +388,7 @@ def _create_missing(p: _Pass) -> None:
     mounts the ConfigMaps; its executors are never without their policy). The incarnation is rendered
     only when the pod, a ConfigMap or the Service is missing; the NetworkPolicy is built on its own
     (:func:`render.network_policy`), so a pass can compare it with the one it sees, and put back an edit."""
-    uid = str(p.driver.metadata["uid"])
+    uid = p.uid
     expected = names(p.driver, p.incarnation)
     have_cm = {c.name for c in _owned(uid, p.obs.config_maps)}
     have_svc = {s.name for s in _owned(uid, p.obs.services)}
@@ -522,8 +426,8 @@ def _create_missing(p: _Pass) -> None:
         if pod_missing:
             # Also when status already names it: a create the index has not seen yet meets 409.
             p.plan.creates.append(Create(objects.pod, why))
-            if (p.status.get("driverPod") or {}).get("name") != expected.pod:
-                p.status["driverPod"] = {"name": expected.pod}
+            if (p.status.driverPod.name if p.status.driverPod else None) != expected.pod:
+                p.update(driverPod=DriverPodInfo(name=expected.pod))
                 p.event(
                     "Normal",
                     REASON_INCARNATION_CREATED,
@@ -537,8 +441,7 @@ def _create_missing(p: _Pass) -> None:
                     p.event("Warning", REASON_UNKNOWN_SPARK_VERSION, release.warning)
     if ensure_policy is not None:  # only the policy is missing: deleted, or taken out of our watch
         p.plan.creates.append(Ensure(ensure_policy.manifest, POLICY_RESTORED, concurrent=True))
-    p.status["webUIAddress"] = expected.web_ui_address
-    p.status["sparkApplicationId"] = naming.spark_app_id(uid, p.incarnation)
+    p.update(webUIAddress=expected.web_ui_address, sparkApplicationId=naming.spark_app_id(uid, p.incarnation))
 
 
 def _refused(p: _Pass, expected: IncarnationNames, policy: Ensure | None) -> bool:
@@ -566,8 +469,7 @@ def _refused(p: _Pass, expected: IncarnationNames, policy: Ensure | None) -> boo
                 f"the cluster does not serve PodGroups of spec.batchScheduler {p.driver.spec.batchScheduler} "
                 f"({refusal.message}): install that scheduler's CRDs, or remove spec.batchScheduler"
             )
-        assert p.obs.driver is not None
-        p.status = submission_failed(p.obs, p.now, p.incarnation, reason, message)
+        p.status = _refusal_status(p.old_status, p.name, p.generation, p.now, p.incarnation, reason, message)
         p.event("Warning", REASON_SUBMISSION_FAILED, f"{kind} {name} refused: {message}")
         return True
     return False
@@ -586,50 +488,10 @@ def _restore_policy(p: _Pass, current: PolicySummary, wanted: JSON | None) -> No
         p.plan.patches.append(restore)
 
 
-def _as_stored(spec: Mapping[str, Any]) -> JSON:
-    """A NetworkPolicy spec as the API server stores it: without policyTypes it defaults them to
-    Ingress, plus Egress when the policy has egress rules (networking/v1 SetDefaults_NetworkPolicy)."""
-    if spec.get("policyTypes"):
-        return dict(spec)
-    return {**spec, "policyTypes": ["Ingress", *(["Egress"] if spec.get("egress") else [])]}
-
-
-def policy_restore_patch(current: PolicySummary, wanted: JSON) -> JSON | None:
-    """The merge patch that turns the observed NetworkPolicy ``current`` back into ``wanted`` (the
-    manifest sparkop creates), or None when it is as wanted. Labels as on every object of ours: those
-    sparkop and Spark set are put back, others' are left alone. The spec is Spark's whole: a rule or a
-    peer someone added would admit traffic the policy exists to keep out, so what it does not have is
-    removed (null), and what the API server defaults (policyTypes) counts as wanted."""
-    want_labels: Mapping[str, str] = wanted["metadata"].get("labels") or {}
-    labels_back = {key: value for key, value in want_labels.items() if current.labels.get(key) != value}
-    want_spec = _as_stored(wanted.get("spec") or {})
-    if not labels_back and current.spec == want_spec:
-        return None  # every pass asks; as wanted, it is answered without working out a patch
-    spec_back = merge_patch(current.spec, want_spec)
-    patch: JSON = {}
-    if labels_back:
-        patch["metadata"] = {"labels": labels_back}
-    if spec_back:
-        patch["spec"] = spec_back
-    return patch or None
-
-
 def _invalid_spec(p: _Pass, message: str) -> None:
     """A spec spark-submit would refuse: SubmissionFailed, nothing created."""
-    p.status.update(
-        phase="SubmissionFailed",
-        lastError={"reason": REASON_INVALID_SPEC, "message": message, "time": format_time(p.now)},
-        completionTime=format_time(p.now),
-    )
-    p.status["incarnations"] = _record(
-        list(p.status.get("incarnations") or []),
-        p.incarnation,
-        naming.driver_pod_name(p.name, p.incarnation),
-        "SubmissionFailed",
-        REASON_INVALID_SPEC,
-        message,
-        p.now,
-    )
+    pod_name = naming.driver_pod_name(p.name, p.incarnation)
+    p.status = with_submission_failed(p.status, p.now, REASON_INVALID_SPEC, message, p.incarnation, pod_name)
     p.event("Warning", REASON_INVALID_SPEC, message)
 
 
@@ -648,42 +510,42 @@ def _executors(p: _Pass) -> None:
     are deleted too (finished ones are kept when deleteOnTermination is false), and the counts are of
     those that stay: what status keeps for good."""
     counts = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
-    uid = str(p.driver.metadata["uid"])
-    ended = p.phase in TERMINAL
+    uid = p.uid
+    over = p.ended
     keep_finished = not _deletes_finished_executors(p.driver)
     for pod in p.owned_pods:
         if pod.role != labels.ROLE_EXECUTOR:
             continue
         if pod.incarnation < p.incarnation:
             if not pod.deleting:
-                p.plan.deletes.append(_delete("Pod", pod.name, pod.uid))
+                p.plan.deletes.append(deletion("Pod", pod.name, pod.uid))
             continue
         finished = pod.phase in ("Succeeded", "Failed")
-        if ended and (pod.deleting or not (finished and keep_finished)):
+        if over and (pod.deleting or not (finished and keep_finished)):
             if not pod.deleting:
-                p.plan.deletes.append(_delete("Pod", pod.name, pod.uid, DRIVER_ENDED))
+                p.plan.deletes.append(deletion("Pod", pod.name, pod.uid, DRIVER_ENDED))
             continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
-        controller = next((r for r in pod.owner_refs if r.get("controller")), None)
-        if ended or pod.deleting or (controller is not None and controller.get("uid") == uid):
+        ours = controller_of({"metadata": {"ownerReferences": pod.owner_refs}}, uid=uid) is not None
+        if over or pod.deleting or ours:
             continue
         refs = []
         for ref in pod.owner_refs:
             ref = dict(ref)
             ref["controller"] = ref.get("uid") == uid
             refs.append(ref)
-        body = _replace("/metadata/ownerReferences", [dict(r) for r in pod.owner_refs], refs)
-        adopt = Patch("v1", "Pod", pod.name, body, pod.resource_version, _reason("adopt executor"), concurrent=True)
-        p.plan.patches.append(adopt)
-    p.status["executors"] = counts
+        body = guarded_replace("/metadata/ownerReferences", [dict(r) for r in pod.owner_refs], refs)
+        why = decision_reason("adopt executor")
+        p.plan.patches.append(Patch("v1", "Pod", pod.name, body, pod.resource_version, why, concurrent=True))
+    p.update(executors=ExecutorCounts(**counts))
 
 
 def _stale(p: _Pass) -> None:
     """Pods, ConfigMaps, Services and NetworkPolicies of earlier incarnations (and the last incarnation's
     NetworkPolicy once the driver has ended); finalizers of recorded outcomes."""
-    recorded = {r.get("incarnation") for r in p.status.get("incarnations") or ()}
-    terminal = p.phase in TERMINAL
+    recorded = {r.incarnation for r in p.status.incarnations or ()}
+    terminal = p.ended
     for pod in p.owned_pods:
         if pod.role == labels.ROLE_EXECUTOR:
             continue
@@ -691,18 +553,16 @@ def _stale(p: _Pass) -> None:
         if stale and pod.incarnation not in recorded:
             # Its loss was never written (a crash between create and status write): record it now.
             lost = _lost_reason(pod) or ("Replaced", "superseded by a later incarnation")
-            p.status["incarnations"] = _record(
-                list(p.status.get("incarnations") or []), pod.incarnation, pod.name, "Lost", lost[0], lost[1], p.now
-            )
+            p.record(pod.incarnation, pod.name, IncarnationOutcome.LOST, *lost)
         has_finalizer = labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers
         if has_finalizer and (stale or terminal):
-            p.plan.patches.append(_release(pod, "outcome recorded"))
+            p.plan.patches.append(release(pod, "outcome recorded"))
         if stale and not pod.deleting:
-            p.plan.deletes.append(_delete("Pod", pod.name, pod.uid))
-    uid = str(p.driver.metadata["uid"])
+            p.plan.deletes.append(deletion("Pod", pod.name, pod.uid))
+    uid = p.uid
     for obj in [*_owned(uid, p.obs.config_maps), *_owned(uid, p.obs.services)]:
         if obj.incarnation < p.incarnation and not obj.deleting:
-            p.plan.deletes.append(_delete(obj.kind, obj.name, obj.uid))
+            p.plan.deletes.append(deletion(obj.kind, obj.name, obj.uid))
     policies = _owned(uid, p.obs.network_policies)
     current_name = naming.network_policy_name(p.name, p.incarnation) if policies else ""
     for policy in policies:
@@ -715,7 +575,8 @@ def _stale(p: _Pass) -> None:
         # A frozen status stays as it is: these deletes write nothing else.
         why = STALE_INCARNATION if stale else DRIVER_ENDED if terminal else None
         if why is not None:
-            p.plan.deletes.append(_delete("NetworkPolicy", policy.name, policy.uid, why, NETWORK_POLICIES.api_version))
+            api_version = NETWORK_POLICIES.api_version
+            p.plan.deletes.append(deletion("NetworkPolicy", policy.name, policy.uid, why, api_version))
 
 
 def _last_error(p: _Pass) -> None:
@@ -723,57 +584,61 @@ def _last_error(p: _Pass) -> None:
     timeout) the handler met applying an earlier plan, recorded on this pass. Without churn: the same
     error again leaves it as it is (its time stays the first one), and it is dropped only when the
     phase changes, in a write that happens anyway."""
-    status, old = p.status, p.old_status
-    if status.get("lastError") != old.get("lastError"):
-        return  # this pass set it (an invalid spec)
-    if status.get("phase") != old.get("phase"):
-        status.pop("lastError", None)
+    old = p.old_status
+    if p.status.lastError != old.lastError:
+        return  # this pass set it (an invalid spec, a refused create)
+    if p.status.phase != old.phase:
+        p.update(lastError=None)
     error = p.obs.transient_error
-    if error is None or status.get("phase") in TERMINAL:
+    if error is None or p.ended:
         return
-    recorded = status.get("lastError") or {}
-    if (recorded.get("reason"), recorded.get("message")) != (error.get("reason"), error.get("message")):
-        status["lastError"] = dict(error)
+    recorded = p.status.lastError
+    said = (recorded.reason, recorded.message) if recorded is not None else (None, None)
+    if said != (error.get("reason"), error.get("message")):
+        p.update(lastError=LastError.model_validate(dict(error)))
 
 
 def _finish_status(p: _Pass) -> None:
-    status = p.status
-    generation = p.driver.metadata.get("generation")
-    if generation is not None:
-        status["observedGeneration"] = generation
+    if p.generation is not None:
+        p.update(observedGeneration=p.generation)
     _last_error(p)
-    if status != p.old_status:  # only then is it worth validating
-        new = SparkDriverStatus.model_validate(status).to_json()
-        if new != p.old_status:
-            p.plan.status = new
+    if p.status != p.old_status:
+        p.plan.status = p.status
 
 
 def _frozen_status(p: _Pass) -> None:
     """The SparkDriver had already ended: its status stays as the pass that ended it wrote it (executors
     deleted afterwards, a released finalizer, a late pod change write nothing). A spec change is
     acknowledged, and nothing else: observedGeneration moves."""
-    generation = p.driver.metadata.get("generation")
-    if generation is not None and p.old_status.get("observedGeneration") != generation:
-        p.plan.status = {**p.old_status, "observedGeneration": generation}
+    generation = p.generation
+    if generation is not None and p.old_status.observedGeneration != generation:
+        p.plan.status = p.old_status.model_copy(update={"observedGeneration": generation})
 
 
-def submission_failed(observed: Observed, now: datetime, incarnation: int, reason: str, message: str) -> JSON:
+def _refusal_status(
+    status: SparkDriverStatus,
+    name: str,
+    generation: int | None,
+    now: datetime,
+    incarnation: int,
+    reason: str,
+    message: str,
+) -> SparkDriverStatus:
+    """``status`` (as read) after the API server refused one of the incarnation's objects: the
+    incarnation SubmissionFailed, no driver pod."""
+    status = status.model_copy(update={"incarnation": incarnation, "driverPod": None})
+    if generation is not None:
+        status = status.model_copy(update={"observedGeneration": generation})
+    pod_name = naming.driver_pod_name(name, incarnation)
+    return with_submission_failed(status, now, reason, message, incarnation, pod_name)
+
+
+def submission_failed(
+    observed: Observed, now: datetime, incarnation: int, reason: str, message: str
+) -> SparkDriverStatus:
     """The status after the API server refused one of the incarnation's objects (422/403/400):
     SubmissionFailed with lastError; the apps controller decides whether to retry with a new run."""
     assert observed.driver is not None
-    status = _status_dict(observed.driver)
-    pod_name = naming.driver_pod_name(str(observed.driver["metadata"]["name"]), incarnation)
-    status.update(
-        phase="SubmissionFailed",
-        incarnation=incarnation,
-        lastError={"reason": reason, "message": message[:32768], "time": format_time(now)},
-        completionTime=format_time(now),
-    )
-    status.pop("driverPod", None)
-    status["incarnations"] = _record(
-        list(status.get("incarnations") or []), incarnation, pod_name, "SubmissionFailed", reason, message, now
-    )
-    generation = (observed.driver.get("metadata") or {}).get("generation")
-    if generation is not None:
-        status["observedGeneration"] = generation
-    return SparkDriverStatus.model_validate(status).to_json()
+    meta = observed.driver.get("metadata") or {}
+    status = read_status(observed.driver)
+    return _refusal_status(status, str(meta["name"]), meta.get("generation"), now, incarnation, reason, message)

@@ -1,4 +1,5 @@
-"""Run real spark-submit against a devcluster and compare what it created with our renderer.
+"""Run real spark-submit against a devcluster and compare what it created with our renderer
+(tests/conformance/test_spark_submit.py, tests/conformance/report.py, bench/submit_cost.py).
 
 * ``ensure_spark(version)`` installs pyspark into ``~/.cache/sparkop/pyspark-<version>`` once
   (``devcluster.images.ensure_pyspark``); its ``bin/spark-submit`` runs with the machine's Java 17.
@@ -306,7 +307,8 @@ def spark_submit(version: str, server: str, ca: Path, cert: Path, key: Path, arg
 
 # --- many submissions, one JVM ------------------------------------------------------------------
 
-BATCH_SOURCE = Path(__file__).with_name("BatchSubmit.java")
+# Next to the conformance tests that use it; this module is shared with bench/submit_cost.py.
+BATCH_SOURCE = Path(__file__).resolve().parents[1] / "conformance" / "BatchSubmit.java"
 BATCH_MAIN = "BatchSubmit"
 SPARK_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 ARG_SEPARATOR = "\x01"

@@ -1,0 +1,159 @@
+"""The one controller skeleton: a controller declares what it reads and how it decides, and this
+module runs it.
+
+A controller is a :class:`Controller`: its name, the :class:`Source` of its own kind (filed under the
+object's own key) and those of what it owns (filed under their owner's key), an ``observe`` that turns
+a key into what the decision needs (read from those caches only), and a pure
+``decide(observed, now) -> Plan``. :func:`start` registers the caches and their change handlers (which
+only enqueue keys) and the work queue; the :class:`Loop` runs each pass:
+
+1. read the object from its own cache and ask the Applier what earlier passes learnt about it (the
+   API server's refusals and the last transient error), by key and uid (a new object of the same name
+   starts afresh);
+2. ``observe(key, body, learnt)``; None means nothing is left to do (the object is gone and so is
+   everything the controller acts on for it): what was learnt is forgotten;
+3. ``decide`` at the controller's clock;
+4. apply the plan through the one :class:`core.reconciler.Applier` (creates only while the object is
+   still current in its cache: ``Runtime.ensure_holds``), handing it what the decision was told, so a
+   transient error the status recorded is forgotten once a pass gets through;
+5. a create the API server refused is decided on again at once (the refusal is now an observation),
+   at most ``MAX_DECISIONS_PER_PASS`` times; a pass that keeps learning ends and the queue retries.
+
+What the work queue is told is a :class:`core.queue.Result`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any, Final, Generic, TypeVar
+
+from core import logs
+from core.caches import IndexKey
+from core.informer import Transform
+from core.jsontypes import JSON
+from core.kube import Resource, Rules
+from core.queue import Result, WorkQueue
+from core.reconciler import Applied, Applier, Learned, Learnt, Plan, Record
+from core.runtime import Runtime
+from core.times import utc_now
+
+# A refused create is decided on again at once; a pass that keeps learning ends, and the queue retries.
+MAX_DECISIONS_PER_PASS: Final = 4
+
+Key = tuple[str, str]
+"""(namespace, name) of the controller's own object."""
+O = TypeVar("O")  # noqa: E741 - what observe returns, decide reads
+S = TypeVar("S")  # the plan's status type
+
+
+@dataclass(frozen=True)
+class Source:
+    """One cache the controller reads: ``resource`` (narrowed on the server by the label
+    ``selector``), each object filed under ``keys(obj)`` as ``value(obj)`` in the index ``index``.
+    Every change enqueues the keys of the object before and after it; for what the controller owns,
+    only when ``view(obj)`` changed (when given), and coalesced with the other changes of a moment.
+    ``transform`` and ``shared``: see :meth:`core.runtime.Runtime.add_index`."""
+
+    index: str
+    resource: Resource
+    keys: Callable[[JSON], Iterable[IndexKey]]
+    value: Callable[[JSON], Any]
+    selector: str | None = None
+    transform: Transform | None = None
+    shared: bool = False
+    view: Callable[[JSON], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Controller(Generic[O, S]):
+    """What a controller declares; :func:`start` and :class:`Loop` are the rest."""
+
+    name: str
+    own: Source
+    owned: tuple[Source, ...]
+    observe: Callable[[Key, JSON | None, Learnt], O | None]
+    """What the decision needs for ``key``: ``body`` is the object as its cache holds it (None: gone)."""
+    decide: Callable[[O, datetime], Plan[S]]
+    status_json: Callable[[S], JSON]
+    log: logging.Logger
+    record: Record | None = None
+    """Records the plan's observations (metrics of transitions) after the status write that makes them."""
+    clock: Callable[[], datetime] = utc_now
+
+
+class Loop(Generic[O, S]):
+    """Runs the passes of one controller: the work queue calls :meth:`reconcile`, serialized per key."""
+
+    def __init__(self, runtime: Runtime, controller: Controller[O, S]) -> None:
+        self.runtime = runtime
+        self.controller = controller
+        self.applier: Applier[Key] = Applier(
+            runtime.kube, Rules(), partial(logs.decision, controller.log), controller.record
+        )
+
+    def body(self, key: Key) -> JSON | None:
+        """The object of ``key`` as its own cache holds it."""
+        return next(iter(self.runtime.index(self.controller.own.index).get(key) or ()), None)
+
+    def learnt(self, key: Key, body: JSON | None) -> Learnt:
+        return self.applier.learnt(key, _uid(body))
+
+    async def reconcile(self, key: Key) -> Result:
+        for _ in range(MAX_DECISIONS_PER_PASS):
+            body = self.body(key)
+            learnt = self.learnt(key, body)
+            observed = self.controller.observe(key, body, learnt)
+            if observed is None:
+                self.applier.forget(key)
+                return Result.done()
+            plan = self.controller.decide(observed, self.controller.clock())
+            try:
+                applied = await self.apply(key, body, plan, learnt)
+            except Learned:
+                continue
+            return Result.done() if applied.gone else Result.after(applied.requeue_after)
+        return Result.now()
+
+    async def apply(self, key: Key, body: JSON | None, plan: Plan[S], learnt: Learnt | None = None) -> Applied:
+        """Apply ``plan`` decided on ``body`` (core.reconciler's order), creating only while the object
+        is still current in its cache. ``learnt``: what the decision was told. ``body`` is the pass's
+        own copy (every read of an index is): it takes the written status and resourceVersion."""
+        current = partial(self.runtime.ensure_holds, self.controller.own.index, key, _uid(body))
+        return await self.applier.apply(
+            key, body, plan, self.controller.status_json, namespace=key[0], seen=learnt, owner_current=current
+        )
+
+
+def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
+    """Register the controller's caches, their change handlers and its work queue."""
+    if controller.own.shared:
+        # The pass writes its status into the body it read: each read must be its own copy.
+        raise ValueError(f"{controller.name}: the controller's own index cannot share its values")
+    loop = Loop(runtime, controller)
+    queue: WorkQueue[Key] = runtime.queue(controller.name, loop.reconcile)
+    for source in (controller.own, *controller.owned):
+        owned = source is not controller.own
+        runtime.add_index(
+            source.index,
+            source.resource,
+            source.keys,
+            source.value,
+            selector=source.selector,
+            transform=source.transform,
+            shared=source.shared,
+        )
+        runtime.enqueue_on_change(
+            source.resource, queue, source.keys, selector=source.selector, view=source.view, coalesce=owned
+        )
+    return loop
+
+
+def _uid(body: JSON | None) -> str:
+    return str(((body or {}).get("metadata") or {}).get("uid", ""))
+
+
+__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Result", "Source", "start"]

@@ -1,0 +1,113 @@
+"""SparkDriver.status as the driver controller reads and writes it: ``api.models.SparkDriverStatus``,
+read leniently from the SparkDriver's body (:func:`read_status`) and written back as JSON
+(:func:`status_json`), the one place its timestamps are formatted.
+
+A pass works on the model itself: on its own copy of what it read, whose parts it replaces and never
+changes in place (the functions here return copies), so that it can compare what it arrived at with
+what it read. The parts it puts in (a termination, a lastError, a condition) are built by their
+models, so that a value the CRD would refuse is refused here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
+from core.jsontypes import JSON
+
+HISTORY_MAX: Final = 10  # status.incarnations keeps the last ten
+MAX_RECORD_MESSAGE: Final = 4096  # an incarnation record's message is cut to this
+MAX_MESSAGE: Final = 32768  # a lastError's or a condition's
+
+
+# ---------------------------------------------------------------------------------------------------
+# the boundary
+
+
+def read_status(body: Mapping[str, Any]) -> SparkDriverStatus:
+    """status as stored in ``body``. Lenient: a field the schema rejects reads as absent, so that a
+    status written by another version never stops a pass."""
+    data = body.get("status")
+    raw = dict(data) if isinstance(data, Mapping) else {}
+    try:
+        return SparkDriverStatus.model_validate(raw)
+    except ValidationError as exc:
+        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+    known = {k: v for k, v in raw.items() if k in SparkDriverStatus.model_fields and k not in bad}
+    try:
+        return SparkDriverStatus.model_validate(known)
+    except ValidationError:
+        return SparkDriverStatus()
+
+
+def status_json(status: SparkDriverStatus) -> JSON:
+    """The JSON written to the API server: every field that is set (``incarnation`` and ``executors``
+    always), timestamps by core.times."""
+    return status.to_json()
+
+
+# ---------------------------------------------------------------------------------------------------
+# reading
+
+
+def ended(status: SparkDriverStatus) -> bool:
+    """Succeeded, Failed or SubmissionFailed: the status is final."""
+    return status.phase is not None and status.phase.terminal
+
+
+# ---------------------------------------------------------------------------------------------------
+# changing (copies, never in place)
+
+
+def with_record(
+    status: SparkDriverStatus,
+    incarnation: int,
+    pod_name: str,
+    outcome: IncarnationOutcome,
+    reason: str,
+    message: str,
+    now: datetime,
+) -> SparkDriverStatus:
+    """The incarnation's record added to status.incarnations (the newest HISTORY_MAX kept), unless
+    the incarnation already has one: it ended once."""
+    history = status.incarnations or []
+    if any(r.incarnation == incarnation for r in history):
+        return status
+    # Not validated: every value comes from this controller, and the one the schema could refuse (an
+    # incarnation 0, of a driver pod whose label someone edited) must not stop a pass that writes nothing.
+    entry = IncarnationRecord.model_construct(
+        incarnation=incarnation,
+        podName=pod_name,
+        outcome=outcome,
+        reason=reason or None,
+        message=message[:MAX_RECORD_MESSAGE] or None,
+        time=now,
+    )
+    return status.model_copy(update={"incarnations": [*history, entry][-HISTORY_MAX:]})
+
+
+def with_submission_failed(
+    status: SparkDriverStatus,
+    now: datetime,
+    reason: str,
+    message: str,
+    incarnation: int | None = None,
+    pod_name: str = "",
+) -> SparkDriverStatus:
+    """SubmissionFailed, and why (lastError): a spec spark-submit would refuse (InvalidSpec), or an
+    object of the incarnation the API server refused. With ``incarnation``, its record says so too."""
+    failed = status.model_copy(
+        update={
+            "phase": DriverPhase.SUBMISSION_FAILED,
+            "lastError": LastError(reason=reason, message=message[:MAX_MESSAGE], time=now),
+            "completionTime": now,
+        }
+    )
+    if incarnation is None:
+        return failed
+    outcome = IncarnationOutcome.SUBMISSION_FAILED
+    return with_record(failed, incarnation, pod_name, outcome, reason, message, now)

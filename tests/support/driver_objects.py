@@ -1,0 +1,91 @@
+"""A SparkDriver and its pods, ConfigMaps and Service as the driver controller sees them, for its unit
+tests: the objects of an incarnation as rendered, pods in each state, executors adopted or not
+(tests/unit/test_driver_reconcile.py, test_driver_handlers.py, test_driver_network_policy.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from core import labels
+from core.reconciler import Plan
+from driver_controller.observe import summarize_object
+from driver_controller.render import parse, render
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+UID = "0b4c3d9e-0000-4000-8000-000000000001"
+
+
+def driver(status: dict[str, Any] | None = None, *, deleting: bool = False, replacements: int = 3) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "pi", "namespace": "ns", "uid": UID, "generation": 1, "resourceVersion": "10"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T11:59:00Z"
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": meta,
+        "spec": {
+            "type": "Scala",
+            "image": "apache/spark:3.5.7",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///x.jar",
+            "maxDriverPodReplacements": replacements,
+        },
+        "status": status or {},
+    }
+
+
+def objects(incarnation: int = 1) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    """The rendered pod, ConfigMaps and Service of an incarnation, as the indexes would hold them."""
+    out = render(parse(driver()), incarnation)
+    assert out.executor_template is not None
+    pod = {**out.pod, "metadata": {**out.pod["metadata"], "uid": f"pod-{incarnation}", "resourceVersion": "5"}}
+    cms = [summarize_object({**cm, "metadata": {**cm["metadata"], "uid": "cm"}})
+           for cm in (out.config_map, out.executor_template)]  # fmt: skip
+    svcs = [summarize_object({**out.service, "metadata": {**out.service["metadata"], "uid": "svc"}})]
+    return pod, cms, svcs
+
+
+def with_status(pod: dict[str, Any], phase: str, **extra: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, **extra}
+    return {**pod, "status": status}
+
+
+def running(pod: dict[str, Any]) -> dict[str, Any]:
+    return with_status(
+        pod, "Running", podIP="10.0.0.1", startTime="2026-01-01T11:00:00Z",
+        containerStatuses=[{"name": "spark-kubernetes-driver", "state": {"running": {}}}],
+    )  # fmt: skip
+
+
+def terminated(pod: dict[str, Any], code: int, finished: str = "2026-01-01T11:30:00Z") -> dict[str, Any]:
+    state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": finished}}
+    return with_status(
+        pod, "Succeeded" if code == 0 else "Failed",
+        containerStatuses=[{"name": "spark-kubernetes-driver", "state": state}],
+    )  # fmt: skip
+
+
+def deleting(pod: dict[str, Any], at: str = "2026-01-01T11:59:30Z") -> dict[str, Any]:
+    meta = {**pod["metadata"], "deletionTimestamp": at, "deletionGracePeriodSeconds": 30}
+    return {**pod, "metadata": meta}
+
+
+def executor(n: int, incarnation: int = 1, *, adopted: bool = False, phase: str = "Running") -> dict[str, Any]:
+    refs = [
+        {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "name": "pi", "uid": UID, "controller": adopted},
+        {"apiVersion": "v1", "kind": "Pod", "name": f"pi-{incarnation}-driver", "uid": f"pod-{incarnation}",
+         "controller": not adopted},
+    ]  # fmt: skip
+    return {
+        "metadata": {
+            "name": f"pi-{incarnation}-exec-{n}", "namespace": "ns", "uid": f"e{n}", "resourceVersion": "7",
+            "labels": {labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor"},
+            "ownerReferences": refs,
+        },
+        "status": {"phase": phase},
+    }  # fmt: skip
+
+
+def kinds(plan: Plan) -> list[str]:
+    return [f"{o['kind']}/{o['metadata']['name']}" for o in (a.manifest for a in plan.creates)]

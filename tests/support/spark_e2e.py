@@ -1,0 +1,342 @@
+"""Real Spark under the operator on the devcluster's real nodes (tests/e2e): the Spark versions each
+scenario runs on (SPARKOP_E2E=all for the full matrix), SparkApplications that fit two small nodes,
+a watch of every pod seen, and a test's namespace with the operator watching it (SparkNamespace;
+the fixtures that make one are in tests/e2e/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from _pytest.mark.structures import ParameterSet
+
+from core import labels
+from devcluster import images
+from devcluster.testing import ClusterHandle, wait_for
+from tests.support.operator import OperatorProcess
+
+E2E_ENV = "SPARKOP_E2E"
+FULL_MATRIX = os.environ.get(E2E_ENV, "") == "all"
+SPARK_SERVICE_ACCOUNT = "spark"
+DRIVER_CONTAINER = "spark-kubernetes-driver"  # named: a driver pod may have sidecars
+BASE_IMAGE = f"{images.BASE_REPO}:latest"
+JOBS_CONFIGMAP = "e2e-jobs"
+JOBS_DIR = "/mnt/jobs"
+
+
+# A PySpark job of `rounds` stages of `tasks` tasks (each busy `task_s`), pausing `pause_s` after
+# each stage: long enough to lose a pod mid-run, or to let dynamic allocation scale up and down.
+STAGES_JOB = """\
+import sys
+import time
+from operator import add
+
+from pyspark.sql import SparkSession
+
+rounds, pause_s, tasks, task_s = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+spark = SparkSession.builder.appName("e2e-stages").getOrCreate()
+sc = spark.sparkContext
+
+
+def work(i):
+    time.sleep(task_s)
+    return i % 7
+
+
+total = 0
+for r in range(rounds):
+    total += sc.parallelize(range(tasks), tasks).map(work).reduce(add)
+    print(f"round {r + 1}/{rounds} done", flush=True)
+    time.sleep(pause_s)
+print(f"stages result {total}", flush=True)
+spark.stop()
+"""
+
+
+def release_order(version: str) -> tuple[int, ...]:
+    """A Spark release's place in time: 3.5.9 < 4.0.5 < 4.10.0 (not the strings' order)."""
+    return tuple(int(number) for number in re.findall(r"\d+", version)[:3])
+
+
+# One release per Spark line (devcluster/gobuild/versions.env).
+PINNED_VERSIONS: tuple[str, ...] = images.pinned_spark_versions()
+# The lines the full scenario matrix runs on: the oldest and the newest pinned release. The lines
+# between them run the smoke tests only (a real JVM costs tens of seconds on 2 cores).
+FULL_MATRIX_VERSIONS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [min(PINNED_VERSIONS, key=release_order), max(PINNED_VERSIONS, key=release_order)] if PINNED_VERSIONS else []
+    )
+)
+OLDEST_VERSION = FULL_MATRIX_VERSIONS[0] if FULL_MATRIX_VERSIONS else ""
+
+
+def spark_versions(ci: Sequence[str] = (), versions: Sequence[str] = FULL_MATRIX_VERSIONS) -> list[ParameterSet]:
+    """`versions` (default: the full matrix's) as `version` parameters; those not in `ci` run only
+    with SPARKOP_E2E=all (CI time matters)."""
+    skip = pytest.mark.skipif(not FULL_MATRIX, reason=f"full e2e matrix only: set {E2E_ENV}=all")
+    return [pytest.param(version, marks=[] if version in ci else [skip], id=version) for version in versions]
+
+
+def smoke_versions() -> list[ParameterSet]:
+    """Every pinned Spark version, each run in CI: the smoke tests prove each line's image and
+    sparkop's rendering for that line run a real job to COMPLETED."""
+    return spark_versions(ci=PINNED_VERSIONS, versions=PINNED_VERSIONS)
+
+
+def scala_of(version: str) -> str:
+    return "2.12" if version.startswith("3.") else "2.13"
+
+
+def examples_jar(version: str) -> str:
+    return f"local:///opt/spark/examples/jars/{images.examples_jar_name(version, scala_of(version))}"
+
+
+def spark_application(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    """A SparkApplication that fits two real nodes of 2 CPUs each: small requests, 512m pods,
+    executors with one core. `spec` entries replace (driver/executor: extend) the defaults."""
+    driver = {
+        "cores": 1,
+        "coreRequest": "250m",
+        "memory": "512m",
+        "serviceAccount": SPARK_SERVICE_ACCOUNT,
+        **spec.pop("driver", {}),
+    }
+    executor = {"instances": 2, "cores": 1, "coreRequest": "250m", "memory": "512m", **spec.pop("executor", {})}
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": "SparkApplication",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "Scala",
+            "mode": "cluster",
+            "image": f"apache/spark:{version}",
+            "imagePullPolicy": "IfNotPresent",
+            "sparkVersion": version,
+            "restartPolicy": {"type": "Never"},
+            "driver": driver,
+            "executor": executor,
+            **spec,
+        },
+    }
+
+
+def spark_pi(name: str, version: str, slices: int = 4, **spec: Any) -> dict[str, Any]:
+    return spark_application(
+        name,
+        version,
+        mainClass="org.apache.spark.examples.SparkPi",
+        mainApplicationFile=examples_jar(version),
+        arguments=[str(slices)],
+        **spec,
+    )
+
+
+def jobs_volume(**spec: Any) -> dict[str, Any]:
+    """Spec parts mounting the jobs ConfigMap at JOBS_DIR in the driver and the executors."""
+    mount = {"name": "jobs", "mountPath": JOBS_DIR}
+    driver, executor = spec.pop("driver", {}), spec.pop("executor", {})
+    return {
+        "volumes": [{"name": "jobs", "configMap": {"name": JOBS_CONFIGMAP}}, *spec.pop("volumes", [])],
+        "driver": {**driver, "volumeMounts": [mount, *driver.get("volumeMounts", [])]},
+        "executor": {**executor, "volumeMounts": [mount, *executor.get("volumeMounts", [])]},
+        **spec,
+    }
+
+
+def python_application(name: str, version: str, script: str, **spec: Any) -> dict[str, Any]:
+    return spark_application(name, version, type="Python", pythonVersion="3", mainApplicationFile=script, **spec)
+
+
+def controller_of(obj: dict[str, Any]) -> tuple[str, str] | None:
+    for ref in obj["metadata"].get("ownerReferences", []):
+        if ref.get("controller"):
+            return str(ref["kind"]), str(ref["name"])
+    return None
+
+
+@dataclass
+class SeenPod:
+    """What a watch saw of one pod: its last state, and when it was first and last seen alive."""
+
+    pod: dict[str, Any]
+    first_seen: float
+    deleted_at: float | None = None
+    owners_seen: set[tuple[str, str] | None] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+
+class PodWatch:
+    """`kubectl get pods --watch` (or another ``resource``) on a label selector in a background thread:
+    every object that existed, even for a moment, with each controller owner it was seen with."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str, selector: str, resource: str = "pods") -> None:
+        argv = [str(cluster.kubectl_binary), f"--kubeconfig={cluster.kubeconfig}", "get", resource, "-n", namespace]
+        argv += ["-l", selector, "--watch", "--output-watch-events", "-o", "json"]
+        self.started = time.monotonic()
+        self.pods: dict[str, SeenPod] = {}
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        decoder, buffer = json.JSONDecoder(), ""
+        for line in self._proc.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    event, end = decoder.raw_decode(buffer.lstrip())
+                except json.JSONDecodeError:
+                    break
+                buffer = buffer.lstrip()[end:]
+                self._record(event)
+
+    def _record(self, event: dict[str, Any]) -> None:
+        pod, now = event["object"], time.monotonic() - self.started
+        name = pod["metadata"]["name"]
+        with self._lock:
+            seen = self.pods.setdefault(name, SeenPod(pod, now))
+            seen.pod = pod
+            seen.owners_seen.add(controller_of(pod))
+            if event["type"] == "DELETED":
+                seen.deleted_at = now
+
+    def snapshot(self) -> dict[str, SeenPod]:
+        with self._lock:
+            return dict(self.pods)
+
+    def alive(self) -> list[SeenPod]:
+        return [p for p in self.snapshot().values() if p.deleted_at is None]
+
+    def running(self) -> list[SeenPod]:
+        return [p for p in self.alive() if p.pod.get("status", {}).get("phase") == "Running"]
+
+    def max_alive_at_once(self) -> int:
+        """Most pods alive at the same time, from the ADDED/DELETED times seen."""
+        edges = sorted(
+            [(p.first_seen, 1) for p in self.snapshot().values()]
+            + [(p.deleted_at, -1) for p in self.snapshot().values() if p.deleted_at is not None]
+        )
+        most = alive = 0
+        for _, step in edges:
+            alive += step
+            most = max(most, alive)
+        return most
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(10)
+
+
+class SparkNamespace:
+    """One test's namespace on the real-node cluster, the operator watching it, and helpers."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str, operator: OperatorProcess) -> None:
+        self.cluster = cluster
+        self.ns = namespace
+        self.operator = operator
+        self.watches: list[PodWatch] = []
+        self.started = time.monotonic()
+        self.last_driver_line = ""
+
+    def jobs(self, files: dict[str, str]) -> None:
+        """The ConfigMap jobs_volume() mounts, with these Python files."""
+        self.configmap(JOBS_CONFIGMAP, files)
+
+    def driver_log(self, app: str) -> str:
+        """The log of the app's current driver pod; remembers its last meaningful line."""
+        status = self.get("sparkapplication", app).get("status", {})
+        log = self.logs(status["driverInfo"]["podName"], container=DRIVER_CONTAINER)
+        self.last_driver_line = last_spark_line(log)
+        return log
+
+    def executors_of(self, watch: PodWatch, driver: str, count: int) -> list[SeenPod]:
+        """Executors the watch sees Running with the SparkDriver as controller, once `count` do."""
+        owned = [p for p in watch.running() if controller_of(p.pod) == ("SparkDriver", driver)]
+        return owned if len(owned) >= count else []
+
+    def kubectl(self, *args: str, check: bool = True) -> str:
+        return self.cluster.kubectl(*args, "-n", self.ns, check=check).stdout
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.cluster.kubectl_json("get", kind, name, "-n", self.ns)
+        return result
+
+    def find(self, kind: str, name: str) -> dict[str, Any] | None:
+        done = self.cluster.kubectl("get", kind, name, "-n", self.ns, "-o", "json", check=False)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.cluster.kubectl_json("get", "pods", "-n", self.ns, "-l", selector)["items"]
+        return items
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        self.cluster.apply(manifest, namespace=self.ns)
+
+    def configmap(self, name: str, files: dict[str, str]) -> None:
+        self.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": files})
+
+    def logs(self, pod: str, container: str | None = None, previous: bool = False) -> str:
+        args = ["logs", pod, *(["-c", container] if container else []), *(["--previous"] if previous else [])]
+        return self.kubectl(*args, check=False)
+
+    def watch(self, selector: str, resource: str = "pods") -> PodWatch:
+        watch = PodWatch(self.cluster, self.ns, selector, resource)
+        self.watches.append(watch)
+        return watch
+
+    def app_state(self, name: str) -> str:
+        app = self.find("sparkapplication", name) or {}
+        return str(app.get("status", {}).get("applicationState", {}).get("state", ""))
+
+    def wait_app(self, name: str, states: Sequence[str], timeout: float) -> dict[str, Any]:
+        """Wait until the app's state is one of `states`; return the app. Fails early on a
+        terminal state that was not asked for, with the driver's log tail."""
+        terminal = {"COMPLETED", "FAILED", "SUBMISSION_FAILED"}
+
+        def reached() -> dict[str, Any] | None:
+            app = self.find("sparkapplication", name)
+            state = (app or {}).get("status", {}).get("applicationState", {}).get("state", "")
+            if state in states:
+                return app
+            if state in terminal:
+                raise AssertionError(f"{name} ended {state}, not {states}: {app}\n{self.driver_log_tail(name)}")
+            return None
+
+        return wait_for(reached, timeout=timeout, interval=1.0, message=f"{name} to reach {'/'.join(states)}")
+
+    def wait_pod(self, predicate: Callable[[], Any], timeout: float, message: str) -> Any:
+        return wait_for(predicate, timeout=timeout, interval=0.5, message=message)
+
+    def driver_pods(self, app: str) -> list[dict[str, Any]]:
+        return self.pods(f"{labels.APP}={app},{labels.SPARK_ROLE}={labels.ROLE_DRIVER}")
+
+    def driver_log_tail(self, app: str, lines: int = 120) -> str:
+        tails = []
+        for pod in self.driver_pods(app):
+            text = self.logs(pod["metadata"]["name"], container=DRIVER_CONTAINER)
+            tails.append(f"--- {pod['metadata']['name']} ---\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(tails)
+
+    def close(self) -> None:
+        for watch in self.watches:
+            watch.stop()
+
+
+def last_spark_line(log: str) -> str:
+    """The driver's last meaningful line: the last one that is not a shutdown-hook or cleanup note."""
+    noise = ("ShutdownHookManager", "Deleting directory", "Shutdown hook called", "SparkUI: Stopped")
+    lines = [line.strip() for line in log.splitlines() if line.strip() and not any(n in line for n in noise)]
+    return lines[-1] if lines else ""

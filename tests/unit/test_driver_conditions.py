@@ -1,0 +1,143 @@
+"""The SparkDriver's Stuck condition (driver_controller.conditions) as a table: what the current driver
+pod shows and the conditions status holds -> the conditions to record, the DriverPodStuck event to
+post, and when to look again."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from api.models import Condition
+from driver_controller.conditions import stuck
+from driver_controller.observe import PodSummary, summarize_pod
+from tests.support.driver_objects import NOW, objects, running, with_status
+
+EARLIER = "2026-01-01T11:00:00Z"
+AT_NOW = "2026-01-01T12:00:00Z"
+POD = "pi-1-driver"
+LONG = "x" * 40_000
+
+
+def pending(**changes: Any) -> PodSummary:
+    return replace(summarize_pod(with_status(objects()[0], "Pending")), **changes)
+
+
+def started() -> PodSummary:
+    return summarize_pod(running(objects()[0]))
+
+
+def stuck_since(reason: str, when: str = EARLIER, status: str = "True") -> dict[str, Any]:
+    return {"type": "Stuck", "status": status, "reason": reason, "lastTransitionTime": when, "observedGeneration": 1}
+
+
+OTHER = {"type": "Other", "status": "True", "reason": "Theirs", "lastTransitionTime": EARLIER}
+BACKOFF = {"waiting_reason": "ImagePullBackOff", "waiting_message": "no such image"}
+BACKOFF_MESSAGE = f"driver pod {POD}: ImagePullBackOff: no such image"
+UNSCHEDULABLE_MESSAGE = f"driver pod {POD} unschedulable for 400s: 0/3 nodes"
+
+
+def unschedulable(seconds: float, **changes: Any) -> PodSummary:
+    since = NOW - timedelta(seconds=seconds)
+    return pending(unschedulable_since=since, unschedulable_message="0/3 nodes", **changes)
+
+
+# (pod, conditions held, generation) -> (conditions recorded or None: as they are, event, requeue_after)
+# fmt: off
+TABLE: list[Any] = [
+    pytest.param(
+        pending(**BACKOFF), [], 1,
+        [{**stuck_since("ImagePullBackOff", AT_NOW), "message": BACKOFF_MESSAGE}], BACKOFF_MESSAGE, None,
+        id="a waiting reason that does not clear by itself: Stuck, said once",
+    ),
+    pytest.param(
+        pending(**BACKOFF), [stuck_since("ImagePullBackOff")], 1,
+        [{**stuck_since("ImagePullBackOff"), "message": BACKOFF_MESSAGE}], None, None,
+        id="the same reason again: not said again, the time stays",
+    ),
+    pytest.param(
+        pending(waiting_reason="CrashLoopBackOff"), [stuck_since("ImagePullBackOff")], 1,
+        [{**stuck_since("CrashLoopBackOff"), "message": f"driver pod {POD}: CrashLoopBackOff"}],
+        f"driver pod {POD}: CrashLoopBackOff", None,
+        id="another waiting reason while stuck: said, the time stays (still True)",
+    ),
+    pytest.param(
+        pending(**BACKOFF), [stuck_since("ImagePullBackOff", status="False")], 1,
+        [{**stuck_since("ImagePullBackOff", AT_NOW), "message": BACKOFF_MESSAGE}], BACKOFF_MESSAGE, None,
+        id="stuck again after it had recovered: the time moves",
+    ),
+    pytest.param(
+        pending(waiting_reason="ErrImagePull", waiting_message=LONG), [], 1,
+        [{**stuck_since("ErrImagePull", AT_NOW), "message": f"driver pod {POD}: ErrImagePull: {LONG}"[:32768]}],
+        f"driver pod {POD}: ErrImagePull: {LONG}", None,
+        id="a long message is cut to the condition's limit (the event keeps it)",
+    ),
+    pytest.param(
+        unschedulable(60), [], 1, None, None, 240.0,
+        id="unschedulable within the timeout: nothing yet, look again when it runs out",
+    ),
+    pytest.param(
+        unschedulable(299.9), [], 1, None, None, 0.5,
+        id="unschedulable just short of the timeout: look again in half a second at the soonest",
+    ),
+    pytest.param(
+        unschedulable(400), [], 1,
+        [{**stuck_since("Unschedulable", AT_NOW), "message": UNSCHEDULABLE_MESSAGE}], UNSCHEDULABLE_MESSAGE, None,
+        id="unschedulable past the timeout: Stuck (Unschedulable), said once",
+    ),
+    pytest.param(
+        unschedulable(400), [stuck_since("ImagePullBackOff")], 1,
+        [{**stuck_since("Unschedulable"), "message": UNSCHEDULABLE_MESSAGE}], None, None,
+        id="unschedulable while already stuck: not said again, the time stays",
+    ),
+    pytest.param(
+        unschedulable(400, phase="Running"), [], 1, None, None, None,
+        id="a stale unschedulable condition on a running pod: nothing",
+    ),
+    pytest.param(
+        started(), [stuck_since("ImagePullBackOff")], 1,
+        [{"type": "Stuck", "status": "False", "reason": "Progressing", "lastTransitionTime": AT_NOW,
+          "observedGeneration": 1}], None, None,
+        id="no longer stuck: False (Progressing), the time moves",
+    ),
+    pytest.param(
+        started(), [stuck_since("Progressing", status="False")], 1,
+        [stuck_since("Progressing", status="False")], None, None,
+        id="still not stuck: as it was",
+    ),
+    pytest.param(
+        started(), [stuck_since("ImagePullBackOff"), OTHER], 1,
+        [OTHER, {"type": "Stuck", "status": "False", "reason": "Progressing", "lastTransitionTime": AT_NOW,
+                 "observedGeneration": 1}], None, None,
+        id="others' conditions are kept, the one changed goes last",
+    ),
+    pytest.param(
+        started(), [OTHER], 1, None, None, None,
+        id="never stuck: nothing to record",
+    ),
+    pytest.param(
+        pending(**BACKOFF), [], None,
+        [{"type": "Stuck", "status": "True", "reason": "ImagePullBackOff", "message": BACKOFF_MESSAGE,
+          "lastTransitionTime": AT_NOW}], BACKOFF_MESSAGE, None,
+        id="no generation: none recorded",
+    ),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("pod", "held", "generation", "conditions", "event", "requeue_after"), TABLE)
+def test_stuck(
+    pod: PodSummary,
+    held: list[dict[str, Any]],
+    generation: int | None,
+    conditions: list[dict[str, Any]] | None,
+    event: str | None,
+    requeue_after: float | None,
+) -> None:
+    verdict = stuck(pod, [Condition.model_validate(c) for c in held], NOW, generation, timeout=300.0)
+    recorded = None if verdict.conditions is None else [c.to_json() for c in verdict.conditions]
+    assert recorded == conditions
+    assert verdict.event == event
+    assert verdict.requeue_after == (None if requeue_after is None else pytest.approx(requeue_after))
