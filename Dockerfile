@@ -16,6 +16,7 @@ COPY pyproject.toml README.md ./
 COPY api api
 COPY apps_controller apps_controller
 COPY core core
+COPY domain domain
 COPY driver_controller driver_controller
 COPY schedule_controller schedule_controller
 COPY sparkop sparkop

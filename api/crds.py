@@ -22,7 +22,7 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
-from core import labels
+from domain import labels
 
 from . import k8s_openapi, scheduled
 from .models import SparkApplicationSpec, SparkApplicationStatus, SparkDriverSpec, SparkDriverStatus

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.labels import API_VERSION
+from domain.labels import API_VERSION
 
 from . import spark_lines
 from .types import (

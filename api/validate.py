@@ -38,7 +38,7 @@ import jsonschema  # type: ignore[import-untyped]
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore[import-untyped]
 
-from core import labels
+from domain import labels
 
 from . import crds, manifests, scheduled, spark_lines
 from .manifests import clip, one_line, quote

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from apps_controller import ui
 from apps_controller.observed import AppView, UIConfig, run_spec
-from core import labels, naming
 from core.jsontypes import JSON
+from domain import labels, naming
 
 DRIVER_KIND = "SparkDriver"
 

@@ -41,8 +41,8 @@ from apps_controller.runs import (
 )
 from apps_controller.status import NO_EXECUTORS, TERMINAL_STATES, error_message, finished
 from apps_controller.transitions import transitions
-from core import labels, naming
 from core.reconciler import Delete, Event, Plan
+from domain import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2

@@ -15,8 +15,8 @@ from apps_controller import events
 from apps_controller import status as st
 from apps_controller.builders import DRIVER_KIND, build_driver
 from apps_controller.observed import DriverView, Observed
-from core import labels
 from core.reconciler import Action, Create, Delete, Event, Plan
+from domain import labels
 
 # Why each action is taken (the decision line's reason).
 RUN_CREATED: Final = "CreateRun"

@@ -31,6 +31,7 @@ from core.controller import Controller, Source, start
 from core.jsontypes import JSON
 from core.reconciler import Learnt
 from core.runtime import Runtime
+from domain import kinds
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,11 @@ def apps_controller(
     )
     return Controller(
         name="apps",
-        own=Source(APPS_INDEX, kube.SPARK_APPLICATIONS, own_key, app_snapshot),
+        own=Source(APPS_INDEX, kinds.SPARK_APPLICATIONS, own_key, app_snapshot),
         owned=(
             Source(
                 DRIVERS_INDEX,
-                kube.SPARK_DRIVERS,
+                kinds.SPARK_DRIVERS,
                 owner_keys,
                 DriverView.from_body,
                 shared=True,

@@ -16,11 +16,11 @@ from prometheus_client.registry import Collector
 from api.models import ApplicationState
 from apps_controller import status as st
 from apps_controller.transitions import TRANSITIONS
-from core import kube
 from core.caches import IndexKey
 from core.jsontypes import JSON
 from core.metrics import Transitions, kubeflow_labels, label_name
 from core.runtime import Runtime
+from domain import kinds
 
 RUNNING_COUNT: Final = "spark_application_running_count"
 STUCK: Final = "sparkop_applications_stuck"
@@ -84,7 +84,7 @@ def collector(runtime: Runtime, index: str, labels: Sequence[str] = ()) -> Colle
     """The apps controller's metrics for ``runtime``; ``labels``: kubeflow's ``--metrics-labels`` (its
     chart sets ``app_type``). Register it once: ``prometheus_client.REGISTRY.register(...)``."""
     TRANSITIONS.configure([label_name(n) for n in labels])
-    runtime.add_index(index, kube.SPARK_APPLICATIONS, gauge_keys(TRANSITIONS), lambda body: None)
+    runtime.add_index(index, kinds.SPARK_APPLICATIONS, gauge_keys(TRANSITIONS), lambda body: None)
     return AppCollector(runtime, index)
 
 

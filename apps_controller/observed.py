@@ -29,11 +29,11 @@ from api.models import (
 )
 from api.rules import SPEC_LEVEL_RETRIES
 from apps_controller.status import CONDITION_STUCK
-from core import labels
 from core.jsontypes import JSON
 from core.owners import controller_of
 from core.reconciler import Refusal
 from core.times import parse_time
+from domain import labels
 
 E = TypeVar("E", bound=Enum)
 Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key

@@ -19,8 +19,9 @@ from urllib.parse import urlsplit
 
 from api.models import ApplicationState
 from apps_controller.observed import AppView, OwnedObject, UIConfig
-from core import labels, naming, owners
+from core import owners
 from core.jsontypes import JSON
+from domain import labels, naming
 
 DEFAULT_UI_PORT: Final = 4040
 UI_PORT_NAME: Final = "spark-driver-ui-port"

@@ -27,8 +27,8 @@ from apps_controller.ui import (
     service_address,
     ui_url,
 )
-from core import labels, naming
 from core.reconciler import Delete, Ensure, Event, Patch, refused
+from domain import labels, naming
 
 
 def spark_ui(d: Draft) -> None:

@@ -43,11 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core import kube as k8s  # noqa: E402
-from core import labels  # noqa: E402
 from core.informer import Informer  # noqa: E402
 from devcluster import components  # noqa: E402
 from devcluster.cluster import Cluster  # noqa: E402
 from devcluster.ports import free_ports  # noqa: E402
+from domain import kinds, labels  # noqa: E402
 
 APPS_NAMESPACE = "bench-apps"
 NOISE_NAMESPACES = [f"noise-{i}" for i in range(10)]
@@ -153,8 +153,8 @@ async def probe(kubeconfig: str, mode: str) -> dict[str, Any]:
                 Informer(kube.api, k8s.CONFIGMAPS, label_selector=OWNED_SELECTOR),
                 Informer(kube.api, k8s.SERVICES, label_selector=OWNED_SELECTOR),
                 Informer(kube.api, k8s.SERVICES, label_selector=UI_SELECTOR),
-                Informer(kube.api, k8s.SPARK_APPLICATIONS),
-                Informer(kube.api, k8s.SPARK_DRIVERS),
+                Informer(kube.api, kinds.SPARK_APPLICATIONS),
+                Informer(kube.api, kinds.SPARK_DRIVERS),
             ]
         else:  # every ConfigMap, unfiltered: what caching a whole kind costs
             informers = [Informer(kube.api, k8s.CONFIGMAPS)]
@@ -222,7 +222,7 @@ async def submit_and_wait(cluster: Cluster, apps: int, budget: float) -> dict[st
         await bounded([partial(kube.create, app(f"app-{n:04d}")) for n in range(apps)])
         completed = 0
         while time.monotonic() - start < budget:
-            items = await kube.list(k8s.SPARK_APPLICATIONS, APPS_NAMESPACE)
+            items = await kube.list(kinds.SPARK_APPLICATIONS, APPS_NAMESPACE)
             states = [((i.get("status") or {}).get("applicationState") or {}).get("state") for i in items]
             completed = states.count("COMPLETED")
             if completed == apps:
@@ -252,8 +252,8 @@ async def add_noise(cluster: Cluster, config_maps: int, pods: int) -> dict[str, 
             "pods": len(await kube.list(k8s.PODS, None)),
             "configmaps": len(await kube.list(k8s.CONFIGMAPS, None)),
             "services": len(await kube.list(k8s.SERVICES, None)),
-            "sparkapplications": len(await kube.list(k8s.SPARK_APPLICATIONS, None)),
-            "sparkdrivers": len(await kube.list(k8s.SPARK_DRIVERS, None)),
+            "sparkapplications": len(await kube.list(kinds.SPARK_APPLICATIONS, None)),
+            "sparkdrivers": len(await kube.list(kinds.SPARK_DRIVERS, None)),
         }
         return {"noise_create_seconds": round(seconds, 1), "cluster_objects": counts}
     finally:

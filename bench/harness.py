@@ -27,11 +27,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from core import kube as k8s  # noqa: E402
-from core import labels  # noqa: E402
 from core.informer import EventType, Informer  # noqa: E402
 from core.jsontypes import JSON  # noqa: E402
 from devcluster.cluster import Cluster  # noqa: E402
 from devcluster.ports import free_ports  # noqa: E402
+from domain import labels  # noqa: E402
 
 # The benchmark's own client is told apart from the operator (user agent "sparkop/<version>") in the
 # audit log and in the API server's priority-and-fairness accounting.

@@ -31,8 +31,8 @@ from harness import (
 )
 
 from core import kube as k8s
-from core import labels, naming
 from core.jsontypes import JSON
+from domain import kinds, labels, naming
 
 NAMESPACE = "bench"
 
@@ -74,7 +74,7 @@ async def recover(bench: BenchCluster, operator: Operator, count: int, namespace
         await asyncio.to_thread(operator.wait_idle, quiet_seconds=3.0, timeout=budget)
         after = operator.stats()
         await bounded(
-            [partial(kube.delete, k8s.SPARK_APPLICATIONS, namespace, n) for n in names], 50
+            [partial(kube.delete, kinds.SPARK_APPLICATIONS, namespace, n) for n in names], 50
         )  # they would run forever
     return {
         "driver_pods_deleted": count,

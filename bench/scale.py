@@ -57,9 +57,9 @@ from harness import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from core import kube as k8s
-from core import labels, naming
 from core.jsontypes import JSON
 from devcluster.ports import free_ports
+from domain import kinds, labels, naming
 
 NAMESPACE: Final = "scale"
 # Four templates that succeed and one that fails: both kinds of finished app are cloned.
@@ -67,7 +67,7 @@ TEMPLATE_OUTCOMES: Final = ("Succeeded", "Succeeded", "Succeeded", "Succeeded", 
 FINISHED_STATES: Final = frozenset({"COMPLETED", "FAILED"})
 TERMINAL_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
 # What a finished app can leave behind, all found by the sparkop.io/app label (the app itself by name).
-OWNED_KINDS: Final = (k8s.SPARK_DRIVERS, k8s.CONFIGMAPS, k8s.SERVICES, k8s.PODS, k8s.INGRESSES)
+OWNED_KINDS: Final = (kinds.SPARK_DRIVERS, k8s.CONFIGMAPS, k8s.SERVICES, k8s.PODS, k8s.INGRESSES)
 KEPT_METADATA: Final = ("name", "namespace", "labels", "annotations", "ownerReferences", "finalizers")
 # Added to every pod by the ServiceAccount admission plugin: left for it to add to the clone again.
 SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"
@@ -113,7 +113,7 @@ async def run_templates(bench: BenchCluster, kube: k8s.Kube, budget_seconds: flo
             await kube.create(app_manifest(name, NAMESPACE, outcome=outcome))
         async with asyncio.timeout(budget_seconds):
             while True:
-                apps = await kube.list(k8s.SPARK_APPLICATIONS, NAMESPACE)
+                apps = await kube.list(kinds.SPARK_APPLICATIONS, NAMESPACE)
                 pods = await kube.list(k8s.PODS, NAMESPACE, selector=labels.SPARK_ROLE)
                 executors = [p for p in pods if _label(p, labels.SPARK_ROLE) == labels.ROLE_EXECUTOR]
                 held = [p for p in pods if p["metadata"].get("finalizers")]
@@ -127,7 +127,7 @@ async def run_templates(bench: BenchCluster, kube: k8s.Kube, budget_seconds: flo
 
 
 async def capture(kube: k8s.Kube, app_name: str) -> Template:
-    app = await kube.get(k8s.SPARK_APPLICATIONS, NAMESPACE, app_name)
+    app = await kube.get(kinds.SPARK_APPLICATIONS, NAMESPACE, app_name)
     assert app is not None, f"template app {app_name} is gone"
     owned: list[JSON] = []
     for resource in OWNED_KINDS:
@@ -139,7 +139,7 @@ async def capture(kube: k8s.Kube, app_name: str) -> Template:
     if len(drivers) != 1 or len(pods) != 1:
         raise RuntimeError(f"template {app_name} left {dict(by_kind)}: expected one SparkDriver and one pod")
     others = tuple(o for o in owned if o["kind"] not in ("SparkDriver", "Pod"))
-    return Template(_typed(k8s.SPARK_APPLICATIONS, app), drivers[0], pods[0], others)
+    return Template(_typed(kinds.SPARK_APPLICATIONS, app), drivers[0], pods[0], others)
 
 
 def left_behind(template: Template) -> dict[str, int]:
@@ -215,9 +215,9 @@ async def seed_clone(kube: k8s.Kube, clone: Clone) -> None:
     uids), and the app's status. The SparkDriver's status waits for the pod to finish (finish_driver)."""
     t = clone.template
     clone.replacements = [(t.name, clone.name)]
-    app = await kube._call("POST", k8s.SPARK_APPLICATIONS.path(NAMESPACE), body=_body(t.app, clone))
+    app = await kube._call("POST", kinds.SPARK_APPLICATIONS.path(NAMESPACE), body=_body(t.app, clone))
     clone.replacements.append((_uid(t.app), _uid(app)))
-    driver = await kube._call("POST", k8s.SPARK_DRIVERS.path(NAMESPACE), body=_body(t.driver, clone))
+    driver = await kube._call("POST", kinds.SPARK_DRIVERS.path(NAMESPACE), body=_body(t.driver, clone))
     incarnation = int(t.driver["status"]["incarnation"])
     clone.replacements += [
         (_uid(t.driver), _uid(driver)),
@@ -227,7 +227,7 @@ async def seed_clone(kube: k8s.Kube, clone: Clone) -> None:
     ]
     app_status = substitute(t.app["status"], clone.replacements)
     await asyncio.gather(
-        kube.patch(k8s.SPARK_APPLICATIONS, NAMESPACE, clone.name, {"status": app_status}, subresource="status"),
+        kube.patch(kinds.SPARK_APPLICATIONS, NAMESPACE, clone.name, {"status": app_status}, subresource="status"),
         *(kube._call("POST", k8s.resource_of(o).path(NAMESPACE), body=_body(o, clone)) for o in t.others),
     )
     pod_body = _body(t.pod, clone)
@@ -267,7 +267,7 @@ async def finish_driver(kube: k8s.Kube, clone: Clone, pod: JSON) -> None:
             if key in termination and key in terminated:
                 termination[key] = terminated[key]
     driver_name = naming.driver_name(clone.name, int(t.driver["spec"]["attempt"]))
-    await kube.patch(k8s.SPARK_DRIVERS, NAMESPACE, driver_name, {"status": status}, subresource="status")
+    await kube.patch(kinds.SPARK_DRIVERS, NAMESPACE, driver_name, {"status": status}, subresource="status")
 
 
 def _terminated(pod: JSON) -> JSON | None:
@@ -315,7 +315,7 @@ async def seed(bench: BenchCluster, templates: Sequence[Template], apps: int, co
         calls = [partial(finish_driver, kube, c, pods[_renamed(c.template.pod, c)]) for c in clones]
         await bounded(calls, concurrency)
         statuses = time.monotonic() - status_started
-        counts = {r.kind: len(await kube.list(r, NAMESPACE)) for r in (k8s.SPARK_APPLICATIONS, *OWNED_KINDS)}
+        counts = {r.kind: len(await kube.list(r, NAMESPACE)) for r in (kinds.SPARK_APPLICATIONS, *OWNED_KINDS)}
         fidelity = {c.name: await fidelity_diff(kube, c) for c in (clones[0], clones[-1])}
     total = time.monotonic() - started
     cpu_after = {**bench.component_cpu(), "bench client": _self_cpu()}
@@ -455,11 +455,11 @@ def restart_floor(bench: BenchCluster) -> dict[str, Any]:
 
     async def listing() -> tuple[float, list[list[JSON]]]:
         async with bench.client() as kube:
-            kinds = (k8s.SPARK_APPLICATIONS, k8s.SPARK_DRIVERS)
+            listed_kinds = (kinds.SPARK_APPLICATIONS, kinds.SPARK_DRIVERS)
             for _ in range(60):
                 started = time.monotonic()
                 try:
-                    listed = await asyncio.gather(*(kube.list(kind, None) for kind in kinds))
+                    listed = await asyncio.gather(*(kube.list(kind, None) for kind in listed_kinds))
                 except ApiException as exc:
                     if exc.status != 429:  # the API server's cache of a kind still filling: soon served
                         raise

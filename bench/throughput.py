@@ -50,8 +50,8 @@ from harness import (
 )
 
 from core import kube as k8s
-from core import labels
 from core.jsontypes import JSON
+from domain import kinds, labels
 from sparkop.render_cli import PLACEHOLDER_APP_UID, PLACEHOLDER_DRIVER_UID, render_document
 
 SPARKOP_NAMESPACE = "bench"
@@ -102,9 +102,9 @@ def ceiling_bodies(name: str) -> list[JSON]:
 async def ceiling_app(kube: k8s.Kube, bodies: list[JSON], pods: dict[str, float]) -> None:
     app, driver, *children = bodies
     pod = children[-1]
-    created_app = await kube._call("POST", k8s.SPARK_APPLICATIONS.path(CEILING_NAMESPACE), body=app)
+    created_app = await kube._call("POST", kinds.SPARK_APPLICATIONS.path(CEILING_NAMESPACE), body=app)
     driver = _with_owner_uid(driver, PLACEHOLDER_APP_UID, created_app["metadata"]["uid"])
-    created_driver = await kube._call("POST", k8s.SPARK_DRIVERS.path(CEILING_NAMESPACE), body=driver)
+    created_driver = await kube._call("POST", kinds.SPARK_DRIVERS.path(CEILING_NAMESPACE), body=driver)
     driver_uid = created_driver["metadata"]["uid"]
     owned = [_with_owner_uid(child, PLACEHOLDER_DRIVER_UID, driver_uid) for child in children]
     await asyncio.gather(*(kube.create(child) for child in owned[:-1]))
@@ -115,7 +115,7 @@ async def ceiling_app(kube: k8s.Kube, bodies: list[JSON], pods: dict[str, float]
     now = now_utc().isoformat().replace("+00:00", "Z")
     await asyncio.gather(
         kube.patch(
-            k8s.SPARK_DRIVERS,
+            kinds.SPARK_DRIVERS,
             CEILING_NAMESPACE,
             driver["metadata"]["name"],
             {
@@ -130,7 +130,7 @@ async def ceiling_app(kube: k8s.Kube, bodies: list[JSON], pods: dict[str, float]
             subresource="status",
         ),
         kube.patch(
-            k8s.SPARK_APPLICATIONS,
+            kinds.SPARK_APPLICATIONS,
             CEILING_NAMESPACE,
             app["metadata"]["name"],
             {
@@ -197,7 +197,7 @@ async def measure_sparkop(
         pod_selector = f"{labels.SPARK_ROLE}={labels.ROLE_DRIVER}"
         async with (
             stamping(kube, k8s.PODS, driver_pod_app, selector=pod_selector, namespace=SPARKOP_NAMESPACE) as pods,
-            stamping(kube, k8s.SPARK_APPLICATIONS, completed, namespace=SPARKOP_NAMESPACE) as done,
+            stamping(kube, kinds.SPARK_APPLICATIONS, completed, namespace=SPARKOP_NAMESPACE) as done,
         ):
             since = now_utc()
             split = CpuSplit(bench, operator)

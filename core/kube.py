@@ -29,7 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Counter
 from yarl import URL
 
-from core import labels, naming
+from core import names
 from core.jsontypes import JSON
 from core.leader import default_namespace
 from core.owners import controller_of
@@ -41,11 +41,15 @@ log = logging.getLogger(__name__)
 PatchType = Literal["merge", "json", "strategic"]
 
 
+# What this client calls itself: its user agent's product, the component that reports its Events.
+COMPONENT: Final = "sparkop"
+
+
 def _user_agent() -> str:
     try:
-        return f"sparkop/{importlib.metadata.version('sparkop')}"
+        return f"{COMPONENT}/{importlib.metadata.version('sparkop')}"
     except importlib.metadata.PackageNotFoundError:
-        return "sparkop"
+        return COMPONENT
 
 
 USER_AGENT: Final = _user_agent()
@@ -92,39 +96,25 @@ NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=Fal
 INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
 # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service.
 NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
-SPARK_APPLICATIONS: Final = Resource(labels.GROUP, labels.VERSION, "sparkapplications", "SparkApplication")
-SPARK_DRIVERS: Final = Resource(labels.GROUP, labels.VERSION, "sparkdrivers", "SparkDriver")
-# Batch schedulers' pod groups (driver_controller.schedulers), served only where they are installed.
-VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
-COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
-SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
-    labels.GROUP, labels.VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
-)
 
-_BY_KIND: Final = {
-    (r.api_version, r.kind): r
-    for r in (
-        PODS,
-        CONFIGMAPS,
-        SERVICES,
-        EVENTS,
-        NAMESPACES,
-        INGRESSES,
-        NETWORK_POLICIES,
-        SPARK_APPLICATIONS,
-        SPARK_DRIVERS,
-        VOLCANO_POD_GROUPS,
-        COSCHEDULING_POD_GROUPS,
-        SCHEDULED_SPARK_APPLICATIONS,
-    )
+# Every kind a client of this module writes: the built-in ones here, the operator's own
+# (domain.kinds) added with register_kinds when their module is imported.
+_BY_KIND: Final[dict[tuple[str, str], Resource]] = {
+    (r.api_version, r.kind): r for r in (PODS, CONFIGMAPS, SERVICES, EVENTS, NAMESPACES, INGRESSES, NETWORK_POLICIES)
 }
+
+
+def register_kinds(*resources: Resource) -> None:
+    """Make ``resources`` known to :func:`resource_of` (and so to the Applier's writes)."""
+    for resource in resources:
+        _BY_KIND[(resource.api_version, resource.kind)] = resource
 
 
 def resource_of(body: JSON) -> Resource:
     try:
         return _BY_KIND[(body["apiVersion"], body["kind"])]
     except KeyError:
-        raise ValueError(f"sparkop does not manage {body.get('apiVersion')}/{body.get('kind')}") from None
+        raise ValueError(f"not a known kind: {body.get('apiVersion')}/{body.get('kind')}") from None
 
 
 class Conflict(Exception):
@@ -578,7 +568,7 @@ class Kube:
             "kind": "Event",
             "metadata": {
                 "namespace": meta["namespace"],
-                "name": naming.event_name(meta["name"], int(now.timestamp() * 1e9)),
+                "name": names.event_name(meta["name"], int(now.timestamp() * 1e9)),
             },
             "involvedObject": {
                 "apiVersion": regarding["apiVersion"],
@@ -591,9 +581,9 @@ class Kube:
             "type": type_,
             "reason": reason,
             "message": message[:1024],
-            "source": {"component": labels.MANAGER},
-            "reportingComponent": labels.MANAGER,
-            "reportingInstance": os.environ.get("HOSTNAME", labels.MANAGER),
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": os.environ.get("HOSTNAME", COMPONENT),
             "firstTimestamp": stamp.split(".")[0] + "Z",
             "lastTimestamp": stamp.split(".")[0] + "Z",
             "eventTime": stamp,

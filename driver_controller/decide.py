@@ -46,11 +46,11 @@ from api.models import (
     SparkDriverStatus,
     Termination,
 )
-from core import labels, naming
 from core.jsontypes import JSON
 from core.kube import NETWORK_POLICIES
 from core.owners import controller_of
 from core.reconciler import Create, Ensure, Patch, Plan, Refusal, refused
+from domain import labels, naming
 from driver_controller import conditions
 from driver_controller.draft import (
     DRIVER_ENDED,

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from api.models import SparkDriverStatus
-from core import labels
 from core.jsontypes import JSON
 from core.kube import merge_patch
 from core.reconciler import Create, Delete, Ensure, Event, Observation, Patch, Plan
+from domain import labels
 from driver_controller.observe import PodSummary, PolicySummary
 
 # Why a pod, ConfigMap, Service or NetworkPolicy is deleted (the decision line's reason).

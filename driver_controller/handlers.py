@@ -10,12 +10,13 @@ import logging
 from typing import Any
 
 from api.models import SparkDriverStatus
-from core import labels
 from core.controller import Controller, Source, start
 from core.jsontypes import JSON
-from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES, SPARK_DRIVERS
+from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from core.reconciler import Learnt
 from core.runtime import Runtime
+from domain import labels
+from domain.kinds import SPARK_DRIVERS
 from driver_controller import metrics
 from driver_controller.decide import Observed, Settings, decide
 from driver_controller.observe import (

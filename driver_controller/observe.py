@@ -11,10 +11,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from core import labels, naming
 from core.jsontypes import JSON
 from core.owners import owner_references
 from core.times import parse_time
+from domain import labels, naming
 from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
 Body = Mapping[str, Any]

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from api.spark_lines import Feature, SparkRelease
-from core import labels, naming
 from core.jsontypes import JSON
+from domain import labels, naming
 from driver_controller import schedulers, sparkconf
 from driver_controller.submission import IN_CLUSTER_MASTER, InvalidSpec, Submission
 

@@ -26,8 +26,8 @@ from typing import Any, Final
 from api import spark_lines
 from api.models import SparkDriver
 from api.spark_lines import SparkRelease
-from core import naming
 from core.jsontypes import JSON
+from domain import naming
 from driver_controller import schedulers
 from driver_controller.podbuild import (
     EXCLUDED_STEPS_KEY,

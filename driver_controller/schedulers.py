@@ -34,8 +34,8 @@ from decimal import Decimal
 from typing import Any, Final
 
 from api.models import SparkDriver
-from core import labels, naming
 from core.jsontypes import JSON
+from domain import labels, naming
 from driver_controller import sparkconf
 from driver_controller.submission import InvalidSpec
 

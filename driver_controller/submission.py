@@ -31,8 +31,9 @@ from api.models import (
     SparkPodSpec,
 )
 from api.rules import NAMED_SCHEDULERS
-from core import labels, naming, owners
+from core import owners
 from core.jsontypes import JSON
+from domain import labels, naming
 
 ROLES: Final = ("driver", "executor")
 DRIVER_CONTAINER: Final = "spark-kubernetes-driver"

@@ -30,11 +30,11 @@ from api.scheduled import (
     ScheduleState,
     parse_schedule,
 )
-from core import labels, naming
 from core.jsontypes import JSON
 from core.owners import owner_reference
 from core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refused
 from core.times import format_time
+from domain import labels, naming
 from schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
 
 # Events (reasons), CamelCase as Kubernetes' own.

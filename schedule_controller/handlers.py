@@ -15,12 +15,12 @@ from datetime import datetime
 from typing import Final
 
 from api.scheduled import ScheduledSparkApplicationStatus
-from core import kube
 from core.controller import Controller, Source, start
 from core.jsontypes import JSON
 from core.reconciler import Learnt
 from core.runtime import Runtime
 from core.times import utc_now
+from domain import kinds
 from schedule_controller.decide import decide
 from schedule_controller.observed import (
     Key,
@@ -56,8 +56,8 @@ def schedule_controller(
 
     return Controller(
         name="scheduled",
-        own=Source(SCHEDULED_INDEX, kube.SCHEDULED_SPARK_APPLICATIONS, own_key, snapshot),
-        owned=(Source(RUNS_INDEX, kube.SPARK_APPLICATIONS, owner_keys, RunView.from_body),),
+        own=Source(SCHEDULED_INDEX, kinds.SCHEDULED_SPARK_APPLICATIONS, own_key, snapshot),
+        owned=(Source(RUNS_INDEX, kinds.SPARK_APPLICATIONS, owner_keys, RunView.from_body),),
         observe=observe,
         decide=decide,
         status_json=status_json,

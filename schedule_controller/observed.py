@@ -11,11 +11,11 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from api.scheduled import KIND, ScheduledSparkApplicationStatus
-from core import labels
 from core.jsontypes import JSON
 from core.owners import controller_of
 from core.reconciler import Refusal
 from core.times import parse_time
+from domain import labels
 
 Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
 

@@ -21,9 +21,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from core import kube as k8s
-from core import labels, naming
 from core.jsontypes import JSON
 from core.times import parse_time
+from domain import kinds, labels, naming
 from driver_controller.submission import EXECUTOR_CONTAINER
 
 LAST_ERROR_WIDTH = 60
@@ -350,7 +350,7 @@ def _app_selector(app_name: str) -> str:
 
 
 async def _app(kube: k8s.Kube, namespace: str, name: str) -> JSON:
-    app = await kube.get(k8s.SPARK_APPLICATIONS, namespace, name)
+    app = await kube.get(kinds.SPARK_APPLICATIONS, namespace, name)
     if app is None:
         raise Unavailable(f"no SparkApplication {name!r} in namespace {namespace!r}; sparkop list -n {namespace}")
     return app
@@ -359,7 +359,7 @@ async def _app(kube: k8s.Kube, namespace: str, name: str) -> JSON:
 async def _list(kube: k8s.Kube, target: Target, all_namespaces: bool) -> int:
     namespace = None if all_namespaces else (target.namespace or kube.namespace)
     try:
-        apps = await kube.list(k8s.SPARK_APPLICATIONS, namespace)
+        apps = await kube.list(kinds.SPARK_APPLICATIONS, namespace)
     except ApiException as exc:
         if exc.status == 404:
             raise Unavailable(
@@ -388,7 +388,7 @@ async def _logs(
 ) -> int:
     namespace = target.namespace or kube.namespace
     app = await _app(kube, namespace, name)
-    drivers = await kube.list(k8s.SPARK_DRIVERS, namespace, selector=_app_selector(name))
+    drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=_app_selector(name))
     driver = choose_driver(app, drivers, run)
     selector = f"{labels.DRIVER}={naming.label_value(driver['metadata']['name'])}"
     pods = await kube.list(k8s.PODS, namespace, selector=selector)
@@ -409,7 +409,7 @@ async def _logs(
 async def _events(kube: k8s.Kube, target: Target, name: str) -> int:
     namespace = target.namespace or kube.namespace
     app = await _app(kube, namespace, name)
-    drivers = await kube.list(k8s.SPARK_DRIVERS, namespace, selector=_app_selector(name))
+    drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=_app_selector(name))
     of_app = await kube.list(
         k8s.EVENTS, namespace, fields=f"involvedObject.kind=SparkApplication,involvedObject.name={name}"
     )
@@ -426,7 +426,7 @@ async def _suspend(kube: k8s.Kube, target: Target, name: str, suspend: bool) -> 
     namespace = target.namespace or kube.namespace
     app = await _app(kube, namespace, name)
     patch = suspension_patch(app, suspend)
-    if patch is not None and await kube.patch(k8s.SPARK_APPLICATIONS, namespace, name, patch) is None:
+    if patch is not None and await kube.patch(kinds.SPARK_APPLICATIONS, namespace, name, patch) is None:
         raise Unavailable(f"SparkApplication {name!r} in namespace {namespace!r} was deleted meanwhile")
     print(describe_suspension(app, suspend, changed=patch is not None))
     return 0

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from core import kube as k8s
 from core.jsontypes import JSON
+from domain import kinds
 
 DEMO_APPS = Path(__file__).resolve().parent.parent / "examples" / "demo"
 REAL_DEMO_APPS = DEMO_APPS.parent / "demo-real"
@@ -139,7 +140,7 @@ async def watch(
     timeout = REAL_TIMEOUT_SECONDS if real else TIMEOUT_SECONDS
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        apps = await kube.list(k8s.SPARK_APPLICATIONS, namespace)
+        apps = await kube.list(kinds.SPARK_APPLICATIONS, namespace)
         for app in sorted(apps, key=lambda a: a["metadata"]["name"]):
             row = Row.of(app)
             if rows.get(row.name) != row:

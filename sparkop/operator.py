@@ -21,18 +21,11 @@ from typing import Any, Final
 
 from apps_controller.handlers import register as register_apps
 from core.caches import Caches
-from core.kube import (
-    NAMESPACES,
-    SCHEDULED_SPARK_APPLICATIONS,
-    SPARK_APPLICATIONS,
-    SPARK_DRIVERS,
-    Kube,
-    RateLimit,
-    Resource,
-)
+from core.kube import NAMESPACES, Kube, RateLimit, Resource
 from core.leader import ElectionConfig, Elector, KubeLeaseStore
 from core.queue import WorkQueue
 from core.runtime import Options, Register, Runtime, register_namespaces
+from domain.kinds import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_DRIVERS
 from driver_controller.handlers import register as register_driver
 from schedule_controller.handlers import register as register_scheduled
 from sparkop.serving import Health, WhileLeading, serve

@@ -18,8 +18,8 @@ import yaml
 
 from api import manifests, validate
 from api.manifests import clip, one_line, quote
-from core import labels
 from core.jsontypes import JSON
+from domain import labels
 
 # Objects that do not exist yet have no uid; these stand in for them, visibly.
 PLACEHOLDER_APP_UID = "00000000-0000-0000-0000-00000000a001"

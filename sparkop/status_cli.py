@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from api import spark_lines
 from core import kube as k8s
-from core import labels, naming
 from core.jsontypes import JSON
+from domain import kinds, labels, naming
 
 
 def _age(stamp: str | None, now: datetime) -> str:
@@ -126,8 +126,8 @@ def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
 async def _fetch(name: str, namespace: str, kubeconfig: str | None) -> tuple[JSON | None, list[JSON]]:
     kube = await k8s.Kube.connect(kubeconfig)
     try:
-        app = await kube.get(k8s.SPARK_APPLICATIONS, namespace, name)
-        drivers = await kube.list(k8s.SPARK_DRIVERS, namespace, selector=f"{labels.APP}={naming.label_value(name)}")
+        app = await kube.get(kinds.SPARK_APPLICATIONS, namespace, name)
+        drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=f"{labels.APP}={naming.label_value(name)}")
     finally:
         await kube.close()
     return app, drivers

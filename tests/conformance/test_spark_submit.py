@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from core import labels
 from devcluster import images
 from devcluster.testing import ClusterHandle, temporary_namespace
+from domain import labels
 from driver_controller.podbuild import POD_TEMPLATE_VOLUME, SPARK_CONF_VOLUME
 from driver_controller.render import DriverObjects, parse, render
 from driver_controller.submission import DRIVER_CONTAINER, submission

@@ -9,8 +9,8 @@ import pytest
 
 from api import spark_lines
 from api.spark_lines import Feature
-from core import labels, naming
 from devcluster.testing import wait_for
+from domain import labels, naming
 from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 from tests.support.spark_e2e import PodWatch, SeenPod, SparkNamespace, smoke_versions, spark_pi
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from core import labels
 from devcluster.testing import ClusterHandle, wait_for
+from domain import labels
 from tests.support.cluster_drivers import driver_manifest, executors_owned, get, operator, pods, status, wait_phase
 from tests.support.operator import OperatorProcess
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from core import labels
 from devcluster.testing import ClusterHandle, wait_for
+from domain import labels
 from tests.support.operator import OperatorProcess
 
 Obj = dict[str, Any]

@@ -94,7 +94,7 @@ def kubeflow_args(
 ) -> list[str]:
     """spark-submit arguments for a SparkDriver manifest, after kubeflow's buildSparkSubmitArgs
     (only the fields the conformance configurations use)."""
-    from core import naming
+    from domain import naming
 
     meta, spec = driver["metadata"], _with_monitoring(driver)
     name, ns = meta["name"], meta["namespace"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from core import labels
 from core.reconciler import Plan
+from domain import labels
 from driver_controller.observe import summarize_object
 from driver_controller.render import parse, render
 

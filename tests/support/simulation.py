@@ -18,9 +18,10 @@ from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase,
 from apps_controller.decide import decide
 from apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
 from apps_controller.status import counted, finished, read_status, state, status_json
-from core import kube, labels
+from core import kube
 from core.jsontypes import JSON
 from core.reconciler import Applier, Event, Learned, Plan, Refusal
+from domain import labels
 
 T = TypeVar("T")
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from _pytest.mark.structures import ParameterSet
 
-from core import labels
 from devcluster import images
 from devcluster.testing import ClusterHandle, wait_for
+from domain import labels
 from tests.support.operator import OperatorProcess
 
 E2E_ENV = "SPARKOP_E2E"

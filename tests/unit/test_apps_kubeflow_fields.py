@@ -10,7 +10,7 @@ from typing import Any
 from api.models import DriverPhase
 from apps_controller import ui
 from apps_controller.observed import KUEUE_QUEUE_LABEL, AppView
-from core import labels
+from domain import labels
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 

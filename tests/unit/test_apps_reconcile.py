@@ -13,11 +13,11 @@ from apps_controller import events
 from apps_controller import status as apps_status
 from apps_controller.decide import decide as reconcile
 from apps_controller.observed import Observed, UIConfig
-from core import labels
 from core.reconciler import Create as CreateDriver
 from core.reconciler import Delete as DeleteApp
 from core.reconciler import Delete as DeleteObject
 from core.reconciler import Ensure as EnsureObject
+from domain import labels
 from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import SimCluster
 

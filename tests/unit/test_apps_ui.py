@@ -11,7 +11,7 @@ from api.models import DriverPhase, SparkApplicationStatus, SparkDriver
 from apps_controller import events, ui
 from apps_controller.builders import build_driver
 from apps_controller.observed import AppView, UIConfig
-from core import labels
+from domain import labels
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 

@@ -10,7 +10,8 @@ import pytest
 from core.caches import Caches, NotCurrent
 from core.informer import Informer
 from core.jsontypes import JSON
-from core.kube import NAMESPACES, PODS, SPARK_DRIVERS
+from core.kube import NAMESPACES, PODS
+from domain.kinds import SPARK_DRIVERS
 
 
 def pod(namespace: str, name: str, driver: str) -> JSON:

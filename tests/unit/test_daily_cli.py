@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from core import kube as k8s
-from core import labels
+from domain import labels
 from sparkop import cli, daily_cli
 from sparkop.daily_cli import Unavailable
 

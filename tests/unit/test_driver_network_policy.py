@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from core import labels
 from core.reconciler import Delete, Ensure, Patch, Plan, Refusal, refusal_key
+from domain import labels
 from driver_controller.decide import Observed, decide
 from driver_controller.draft import policy_restore_patch
 from driver_controller.observe import (

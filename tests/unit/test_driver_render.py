@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import labels, naming
+from domain import labels, naming
 from driver_controller import sparkconf
 from driver_controller.observe import summarize_pod
 from driver_controller.podbuild import app_name_label, driver_memory_mib

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from core import labels
+from domain import labels
 from driver_controller.decide import Observed, decide
 from driver_controller.observe import summarize_pod
 from driver_controller.render import parse, render

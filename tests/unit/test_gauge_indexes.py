@@ -10,8 +10,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from apps_controller import metrics as app_metrics
 from core.jsontypes import JSON
-from core.kube import PODS, SPARK_APPLICATIONS
+from core.kube import PODS
 from core.runtime import Runtime
+from domain.kinds import SPARK_APPLICATIONS
 from driver_controller import metrics as driver_metrics
 
 

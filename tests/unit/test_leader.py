@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from core.kube import SPARK_APPLICATIONS, Fenced, Kube
+from core.kube import Fenced, Kube
 from core.leader import Election, ElectionConfig, Elector, LeaseConflict, LeaseRecord
+from domain.kinds import SPARK_APPLICATIONS
 
 WALL = datetime(2025, 1, 1, tzinfo=UTC)
 

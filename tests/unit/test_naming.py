@@ -1,4 +1,4 @@
-"""core.naming: every derived name is a valid Kubernetes name, and different inputs never share one
+"""domain.naming: every derived name is a valid Kubernetes name, and different inputs never share one
 (``dot.app`` and ``dot-app`` once both wanted SparkDriver ``dot-app-1``)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import naming
+from core import names
+from domain import naming
 
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -103,5 +104,5 @@ def test_names_that_need_no_change_keep_their_name() -> None:
     assert naming.ui_service_name("spark-pi") == "spark-pi-ui-svc"
     assert naming.driver_pod_name("spark-pi-1", 2) == "spark-pi-1-2-driver"
     assert naming.label_value("spark-pi") == "spark-pi"
-    assert naming.bounded("a" * 70, 63) == "a" * 54 + "-" + naming._digest("a" * 70)
+    assert naming.bounded("a" * 70, 63) == "a" * 54 + "-" + names.digest("a" * 70)
     assert naming.dns_label("1app") != naming.dns_label("s-1app") == "s-1app"

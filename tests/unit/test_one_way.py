@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("core", "api", "apps_controller", "driver_controller", "schedule_controller", "sparkop")
+PRODUCT = ("core", "domain", "api", "apps_controller", "driver_controller", "schedule_controller", "sparkop")
 
 
 def product_sources() -> dict[str, str]:

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.scheduled import ScheduleError, ScheduleState, parse_schedule
-from core import labels
 from core.reconciler import Create, Delete, Refusal, refusal_key
 from core.times import format_time
+from domain import labels
 from schedule_controller.decide import RUN_MISSED, RUN_REFUSED, RUN_SKIPPED, decide, run_name
 from schedule_controller.observed import Observed, RunView, ScheduledView, read_status
 

@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 from core.caches import Caches
-from core.kube import PODS, SPARK_APPLICATIONS
+from core.kube import PODS
 from core.leader import ElectionConfig, Elector, LeaseRecord
+from domain.kinds import SPARK_APPLICATIONS
 from sparkop.serving import Health, stall_seconds
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from api import spark_lines
 from api.spark_lines import DEFAULT_LINE, KNOWN_LINES, NEWEST_LINE, Feature, SparkLine, release
-from core import labels, naming
+from domain import labels, naming
 from driver_controller.podbuild import FEATURE_STEP_PACKAGE
 from driver_controller.render import InvalidSpec, parse, render
 

@@ -1,59 +1,20 @@
-"""The one naming function family. Every name sparkop creates is deterministic, so a
-create retried after a crash hits 409 AlreadyExists instead of making a duplicate.
+"""The one naming function family: every name sparkop creates (SparkDrivers, driver pods, their
+ConfigMaps and Services, UI objects, pod groups, spark.app.id) is deterministic, so a create retried
+after a crash hits 409 AlreadyExists instead of making a duplicate. The DNS rules themselves are
+``core.names``'s; they are re-exported here, so a controller names everything through this module.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Final
 
-DNS_LABEL_MAX: Final = 63
+from core.names import DNS_LABEL_MAX, HASH_LEN, bounded, digest, dns_label, event_name, label_value
+
 # The longest suffix sparkop puts after an incarnation's prefix; every name it makes stays a DNS label.
 _LONGEST_SUFFIX: Final = "-podspec-conf-map"
 # Spark itself requires spark.kubernetes.executor.podNamePrefix to be at most 47 characters, so that
 # "<prefix>-exec-<id>" stays a DNS label; our own suffixes need one character less.
 POD_PREFIX_MAX: Final = DNS_LABEL_MAX - len(_LONGEST_SUFFIX)
-HASH_LEN: Final = 8
-
-_INVALID = re.compile(r"[^a-z0-9-]+")
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-
-
-def _digest(text: str, length: int = HASH_LEN) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
-
-
-def bounded(name: str, limit: int) -> str:
-    """``name`` as a DNS-1123 name of at most ``limit`` characters ([a-z0-9-], alphanumeric at both
-    ends). A name that already is one comes back unchanged; any other is cleaned (lowercased, every
-    other character run turned into ``-``), cut to fit, and suffixed with a hash of the original, so
-    that two different names never give the same result (``dot.app`` and ``dot-app`` differ)."""
-    return _derived(name, limit)
-
-
-def _derived(name: str, limit: int, prefix: str = "") -> str:
-    clean = prefix + (_INVALID.sub("-", name.lower()).strip("-") or "x")
-    if clean == name and len(clean) <= limit:
-        return clean
-    head = clean[: limit - HASH_LEN - 1].rstrip("-")
-    return f"{head}-{_digest(name)}"
-
-
-def dns_label(name: str, limit: int = DNS_LABEL_MAX) -> str:
-    """A DNS-1035 label (starts with a letter), as Service names require; as injective as
-    :func:`bounded` (a name that does not start with a letter gets an ``s-`` prefix and a hash)."""
-    label = bounded(name, limit)
-    if label[0].isalpha():
-        return label
-    return _derived(name, limit, prefix="s-")
-
-
-def label_value(name: str) -> str:
-    """A label value for an object name (names may reach 253 characters, label values 63): the name
-    itself when it fits (an object name of up to 63 characters is a valid label value, dots
-    included), else :func:`bounded`."""
-    return name if _LABEL_VALUE.fullmatch(name) else bounded(name, DNS_LABEL_MAX)
 
 
 def driver_name(app_name: str, run: int) -> str:
@@ -131,14 +92,18 @@ def metrics_configmap_name(driver: str, incarnation: int) -> str:
     return f"{pod_prefix(driver, incarnation)}-prom-conf"
 
 
-def event_name(object_name: str, nanos: int) -> str:
-    """An Event's name, client-go's ``<object>.<hex time>`` (a DNS-1123 subdomain, unique per object
-    and instant)."""
-    name = f"{object_name}.{nanos:x}"
-    return name if len(name) <= 253 else bounded(name, 253)
-
-
 def spark_app_id(driver_uid: str, incarnation: int) -> str:
     """spark.app.id in Spark's own shape ("spark-" + 32 hex), fixed by the SparkDriver's uid and
     incarnation so that a retried create renders byte-identical objects."""
-    return "spark-" + _digest(f"{driver_uid}/{incarnation}", 32)
+    return "spark-" + digest(f"{driver_uid}/{incarnation}", 32)
+
+
+__all__ = [
+    "DNS_LABEL_MAX",
+    "HASH_LEN",
+    "POD_PREFIX_MAX",
+    "bounded",
+    "dns_label",
+    "event_name",
+    "label_value",
+]

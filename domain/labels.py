@@ -1,4 +1,4 @@
-"""The one place that knows sparkop's and Spark's label and annotation keys.
+"""The one place that knows sparkop's and Spark's API group, label and annotation keys.
 
 Every object sparkop creates carries ``managed-by`` plus the keys that let a controller find
 its children through an index (never a LIST per event).

@@ -1,0 +1,23 @@
+"""The kinds sparkop reads and writes beyond Kubernetes' own: its three, and the batch schedulers'
+pod groups (driver_controller.schedulers), served only where those schedulers are installed. Known to
+the client layer (``core.kube.resource_of``) once this module is imported.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from core.kube import Resource, register_kinds
+from domain.labels import GROUP, VERSION
+
+SPARK_APPLICATIONS: Final = Resource(GROUP, VERSION, "sparkapplications", "SparkApplication")
+SPARK_DRIVERS: Final = Resource(GROUP, VERSION, "sparkdrivers", "SparkDriver")
+SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
+    GROUP, VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
+)
+VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+
+register_kinds(
+    SPARK_APPLICATIONS, SPARK_DRIVERS, SCHEDULED_SPARK_APPLICATIONS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS
+)
