@@ -149,15 +149,15 @@ async def probe(kubeconfig: str, mode: str) -> dict[str, Any]:
     try:
         if mode == "owned":
             informers = [
-                Informer(kube.api, k8s.PODS, label_selector=OWNED_SELECTOR),
-                Informer(kube.api, k8s.CONFIGMAPS, label_selector=OWNED_SELECTOR),
-                Informer(kube.api, k8s.SERVICES, label_selector=OWNED_SELECTOR),
-                Informer(kube.api, k8s.SERVICES, label_selector=UI_SELECTOR),
-                Informer(kube.api, kinds.SPARK_APPLICATIONS),
-                Informer(kube.api, kinds.SPARK_DRIVERS),
+                Informer(kube, k8s.PODS, label_selector=OWNED_SELECTOR),
+                Informer(kube, k8s.CONFIGMAPS, label_selector=OWNED_SELECTOR),
+                Informer(kube, k8s.SERVICES, label_selector=OWNED_SELECTOR),
+                Informer(kube, k8s.SERVICES, label_selector=UI_SELECTOR),
+                Informer(kube, kinds.SPARK_APPLICATIONS),
+                Informer(kube, kinds.SPARK_DRIVERS),
             ]
         else:  # every ConfigMap, unfiltered: what caching a whole kind costs
-            informers = [Informer(kube.api, k8s.CONFIGMAPS)]
+            informers = [Informer(kube, k8s.CONFIGMAPS)]
         rss0, cpu0, start = rss_mib(), cpu_seconds(), time.monotonic()
         tasks = [asyncio.create_task(i.run()) for i in informers]
         async with asyncio.timeout(600):
@@ -238,7 +238,7 @@ async def add_noise(cluster: Cluster, config_maps: int, pods: int) -> dict[str, 
     kube = await k8s.Kube.connect(str(cluster.kubeconfig))
     try:
         node = components.fake_node(NOISE_NODE, "100000", "100Ti", pods=str(pods + 100))
-        await kube.api.call_api("/api/v1/nodes", "POST", body=node, auth_settings=["BearerToken"])
+        await kube._call("POST", "/api/v1/nodes", body=node, decode=False)
         start = time.monotonic()
         calls: list[Callable[[], Awaitable[Any]]] = []
         for i in range(config_maps):

@@ -398,7 +398,7 @@ async def stamping(
 ) -> AsyncIterator[Stamps]:
     """Watch ``resource`` and stamp each object the first time ``key(obj)`` is not None, under that key."""
     stamps = Stamps()
-    informer = Informer(kube.api, resource, namespace=namespace, label_selector=selector)
+    informer = Informer(kube, resource, namespace=namespace, label_selector=selector)
 
     def handler(_: EventType, obj: JSON, __: JSON | None) -> None:
         k = key(obj)

@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-from core.informer import ApiClientLike, Handler, Informer, ResourceLike, Stored, Transform, decode, drop_managed_fields
+from core.informer import Handler, Informer, ResourceLike, Stored, Transform, decode, drop_managed_fields
 from core.jsontypes import JSON
+from core.requester import Requester
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class Caches:
     """Every informer of one operator. ``namespaces`` empty: cluster-wide; else one informer per
     namespace (a cluster-scoped resource is then selected by ``metadata.name``)."""
 
-    def __init__(self, api: ApiClientLike, namespaces: Sequence[str] = ()) -> None:
+    def __init__(self, api: Requester, namespaces: Sequence[str] = ()) -> None:
         self.api = api
         self.namespaces = tuple(namespaces)
         self._informers: dict[tuple[str, str | None], list[Informer]] = {}

@@ -57,6 +57,7 @@ import orjson
 
 from core.jsontypes import JSON
 from core.owners import controller_of
+from core.requester import Requester, Response
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +98,6 @@ class ResourceLike(Protocol):
     def kind(self) -> str: ...
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str: ...
-
-
-class ApiClientLike(Protocol):
-    """kubernetes_asyncio's ``ApiClient`` (only ``call_api`` is used, with ``_preload_content=False``)."""
-
-    async def call_api(self, resource_path: str, method: str, *args: Any, **kwargs: Any) -> Any: ...
 
 
 class Delta(NamedTuple):
@@ -386,11 +381,11 @@ class InformerStats:
 class Informer:
     """LIST+WATCH of ``resource`` in ``namespace`` (None: cluster-wide) into :attr:`store`.
 
-    ``api`` is a kubernetes_asyncio ``ApiClient`` (e.g. ``core.kube.Kube.api``); ``resource`` anything
+    ``api`` sends its requests (``core.kube.Kube``: the one request path); ``resource`` anything
     with ``path()``, ``api_version`` and ``kind`` (e.g. ``core.kube.PODS``). Run it with
     ``asyncio.create_task(informer.run())`` and ``await informer.wait_synced()``."""
 
-    api: ApiClientLike
+    api: Requester
     resource: ResourceLike
     namespace: str | None = None
     label_selector: str | None = None
@@ -535,18 +530,12 @@ class Informer:
             params.append(("fieldSelector", self.field_selector))
         return params
 
-    async def _get(self, verb: Literal["LIST", "WATCH"], params: list[tuple[str, str]], request_timeout: Any) -> Any:
+    async def _get(
+        self, verb: Literal["LIST", "WATCH"], params: list[tuple[str, str]], client_timeout: aiohttp.ClientTimeout
+    ) -> Response:
         path = self.resource.path(self.namespace)
         self.requests.append(RecordedRequest(verb, path, tuple(params)))
-        response = await self.api.call_api(
-            path,
-            "GET",
-            query_params=params,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=request_timeout,
-        )
+        response = await self.api.request("GET", path, params, client_timeout=client_timeout)
         if 200 <= response.status < 300:
             return response
         body = await response.read()
@@ -571,7 +560,7 @@ class Informer:
             if token:
                 params.append(("continue", token))
             try:
-                response = await self._get("LIST", params, self.request_timeout_seconds)
+                response = await self._get("LIST", params, aiohttp.ClientTimeout(total=self.request_timeout_seconds))
             except _ContinuityLost:
                 if token is None:
                     raise

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -34,6 +34,7 @@ from core.jsontypes import JSON
 from core.leader import default_namespace
 from core.owners import controller_of
 from core.reconciler import Refusal
+from core.requester import NO_TIMEOUT
 from core.times import format_time
 
 log = logging.getLogger(__name__)
@@ -263,9 +264,6 @@ async def _read_the_environment_once(api: client.ApiClient) -> None:
     await trusting.close()
 
 
-# As the generated client asks (no bound): a request is bounded by the server's own timeouts.
-NO_TIMEOUT: Final = aiohttp.ClientTimeout()
-
 THROTTLED_SECONDS = Counter(
     "sparkop_kube_client_throttled_seconds_total",
     "Seconds requests waited for the client-side rate limit (--kube-api-qps, --kube-api-burst)",
@@ -333,21 +331,31 @@ class Kube:
     async def close(self) -> None:
         await self.api.close()
 
-    async def _send(
-        self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]] = (),
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        client_timeout: aiohttp.ClientTimeout = NO_TIMEOUT,
+        accept: str = "application/json",
     ) -> aiohttp.ClientResponse:
-        """The request on the client's own session, connector, proxy and credentials, without the
-        generated client's per-request work (sanitizing the body object by object, copying
-        parameters): a third of the request path's CPU under load (bench/throughput.py --profile)."""
+        """The one request path (the informers' LISTs and WATCHes, the leader's Lease, every call
+        below): the request on the client's own session, connector, proxy and credentials, the
+        answer unread; no rate limit and no fence (:meth:`_call` adds them for the controllers'
+        writes). Without the generated client's per-request work (sanitizing the body object by
+        object, copying parameters): a third of the request path's CPU under load."""
         api = self.api
-        headers = {**api.default_headers, "Accept": "application/json"}
+        headers = {**api.default_headers, "Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
         # Asked per request: a token from an exec plugin or a projected service account is refreshed.
         await api.update_params_for_auth(headers, [], ["BearerToken"])
         url = f"{api.configuration.host}{path}"
         if query:
-            url += "?" + urlencode(query)
+            url += "?" + urlencode(list(query))
         rest = api.rest_client
         extra: dict[str, Any] = {}
         if rest.proxy:
@@ -358,7 +366,7 @@ class Kube:
             extra["server_hostname"] = rest.server_hostname
         data = None if body is None else orjson.dumps(body)
         session: aiohttp.ClientSession = rest.pool_manager
-        return await session.request(method, url, headers=headers, data=data, timeout=NO_TIMEOUT, **extra)
+        return await session.request(method, url, headers=headers, data=data, timeout=client_timeout, **extra)
 
     async def _call(
         self,
@@ -375,7 +383,7 @@ class Kube:
         await self.limit.take()
         if method != "GET" and self.fence is not None and not self.fence():
             raise Fenced(f"refusing {method} {path}: this replica does not hold a valid leader lease")
-        response = await self._send(method, path, query or [], body, content_type)
+        response = await self.request(method, path, query or [], body=body, content_type=content_type)
         try:
             data = await response.read()
         finally:
@@ -426,19 +434,12 @@ class Kube:
         query = [("follow", "true")] if follow else []
         if container:
             query.append(("container", container))
-        response = await self.api.call_api(
-            PODS.path(namespace, name, "log"),
-            "GET",
-            query_params=query,
-            header_params={"Accept": "*/*"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-        )
+        response = await self.request("GET", PODS.path(namespace, name, "log"), query, accept="*/*")
         try:
             # Unread, the response is not checked by the client: an error status is ours to raise.
             if not 200 <= response.status < 300:
                 error = ApiException(status=response.status, reason=response.reason)
-                error.body = (await response.read()).decode(errors="replace")
+                error.body = await response.read()
                 raise error
             async for chunk in response.content.iter_any():
                 yield chunk

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import random
 import secrets
@@ -37,12 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 import aiohttp
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from core.jsontypes import JSON
+from core.requester import Requester
 from core.times import format_micro_time, parse_time
 
 log = logging.getLogger(__name__)
@@ -203,71 +205,94 @@ class LeaseStore(Protocol):
 
 
 class KubeLeaseStore:
-    """One Lease through kubernetes_asyncio's CoordinationV1Api (it bypasses the write fence of
-    :class:`core.kube.Kube`: a standby must be able to acquire)."""
+    """One Lease, read and written on the one request path (``core.kube.Kube.request``), which is
+    not fenced: a standby must be able to acquire."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
-        self.leases = client.CoordinationV1Api(api)
+    def __init__(self, requester: Requester, namespace: str, name: str) -> None:
+        self.requester = requester
         self.namespace = namespace
         self.name = name
 
+    @property
+    def _collection(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+
     async def get(self) -> LeaseRecord | None:
-        try:
-            lease = await self.leases.read_namespaced_lease(self.name, self.namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return _record(lease)
+        status, lease = await self._send("GET", f"{self._collection}/{self.name}", ok_absent=True)
+        return None if status == 404 else _record(lease)
 
     async def create(self, record: LeaseRecord) -> LeaseRecord:
-        try:
-            return _record(await self.leases.create_namespaced_lease(self.namespace, self._body(record)))
-        except ApiException as exc:
-            if exc.status == 409:
-                raise LeaseConflict(f"lease {self.namespace}/{self.name} was created by someone else") from exc
-            raise
+        status, lease = await self._send("POST", self._collection, self._body(record), conflicts=(409,))
+        if status == 409:
+            raise LeaseConflict(f"lease {self.namespace}/{self.name} was created by someone else")
+        return _record(lease)
 
     async def replace(self, record: LeaseRecord) -> LeaseRecord:
+        path = f"{self._collection}/{self.name}"
+        status, lease = await self._send("PUT", path, self._body(record), conflicts=(404, 409))
+        if status in (404, 409):
+            raise LeaseConflict(f"lease {self.namespace}/{self.name} changed since it was read")
+        return _record(lease)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: JSON | None = None,
+        *,
+        ok_absent: bool = False,
+        conflicts: tuple[int, ...] = (),
+    ) -> tuple[int, JSON]:
+        """(status, decoded answer); ApiException for an answer that is neither 2xx nor expected."""
+        # Bounded by the Elector (its renew deadline), not here.
+        response = await self.requester.request(method, path, body=body)
         try:
-            return _record(await self.leases.replace_namespaced_lease(self.name, self.namespace, self._body(record)))
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                raise LeaseConflict(f"lease {self.namespace}/{self.name} changed since it was read") from exc
-            raise
+            data = await response.read()
+        finally:
+            response.release()
+        if response.status in conflicts or (ok_absent and response.status == 404):
+            return response.status, {}
+        if not 200 <= response.status < 300:
+            error = ApiException(status=response.status, reason=response.reason)
+            error.body = data
+            raise error
+        decoded = json.loads(data) if data else {}
+        return response.status, decoded if isinstance(decoded, dict) else {}
 
-    def _body(self, record: LeaseRecord) -> client.V1Lease:
-        return client.V1Lease(
-            api_version="coordination.k8s.io/v1",
-            kind="Lease",
-            metadata=client.V1ObjectMeta(
-                name=self.name, namespace=self.namespace, resource_version=record.resource_version or None
-            ),
-            spec=client.V1LeaseSpec(
-                holder_identity=record.holder or None,
-                lease_duration_seconds=record.lease_duration_seconds,
-                lease_transitions=record.transitions,
-                acquire_time=_micro_time(record.acquire_time),
-                renew_time=_micro_time(record.renew_time),
-            ),
-        )
+    def _body(self, record: LeaseRecord) -> JSON:
+        meta: JSON = {"name": self.name, "namespace": self.namespace}
+        if record.resource_version:
+            meta["resourceVersion"] = record.resource_version
+        spec = {
+            "holderIdentity": record.holder or None,
+            "leaseDurationSeconds": record.lease_duration_seconds,
+            "leaseTransitions": record.transitions,
+            "acquireTime": _micro_time(record.acquire_time),
+            "renewTime": _micro_time(record.renew_time),
+        }
+        # As the generated client sent it: unset fields left out.
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": {k: v for k, v in spec.items() if v is not None},
+        }
 
 
-def _micro_time(value: datetime | None) -> Any:
-    # Written as text: the generated client would write datetime.isoformat(), which drops the
-    # fraction when it is zero, and the API server's MicroTime demands six digits.
+def _micro_time(value: datetime | None) -> str | None:
+    # The API server's MicroTime demands six sub-second digits.
     return None if value is None else format_micro_time(value)
 
 
-def _record(lease: client.V1Lease) -> LeaseRecord:
-    spec = lease.spec
+def _record(lease: JSON) -> LeaseRecord:
+    spec = lease.get("spec") or {}
     return LeaseRecord(
-        holder=(spec.holder_identity if spec else None) or None,
-        lease_duration_seconds=int((spec.lease_duration_seconds if spec else None) or 0),
-        acquire_time=parse_time(spec.acquire_time if spec else None),
-        renew_time=parse_time(spec.renew_time if spec else None),
-        transitions=int((spec.lease_transitions if spec else None) or 0),
-        resource_version=str(lease.metadata.resource_version or ""),
+        holder=spec.get("holderIdentity") or None,
+        lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+        acquire_time=parse_time(spec.get("acquireTime")),
+        renew_time=parse_time(spec.get("renewTime")),
+        transitions=int(spec.get("leaseTransitions") or 0),
+        resource_version=str((lease.get("metadata") or {}).get("resourceVersion") or ""),
     )
 
 

@@ -72,7 +72,7 @@ class Runtime:
 
     @functools.cached_property
     def caches(self) -> Caches:
-        return Caches(self.kube.api, self.namespaces)
+        return Caches(self.kube, self.namespaces)
 
     def index(self, name: str) -> CacheIndex[Any]:
         """A registered index by name: ``index(name).get(key)`` is the list of values filed under

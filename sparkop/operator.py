@@ -108,7 +108,7 @@ async def run_operator(
         register(runtime)
     elector: Elector | None = None
     if election is not None:
-        elector = Elector(election, KubeLeaseStore(kube.api, election.namespace, election.name))
+        elector = Elector(election, KubeLeaseStore(kube, election.namespace, election.name))
         kube.fence = elector.fence
         # The audit log tells the replicas' requests apart.
         kube.api.user_agent = f"{kube.api.user_agent} ({election.identity})"

@@ -90,7 +90,7 @@ async def test_sync_with_a_label_selector_never_shows_unlabelled_objects(kube: K
 
     recorder = Recorder()
     informer = Informer(
-        kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", page_size=2, watch_list=False
+        kube, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", page_size=2, watch_list=False
     )
     informer.add_handler(recorder)
     async with running(informer):
@@ -113,7 +113,7 @@ async def test_a_streamed_listing_holds_exactly_the_selection_and_watches_on(kub
     mine = [config_map(namespace, f"mine-{i}", {LABEL: run}) for i in range(5)]
     await asyncio.gather(*(kube.create(o) for o in [*mine, config_map(namespace, "other", {LABEL: "else"})]))
     recorder = Recorder()
-    informer = Informer(kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}")
+    informer = Informer(kube, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}")
     informer.add_handler(recorder)
     async with running(informer):
         assert sorted(name for _, name in informer.store) == [f"mine-{i}" for i in range(5)]
@@ -133,7 +133,7 @@ async def test_every_list_and_watch_request_carries_the_selectors(kube: Kube, na
     run = uuid.uuid4().hex[:8]
     selector, fields = f"{LABEL}={run}", f"metadata.namespace={namespace}"
     # Cluster-wide: the selection is the server's, the informer never sees another namespace's objects.
-    informer = Informer(kube.api, CONFIGMAPS, label_selector=selector, field_selector=fields, watch_list=watch_list)
+    informer = Informer(kube, CONFIGMAPS, label_selector=selector, field_selector=fields, watch_list=watch_list)
     async with running(informer):
         await kube.create(config_map(namespace, "seen", {LABEL: run}))
         await eventually(lambda: informer.store.get(namespace, "seen"), message="seen in the cache")
@@ -156,7 +156,7 @@ async def test_added_modified_deleted_reach_the_store_and_the_handlers(kube: Kub
     owner_ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
     recorder = Recorder()
     informer = Informer(
-        kube.api,
+        kube,
         CONFIGMAPS,
         namespace=namespace,
         label_selector=f"{LABEL}={run}",
@@ -197,9 +197,7 @@ async def test_a_watch_gap_past_compaction_relists_and_drops_what_was_deleted(
     names = ["stays", "goes", "changes"]
     await asyncio.gather(*(kube.create(config_map(namespace, n, {LABEL: run})) for n in names))
     recorder = Recorder()
-    informer = Informer(
-        kube.api, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", watch_list=watch_list
-    )
+    informer = Informer(kube, CONFIGMAPS, namespace=namespace, label_selector=f"{LABEL}={run}", watch_list=watch_list)
     informer.add_handler(recorder)
     async with running(informer):
         pass  # synced; now the informer stops, as an operator stopped (SIGSTOP) for a while would

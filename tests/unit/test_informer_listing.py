@@ -56,8 +56,8 @@ class Api:
         self.responses = list(responses)
         self.queries: list[dict[str, str]] = []
 
-    async def call_api(self, path: str, method: str, **kwargs: Any) -> Response:
-        self.queries.append(dict(kwargs["query_params"]))
+    async def request(self, method: str, path: str, query: Any = (), **kwargs: Any) -> Response:
+        self.queries.append(dict(query))
         if not self.responses:
             await asyncio.Event().wait()
         return self.responses.pop(0)

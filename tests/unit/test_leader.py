@@ -212,7 +212,7 @@ async def test_the_kube_fence_refuses_every_write_and_lets_reads_through() -> No
             pass
 
     class Recorded(Kube):
-        async def _send(self, method: str, path: str, *_: Any) -> Answer:  # type: ignore[override]
+        async def request(self, method: str, path: str, *_: Any, **__: Any) -> Answer:  # type: ignore[override]
             calls.append(method)
             return Answer()
 

@@ -59,3 +59,15 @@ def test_every_controller_is_a_declaration_for_the_skeleton() -> None:
         shell = (ROOT / package / "handlers.py").read_text()
         assert "from core.controller import" in shell and "start(runtime, " in shell, package
         assert "reconcile_key" not in shell, package
+
+
+def test_every_request_takes_the_one_path() -> None:
+    """Kube.request is the one request path (the informers' LISTs and WATCHes, the leader's Lease, the
+    controllers' writes): nothing else calls into the generated client or its session."""
+    bypasses = re.compile(r"\.call_api\(|CoordinationV1Api|CoreV1Api|CustomObjectsApi|\.pool_manager\b|\.rest_client\b")
+    found = {
+        path: [line.strip() for line in text.splitlines() if bypasses.search(line)]
+        for path, text in product_sources().items()
+        if path != "core/kube.py"
+    }
+    assert {path: lines for path, lines in found.items() if lines} == {}

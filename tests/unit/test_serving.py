@@ -13,7 +13,7 @@ from sparkop.serving import Health, stall_seconds
 
 
 class NoApi:
-    async def call_api(self, *args: Any, **kwargs: Any) -> Any:
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
         raise AssertionError("probes make no requests")
 
 
