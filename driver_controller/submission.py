@@ -340,6 +340,19 @@ def _executor_conf(conf: dict[str, str], spec: SparkDriverSpec) -> None:
     _secrets(conf, "executor", executor.secrets, "spark.executorEnv.")
 
 
+def _privilege_escalation_conf(conf: dict[str, str], spec: SparkDriverSpec) -> None:
+    """Spark 4.3 sets each role's allowPrivilegeEscalation over the pod template's, from its properties
+    (false by default). A value the spec's securityContext gives explicitly is the user's wish: it
+    becomes the role's property, unless sparkConf names that role's or the general one itself, so that
+    real Spark building the executors keeps it too."""
+    general = "spark.kubernetes.securityContext.allowPrivilegeEscalation"
+    for role, pod in (("driver", spec.driver), ("executor", spec.executor)):
+        wanted = (pod.securityContext or {}).get("allowPrivilegeEscalation")
+        key = f"spark.kubernetes.{role}.securityContext.allowPrivilegeEscalation"
+        if isinstance(wanted, bool) and key not in conf and general not in conf:
+            conf[key] = str(wanted).lower()
+
+
 def _by_properties(volume: Mapping[str, Any], mount: Mapping[str, Any]) -> bool:
     """Whether Spark can mount ``volume`` at ``mount`` from properties; other volumes go into the pod templates.
 
@@ -395,6 +408,8 @@ def _spark_conf(
     _common_conf(conf, spec, driver.metadata["namespace"], release)
     _driver_conf(conf, spec)
     _executor_conf(conf, spec)
+    if release.has(spark_lines.Feature.ALLOW_PRIVILEGE_ESCALATION):
+        _privilege_escalation_conf(conf, spec)
     template_mounts = _volume_conf(conf, spec)
     # spec.nodeSelector (deprecated, both roles) -> spark.kubernetes.node.selector.*
     _put_prefixed(conf, "spark.kubernetes.node.selector.", spec.nodeSelector)

@@ -192,6 +192,31 @@ def test_4_3_allow_privilege_escalation_comes_from_the_driver_setting_then_the_g
     assert spark_container(objects.pod)["securityContext"]["allowPrivilegeEscalation"] is expected
 
 
+@pytest.mark.parametrize("allowed", [True, False])
+def test_4_3_keeps_an_explicit_allow_privilege_escalation_of_the_spec_for_both_roles(allowed: bool) -> None:
+    context = {"securityContext": {"runAsUser": 185, "allowPrivilegeEscalation": allowed}}
+    objects = render(parse(driver("4.3.0", driver=context, executor=context)), 1)
+    assert spark_container(objects.pod)["securityContext"] == {"runAsUser": 185, "allowPrivilegeEscalation": allowed}
+    for role in ("driver", "executor"):
+        key = f"spark.kubernetes.{role}.securityContext.allowPrivilegeEscalation"
+        assert objects.properties[key] == str(allowed).lower()  # real Spark builds the executors from it
+
+
+def test_4_3_lets_spark_conf_decide_over_the_spec_security_context() -> None:
+    conf = {"spark.kubernetes.securityContext.allowPrivilegeEscalation": "false"}
+    context = {"securityContext": {"allowPrivilegeEscalation": True}}
+    objects = render(parse(driver("4.3.0", sparkConf=conf, driver=context)), 1)
+    assert spark_container(objects.pod)["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "spark.kubernetes.driver.securityContext.allowPrivilegeEscalation" not in objects.properties
+
+
+def test_lines_before_4_3_leave_the_spec_security_context_to_the_template() -> None:
+    context = {"securityContext": {"allowPrivilegeEscalation": True}}
+    objects = render(parse(driver("4.2.1", driver=context)), 1)
+    assert spark_container(objects.pod)["securityContext"] == {"allowPrivilegeEscalation": True}
+    assert not any("allowPrivilegeEscalation" in key for key in objects.properties)
+
+
 def test_the_connect_port_and_publish_not_ready_addresses_follow_spark_conf() -> None:
     conf = {
         "spark.connect.grpc.binding.port": "15010",
