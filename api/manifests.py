@@ -108,6 +108,39 @@ def _oversized(root: yaml.Node) -> str | None:
     return None
 
 
+def _duplicate_key(root: yaml.Node) -> str | None:
+    """The first key (in the file's order) given twice in one mapping of the document at ``root``,
+    said as kubectl apply refuses it ("key already set in map"), or None. Walked after
+    :func:`_oversized`, so bounded."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    visited: set[int] = set()
+    found: list[tuple[int, str]] = []
+    while stack:
+        node, path = stack.pop()
+        if id(node) in visited:
+            continue  # an alias: its mappings were checked where the anchor is
+        visited.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[str, yaml.Node] = {}
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    continue
+                where = f"{path}.{key.value}" if path else key.value
+                if key.value in first:
+                    line, earlier = key.start_mark.line + 1, first[key.value].start_mark.line + 1
+                    message = (
+                        f"{where}: the key {key.value!r} is given twice in one mapping (line {earlier} and"
+                        f" line {line}); kubectl apply refuses it: keep one"
+                    )
+                    found.append((line, one_line(message)))
+                else:
+                    first[key.value] = key
+                    stack.append((value, where))
+    return min(found)[1] if found else None
+
+
 def _json_key(key: Any) -> str:
     if isinstance(key, str):
         return key
@@ -174,6 +207,10 @@ def parse(data: bytes, name: str) -> list[Document]:
             too_big = _oversized(node) if node is not None else None
             if too_big:
                 out.append(Document(source_of(name, index), problem=too_big))
+                continue
+            duplicate = _duplicate_key(node) if node is not None else None
+            if duplicate:
+                out.append(Document(source_of(name, index), problem=duplicate))
                 continue
             try:
                 body = as_json(loader.construct_document(node)) if node is not None else None

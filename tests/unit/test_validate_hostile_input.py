@@ -331,3 +331,47 @@ def test_the_budget_counts_every_inlined_field_and_stops_at_its_edge() -> None:
 
 def test_the_budget_leaves_room_below_the_api_server_limit() -> None:
     assert rules.INLINED_PROPERTIES_BUDGET + 100_000 <= 1_000_000 < MIB
+
+
+DUPLICATES = """\
+apiVersion: sparkop.io/v1alpha1
+kind: SparkApplication
+metadata:
+  name: pi
+spec:
+  type: Scala
+  image: apache/spark:3.5.9
+  sparkConf:
+    spark.executor.cores: "1"
+    spark.executor.cores: "2"
+  image: apache/spark:4.0.5
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (DUPLICATES, "spec.sparkConf.spark.executor.cores: the key 'spark.executor.cores' is given twice"),
+        (DUPLICATES.replace('    spark.executor.cores: "2"\n', ""), "spec.image: the key 'image' is given twice"),
+        ("a:\n  - b: 1\n    b: 2\n", "a[0].b: the key 'b' is given twice in one mapping (line 2 and line 3)"),
+    ],
+)
+def test_a_key_given_twice_is_refused_as_kubectl_apply_refuses_it(text: str, where: str) -> None:
+    [document] = manifests.parse(text.encode(), "app.yaml")
+    assert document.body is None and document.problem is not None
+    assert document.problem.startswith(where) and document.problem.endswith("kubectl apply refuses it: keep one")
+
+
+def test_the_same_key_in_different_mappings_and_through_anchors_and_merges_is_fine() -> None:
+    text = "a: &base {x: 1, y: 2}\nb:\n  <<: *base\n  x: 3\nc: *base\nd: {x: 1}\n"
+    [document] = manifests.parse(text.encode(), "ok.yaml")
+    assert document.problem is None
+    assert document.body == {"a": {"x": 1, "y": 2}, "b": {"x": 3, "y": 2}, "c": {"x": 1, "y": 2}, "d": {"x": 1}}
+
+
+def test_validate_names_the_duplicate_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "app.yaml"
+    path.write_text(DUPLICATES)
+    assert validate.main([str(path)]) != 0
+    out = capsys.readouterr()
+    assert "spec.sparkConf.spark.executor.cores: the key 'spark.executor.cores' is given twice" in out.out + out.err
