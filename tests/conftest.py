@@ -13,7 +13,7 @@ import pytest
 from core.reconciler import Applier
 from devcluster.testing import ClusterHandle, RealNodeClusters, session_cluster, temporary_namespace
 from tests.support.crds import install_crds
-from tests.support.operator import OperatorProcess
+from tests.support.operator import OperatorProcess, release_driver_pods
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +52,13 @@ def real_namespace(real_cluster: ClusterHandle) -> Iterator[str]:
 
 @pytest.fixture
 def namespace(cluster: ClusterHandle) -> Iterator[str]:
-    """A fresh namespace (its default service account ready), deleted after the test."""
+    """A fresh namespace (its default service account ready), deleted after the test. The test's
+    operator has stopped by then, so the driver pods still holding its finalizer are let go first, as
+    a running operator lets them go when their namespace is deleted: left behind, they would hold
+    their nodes' CPU for the rest of the session."""
     with temporary_namespace(cluster) as name:
         yield name
+        release_driver_pods(cluster, name)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from tests.support.operator import OperatorProcess
+from domain import labels
+from tests.support.operator import OperatorProcess, release_driver_pods
 from tests.support.readme import ROOT, tour_steps
 
 pytestmark = pytest.mark.cluster
@@ -29,7 +30,19 @@ DRAIN_STEP = "kubectl delete pod -l spark-role=driver"
 def tour_operator(crds: ClusterHandle, tmp_path: Path) -> Iterator[OperatorProcess]:
     with OperatorProcess(crds.kubeconfig, namespaces=["default"], log_dir=tmp_path) as proc:
         yield proc
-    crds.kubectl("delete", "sparkapplication", TOUR_APP, "-n", "default", "--ignore-not-found", "--wait=true")
+        # While the operator runs: it lets the driver pods go (its finalizer) as their app goes.
+        crds.kubectl("delete", "sparkapplication", TOUR_APP, "-n", "default", "--ignore-not-found", "--wait=true")
+        wait_for(lambda: not _held_pods(crds), timeout=60, message="the operator to let the tour's driver pods go")
+    release_driver_pods(crds, "default")  # only if the wait above failed: leave the session's nodes free
+
+
+def _held_pods(cluster: ClusterHandle) -> list[str]:
+    pods = cluster.kubectl_json("get", "pods", "-n", "default")["items"]
+    return [
+        p["metadata"]["name"]
+        for p in pods
+        if labels.DRIVER_OUTCOME_FINALIZER in (p["metadata"].get("finalizers") or ())
+    ]
 
 
 def _run(step: str, cluster: ClusterHandle) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,7 @@ must survive kills and restarts the way a deployed operator does."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+
+from devcluster.testing import ClusterHandle
+from domain import labels
 
 
 class OperatorProcess:
@@ -96,3 +100,20 @@ class OperatorProcess:
 
     def __exit__(self, *exc: object | TracebackType) -> None:
         self.stop()
+
+
+def release_driver_pods(cluster: ClusterHandle, namespace: str) -> list[str]:
+    """Remove the operator's finalizer from every pod of ``namespace`` that holds it (what the operator
+    does for a namespace being deleted, for when it no longer runs); the names of those pods."""
+    listed = cluster.kubectl("get", "pods", "-n", namespace, "-o", "json", check=False, timeout=30)
+    if listed.returncode != 0:
+        return []
+    held = [
+        pod["metadata"]["name"]
+        for pod in json.loads(listed.stdout).get("items", [])
+        if labels.DRIVER_OUTCOME_FINALIZER in (pod["metadata"].get("finalizers") or ())
+    ]
+    for name in held:
+        patch = json.dumps({"metadata": {"finalizers": None}})
+        cluster.kubectl("patch", "pod", name, "-n", namespace, "--type=merge", "-p", patch, check=False, timeout=30)
+    return held
