@@ -18,6 +18,8 @@ SERVICE_CIDR = "10.0.0.0/16"  # a /24 runs out under a benchmark's thousand apps
 POD_CIDR = "10.244.0.1/16"  # kwok hands out pod IPs from here; kept apart from services
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+# The label every fake node has: what the simulator's executors select.
+FAKE_NODE_LABEL = ("type", "kwok")
 
 # Controllers this cluster needs: namespace deletion, garbage collection, service accounts
 # and their tokens, plus the cheap workload controllers tests and demos may lean on.
@@ -223,7 +225,7 @@ def fake_node(name: str, cpu: str, memory: str, pods: str = "110") -> dict[str, 
             "name": name,
             "annotations": {key: value, "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {
-                "type": "kwok",
+                FAKE_NODE_LABEL[0]: FAKE_NODE_LABEL[1],
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",

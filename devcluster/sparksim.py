@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import yaml
 
+from devcluster.components import FAKE_NODE_ANNOTATION, FAKE_NODE_LABEL
 from devcluster.javaprops import parse_properties
 
 log = logging.getLogger("sparksim")
@@ -185,6 +186,19 @@ def select_template_container(template: Obj, container_name: str | None) -> tupl
     return containers[index], containers[:index] + containers[index + 1 :]
 
 
+def on_fake_nodes(executor: Obj) -> Obj:
+    """A simulated executor is scheduled only onto kwok's fake nodes: on a real node the kubelet
+    would start the Spark image with a driver URL nobody listens on."""
+    executor["spec"]["nodeSelector"] = {**(executor["spec"].get("nodeSelector") or {}), **dict([FAKE_NODE_LABEL])}
+    return executor
+
+
+def simulated(executor: Obj) -> bool:
+    """Whether an executor is one the simulator made (see :func:`on_fake_nodes`)."""
+    key, value = FAKE_NODE_LABEL
+    return bool(((executor.get("spec") or {}).get("nodeSelector") or {}).get(key) == value)
+
+
 def build_executor_pod(driver: Obj, props: dict[str, str], exec_id: int, template: Obj | None = None) -> Obj:
     """The executor pod Spark's driver would create, starting from the template if given.
 
@@ -310,6 +324,8 @@ class Simulator:
         self.dirty: set[str] = set()  # driver uids to look at in the next pass
         # What a driver read at its start (Spark reads its properties and template once): by uid.
         self.started: dict[str, tuple[dict[str, str], Obj | None]] = {}
+        # Node name -> whether it is one of kwok's fake nodes (a node never changes kind).
+        self.fake_nodes: dict[str, bool] = {}
 
     async def run(self) -> None:
         watcher = asyncio.create_task(self._watch_forever())
@@ -450,11 +466,14 @@ class Simulator:
             if pod is not None and _role(pod) == "driver":
                 tasks.append(self.reconcile_driver(pod, executors))
             elif pod is None:
-                # Executors whose driver pod is gone: Spark's stop() would have deleted them.
-                tasks += [self._delete(e) for e in executors if driver_owner_uid(e) == uid]
+                # Executors whose driver pod is gone: Spark's stop() would have deleted them. Only
+                # ours: a real driver's executors are its own (and the garbage collector's).
+                tasks += [self._delete(e) for e in executors if driver_owner_uid(e) == uid and simulated(e)]
         await asyncio.gather(*tasks)
 
     async def reconcile_driver(self, driver: Obj, executors: list[Obj]) -> None:
+        if not await self._on_fake_node(driver):
+            return  # a real driver on a real node (or one not scheduled yet): real Spark's to run
         meta, phase = driver["metadata"], driver.get("status", {}).get("phase")
         if meta.get("deletionTimestamp") or phase in FINISHED or driver_exited(driver):
             await asyncio.gather(*(self._delete(e) for e in executors if not e["metadata"].get("deletionTimestamp")))
@@ -470,7 +489,10 @@ class Simulator:
             self.started[meta["uid"]] = started
         props, template = started
         existing = {e["metadata"]["name"] for e in executors}
-        wanted = [build_executor_pod(driver, props, n, template) for n in range(1, executor_count(props, driver) + 1)]
+        wanted = [
+            on_fake_nodes(build_executor_pod(driver, props, n, template))
+            for n in range(1, executor_count(props, driver) + 1)
+        ]
         await asyncio.gather(*(self._create(pod) for pod in wanted if pod["metadata"]["name"] not in existing))
 
     async def _read_configmap_key(self, namespace: str, ref: ConfigMapFile) -> str | None:
@@ -509,6 +531,24 @@ class Simulator:
             return None
         loaded = yaml.safe_load(text)
         return loaded if isinstance(loaded, dict) else None
+
+    async def _on_fake_node(self, pod: Obj) -> bool:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return False
+        fake = self.fake_nodes.get(node)
+        if fake is None:
+            from kubernetes_asyncio.client.exceptions import ApiException
+
+            try:
+                body = await self.core.read_node(node, _request_timeout=PASS_TIMEOUT_S)
+            except ApiException as err:
+                if err.status == 404:
+                    return False  # gone with its pods
+                raise
+            key, value = FAKE_NODE_ANNOTATION
+            fake = self.fake_nodes[node] = (body.metadata.annotations or {}).get(key) == value
+        return fake
 
     async def _create(self, pod: Obj) -> None:
         from kubernetes_asyncio.client.exceptions import ApiException

@@ -156,10 +156,12 @@ class RealNodeClusters:
     def get(self) -> ClusterHandle:
         if self._handle is None:
             prune(SESSION_PREFIX)
+            # The simulator runs, as `python -m devcluster up --real-nodes N` runs it: with no kwok
+            # node here, every driver is real Spark's, and the end-to-end tests check it stays so.
             cluster = Cluster.up(
                 f"{REAL_SESSION_PREFIX}{os.getpid()}",
                 nodes=0,
-                simulator=False,
+                simulator=True,
                 real_nodes=self.real_nodes,
                 die_with_parent=True,
             )

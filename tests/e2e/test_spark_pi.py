@@ -41,7 +41,18 @@ def test_spark_pi_completes_with_executors_owned_by_its_sparkdriver(spark: Spark
         assert ("Pod", driver["status"]["driverPod"]["name"]) in pod.owners_seen, pod.owners_seen
         assert ("SparkDriver", driver_name) in pod.owners_seen, pod.owners_seen
         assert "fabric8-kubernetes-client" in {f["manager"] for f in pod.pod["metadata"]["managedFields"]}
+    _the_simulator_left_it_alone(spark)
     _what_the_line_adds(spark, version, driver, seen, policies)
+
+
+def _the_simulator_left_it_alone(spark: SparkNamespace) -> None:
+    """The devcluster's Spark-driver simulator runs here too: a real driver on a real node is not its
+    to simulate, so it created no executor in the namespace."""
+    cluster = spark.cluster.cluster
+    assert cluster is not None
+    log = (cluster.directory / "sparksim.log").read_text()
+    assert cluster.state.processes.get("sparksim") is not None, "the simulator is not running"
+    assert f"created executor {spark.ns}/" not in log
 
 
 def _what_the_line_adds(
