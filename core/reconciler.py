@@ -394,11 +394,6 @@ class Applier(Generic[K]):
         while len(memory.refusals) > MAX_REFUSALS_PER_KEY:
             del memory.refusals[next(iter(memory.refusals))]
 
-    def transient_error(self, key: K) -> JSON | None:
-        """The transient error of ``key`` waiting to be recorded, if any."""
-        memory = self._memory.get(key)
-        return memory.transient if memory is not None else None
-
     def _own(self, key: K, uid: str) -> _Memory:
         memory = self._memory.get(key)
         if memory is None or memory.uid != uid:
