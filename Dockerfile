@@ -15,6 +15,7 @@ RUN pip install --quiet --disable-pip-version-check --no-deps --no-compile --tar
 COPY pyproject.toml README.md ./
 COPY api api
 COPY apps_controller apps_controller
+COPY connect_controller connect_controller
 COPY core core
 COPY domain domain
 COPY driver_controller driver_controller

@@ -1,4 +1,4 @@
-"""Generate the two CRDs from the pydantic models.
+"""Generate the CRDs from the pydantic models.
 
     python -m api crds [DIR]        (the lead wires it as ``sparkop crds``)
 
@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from domain import labels
 
-from . import k8s_openapi, scheduled
+from . import connect, k8s_openapi, rules, scheduled
 from .models import SparkApplicationSpec, SparkApplicationStatus, SparkDriverSpec, SparkDriverStatus
 from .types import K8S_MARKER
 
@@ -54,6 +54,8 @@ class _Converter:
             out = self.convert({**rest[0], **{k: v for k, v in node.items() if k not in _DROP}})
         elif K8S_MARKER in node:
             out = copy.deepcopy(self.k8s[node[K8S_MARKER]])
+            if node.get(connect.POD_LEVEL_CONTAINER_SECURITY):
+                self._container_security_at_pod_level(out)
         else:
             out = {}
             for key, value in node.items():
@@ -75,14 +77,29 @@ class _Converter:
             out["default"] = default
         return out
 
+    def _container_security_at_pod_level(self, template: dict[str, Any]) -> None:
+        """Let a pod template's pod-level securityContext take the container fields kubeflow's
+        SparkConnect sample sets there (api.connect.CONTAINER_SECURITY_AT_POD_LEVEL)."""
+        container = self.k8s["io.k8s.api.core.v1.SecurityContext"]["properties"]
+        pod = template["properties"]["spec"]["properties"]["securityContext"]["properties"]
+        for name in connect.CONTAINER_SECURITY_AT_POD_LEVEL:
+            pod[name] = copy.deepcopy(container[name])
+
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(mode="validation")
     return _Converter(raw.get("$defs", {})).convert(raw)
 
 
+def rules_for(kind: str) -> tuple[rules.Rule, ...]:
+    """Every cross-field rule of ``kind`` (CEL in its CRD, the same predicates in sparkop validate)."""
+    if kind == connect.KIND:
+        return connect.connect_rules()
+    return scheduled.rules_for(kind)
+
+
 def _attach_rules(kind: str, root: dict[str, Any]) -> None:
-    for rule in scheduled.rules_for(kind):
+    for rule in rules_for(kind):
         for path in rule.paths:
             node = root
             for key in path:
@@ -144,6 +161,25 @@ KINDS: Final[dict[str, dict[str, Any]]] = {
             ("Next Run", "date", ".status.nextRun", "When the next run is due", 0),
             ("State", "string", ".status.scheduleState", "Scheduled, Suspended or FailedValidation", 0),
             ("Last Run Name", "string", ".status.lastRunName", "SparkApplication of the latest run", 1),
+        ],
+    },
+    connect.KIND: {
+        "plural": "sparkconnects",
+        "singular": "sparkconnect",
+        "shortNames": ["sparkconn"],
+        "spec": connect.SparkConnectSpec,
+        "status": connect.SparkConnectStatus,
+        "description": "A long-running Spark Connect server (kubeflow spark-operator v1alpha1 SparkConnect fields) "
+        "behind a stable Service. Each server run is a SparkDriver named <name>-server-<run>; a lost server "
+        "pod is replaced inside its run, a server that ends is restarted per spec.restartPolicy.",
+        "columns": [
+            ("State", "string", ".status.state", "Provisioning, Ready, NotReady, Failed or Suspended", 0),
+            ("Server", "string", ".status.server.podName", "Pod of the server that serves", 0),
+            ("Endpoint", "string", ".status.endpoint", "sc:// address clients connect to", 0),
+            ("Executors", "integer", ".status.executors.running", "Running executor pods", 0),
+            ("Restarts", "integer", ".status.restarts", "Servers that ended and were restarted", 1),
+            ("Driver", "string", ".status.server.driver", "SparkDriver of the server that serves", 1),
+            ("Spark", "string", ".spec.sparkVersion", "Spark version", 1),
         ],
     },
 }
@@ -212,7 +248,7 @@ def crd(kind: str) -> dict[str, Any]:
 
 
 def crds() -> dict[str, dict[str, Any]]:
-    """File name -> CRD, for both kinds."""
+    """File name -> CRD, for every kind."""
     return {f"{labels.GROUP}_{KINDS[k]['plural']}.yaml": crd(k) for k in KINDS}
 
 

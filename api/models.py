@@ -811,6 +811,7 @@ class DriverPodInfo(Model):
     nodeName: Annotated[str, Field(max_length=253)] | None = Field(None, description="Node it runs on.")
     podIP: Annotated[str, Field(max_length=64)] | None = Field(None, description="Pod IP.")
     startTime: Time | None = Field(None, description="When the kubelet acknowledged the pod.")
+    ready: bool | None = Field(None, description="The pod is Ready: its containers pass their readiness probes.")
 
 
 class IncarnationRecord(Model):

@@ -3,7 +3,8 @@
 Each document is checked the way the API server checks a create with strict field validation
 (``kubectl create --validate=strict``):
 
-1. apiVersion and kind are ``sparkop.io/v1alpha1`` SparkApplication, SparkDriver or ScheduledSparkApplication;
+1. apiVersion and kind are ``sparkop.io/v1alpha1`` SparkApplication, SparkDriver, ScheduledSparkApplication or
+   SparkConnect;
 2. metadata: a DNS-1123 subdomain name (at most 253 characters), well-formed labels and
    annotation keys;
 3. the CRD's openAPIV3Schema (generated from the same models as ``crds/``), evaluated with JSON
@@ -13,7 +14,7 @@ Each document is checked the way the API server checks a create with strict fiel
    strings; ``x-kubernetes-list-type: map|set`` rejects duplicate keys/items;
 4. the CRD's defaults are applied, then the cross-field rules of :mod:`api.rules` (the same table the
    CRD's CEL ``x-kubernetes-validations`` come from; a ScheduledSparkApplication's template gets the
-   SparkApplication's, see :func:`api.scheduled.rules_for`);
+   SparkApplication's, see :func:`api.crds.rules_for`);
 5. a ScheduledSparkApplication's schedule and time zone are read as the controller reads them (the
    API server checks only the schedule's shape; the controller reports the rest as FailedValidation).
 
@@ -40,7 +41,7 @@ from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore
 
 from domain import labels
 
-from . import crds, manifests, scheduled, spark_lines
+from . import connect, crds, manifests, scheduled, spark_lines
 from .manifests import clip, one_line, quote
 from .types import CPU_PATTERN, MEMORY_PATTERN
 
@@ -214,7 +215,7 @@ def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
 def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     """(field path, message, hint) of each cross-field rule the defaulted document breaks."""
     defaulted = apply_defaults(_crd_schema(kind), copy.deepcopy(doc))
-    for rule in scheduled.rules_for(kind):
+    for rule in crds.rules_for(kind):
         for path in rule.paths:
             node: Any = defaulted
             for key in path:
@@ -405,10 +406,8 @@ def document_warnings(doc: Any, source: str = "<input>") -> list[ValidationWarni
         where = ".".join(scheduled.TEMPLATE)
     if not isinstance(spec, dict):
         return []
-    return [
-        ValidationWarning(source, kind, name if isinstance(name, str) else None, message)
-        for message in spark_lines.spec_warnings(spec, where)
-    ]
+    messages = connect.spec_warnings(spec) if kind == connect.KIND else spark_lines.spec_warnings(spec, where)
+    return [ValidationWarning(source, kind, name if isinstance(name, str) else None, m) for m in messages]
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,7 @@ class BenchCluster:
         try:
             bench = cls(cluster)
             bench.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-            bench.wait_established(("sparkapplications", "sparkdrivers", "scheduledsparkapplications"))
+            bench.wait_established(("sparkapplications", "sparkdrivers", "scheduledsparkapplications", "sparkconnects"))
             for namespace in namespaces:
                 bench.kubectl("create", "namespace", namespace)
             yield bench

@@ -1,4 +1,4 @@
-"""The kinds sparkop reads and writes beyond Kubernetes' own: its three, and the batch schedulers'
+"""The kinds sparkop reads and writes beyond Kubernetes' own: its four, and the batch schedulers'
 pod groups (driver_controller.schedulers), served only where those schedulers are installed. Known to
 the client layer (``core.kube.resource_of``) once this module is imported.
 """
@@ -15,9 +15,15 @@ SPARK_DRIVERS: Final = Resource(GROUP, VERSION, "sparkdrivers", "SparkDriver")
 SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
     GROUP, VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
 )
+SPARK_CONNECTS: Final = Resource(GROUP, VERSION, "sparkconnects", "SparkConnect")
 VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 
 register_kinds(
-    SPARK_APPLICATIONS, SPARK_DRIVERS, SCHEDULED_SPARK_APPLICATIONS, VOLCANO_POD_GROUPS, COSCHEDULING_POD_GROUPS
+    SPARK_APPLICATIONS,
+    SPARK_DRIVERS,
+    SCHEDULED_SPARK_APPLICATIONS,
+    SPARK_CONNECTS,
+    VOLCANO_POD_GROUPS,
+    COSCHEDULING_POD_GROUPS,
 )

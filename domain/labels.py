@@ -27,6 +27,8 @@ SPEC_HASH: Final = f"{GROUP}/spec-hash"
 # scheduled time of the run, RFC 3339.
 SCHEDULED_APP: Final = f"{GROUP}/scheduled-app"
 SCHEDULED_TIME: Final = f"{GROUP}/scheduled-time"
+# The owning SparkConnect (on its SparkDrivers, their pods and its Service).
+CONNECT: Final = f"{GROUP}/connect"
 COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for the Spark UI Service/Ingress)
 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.

@@ -30,6 +30,18 @@ def scheduled_run_name(scheduled_name: str, minutes: int) -> str:
     return bounded(scheduled_name, 253 - len(suffix)) + suffix
 
 
+def connect_server_name(connect_name: str, run: int) -> str:
+    """The SparkDriver of a SparkConnect's ``run``-th server (runs are numbered from 1, never reused)."""
+    suffix = f"-server-{run}"
+    return bounded(connect_name, 253 - len(suffix)) + suffix
+
+
+def connect_service_name(connect_name: str) -> str:
+    """The stable Service of a SparkConnect (kubeflow's ``<name>-server``), a DNS-1035 label."""
+    suffix = "-server"
+    return dns_label(connect_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
 def ui_service_name(app_name: str) -> str:
     """The Spark UI Service of an app (kubeflow's ``<app>-ui-svc``), a DNS-1035 label."""
     suffix = "-ui-svc"

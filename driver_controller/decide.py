@@ -367,6 +367,7 @@ def _pod_info(pod: PodSummary) -> DriverPodInfo:
         nodeName=pod.node_name or None,
         podIP=pod.pod_ip or None,
         startTime=pod.start_time,
+        ready=(pod.ready and not pod.finished) or None,
     )
 
 

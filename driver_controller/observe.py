@@ -118,6 +118,7 @@ class PodSummary:
     node_name: str | None
     pod_ip: str | None
     start_time: datetime | None
+    ready: bool = False  # the Ready condition: every container passes its readiness probe
 
     @property
     def deleting(self) -> bool:
@@ -256,7 +257,10 @@ def summarize_pod(body: Body) -> PodSummary:
     disruption = None
     unschedulable_since = None
     unschedulable_message = None
+    ready = False
     for cond in status.get("conditions") or ():
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             disruption = cond.get("reason") or "DisruptionTarget"
         if (
@@ -304,6 +308,7 @@ def summarize_pod(body: Body) -> PodSummary:
         node_name=(body.get("spec") or {}).get("nodeName"),
         pod_ip=status.get("podIP"),
         start_time=parse_time(status.get("startTime")),
+        ready=ready,
     )
 
 

@@ -102,7 +102,12 @@ def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
         kubectl(kubectl_path, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(source))
 
 
-CRD_NAMES = ("sparkapplications.sparkop.io", "sparkdrivers.sparkop.io", "scheduledsparkapplications.sparkop.io")
+CRD_NAMES = (
+    "sparkapplications.sparkop.io",
+    "sparkdrivers.sparkop.io",
+    "scheduledsparkapplications.sparkop.io",
+    "sparkconnects.sparkop.io",
+)
 
 
 def wait_for_crds(kubectl_path: Path, kubeconfig: Path, timeout: float = 30.0) -> None:

@@ -1,4 +1,4 @@
-"""``sparkop run``: both controllers (or either) in one process, on informer caches.
+"""``sparkop run``: the controllers (all, or some) in one process, on informer caches.
 
 Each controller module registers indexes (what it observes, by key) and change handlers that only
 enqueue keys, and may add Prometheus collectors to ``runtime.collectors`` (served on /metrics);
@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from apps_controller.handlers import register as register_apps
+from connect_controller.handlers import register as register_connect
 from core.caches import Caches
 from core.kube import NAMESPACES, Kube, RateLimit, Resource
 from core.leader import ElectionConfig, Elector, KubeLeaseStore
 from core.queue import WorkQueue
 from core.runtime import Options, Register, Runtime, register_namespaces
-from domain.kinds import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_DRIVERS
+from domain.kinds import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_CONNECTS, SPARK_DRIVERS
 from driver_controller.handlers import register as register_driver
 from schedule_controller.handlers import register as register_scheduled
 from sparkop.serving import Health, WhileLeading, serve
@@ -57,11 +58,16 @@ async def wait_until_served(
         waited += CRD_POLL_SECONDS
 
 
-DEFAULT_CONTROLLERS: Final = ("apps", "driver", "scheduled")
+DEFAULT_CONTROLLERS: Final = ("apps", "driver", "scheduled", "connect")
 
 
 def controller_registrations(names: Iterable[str]) -> list[Register]:
-    known: dict[str, Register] = {"apps": register_apps, "driver": register_driver, "scheduled": register_scheduled}
+    known: dict[str, Register] = {
+        "apps": register_apps,
+        "driver": register_driver,
+        "scheduled": register_scheduled,
+        "connect": register_connect,
+    }
     unknown = sorted(set(names) - set(known))
     if unknown:
         raise ValueError(f"unknown controller(s) {unknown}; choose from {sorted(known)}")
@@ -125,6 +131,7 @@ async def run_operator(
             SPARK_APPLICATIONS,
             SPARK_DRIVERS,
             *((SCHEDULED_SPARK_APPLICATIONS,) if "scheduled" in controllers else ()),
+            *((SPARK_CONNECTS,) if "connect" in controllers else ()),
         )
         await wait_until_served(kube, served, on_missing=health_unserved(health))
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")

@@ -2,7 +2,8 @@
 
 For each SparkApplication: its first SparkDriver, then that driver's ConfigMaps, Service and pod
 (incarnation 1). For each SparkDriver: its objects. For each ScheduledSparkApplication: the
-SparkApplication of one run (scheduled at a placeholder time), then that app's objects. The output
+SparkApplication of one run (scheduled at a placeholder time), then that app's objects. For each
+SparkConnect: its stable Service and its first server's SparkDriver, then that driver's objects. The output
 is stable (placeholder uids and time, no timestamps), so it diffs cleanly in review and GitOps.
 """
 
@@ -25,6 +26,7 @@ from domain import labels
 PLACEHOLDER_APP_UID = "00000000-0000-0000-0000-00000000a001"
 PLACEHOLDER_DRIVER_UID = "00000000-0000-0000-0000-00000000d001"
 PLACEHOLDER_SCHEDULED_UID = "00000000-0000-0000-0000-00000000c001"
+PLACEHOLDER_CONNECT_UID = "00000000-0000-0000-0000-00000000cc01"
 PLACEHOLDER_SCHEDULED_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 
@@ -54,7 +56,7 @@ def render_driver_objects(driver: JSON) -> Iterator[JSON]:
 
 
 def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
-    """What sparkop creates for one SparkApplication, SparkDriver or ScheduledSparkApplication. Raises
+    """What sparkop creates for one SparkApplication, SparkDriver, ScheduledSparkApplication or SparkConnect. Raises
     RenderError for another kind, InvalidSpec for a spec Spark would refuse."""
     from apps_controller.builders import build_driver
     from apps_controller.observed import AppView
@@ -69,6 +71,14 @@ def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
         run = build_run(ScheduledView.from_body(scheduled), scheduled, PLACEHOLDER_SCHEDULED_TIME)
         run = _with_identity(run, PLACEHOLDER_APP_UID, namespace)
         return [run, *render_document(run, namespace)]
+    if doc.get("kind") == "SparkConnect":
+        from connect_controller import build
+        from connect_controller.observed import ConnectView
+
+        sc = _with_identity(doc, PLACEHOLDER_CONNECT_UID, namespace)
+        view = ConnectView.from_body(sc)
+        server = _with_identity(build.build_server(view, sc, run=1), PLACEHOLDER_DRIVER_UID, view.namespace)
+        return [build.build_service(view, sc, server["metadata"]["name"]), server, *render_driver_objects(server)]
     if doc.get("kind") == "SparkApplication":
         app = AppView.from_body(_with_identity(doc, PLACEHOLDER_APP_UID, namespace))
         driver = _with_identity(build_driver(app, run=1), PLACEHOLDER_DRIVER_UID, app.namespace)
@@ -76,8 +86,8 @@ def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
         driver = _with_identity(doc, PLACEHOLDER_DRIVER_UID, namespace)
     else:
         raise RenderError(
-            f"cannot render kind {quote(doc.get('kind'))}: expected SparkApplication, SparkDriver or "
-            "ScheduledSparkApplication"
+            f"cannot render kind {quote(doc.get('kind'))}: expected SparkApplication, SparkDriver, "
+            "ScheduledSparkApplication or SparkConnect"
         )
     return [driver, *render_driver_objects(driver)]
 

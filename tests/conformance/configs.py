@@ -300,3 +300,31 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "driver": {"secrets": [{"name": "plain", "path": "/mnt/plain", "secretType": "Generic"}]},
     },
 }
+
+
+def _connect_server() -> dict[str, Any]:
+    """The SparkDriver a SparkConnect runs its server as (connect_controller.build): Spark's
+    SparkConnectServer with no primary resource (spark-internal), the gRPC port declared and probed,
+    the server template's labels."""
+    from connect_controller import build
+    from connect_controller.observed import ConnectView
+
+    body: dict[str, Any] = {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkConnect",
+        "metadata": {"name": "connect", "namespace": "default", "uid": "00000000-0000-4000-8000-0000000000cc"},
+        "spec": {
+            "sparkVersion": "4.0.5",
+            "image": "apache/spark:4.0.5",
+            "sparkConf": {"spark.sql.shuffle.partitions": "8"},
+            "server": {"cores": 1, "memory": "1g", "template": {"metadata": {"labels": {"team": "bi"}}}},
+            "executor": {"instances": 2, "cores": 1, "memory": "1g"},
+        },
+    }
+    spec: dict[str, Any] = build.build_server(ConnectView.from_body(body), body, 1)["spec"]
+    for field in ("sparkVersion", "appName", "attempt", "maxDriverPodReplacements"):
+        spec.pop(field)  # set per line and per capture by the test, as for every other configuration
+    return spec
+
+
+CONFIGS["connect-server"] = _connect_server()

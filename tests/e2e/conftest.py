@@ -99,7 +99,10 @@ def spark(e2e_cluster: ClusterHandle, tmp_path: Path, request: pytest.FixtureReq
     the operator's log tail is printed (pytest shows it when the test failed)."""
     with temporary_namespace(e2e_cluster, prefix="e2e") as ns:
         _grant_spark_service_account(e2e_cluster, ns)
-        with OperatorProcess(e2e_cluster.kubeconfig, namespaces=[ns], log_dir=tmp_path) as operator:
+        controllers = ("apps", "driver", "connect")
+        with OperatorProcess(
+            e2e_cluster.kubeconfig, namespaces=[ns], log_dir=tmp_path, controllers=controllers
+        ) as operator:
             env = SparkNamespace(e2e_cluster, ns, operator)
             try:
                 yield env

@@ -2,7 +2,10 @@
 
 With ``SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS=N`` the process exits (code 86) right after its N-th status
 write that changes a SparkApplication's state, before that pass's events and after-status actions (the
-worst moment). The hook wraps ``core.reconciler.Applier._write_status`` in this process only: nothing of
+worst moment). With ``SPARKOP_FAULT_KINDS=SparkConnect,SparkDriver`` it counts the steps of those kinds
+instead: each status write of theirs that changes what :data:`STEPS` reads (a SparkConnect's state, run
+or server pod; a SparkDriver's phase, incarnation or driver pod).
+The hook wraps ``core.reconciler.Applier._write_status`` in this process only: nothing of
 it ships in the packages.
 """
 
@@ -15,6 +18,7 @@ from typing import Any, Final
 from core import reconciler
 
 FAULT_EXIT_ENV: Final = "SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS"
+FAULT_KINDS_ENV: Final = "SPARKOP_FAULT_KINDS"
 FAULT_EXIT_CODE: Final = 86
 MODULE: Final = "tests.support.faults"  # OperatorProcess(module=MODULE)
 
@@ -23,7 +27,18 @@ def _state(status: Mapping[str, Any]) -> object:
     return (status.get("applicationState") or {}).get("state")
 
 
-def install(after: int) -> None:
+def _connect_step(status: Mapping[str, Any]) -> object:
+    return (status.get("state"), status.get("lastRun"), (status.get("server") or {}).get("podName"))
+
+
+def _driver_step(status: Mapping[str, Any]) -> object:
+    return (status.get("phase"), status.get("incarnation"), (status.get("driverPod") or {}).get("name"))
+
+
+STEPS: Final = {"SparkApplication": _state, "SparkConnect": _connect_step, "SparkDriver": _driver_step}
+
+
+def install(after: int, kinds: tuple[str, ...] = ("SparkApplication",)) -> None:
     original = reconciler.Applier._write_status
     transitions = 0
 
@@ -32,7 +47,9 @@ def install(after: int) -> None:
     ) -> dict[str, Any] | None:
         nonlocal transitions
         written = await original(self, body, old, new)
-        if written is not None and body.get("kind") == "SparkApplication" and _state(old) != _state(new):
+        kind = str(body.get("kind"))
+        step = STEPS.get(kind) if kind in kinds else None
+        if written is not None and step is not None and step(old) != step(new):
             transitions += 1
             if transitions >= after:
                 print(f"{FAULT_EXIT_ENV}={after}: exiting now", flush=True)
@@ -44,7 +61,7 @@ def install(after: int) -> None:
 
 if __name__ == "__main__":
     if after := int(os.environ.get(FAULT_EXIT_ENV) or 0):
-        install(after)
+        install(after, tuple((os.environ.get(FAULT_KINDS_ENV) or "SparkApplication").split(",")))
     from sparkop.cli import main
 
     raise SystemExit(main())

@@ -35,6 +35,23 @@ spec:
 
 BASE_DRIVER: Final = BASE_APP.replace("kind: SparkApplication", "kind: SparkDriver")
 
+BASE_CONNECT: Final = """
+apiVersion: sparkop.io/v1alpha1
+kind: SparkConnect
+metadata:
+  name: case
+spec:
+  sparkVersion: 4.0.5
+  image: apache/spark:4.0.5
+  server:
+    cores: 1
+    memory: 512m
+  executor:
+    instances: 1
+    cores: 1
+    memory: 512m
+"""
+
 
 @dataclass(frozen=True)
 class Case:
@@ -57,7 +74,8 @@ def merge(base: Any, override: Any) -> Any:
 
 
 def manifest(case: Case) -> dict[str, Any]:
-    base = yaml.safe_load(BASE_APP if case.kind == "SparkApplication" else BASE_DRIVER)
+    bases = {"SparkApplication": BASE_APP, "SparkDriver": BASE_DRIVER, "SparkConnect": BASE_CONNECT}
+    base = yaml.safe_load(bases[case.kind])
     doc: dict[str, Any] = merge(base, yaml.safe_load(case.override))
     doc["metadata"].setdefault("name", "case")
     return doc
@@ -254,6 +272,40 @@ INVALID: Final[tuple[Case, ...]] = (
     Case("spark-version-too-long", f"spec: {{sparkVersion: 4.3.0-{'a' * 60}}}", "spec.sparkVersion"),
     Case("spark-conf-over-configmap-budget", BIG_SPARK_CONF, "spec.sparkConf"),
     Case("inlined-properties-over-budget", BIG_MIXED_PROPERTIES, "spec.sparkConf", kind="SparkDriver"),
+    Case("connect-spark-3", "spec: {sparkVersion: 3.5.9}", "spec.sparkVersion", kind="SparkConnect"),
+    Case("connect-no-spark-version", "spec: {sparkVersion: null}", "spec", kind="SparkConnect"),
+    Case("connect-no-image", "spec: {image: null}", "spec.image", kind="SparkConnect"),
+    Case(
+        "connect-only-server-template-image",
+        "spec: {image: null, server: {template: {spec: {containers: [{name: spark-kubernetes-driver, image: x}]}}}}",
+        "spec.image",
+        kind="SparkConnect",
+    ),
+    Case(
+        "connect-port-not-a-port",
+        "spec: {sparkConf: {spark.connect.grpc.binding.port: '99999'}}",
+        "spec.sparkConf",
+        kind="SparkConnect",
+    ),
+    Case(
+        "connect-service-ports-are-sparkops",
+        "spec: {server: {service: {spec: {ports: [{port: 1}]}}}}",
+        "spec.server.service.spec",
+        kind="SparkConnect",
+    ),
+    Case("connect-unknown-field", "spec: {server: {replicas: 2}}", "spec.server", kind="SparkConnect"),
+    Case(
+        "connect-retries-negative",
+        "spec: {restartPolicy: {onFailureRetries: -1}}",
+        "spec.restartPolicy.onFailureRetries",
+        kind="SparkConnect",
+    ),
+    Case(
+        "connect-min-above-max",
+        "spec: {dynamicAllocation: {enabled: true, minExecutors: 3, maxExecutors: 1}}",
+        "spec.dynamicAllocation",
+        kind="SparkConnect",
+    ),
 )
 
 

@@ -13,6 +13,7 @@ import yaml
 
 import api
 from api import crds, k8s_openapi, rules, validate
+from api.connect import SparkConnect
 from api.scheduled import ScheduledSparkApplication
 from tests.support import testcases
 
@@ -35,6 +36,7 @@ def test_examples_round_trip_through_models(path: Path) -> None:
         "SparkApplication": api.SparkApplication,
         "SparkDriver": api.SparkDriver,
         "ScheduledSparkApplication": ScheduledSparkApplication,
+        "SparkConnect": SparkConnect,
     }[doc["kind"]]
     obj = model.model_validate(doc)
     again = model.model_validate(json.loads(json.dumps(obj.to_json())))
@@ -152,6 +154,7 @@ def test_crd_is_structural_and_bounded(kind: str) -> None:
         "SparkApplication": "sparkapp",
         "SparkDriver": "sparkdrv",
         "ScheduledSparkApplication": "scheduledsparkapp",
+        "SparkConnect": "sparkconn",  # kubeflow's
     }
     assert names["shortNames"] == [short[kind]]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}

@@ -45,8 +45,14 @@ NAMESPACED_RESOURCES = {
     "sparkapplications",
     "sparkdrivers",
     "scheduledsparkapplications",
+    "sparkconnects",
 }
-STATUSES = {"sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status"}
+STATUSES = {
+    "sparkapplications/status",
+    "sparkdrivers/status",
+    "scheduledsparkapplications/status",
+    "sparkconnects/status",
+}
 
 Manifest = dict[str, Any]
 

@@ -24,6 +24,7 @@ SHIPPED = (
     "apps_controller",
     "driver_controller",
     "schedule_controller",
+    "connect_controller",
     "sparkop",
     "devcluster",
 )
@@ -38,7 +39,17 @@ ALLOWED: Mapping[str, set[str]] = {
     "apps_controller": {"core", "domain", "api"},
     "driver_controller": {"core", "domain", "api"},
     "schedule_controller": {"core", "domain", "api"},
-    "sparkop": {"core", "domain", "api", "apps_controller", "driver_controller", "schedule_controller", "devcluster"},
+    "connect_controller": {"core", "domain", "api"},
+    "sparkop": {
+        "core",
+        "domain",
+        "api",
+        "apps_controller",
+        "driver_controller",
+        "schedule_controller",
+        "connect_controller",
+        "devcluster",
+    },
     # The local control plane and its Spark-driver simulator are a separate tool: none of sparkop.
     "devcluster": set(),
 }
@@ -178,6 +189,7 @@ def test_sparkop_holds_only_entry_points() -> None:
         "status_cli",
         "render_cli",
         "daily_cli",  # list, logs, events, suspend, resume
+        "connect_cli",  # connect: a SparkConnect's endpoint, and a port-forward to its server
     }
     assert {p.stem for p in (ROOT / "sparkop").glob("*.py")} == entry_points
 

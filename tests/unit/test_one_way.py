@@ -7,7 +7,16 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("core", "domain", "api", "apps_controller", "driver_controller", "schedule_controller", "sparkop")
+PRODUCT = (
+    "core",
+    "domain",
+    "api",
+    "apps_controller",
+    "driver_controller",
+    "schedule_controller",
+    "connect_controller",
+    "sparkop",
+)
 
 
 def product_sources() -> dict[str, str]:
@@ -55,7 +64,7 @@ def test_the_controller_loop_is_written_once() -> None:
 
 
 def test_every_controller_is_a_declaration_for_the_skeleton() -> None:
-    for package in ("apps_controller", "driver_controller", "schedule_controller"):
+    for package in ("apps_controller", "driver_controller", "schedule_controller", "connect_controller"):
         shell = (ROOT / package / "handlers.py").read_text()
         assert "from core.controller import" in shell and "start(runtime, " in shell, package
         assert "reconcile_key" not in shell, package

@@ -70,10 +70,10 @@ they are ours). The same rules in a ClusterRole (whole cluster) or in a Role per
 */}}
 {{- define "sparkop.rules" -}}
 - apiGroups: ["sparkop.io"]
-  resources: ["sparkapplications", "sparkdrivers", "scheduledsparkapplications"]
+  resources: ["sparkapplications", "sparkdrivers", "scheduledsparkapplications", "sparkconnects"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
 - apiGroups: ["sparkop.io"]
-  resources: ["sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status"]
+  resources: ["sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status", "sparkconnects/status"]
   verbs: ["get", "patch", "update"]
 - apiGroups: [""]
   resources: ["pods", "configmaps", "services"]

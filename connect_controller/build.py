@@ -1,0 +1,208 @@
+"""What a SparkConnect's servers and Service are made of: pure builders, shared by the decision and
+the tests.
+
+A server is a SparkDriver ``<name>-server-<run>`` running Spark's ``SparkConnectServer`` as a JVM
+application with no primary resource (spark-submit's ``--class ... spark-internal``), so the driver
+controller renders its pod as spark-submit would and owns its executors. What makes it a server:
+
+* ``spark.connect.grpc.binding.port`` set (default 15002) and that port declared on the Spark
+  container, with a TCP readiness probe and a startup probe on it (as kubeflow's operator sets,
+  unless the user's template sets its own): Ready means the gRPC port accepts connections;
+* the ``sparkop.io/connect`` label on its pods, which the stable Service selects along with the
+  SparkDriver's own ``sparkop.io/driver`` label: the Service follows one server at a time;
+* as many driver-pod replacements as a long-lived process needs: a lost server pod comes back inside
+  its run at the same Service, and a server that ends is the connect controller's to restart.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Final
+
+from api import connect
+from connect_controller.observed import ConnectView
+from core.jsontypes import JSON
+from core.owners import owner_reference
+from domain import labels, naming
+
+DRIVER_KIND: Final = "SparkDriver"
+SPARK_DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
+SPARK_EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
+MAX_POD_REPLACEMENTS: Final = 100
+# A JVM and its session state take a while to come up on a small node: 5 minutes before the startup
+# probe gives up, then readiness every 5 s.
+STARTUP_PROBE: Final = {"periodSeconds": 5, "timeoutSeconds": 1, "failureThreshold": 60}
+READINESS_PROBE: Final = {"periodSeconds": 5, "timeoutSeconds": 1, "failureThreshold": 3}
+# The spec fields a SparkDriver runs as they are.
+_RUN_FIELDS: Final = (
+    "sparkVersion",
+    "image",
+    "imagePullPolicy",
+    "imagePullSecrets",
+    "hadoopConf",
+    "sparkConfigMap",
+    "hadoopConfigMap",
+    "volumes",
+    "deps",
+    "dynamicAllocation",
+)
+
+
+def port(c: ConnectView) -> int:
+    return connect.port_of(c.spec.get("sparkConf")) or connect.DEFAULT_PORT
+
+
+def service_name(c: ConnectView) -> str:
+    meta = ((c.spec.get("server") or {}).get("service") or {}).get("metadata") or {}
+    name = meta.get("name")
+    return name if isinstance(name, str) and name else naming.connect_service_name(c.name)
+
+
+def endpoint(c: ConnectView) -> str:
+    return f"sc://{service_name(c)}.{c.namespace}.svc:{port(c)}"
+
+
+def selector(c: ConnectView, driver: str) -> dict[str, str]:
+    """The Service's selector: the driver pod of one server (its SparkDriver's pods, of whatever
+    incarnation: one at a time)."""
+    return {
+        labels.CONNECT: naming.label_value(c.name),
+        labels.DRIVER: naming.label_value(driver),
+        labels.SPARK_ROLE: labels.ROLE_DRIVER,
+    }
+
+
+def build_service(c: ConnectView, body: JSON, driver: str) -> JSON:
+    """The stable Service, selecting ``driver``'s pod: the gRPC port and the Spark UI."""
+    user = (c.spec.get("server") or {}).get("service") or {}
+    meta = user.get("metadata") or {}
+    spec = {k: v for k, v in (user.get("spec") or {}).items() if v is not None}
+    grpc = port(c)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": service_name(c),
+            "namespace": c.namespace,
+            "labels": {
+                **(meta.get("labels") or {}),
+                labels.MANAGED_BY: labels.MANAGER,
+                labels.CONNECT: naming.label_value(c.name),
+            },
+            **({"annotations": dict(meta["annotations"])} if meta.get("annotations") else {}),
+            "ownerReferences": [owner_reference(body)],
+        },
+        "spec": {
+            "type": "ClusterIP",
+            **spec,
+            "selector": selector(c, driver),
+            "ports": [
+                {"name": connect.PORT_NAME, "port": grpc, "targetPort": grpc, "protocol": "TCP", "appProtocol": "grpc"},
+                {"name": "spark-ui", "port": connect.UI_PORT, "targetPort": connect.UI_PORT, "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
+    """SparkDriver ``<name>-server-<run>``, controller-owned by the SparkConnect ``body``."""
+    spec = c.spec
+    run_spec: JSON = {k: copy.deepcopy(spec[k]) for k in _RUN_FIELDS if spec.get(k) is not None}
+    conf = dict(spec.get("sparkConf") or {})
+    conf.setdefault(connect.PORT_CONF, str(port(c)))
+    driver = _role(spec, "server", SPARK_DRIVER_CONTAINER)
+    driver.pop("service", None)
+    driver["labels"] = {**(driver.get("labels") or {}), labels.CONNECT: naming.label_value(c.name)}
+    grpc = port(c)
+    ports = list(driver.get("ports") or ())
+    if not any(p.get("containerPort") == grpc for p in ports):
+        ports.append({"name": connect.PORT_NAME, "protocol": "TCP", "containerPort": grpc})
+    driver["ports"] = ports
+    driver["template"] = _with_probes(driver.get("template"), grpc)
+    executor = _role(spec, "executor", SPARK_EXECUTOR_CONTAINER)
+    run_spec.update(
+        type="Scala",
+        mainClass=connect.SERVER_CLASS,
+        sparkConf=conf,
+        driver=driver,
+        executor=executor,
+        appName=c.name,
+        attempt=run,
+        maxDriverPodReplacements=MAX_POD_REPLACEMENTS,
+    )
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": DRIVER_KIND,
+        "metadata": {
+            "name": naming.connect_server_name(c.name, run),
+            "namespace": c.namespace,
+            "labels": {
+                labels.MANAGED_BY: labels.MANAGER,
+                labels.CONNECT: naming.label_value(c.name),
+                labels.RUN: str(run),
+            },
+            "annotations": {labels.SPEC_HASH: c.spec_hash},
+            "ownerReferences": [owner_reference(body)],
+        },
+        "spec": run_spec,
+    }
+
+
+def _role(spec: Mapping[str, Any], role: str, container_name: str) -> JSON:
+    """A role's pod spec with its image made explicit (spec.image, else its own, else its template's
+    Spark container's) and the container-only securityContext fields kubeflow's sample writes at pod
+    level moved onto the Spark container."""
+    out: JSON = copy.deepcopy(dict(spec.get(role) or {}))
+    template = out.get("template")
+    if isinstance(template, dict):
+        out["template"] = _container_security_moved(template, container_name)
+    if not spec.get("image") and not out.get("image"):
+        image = _template_image(out.get("template"), container_name)
+        if image:
+            out["image"] = image
+    return out
+
+
+def _spark_container(template: Any, name: str) -> JSON | None:
+    containers = ((template or {}).get("spec") or {}).get("containers") or []
+    containers = [c for c in containers if isinstance(c, dict)]
+    return next((c for c in containers if c.get("name") == name), containers[0] if containers else None)
+
+
+def _template_image(template: Any, name: str) -> str | None:
+    container = _spark_container(template, name)
+    image = (container or {}).get("image")
+    return image if isinstance(image, str) and image else None
+
+
+def _container_security_moved(template: JSON, name: str) -> JSON:
+    pod_spec = template.get("spec") or {}
+    pod_security = pod_spec.get("securityContext") or {}
+    moved = {k: pod_security.pop(k) for k in connect.CONTAINER_SECURITY_AT_POD_LEVEL if k in pod_security}
+    if not moved:
+        return template
+    if not pod_security:
+        pod_spec.pop("securityContext", None)
+    container = _spark_container(template, name)
+    if container is None:
+        container = {"name": name}
+        pod_spec.setdefault("containers", []).append(container)
+    security = container.setdefault("securityContext", {})
+    for key, value in moved.items():
+        security.setdefault(key, value)
+    return template
+
+
+def _with_probes(template: Any, grpc: int) -> JSON:
+    """The server's pod template with the startup and readiness probes on the gRPC port, unless the
+    Spark container has its own."""
+    out: JSON = copy.deepcopy(template) if isinstance(template, dict) else {}
+    container = _spark_container(out, SPARK_DRIVER_CONTAINER)
+    if container is None:
+        container = {"name": SPARK_DRIVER_CONTAINER}
+        out.setdefault("spec", {}).setdefault("containers", []).append(container)
+    probe = {"tcpSocket": {"port": grpc}}
+    container.setdefault("startupProbe", {**probe, **STARTUP_PROBE})
+    container.setdefault("readinessProbe", {**probe, **READINESS_PROBE})
+    return out

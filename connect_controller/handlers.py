@@ -1,0 +1,79 @@
+"""The connect controller's declaration for the skeleton (``core.controller``): the SparkConnects, the
+SparkDrivers that run their servers and their Services, an ``observe`` over them, and the pure
+``decide``. Registered by ``sparkop run --controllers connect`` through :func:`register`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from api.connect import SparkConnectStatus
+from connect_controller import metrics
+from connect_controller.decide import decide
+from connect_controller.observed import (
+    ConnectView,
+    Key,
+    Observed,
+    ServerView,
+    ServiceView,
+    own_key,
+    owner_keys,
+    read_status,
+    snapshot,
+    status_json,
+)
+from core import kube
+from core.controller import Controller, Source, start
+from core.jsontypes import JSON
+from core.reconciler import Learnt
+from core.runtime import Runtime
+from domain import kinds, labels
+
+log = logging.getLogger(__name__)
+
+CONNECTS_INDEX: Final = "connect_sparkconnects"
+SERVERS_INDEX: Final = "connect_servers"
+SERVICES_INDEX: Final = "connect_services"
+SERVICE_SELECTOR: Final = labels.CONNECT
+
+
+def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectStatus]:
+    def observe(key: Key, body: JSON | None, learnt: Learnt) -> Observed | None:
+        if body is None:
+            return None  # deleted: the garbage collector removes its servers and Service
+        view = ConnectView.from_body(body)
+        servers = tuple(runtime.index(SERVERS_INDEX).get(key) or ())
+        services = tuple(runtime.index(SERVICES_INDEX).get(key) or ())
+        terminating = runtime.namespace_terminating(view.namespace)
+        status = read_status(body.get("status"))
+        return Observed(view, status, body, servers, services, dict(learnt.refusals), terminating)
+
+    return Controller(
+        name="connect",
+        own=Source(CONNECTS_INDEX, kinds.SPARK_CONNECTS, own_key, snapshot),
+        owned=(
+            Source(
+                SERVERS_INDEX,
+                kinds.SPARK_DRIVERS,
+                owner_keys,
+                ServerView.from_body,
+                shared=True,
+                view=ServerView.from_body,
+            ),
+            Source(
+                SERVICES_INDEX, kube.SERVICES, owner_keys, ServiceView.from_body, selector=SERVICE_SELECTOR, shared=True
+            ),
+        ),
+        observe=observe,
+        decide=decide,
+        status_json=status_json,
+        log=log,
+        record=metrics.TRANSITIONS.record,
+    )
+
+
+def register(runtime: Runtime) -> None:
+    """The connect controller's caches, change handlers and work queue, and its metrics."""
+    start(runtime, connect_controller(runtime))
+    runtime.collectors.append(metrics.collector(runtime))

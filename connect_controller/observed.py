@@ -1,0 +1,228 @@
+"""What one pass of the connect controller decides from: a SparkConnect, the SparkDrivers that run
+its servers and its stable Service, read leniently from the informer caches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from api.connect import KIND, SparkConnectStatus
+from api.models import DriverPhase
+from core.jsontypes import JSON
+from core.owners import controller_of
+from core.reconciler import Refusal
+from core.times import parse_time
+from domain import labels
+
+Key = tuple[str, str]  # (namespace, SparkConnect name)
+
+# Fields whose change never restarts the server.
+NON_RUN_FIELDS: Final = frozenset({"suspend", "restartPolicy"})
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def spec_hash(spec: Mapping[str, Any]) -> str:
+    """Hash of the spec minus what never restarts a server (suspend, the restart policy)."""
+    relevant = {k: v for k, v in spec.items() if k not in NON_RUN_FIELDS}
+    text = json.dumps(relevant, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ConnectView:
+    """The facts of one SparkConnect a pass reads (its status: Observed.status)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    spec: Mapping[str, Any]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    deleting: bool = False
+
+    @property
+    def spec_hash(self) -> str:
+        return spec_hash(self.spec)
+
+    @property
+    def suspended(self) -> bool:
+        return self.spec.get("suspend") is True
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ConnectView:
+        meta = _map(body.get("metadata"))
+        generation = meta.get("generation")
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            generation=generation if isinstance(generation, int) else 0,
+            spec=_map(body.get("spec")),
+            labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """One SparkDriver that runs (or ran) a server of a SparkConnect."""
+
+    name: str
+    uid: str
+    run: int
+    owner_uid: str
+    spec_hash: str | None
+    created: datetime | None
+    phase: DriverPhase | None = None
+    deleting: bool = False
+    pod_name: str | None = None
+    pod_ip: str | None = None
+    ready: bool = False
+    incarnation: int = 0
+    executors: Mapping[str, int] = field(default_factory=dict)
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is not None and self.phase.terminal
+
+    @property
+    def live(self) -> bool:
+        return not self.finished and not self.deleting
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ServerView:
+        meta = _map(body.get("metadata"))
+        status = _map(body.get("status"))
+        pod = _map(status.get("driverPod"))
+        term = _map(status.get("termination"))
+        error = _map(status.get("lastError"))
+        phase_text = status.get("phase")
+        try:
+            phase = DriverPhase(phase_text) if isinstance(phase_text, str) else None
+        except ValueError:
+            phase = None
+        exit_code = term.get("exitCode")
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            run=_int(_map(meta.get("labels")).get(labels.RUN)),
+            owner_uid=str(_connect_controller(body).get("uid") or ""),
+            spec_hash=_opt_str(_map(meta.get("annotations")).get(labels.SPEC_HASH)),
+            created=parse_time(meta.get("creationTimestamp")),
+            phase=phase,
+            deleting=bool(meta.get("deletionTimestamp")),
+            pod_name=_opt_str(pod.get("name")),
+            pod_ip=_opt_str(pod.get("podIP")),
+            ready=pod.get("ready") is True,
+            incarnation=_int(status.get("incarnation")),
+            executors={str(k): _int(v) for k, v in _map(status.get("executors")).items()},
+            exit_code=exit_code if isinstance(exit_code, int) else None,
+            reason=_opt_str(term.get("reason")) or _opt_str(error.get("reason")),
+            message=_opt_str(term.get("message")) or _opt_str(error.get("message")),
+        )
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """The stable Service (or any Service a SparkConnect controls)."""
+
+    name: str
+    uid: str
+    owner_uid: str
+    selector: Mapping[str, str]
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ServiceView:
+        meta = _map(body.get("metadata"))
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            owner_uid=str(_connect_controller(body).get("uid") or ""),
+            selector={str(k): str(v) for k, v in _map(_map(body.get("spec")).get("selector")).items()},
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything one pass decides from. ``servers`` and ``services``: those filed under this key
+    (only those whose controller is this object's uid count). ``body``: the object as listed, for
+    the ownerReference of what it creates."""
+
+    connect: ConnectView
+    status: SparkConnectStatus
+    body: JSON
+    servers: Sequence[ServerView] = ()
+    services: Sequence[ServiceView] = ()
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    namespace_terminating: bool = False
+
+    @property
+    def owned_servers(self) -> tuple[ServerView, ...]:
+        """Our servers, by run."""
+        return tuple(sorted((s for s in self.servers if s.owner_uid == self.connect.uid), key=lambda s: s.run))
+
+    def service(self, name: str) -> ServiceView | None:
+        return next((s for s in self.services if s.name == name and s.owner_uid == self.connect.uid), None)
+
+
+def read_status(data: Any) -> SparkConnectStatus:
+    """The status as written (an unreadable one reads as empty: the pass writes a good one)."""
+    try:
+        return SparkConnectStatus.model_validate(data or {})
+    except ValidationError:
+        return SparkConnectStatus()
+
+
+def status_json(status: SparkConnectStatus) -> JSON:
+    return status.to_json()
+
+
+def _connect_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    return controller_of(body, labels.GROUP, KIND) or {}
+
+
+def own_key(body: Mapping[str, Any]) -> list[Key]:
+    meta = _map(body.get("metadata"))
+    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+
+
+def owner_keys(body: Mapping[str, Any]) -> list[Key]:
+    """The key of an object's controller owner, when that is a SparkConnect (ownership, not a label,
+    links a server to its SparkConnect: a label can be edited away)."""
+    meta = _map(body.get("metadata"))
+    ref = _connect_controller(body)
+    return [(str(meta.get("namespace") or ""), str(ref.get("name") or ""))] if ref else []
+
+
+def snapshot(body: Mapping[str, Any]) -> JSON:
+    """What the own index hands out: a copy (a pass writes its new status into its own), without the
+    managedFields nothing reads."""
+    copied: JSON = json.loads(json.dumps(body, default=str))
+    copied.get("metadata", {}).pop("managedFields", None)
+    return copied
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+EPOCH: Final = datetime.fromtimestamp(0, UTC)

@@ -1,0 +1,73 @@
+"""Real Spark Connect under sparkop on the real nodes: a SparkConnect becomes Ready, a client outside
+the cluster (the host, through the stable Service's ClusterIP, which kube-proxy serves here) runs a
+query; the server pod is deleted while Ready, a new incarnation becomes Ready behind the same
+Service, and a new client session runs the query again."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from devcluster import images
+from tests.support.connect_client import EXPECTED, run_query
+from tests.support.spark_e2e import SPARK_SERVICE_ACCOUNT, SparkNamespace, release_order, spark_versions
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
+
+# A server JVM, its two executors and the first query's code generation on 2-CPU nodes.
+READY_S = 300.0
+CONNECT_VERSIONS = [v for v in images.pinned_spark_versions() if release_order(v) >= (4, 0)]
+CI_VERSIONS = (min(CONNECT_VERSIONS, key=release_order), max(CONNECT_VERSIONS, key=release_order))
+
+
+def spark_connect(name: str, version: str) -> dict[str, Any]:
+    small = {"cores": 1, "coreRequest": "250m", "memory": "768m"}
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkConnect",
+        "metadata": {"name": name},
+        "spec": {
+            "sparkVersion": version,
+            "image": f"apache/spark:{version}",
+            "imagePullPolicy": "IfNotPresent",
+            "server": {**small, "serviceAccount": SPARK_SERVICE_ACCOUNT},
+            "executor": {**small, "instances": 1},
+        },
+    }
+
+
+def wait_ready(spark: SparkNamespace, name: str, **server: Any) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        status = (spark.find("sparkconnect", name) or {}).get("status") or {}
+        found = status.get("server") or {}
+        return status if status.get("state") == "Ready" and all(found.get(k) == v for k, v in server.items()) else None
+
+    found: dict[str, Any] = spark.wait_pod(ready, READY_S, f"{name} Ready {server}")
+    return found
+
+
+@pytest.mark.parametrize("version", spark_versions(ci=CI_VERSIONS, versions=CONNECT_VERSIONS))
+def test_a_client_outside_runs_a_query_through_the_service_and_again_after_the_server_pod_is_lost(
+    spark: SparkNamespace, version: str
+) -> None:
+    applied = time.monotonic()
+    spark.apply(spark_connect("sc", version))
+    status = wait_ready(spark, "sc")
+    ready_s = time.monotonic() - applied
+    assert status["endpoint"] == f"sc://sc-server.{spark.ns}.svc:15002"
+    cluster_ip = spark.get("service", "sc-server")["spec"]["clusterIP"]
+    url = f"sc://{cluster_ip}:15002"
+    assert run_query(version, url) == EXPECTED
+
+    first_pod = status["server"]["podName"]
+    deleted = time.monotonic()
+    spark.kubectl("delete", "pod", first_pod, "--wait=false")
+    again = wait_ready(spark, "sc", incarnation=2)
+    back_s = time.monotonic() - deleted
+    assert again["server"]["driver"] == "sc-server-1" and again["server"]["podName"] != first_pod
+    assert again["restarts"] == 0 and again["lastRun"] == 1
+    assert run_query(version, url) == EXPECTED
+    assert spark.get("service", "sc-server")["spec"]["clusterIP"] == cluster_ip
+    print(f"\nSpark {version}: applied -> Ready {ready_s:.1f}s; server pod deleted -> Ready again {back_s:.1f}s")
