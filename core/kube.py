@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any, Final, Literal
 from urllib.parse import urlencode
 
@@ -297,6 +298,90 @@ class RateLimit:
             await asyncio.sleep(wait)
 
 
+# Kubernetes' WebSocket framing for pods/portforward (and exec): one binary message per write, its first
+# byte the channel. For the one port asked, channel 0 carries the data and channel 1 the kubelet's error.
+PORT_FORWARD_PROTOCOL: Final = "v4.channel.k8s.io"
+_DATA_CHANNEL: Final = 0
+_ERROR_CHANNEL: Final = 1
+
+
+class PortForwardError(Exception):
+    """A port-forward that failed: refused by the API server (``status``: its HTTP status), or ended
+    by the kubelet with a message on the error channel (``status`` 0), e.g. nothing listens on the
+    pod's port."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class PortForward:
+    """One TCP connection to a pod's port, tunnelled through the API server's pods/portforward
+    subresource (see :meth:`Kube.port_forward`): :meth:`read` what the pod sends, :meth:`write` what
+    it should receive, :meth:`close` (or ``async with``) to end the connection."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, target: str) -> None:
+        self._ws = ws
+        self.target = target
+        # The server opens each channel with the port number (2 bytes, little-endian), so that a client
+        # that asked for several ports can tell them apart; it is no data of the connection.
+        self._opened: set[int] = set()
+
+    async def read(self) -> bytes:
+        """The next bytes from the pod; b"" once the pod side has closed the connection.
+        PortForwardError when the kubelet reports an error instead."""
+        while True:
+            message = await self._ws.receive()
+            if message.type is aiohttp.WSMsgType.BINARY:
+                frame: bytes = message.data
+                if not frame:
+                    continue
+                channel, payload = frame[0], frame[1:]
+                if channel not in self._opened:
+                    self._opened.add(channel)
+                    payload = payload[2:]
+                if channel == _DATA_CHANNEL and payload:
+                    return payload
+                if channel == _ERROR_CHANNEL and payload:
+                    # The kubelet writes its error once, as it gives up the connection.
+                    text = payload.decode(errors="replace").strip()
+                    raise PortForwardError(f"forwarding to {self.target}: {text}")
+            elif message.type is aiohttp.WSMsgType.ERROR:
+                raise PortForwardError(f"forwarding to {self.target}: {self._ws.exception() or 'connection lost'}")
+            elif message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+                return b""
+
+    async def write(self, data: bytes) -> None:
+        if data:
+            await self._ws.send_bytes(bytes((_DATA_CHANNEL,)) + data)
+
+    async def close(self) -> None:
+        await self._ws.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._ws.closed
+
+    async def __aenter__(self) -> PortForward:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _port_forward_refusal(status: int, target: str, pod: str, namespace: str) -> str:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "refused"
+    hint = {
+        401: "the credentials were not accepted",
+        403: "port-forwarding needs the get and create verbs on pods/portforward",
+        404: f"no pod {pod!r} in namespace {namespace!r}",
+    }.get(status)
+    return f"the API server refused to forward {target}: {status} {phrase}" + (f" ({hint})" if hint else "")
+
+
 class Kube:
     """Async access to the API server, with sparkop's error rules."""
 
@@ -347,10 +432,21 @@ class Kube:
         answer unread; no rate limit and no fence (:meth:`_call` adds them for the controllers'
         writes). Without the generated client's per-request work (sanitizing the body object by
         object, copying parameters): a third of the request path's CPU under load."""
-        api = self.api
-        headers = {**api.default_headers, "Accept": accept}
+        session, url, headers, extra = await self._connection(path, query)
+        headers["Accept"] = accept
         if body is not None:
             headers["Content-Type"] = content_type
+        data = None if body is None else orjson.dumps(body)
+        return await session.request(method, url, headers=headers, data=data, timeout=client_timeout, **extra)
+
+    async def _connection(
+        self, path: str, query: Sequence[tuple[str, Any]] = ()
+    ) -> tuple[aiohttp.ClientSession, str, dict[str, str], dict[str, Any]]:
+        """What every request to the API server goes with: the client's own session (its connector:
+        the TLS context with the CA and client certificate), the URL, the default headers with the
+        credentials, and the proxy settings."""
+        api = self.api
+        headers = dict(api.default_headers)
         # Asked per request: a token from an exec plugin or a projected service account is refreshed.
         await api.update_params_for_auth(headers, [], ["BearerToken"])
         url = f"{api.configuration.host}{path}"
@@ -364,9 +460,8 @@ class Kube:
                 extra["proxy_headers"] = rest.proxy_headers
         if rest.server_hostname:
             extra["server_hostname"] = rest.server_hostname
-        data = None if body is None else orjson.dumps(body)
         session: aiohttp.ClientSession = rest.pool_manager
-        return await session.request(method, url, headers=headers, data=data, timeout=client_timeout, **extra)
+        return session, url, headers, extra
 
     async def _call(
         self,
@@ -445,6 +540,28 @@ class Kube:
                 yield chunk
         finally:
             response.release()
+
+    async def port_forward(self, namespace: str, pod: str, port: int) -> PortForward:
+        """A new TCP connection to ``port`` of ``pod``, as ``kubectl port-forward`` opens one per
+        accepted connection: a WebSocket to the pods/portforward subresource, on the client's own
+        session, connector (its TLS context: CA, client certificate), proxy and credentials, as
+        :meth:`request` sends every other request. PortForwardError when the API server refuses
+        (its status in ``.status``) or the WebSocket cannot be opened."""
+        session, url, headers, extra = await self._connection(
+            PODS.path(namespace, pod, "portforward"), [("ports", port)]
+        )
+        target = f"{namespace}/{pod}:{port}"
+        try:
+            # No heartbeat of ours: the server's pings are answered (autoping), and an idle
+            # client connection must stay open as long as the client keeps it.
+            ws = await session.ws_connect(url, protocols=(PORT_FORWARD_PROTOCOL,), headers=headers, **extra)
+        except aiohttp.WSServerHandshakeError as exc:
+            raise PortForwardError(_port_forward_refusal(exc.status, target, pod, namespace), exc.status) from exc
+        if ws.protocol != PORT_FORWARD_PROTOCOL:
+            # Without the subprotocol the server would speak another framing: data would be misread.
+            await ws.close()
+            raise PortForwardError(f"the API server did not agree to {PORT_FORWARD_PROTOCOL} forwarding {target}")
+        return PortForward(ws, target)
 
     async def create(self, body: JSON) -> bool:
         """Create ``body``. True if created, False if it already existed as ours (a retried create).

@@ -236,6 +236,44 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )
         command.add_argument("app", metavar="APP", help="SparkApplication name")
 
+    connect = sub.add_parser(
+        "connect",
+        parents=flags,
+        help="where a SparkConnect serves; --port-forward reaches it from this machine",
+        formatter_class=_Formatter,
+        description="Without --port-forward: the SparkConnect's state, in-cluster endpoint, server pod and\n"
+        "executors (exit 0 when Ready, 1 otherwise). With it: a local port forwarded through the API\n"
+        "server to the gRPC port of the server pod serving when each connection arrives, until Ctrl-C.",
+        epilog="Examples:\n  sparkop connect analytics -n spark-jobs\n"
+        '  sparkop connect analytics --port-forward   # then: SparkSession.builder.remote("sc://127.0.0.1:15002")',
+    )
+    connect.add_argument("name", metavar="NAME", help="SparkConnect name")
+    connect.add_argument(
+        "--port-forward",
+        nargs="?",
+        const=_SERVER_PORT,
+        type=_port,
+        metavar="LOCAL_PORT",
+        help="listen on LOCAL_PORT (default: the server's gRPC port; 0: any free port) and forward to the server",
+    )
+    connect.add_argument("--address", metavar="ADDR", help="address --port-forward listens on (default 127.0.0.1)")
+
+
+# --port-forward without a number: the local port is the server's own.
+_SERVER_PORT = -1
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port number; write 15002, or 0 for any free port"
+        ) from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: a port is 0-65535 (0: any free port)")
+    return value
+
 
 def _positive(text: str) -> int:
     try:
@@ -265,6 +303,16 @@ def _daily(args: argparse.Namespace) -> int:
         )
     if args.command == "events":
         return daily_cli.events_main(target, args.app)
+    if args.command == "connect":
+        from sparkop import connect_cli
+
+        return connect_cli.main(
+            target,
+            args.name,
+            port_forward=args.port_forward is not None,
+            local_port=None if args.port_forward in (None, _SERVER_PORT) else args.port_forward,
+            address=args.address,
+        )
     return daily_cli.suspend_main(target, args.app, suspend=args.command == "suspend")
 
 
@@ -288,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sparkop.status_cli import main as status_main
 
         return status_main(args.name, namespace=args.namespace, kubeconfig=args.kubeconfig)
-    if args.command in ("list", "logs", "events", "suspend", "resume"):
+    if args.command in ("list", "logs", "events", "suspend", "resume", "connect"):
         return _daily(args)
     if args.command == "demo":
         from sparkop.demo import main as demo_main
