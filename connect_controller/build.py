@@ -8,6 +8,8 @@ controller renders its pod as spark-submit would and owns its executors. What ma
 * ``spark.connect.grpc.binding.port`` set (default 15002) and that port declared on the Spark
   container, with a TCP readiness probe and a startup probe on it (as kubeflow's operator sets,
   unless the user's template sets its own): Ready means the gRPC port accepts connections;
+* the driver's headless Service publishing not-ready addresses (Spark 4.3's property, which sparkop
+  honours on every line): the executors must reach a server that is not Ready yet;
 * the ``sparkop.io/connect`` label on its pods, which the stable Service selects along with the
   SparkDriver's own ``sparkop.io/driver`` label: the Service follows one server at a time;
 * as many driver-pod replacements as a long-lived process needs: a lost server pod comes back inside
@@ -30,6 +32,7 @@ DRIVER_KIND: Final = "SparkDriver"
 SPARK_DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
 SPARK_EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 MAX_POD_REPLACEMENTS: Final = 100
+PUBLISH_NOT_READY: Final = "spark.kubernetes.driver.service.publishNotReadyAddresses"
 # A JVM and its session state take a while to come up on a small node: 5 minutes before the startup
 # probe gives up, then readiness every 5 s.
 STARTUP_PROBE: Final = {"periodSeconds": 5, "timeoutSeconds": 1, "failureThreshold": 60}
@@ -111,6 +114,10 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
     run_spec: JSON = {k: copy.deepcopy(spec[k]) for k in _RUN_FIELDS if spec.get(k) is not None}
     conf = dict(spec.get("sparkConf") or {})
     conf.setdefault(connect.PORT_CONF, str(port(c)))
+    # The executors reach the driver through its headless Service, whose DNS name lists only Ready pods
+    # by default: a server is Ready once its gRPC port listens, after its SparkContext waited for
+    # executors (spark.scheduler.minRegisteredResourcesRatio), which could never resolve it.
+    conf.setdefault(PUBLISH_NOT_READY, "true")
     driver = _role(spec, "server", SPARK_DRIVER_CONTAINER)
     driver.pop("service", None)
     driver["labels"] = {**(driver.get("labels") or {}), labels.CONNECT: naming.label_value(c.name)}

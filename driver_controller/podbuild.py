@@ -376,10 +376,11 @@ class _Build:
             if self.sub.has(Feature.CONNECT_APP_PROTOCOL):
                 ports[-1]["appProtocol"] = "grpc"
         spec: JSON = {"clusterIP": "None"}
-        if self.sub.has(Feature.PUBLISH_NOT_READY_ADDRESSES):
-            spec["publishNotReadyAddresses"] = sparkconf.parse_bool(
-                conf.get("spark.kubernetes.driver.service.publishNotReadyAddresses")
-            )
+        publish = sparkconf.parse_bool(conf.get("spark.kubernetes.driver.service.publishNotReadyAddresses"))
+        if self.sub.has(Feature.PUBLISH_NOT_READY_ADDRESSES) or publish:
+            # Before 4.3 Spark has no such property, and sparkop honours it all the same: a driver with
+            # a readiness probe (a Connect server) must be reachable by its executors before it is Ready.
+            spec["publishNotReadyAddresses"] = publish
         spec.update(
             ipFamilyPolicy=conf.get("spark.kubernetes.driver.service.ipFamilyPolicy", "SingleStack"),
             ipFamilies=[f.strip() for f in conf.get("spark.kubernetes.driver.service.ipFamilies", "IPv4").split(",")],

@@ -82,6 +82,13 @@ DELIBERATE: list[tuple[str, str, str]] = [
         "the driver's log (its exception) becomes the failure message in the SparkDriver's status",
     ),
     (
+        "service",
+        r"^spec\.publishNotReadyAddresses$",
+        "spark.kubernetes.driver.service.publishNotReadyAddresses is honoured before Spark 4.3 too (Spark "
+        "ignores it there): a Connect server's driver has a readiness probe, and its executors must reach it "
+        "before it is Ready",
+    ),
+    (
         "config_map",
         r"^data\.spark\.properties\.spark\.master$",
         "spark-submit records the API server URL it was given (the test's 127.0.0.1 URL); a driver pod "
