@@ -6,8 +6,9 @@ application with no primary resource (spark-submit's ``--class ... spark-interna
 controller renders its pod as spark-submit would and owns its executors. What makes it a server:
 
 * ``spark.connect.grpc.binding.port`` set (default 15002) and that port declared on the Spark
-  container, with a TCP readiness probe and a startup probe on it (as kubeflow's operator sets,
-  unless the user's template sets its own): Ready means the gRPC port accepts connections;
+  container (by Spark itself from 4.1, by the SparkDriver's ``driver.ports`` before), with a TCP
+  readiness probe and a startup probe on it (as kubeflow's operator sets, unless the user's template
+  sets its own): Ready means the gRPC port accepts connections;
 * the driver's headless Service publishing not-ready addresses (Spark 4.3's property, which sparkop
   honours on every line): the executors must reach a server that is not Ready yet;
 * the ``sparkop.io/connect`` label on its pods, which the stable Service selects along with the
@@ -22,7 +23,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
-from api import connect
+from api import connect, spark_lines
 from connect_controller.observed import ConnectView
 from core.jsontypes import JSON
 from core.owners import owner_reference
@@ -123,9 +124,10 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
     driver["labels"] = {**(driver.get("labels") or {}), labels.CONNECT: naming.label_value(c.name)}
     grpc = port(c)
     ports = list(driver.get("ports") or ())
-    if not any(p.get("containerPort") == grpc for p in ports):
+    if not _declares_connect_port(spec.get("sparkVersion")) and not any(p.get("containerPort") == grpc for p in ports):
         ports.append({"name": connect.PORT_NAME, "protocol": "TCP", "containerPort": grpc})
-    driver["ports"] = ports
+    if ports:
+        driver["ports"] = ports
     driver["template"] = _with_probes(driver.get("template"), grpc)
     executor = _role(spec, "executor", SPARK_EXECUTOR_CONTAINER)
     run_spec.update(
@@ -154,6 +156,14 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
         },
         "spec": run_spec,
     }
+
+
+def _declares_connect_port(version: Any) -> bool:
+    """Whether spark-submit of the spec's line declares the Connect port on the driver itself (4.1+)."""
+    try:
+        return spark_lines.release(version if isinstance(version, str) else None).has(spark_lines.Feature.CONNECT_PORT)
+    except ValueError:
+        return False
 
 
 def _role(spec: Mapping[str, Any], role: str, container_name: str) -> JSON:

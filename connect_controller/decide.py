@@ -6,7 +6,9 @@ A SparkConnect runs one server at a time behind its stable Service; each server 
 * **records** what its servers did: the first time one is Ready (``readyTime``), one that ended on its
   own (``Exited``: a server never completes, so any end is a failure, counted in ``restarts`` and
   ``failuresInARow``; a server that had served for :data:`STABLE_SECONDS` starts that count afresh, so
-  a server that crashes soon after each start is not restarted forever), one deleted by someone else
+  a server that crashes soon after each start is not restarted forever), one whose driver pod the API
+  server refused (``SubmissionFailed``: Failed at once, with the API server's reason, since another
+  server of the same spec would be refused too), one deleted by someone else
   (``Deleted``: restarted at once, not a failure). A recorded server's SparkDriver is deleted after
   the status write that records it;
 * **starts** the next server when none runs the current spec: at once for the first, after a spec
@@ -40,7 +42,7 @@ from api.connect import (
     ServerRun,
     SparkConnectStatus,
 )
-from api.models import Condition, ExecutorCounts, LastError
+from api.models import Condition, DriverPhase, ExecutorCounts, LastError
 from connect_controller import build
 from connect_controller.observed import ConnectView, Observed, ServerView
 from core.conditions import transition_time
@@ -82,6 +84,7 @@ class _Pass:
     events: list[Event] = field(default_factory=list)
     observations: list[Observation] = field(default_factory=list)
     requeue: float | None = None
+    refused: bool = False  # a server's driver pod the API server refused: starting another cannot help
 
     @property
     def c(self) -> ConnectView:
@@ -138,7 +141,7 @@ def decide(o: Observed, now: datetime) -> Plan[SparkConnectStatus]:
         for s in live:
             _stop(p, s, ServerOutcome.SUSPENDED, "Suspended", "spec.suspend is true")
         live, current = [], []
-    elif not current and not _failed(p):
+    elif not current and not p.refused and not _failed(p):
         started = _start(p, now)
         if started is not None:
             current = [started]
@@ -171,7 +174,26 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
             record = record.model_copy(update={"uid": server.uid})
         if server.ready and record.readyTime is None and record.outcome is ServerOutcome.RUNNING:
             record = record.model_copy(update={"readyTime": p.now})
-        if server.finished:
+        if server.finished and server.phase is DriverPhase.SUBMISSION_FAILED:
+            if record.outcome is ServerOutcome.RUNNING:
+                message = f"server {server.name}: {server.message or 'its driver pod was refused'}"
+                record = record.model_copy(
+                    update={
+                        "outcome": ServerOutcome.EXITED,
+                        "reason": "SubmissionFailed",
+                        "message": message[:MAX_MESSAGE],
+                        "finishTime": p.now,
+                    }
+                )
+                p.event("Warning", SERVER_REFUSED, message)
+            p.refused = True
+            p.status.state = ConnectState.FAILED
+            p.status.lastError = LastError(reason="SubmissionFailed", message=record.message, time=p.now)
+            if not server.deleting:
+                p.after.append(
+                    Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, "SubmissionFailed")
+                )
+        elif server.finished:
             if record.outcome is ServerOutcome.RUNNING:
                 reason = server.reason or (f"ExitCode{server.exit_code}" if server.exit_code is not None else "Exited")
                 message = f"server {server.name} ended ({server.phase}): {server.message or reason}"

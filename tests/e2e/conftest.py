@@ -60,7 +60,9 @@ def _grant_spark_service_account(cluster: ClusterHandle, ns: str) -> None:
 def _drain(cluster: ClusterHandle, ns: str) -> None:
     """Delete the apps while the operator still runs (it removes the driver pods' finalizer),
     then wait for the pods, so the next test has the nodes' CPUs to itself."""
-    cluster.kubectl("delete", "sparkapplications,sparkdrivers", "--all", "-n", ns, "--wait=false", check=False)
+    # Owners first: a SparkConnect whose server SparkDriver is deleted starts another one.
+    kinds = "sparkconnects,scheduledsparkapplications,sparkapplications,sparkdrivers"
+    cluster.kubectl("delete", kinds, "--all", "-n", ns, "--wait=false", check=False)
     cluster.kubectl("delete", "pods", "--all", "-n", ns, "--wait=false", "--grace-period=2", check=False)
 
     def no_pods() -> bool:

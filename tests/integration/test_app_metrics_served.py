@@ -4,17 +4,14 @@ that happened before it is counted again while the gauges still describe the clu
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.ports import free_ports
 from devcluster.testing import ClusterHandle, wait_for
 from tests.support.cluster_apps import app_manifest, get, wait_state
+from tests.support.metrics_scrape import Samples, ready, scrape, value
 from tests.support.operator import OperatorProcess
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 APP_COUNTERS = (
     "spark_application_count",
     "spark_application_submit_count",
@@ -22,32 +19,6 @@ APP_COUNTERS = (
     "spark_application_failure_count",
     "spark_application_failed_submission_count",
 )
-
-
-def scrape(port: int) -> Samples | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-    except OSError:
-        return None
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sample's value; 0 when the series is absent (a counter nothing bumped yet)."""
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def delete_driver_pod_once_running(crds: ClusterHandle, namespace: str, app: str) -> str:

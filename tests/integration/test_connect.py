@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.ports import free_ports
 from devcluster.testing import ClusterHandle, wait_for
 from tests.support.cluster_apps import get
 from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV, FAULT_KINDS_ENV
 from tests.support.faults import MODULE as FAULT_MODULE
+from tests.support.metrics_scrape import ready, scrape, value
 from tests.support.operator import OperatorProcess
 from tests.support.watches import CreationWatch
 
@@ -100,6 +102,8 @@ def test_ready_behind_its_service_and_a_lost_server_pod_comes_back_behind_the_sa
     container = next(c for c in server_pod["spec"]["containers"] if c["name"] == "spark-kubernetes-driver")
     assert container["readinessProbe"]["tcpSocket"]["port"] == 15002
     assert "org.apache.spark.sql.connect.service.SparkConnectServer" in container["args"]
+    headless = service(crds, namespace, "sc-server-1-1-driver-svc")
+    assert headless["spec"]["publishNotReadyAddresses"] is True  # the executors reach a server not Ready yet
     wait_for(
         lambda: connect_status(crds, namespace, "sc").get("executors", {}).get("running") == 2,
         timeout=30,
@@ -150,21 +154,45 @@ def test_a_spec_change_rolls_the_server_one_serving_at_a_time(
 
 
 def test_a_server_that_exits_is_restarted_until_the_policy_is_used_up_then_failed_and_frozen(
-    crds: ClusterHandle, namespace: str, connect_operator: OperatorProcess
+    crds: ClusterHandle, namespace: str, tmp_path: Path
 ) -> None:
+    (port,) = free_ports(1)
+    operator = OperatorProcess(
+        crds.kubeconfig,
+        namespaces=[namespace],
+        log_dir=tmp_path,
+        controllers=CONTROLLERS,
+        extra_args=["--metrics-port", str(port)],
+    )
     exits = {"annotations": {"sim.sparkop.io/outcome": "Failed", "sim.sparkop.io/run-seconds": "1"}}
     manifest = connect_manifest(
         server={"cores": 1, "memory": "512m", **exits},
         restartPolicy={"onFailureRetries": 2, "onFailureRetryInterval": 1},
     )
-    crds.apply(manifest, namespace=namespace)
-    failed = wait_connect(crds, namespace, "sc", "Failed", timeout=90)
-    assert failed["restarts"] == 3 and failed["failuresInARow"] == 3 and failed["lastRun"] == 3
-    assert [r["outcome"] for r in failed["runs"]] == ["Exited"] * 3
-    assert failed["lastError"]["reason"] == "RetriesExhausted"
-    version = get(crds, namespace, "sparkconnect", "sc")["metadata"]["resourceVersion"]  # type: ignore[index]
-    wait_for(lambda: get(crds, namespace, "sparkdriver", "sc-server-3") is None, timeout=30, message="last run gone")
-    assert get(crds, namespace, "sparkconnect", "sc")["metadata"]["resourceVersion"] == version  # type: ignore[index]
+    with operator:
+        wait_for(lambda: ready(port), timeout=60, message="the operator ready")
+        crds.apply(manifest, namespace=namespace)
+        failed = wait_connect(crds, namespace, "sc", "Failed", timeout=90)
+        assert failed["restarts"] == 3 and failed["failuresInARow"] == 3 and failed["lastRun"] == 3
+        assert [r["outcome"] for r in failed["runs"]] == ["Exited"] * 3
+        assert failed["lastError"]["reason"] == "RetriesExhausted"
+        version = get(crds, namespace, "sparkconnect", "sc")["metadata"]["resourceVersion"]  # type: ignore[index]
+        wait_for(
+            lambda: get(crds, namespace, "sparkdriver", "sc-server-3") is None, timeout=30, message="last run gone"
+        )
+        assert get(crds, namespace, "sparkconnect", "sc")["metadata"]["resourceVersion"] == version  # type: ignore[index]
+
+        def counted() -> dict[str, float] | None:
+            samples = scrape(port) or {}
+            found = {
+                "restarts": value(
+                    samples, "sparkop_connect_server_restarts_total", namespace=namespace, reason="Exited"
+                ),
+                "failed": value(samples, "sparkop_connect_servers", namespace=namespace, state="Failed"),
+            }
+            return found if found == {"restarts": 3.0, "failed": 1.0} else None
+
+        wait_for(counted, timeout=30, message="the restarts counted and the Failed gauge")
 
 
 def test_suspend_stops_the_server_and_resume_starts_it_again(

@@ -271,3 +271,27 @@ def test_kubeflows_sample_is_valid_and_its_server_renders_as_a_connect_server() 
     assert container["args"][-3:] == ["--class", connect.SERVER_CLASS, "spark-internal"]
     properties = objects.config_map["data"]["spark.properties"]
     assert "spark.connect.grpc.binding.port=15002" in properties
+    # Its executors resolve the driver through the headless Service before the server is Ready.
+    assert objects.service["spec"]["publishNotReadyAddresses"] is True
+
+
+def test_every_line_renders_one_connect_port_on_the_server_pod() -> None:
+    for version in ("4.0.5", "4.1.4", "4.2.1", "4.3.0"):
+        spec = {**SPEC, "sparkVersion": version}
+        manifest = build.build_server(ConnectView.from_body(body(spec)), body(spec), 1)
+        manifest["metadata"]["uid"] = "d0000000-0000-4000-8000-000000000002"
+        pod = render(parse(manifest), 1).pod
+        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "spark-kubernetes-driver"]
+        names = [p["name"] for p in container["ports"]]
+        assert names.count(connect.PORT_NAME) == 1 and len(names) == len(set(names)), (version, names)
+
+
+def test_a_server_pod_the_api_server_refuses_fails_the_sparkconnect_at_once() -> None:
+    status = written(decide(observed(), NOW))
+    refused_pod = server(1, phase=DriverPhase.SUBMISSION_FAILED, message='Pod "sc-server-1-1-driver" is invalid')
+    plan = decide(observed(status, (refused_pod,), (service(1),)), NOW)
+    status = written(plan)
+    assert status.state is ConnectState.FAILED and creates(plan) == []
+    assert status.lastError is not None and status.lastError.reason == "SubmissionFailed"
+    assert "is invalid" in (status.lastError.message or "") and status.restarts == 0
+    assert decide(observed(status, (), (service(1),)), NOW + timedelta(minutes=1)) == Plan()
