@@ -682,6 +682,13 @@ class RunSpec(Model):
     batchSchedulerOptions: BatchSchedulerConfiguration | None = Field(
         None, description="Queue, priorityClassName and resources for the batch scheduler (only with batchScheduler)."
     )
+    driverPodDisruptionBudget: bool | None = Field(
+        None,
+        description="kubeflow's: a PodDisruptionBudget (minAvailable 1) selecting the driver pod, owned by the "
+        "SparkDriver, so that a voluntary eviction (kubectl drain, a cluster autoscaler) waits for the driver "
+        "instead of taking it (a node that is lost is not stopped by it). Unset: the operator's "
+        "--driver-pod-disruption-budget (off unless set).",
+    )
 
     def run_spec(self) -> RunSpec:
         """A deep copy of just the run-spec part (e.g. of a SparkApplicationSpec)."""

@@ -98,11 +98,13 @@ NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=Fal
 INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
 # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service.
 NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+POD_DISRUPTION_BUDGETS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 # Every kind a client of this module writes: the built-in ones here, the operator's own
 # (domain.kinds) added with register_kinds when their module is imported.
 _BY_KIND: Final[dict[tuple[str, str], Resource]] = {
-    (r.api_version, r.kind): r for r in (PODS, CONFIGMAPS, SERVICES, EVENTS, NAMESPACES, INGRESSES, NETWORK_POLICIES)
+    (r.api_version, r.kind): r
+    for r in (PODS, CONFIGMAPS, SERVICES, EVENTS, NAMESPACES, INGRESSES, NETWORK_POLICIES, POD_DISRUPTION_BUDGETS)
 }
 
 

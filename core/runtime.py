@@ -48,6 +48,8 @@ class Options:
     kube_api_burst: int = DEFAULT_KUBE_API_BURST
     # kubeflow's --metrics-labels: object labels that become labels of the application metrics.
     metrics_labels: tuple[str, ...] = ()
+    # A driver PodDisruptionBudget for the specs that do not say (spec.driverPodDisruptionBudget).
+    driver_pod_disruption_budget: bool = False
 
 
 @dataclass

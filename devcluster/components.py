@@ -38,6 +38,8 @@ CONTROLLERS = (
     "deployment-controller",
     "endpoints-controller",
     "endpointslice-controller",
+    # PodDisruptionBudgets' status: what the eviction API (kubectl drain) reads to refuse an eviction.
+    "disruption-controller",
 )
 
 

@@ -73,6 +73,12 @@ def driver_ingress_name(app_name: str, port: int) -> str:
     return dns_label(app_name, DNS_LABEL_MAX - len(suffix)) + suffix
 
 
+def driver_pdb_name(driver: str) -> str:
+    """A SparkDriver's PodDisruptionBudget (one for all its driver-pod incarnations)."""
+    suffix = "-driver-pdb"
+    return bounded(driver, 253 - len(suffix)) + suffix
+
+
 def pod_prefix(driver: str, incarnation: int) -> str:
     """Prefix of every pod, ConfigMap and Service of one driver-pod incarnation."""
     return dns_label(f"{driver}-{incarnation}", POD_PREFIX_MAX)

@@ -416,6 +416,9 @@ def _create_missing(p: _Pass) -> None:
             # Before the pod, which its scheduler matches to it; the same group for every incarnation,
             # so a retried or later create meets 409 with our own (the SparkDriver is its controller).
             p.plan.creates.append(Create(objects.pod_group, why, concurrent=True))
+        if pod_missing and objects.pod_disruption_budget is not None:
+            # Before the pod too, and the same for every incarnation: a drain never finds it unprotected.
+            p.plan.creates.append(Create(objects.pod_disruption_budget, why, concurrent=True))
         p.plan.creates.extend(
             Create(cm, why, concurrent=True) for cm in objects.config_maps if cm["metadata"]["name"] not in have_cm
         )
@@ -455,6 +458,7 @@ def _refused(p: _Pass, expected: IncarnationNames, policy: Ensure | None) -> boo
         return Create({"kind": kind, "metadata": {"name": name}})
 
     wanted: list[Create | Ensure] = [create("PodGroup", expected.pod_group)] if expected.pod_group else []
+    wanted.append(create("PodDisruptionBudget", naming.driver_pdb_name(p.name)))
     wanted += [create("ConfigMap", name) for name in sorted(expected.config_maps)]
     wanted += [create("Service", expected.service), *([policy] if policy else []), create("Pod", expected.pod)]
     for action in wanted:

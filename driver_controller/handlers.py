@@ -32,6 +32,7 @@ from driver_controller.observe import (
     trim_pod,
     trim_policy,
 )
+from driver_controller.podbuild import RenderOptions
 from driver_controller.status import status_json
 from driver_controller.transitions import TRANSITIONS
 
@@ -50,7 +51,10 @@ def as_read(body: JSON) -> JSON:
 
 
 def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
-    settings = Settings(unschedulable_timeout=runtime.options.unschedulable_timeout_seconds)
+    settings = Settings(
+        unschedulable_timeout=runtime.options.unschedulable_timeout_seconds,
+        render=RenderOptions(driver_pdb=runtime.options.driver_pod_disruption_budget),
+    )
 
     def values(index: str, key: Key) -> list[Any]:
         return list(runtime.index(index).get(key) or ())

@@ -60,6 +60,8 @@ class RenderOptions:
     spark_user: str = "spark"
     # spark.master as the driver pod sees it (spark-submit writes the URL it was given).
     master: str = IN_CLUSTER_MASTER
+    # --driver-pod-disruption-budget: a driver PodDisruptionBudget for specs that do not say.
+    driver_pdb: bool = False
 
 
 @dataclass
@@ -74,6 +76,7 @@ class DriverObjects:
     metrics_config_map: JSON | None = None
     pod_group: JSON | None = None  # the batch scheduler's PodGroup (one per SparkDriver, see schedulers)
     network_policy: JSON | None = None  # the executors' NetworkPolicy (Spark 4.2+)
+    pod_disruption_budget: JSON | None = None  # the driver's, one per SparkDriver (sparkop's, kubeflow's field)
 
     @property
     def config_maps(self) -> list[JSON]:
@@ -637,7 +640,38 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
         metrics_config_map=metrics,
         pod_group=pod_group,
         network_policy=policy,
+        pod_disruption_budget=driver_pdb(sub, b.options),
     )
+
+
+def wants_driver_pdb(spec_value: bool | None, options: RenderOptions) -> bool:
+    return spec_value if spec_value is not None else options.driver_pdb
+
+
+def driver_pdb(sub: Submission, options: RenderOptions) -> JSON | None:
+    """The driver's PodDisruptionBudget when the spec (or the operator's default) asks for one: not
+    Spark's (spark-submit makes none), so it carries sparkop's labels but no incarnation, and selects
+    the SparkDriver's driver pods of every incarnation."""
+    asked = sub.source.spec.driverPodDisruptionBudget if sub.source is not None else None
+    if not wants_driver_pdb(asked, options):
+        return None
+    own_labels = {k: v for k, v in sub.sparkop_labels.items() if k != labels.INCARNATION}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": naming.driver_pdb_name(sub.name),
+            "namespace": sub.namespace,
+            "labels": own_labels,
+            "ownerReferences": [sub.owner],
+        },
+        "spec": {
+            "minAvailable": 1,
+            "selector": {
+                "matchLabels": {labels.DRIVER: own_labels[labels.DRIVER], labels.SPARK_ROLE: labels.ROLE_DRIVER}
+            },
+        },
+    }
 
 
 # Spark 4.1+'s spark.kubernetes.driver.pod.excludedFeatureSteps names feature steps by class; a name

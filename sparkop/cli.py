@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         help="report a driver pod as stuck after it has been unschedulable this long (default 300)",
     )
     run.add_argument(
+        "--driver-pod-disruption-budget",
+        action="store_true",
+        help="give every driver a PodDisruptionBudget (minAvailable 1) unless its spec sets "
+        "driverPodDisruptionBudget: false, so kubectl drain waits for running drivers",
+    )
+    run.add_argument(
         "--metrics-port", type=int, default=0, help="serve /metrics, /healthz and /readyz on this port (0: none)"
     )
     run.add_argument("--metrics-address", default="127.0.0.1", help="address for --metrics-port (in a pod: 0.0.0.0)")
@@ -393,6 +399,7 @@ def _run(args: argparse.Namespace) -> int:
                 ingress_url_format=args.ingress_url_format,
                 ingress_class_name=args.ingress_class_name,
                 unschedulable_timeout_seconds=args.unschedulable_timeout,
+                driver_pod_disruption_budget=args.driver_pod_disruption_budget,
                 workers=args.workers,
                 kube_api_qps=args.kube_api_qps,
                 kube_api_burst=args.kube_api_burst,

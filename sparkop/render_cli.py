@@ -52,6 +52,8 @@ def render_driver_objects(driver: JSON) -> Iterator[JSON]:
     yield objects.service
     if objects.network_policy is not None:
         yield objects.network_policy
+    if objects.pod_disruption_budget is not None:
+        yield objects.pod_disruption_budget
     yield objects.pod
 
 

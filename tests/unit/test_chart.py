@@ -42,6 +42,7 @@ NAMESPACED_RESOURCES = {
     "ingresses",
     "networkpolicies",  # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child
     "podgroups",  # the batch schedulers' (volcano, scheduler-plugins)
+    "poddisruptionbudgets",  # a driver's, when asked (driverPodDisruptionBudget)
     "sparkapplications",
     "sparkdrivers",
     "scheduledsparkapplications",
@@ -278,6 +279,7 @@ FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "--ingress-url-format": ({"uiIngress": {"urlFormat": "{{$appName}}.ui"}}, "--ingress-url-format={{$appName}}.ui"),
     "--ingress-class-name": ({"uiIngress": {"className": "nginx"}}, "--ingress-class-name=nginx"),
     "--unschedulable-timeout": ({"unschedulableTimeout": 60}, "--unschedulable-timeout=60"),
+    "--driver-pod-disruption-budget": ({"driverPodDisruptionBudget": True}, "--driver-pod-disruption-budget"),
     "--metrics-port": ({"metrics": {"port": 8080}}, "--metrics-port=8080"),
     "--metrics-address": ({"metrics": {"address": "::"}}, "--metrics-address=::"),
     "--metrics-labels": ({"metrics": {"labels": ["app_type", "team"]}}, "--metrics-labels=app_type,team"),
