@@ -29,7 +29,7 @@ from typing import Final
 from api.spark_lines import Feature, SparkRelease
 from core.jsontypes import JSON
 from domain import labels, naming
-from driver_controller import schedulers, sparkconf
+from driver_controller import podsecurity, schedulers, sparkconf
 from driver_controller.submission import IN_CLUSTER_MASTER, InvalidSpec, Submission
 
 SPARK_CONF_DIR: Final = "/opt/spark/conf"
@@ -62,6 +62,9 @@ class RenderOptions:
     master: str = IN_CLUSTER_MASTER
     # --driver-pod-disruption-budget: a driver PodDisruptionBudget for specs that do not say.
     driver_pdb: bool = False
+    # --pod-security: a Pod Security Standards profile whose requirements the pods get where the spec
+    # is silent (driver_controller.podsecurity); "" for none.
+    pod_security: str = ""
 
 
 @dataclass
@@ -215,6 +218,9 @@ class _Build:
             jars = [j for j in conf.get("spark.jars", "").split(",") if j]
             if sub.resource not in jars:
                 conf["spark.jars"] = ",".join([*jars, sub.resource])
+        elif sub.resource_type == "java":
+            # With no primary jar (spark-internal: a class of Spark's own) SparkSubmit still writes it.
+            conf.setdefault("spark.jars", "")
         # SparkSubmit always writes spark.submit.pyFiles (empty for JVM apps).
         conf.setdefault("spark.submit.pyFiles", "")
         return conf
@@ -491,6 +497,8 @@ class _Build:
         )
         _mount(container, {"name": POD_TEMPLATE_VOLUME, "mountPath": POD_TEMPLATE_MOUNT})
         self.props["spark.kubernetes.executor.podTemplateFile"] = f"{POD_TEMPLATE_MOUNT}/{POD_TEMPLATE_FILE}"
+        if self.options.pod_security == podsecurity.RESTRICTED:
+            podsecurity.fill_restricted(template)
         # JSON is YAML: Spark's template loader reads it, and it is fast and canonical.
         return _config_map(
             self.template_map_name,
@@ -631,6 +639,8 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     # only say "exit code 1": the end of its log (the exception) is the message instead. A template
     # that sets a policy keeps it.
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+    if b.options.pod_security == podsecurity.RESTRICTED:
+        podsecurity.fill_restricted(pod)
     return DriverObjects(
         pod=pod,
         config_map=config_map,

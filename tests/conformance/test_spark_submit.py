@@ -44,6 +44,12 @@ VERSIONS = [
 ]
 OUT = Path(os.environ.get("SPARKOP_CONFORMANCE_OUT", harness.CACHE / "conformance"))
 
+# spark-submit refuses the Connect server in cluster mode ("Cluster deploy mode is not applicable to Spark
+# Connect server", a check of the main class's name), while sparkop runs it as a cluster-mode driver whose
+# pod is every other cluster-mode driver's: the capture submits a stand-in name, put back before comparing.
+CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_STAND_IN = f"{CONNECT_SERVER}StandIn"
+
 # (object, path regex) -> why the difference is deliberate. Mirrored in docs/spark-conformance.md.
 DELIBERATE: list[tuple[str, str, str]] = [
     (
@@ -219,7 +225,8 @@ class Batches:
                 driver_template = files / "driver-template.yaml"
                 driver_template.write_text(json.dumps(sub.driver_template))
             rendered[config] = (namespace, manifest, ours)
-            runs.append(harness.kubeflow_args(manifest, exec_template, driver_template))
+            args = harness.kubeflow_args(manifest, exec_template, driver_template)
+            runs.append([CONNECT_STAND_IN if arg == CONNECT_SERVER else arg for arg in args])
         submitted = harness.spark_submit_batch(
             version, cluster.cluster.server, cluster.cluster.directory / "pki" / "ca.crt", cert, key, runs, work
         )
@@ -291,6 +298,7 @@ def test_matches_spark_submit(cluster: ClusterHandle, batches: Batches, config: 
         ),
         **({spark_local: our_local} if spark_local and our_local else {}),
         props["spark.app.submitTime"]: ours.properties["spark.app.submitTime"],
+        CONNECT_STAND_IN: CONNECT_SERVER,
     }
     theirs = harness.replace_strings(theirs, replacements)
     normal = {
