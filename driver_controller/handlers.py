@@ -53,7 +53,9 @@ def as_read(body: JSON) -> JSON:
 def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
     settings = Settings(
         unschedulable_timeout=runtime.options.unschedulable_timeout_seconds,
-        render=RenderOptions(driver_pdb=runtime.options.driver_pod_disruption_budget),
+        render=RenderOptions(
+            driver_pdb=runtime.options.driver_pod_disruption_budget, pod_security=runtime.options.pod_security
+        ),
     )
 
     def values(index: str, key: Key) -> list[Any]:

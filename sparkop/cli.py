@@ -72,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
         help="report a driver pod as stuck after it has been unschedulable this long (default 300)",
     )
     run.add_argument(
+        "--pod-security",
+        choices=("restricted",),
+        default="",
+        help="fill what the Pod Security Standards profile requires and a spec leaves unset into the driver "
+        "and executor pods (restricted: runAsNonRoot with Spark's uid 185, seccomp RuntimeDefault, no "
+        "privilege escalation, capabilities drop ALL), for namespaces that enforce it",
+    )
+    run.add_argument(
         "--driver-pod-disruption-budget",
         action="store_true",
         help="give every driver a PodDisruptionBudget (minAvailable 1) unless its spec sets "
@@ -400,6 +408,7 @@ def _run(args: argparse.Namespace) -> int:
                 ingress_class_name=args.ingress_class_name,
                 unschedulable_timeout_seconds=args.unschedulable_timeout,
                 driver_pod_disruption_budget=args.driver_pod_disruption_budget,
+                pod_security=args.pod_security,
                 workers=args.workers,
                 kube_api_qps=args.kube_api_qps,
                 kube_api_burst=args.kube_api_burst,

@@ -98,12 +98,22 @@ _PASSED = pytest.StashKey[bool]()
 @pytest.fixture
 def spark(e2e_cluster: ClusterHandle, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SparkNamespace]:
     """A namespace with the `spark` ServiceAccount and the operator watching it; on the way out
-    the operator's log tail is printed (pytest shows it when the test failed)."""
+    the operator's log tail is printed (pytest shows it when the test failed). A test's
+    ``namespace_labels`` and ``operator_args`` markers label the namespace and add operator flags."""
+    labelled = request.node.get_closest_marker("namespace_labels")
+    flags = request.node.get_closest_marker("operator_args")
     with temporary_namespace(e2e_cluster, prefix="e2e") as ns:
+        if labelled is not None:
+            pairs = [f"{k}={v}" for k, v in labelled.args[0].items()]
+            e2e_cluster.kubectl("label", "namespace", ns, *pairs, "--overwrite")
         _grant_spark_service_account(e2e_cluster, ns)
         controllers = ("apps", "driver", "connect")
         with OperatorProcess(
-            e2e_cluster.kubeconfig, namespaces=[ns], log_dir=tmp_path, controllers=controllers
+            e2e_cluster.kubeconfig,
+            namespaces=[ns],
+            log_dir=tmp_path,
+            controllers=controllers,
+            extra_args=list(flags.args) if flags is not None else (),
         ) as operator:
             env = SparkNamespace(e2e_cluster, ns, operator)
             try:
