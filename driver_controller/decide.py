@@ -135,10 +135,40 @@ def _termination(term: Terminated | None, pod: PodSummary) -> Termination | None
     return None if out == Termination() else out
 
 
-def _lost_reason(pod: PodSummary | None) -> tuple[str, str] | None:
-    """Why a driver pod counts as lost before it finished, or None if it was not lost."""
+# Spark's driver reads its own pod from the API server while its SparkContext starts (the Kubernetes
+# scheduler backend), then asks for its executors; when the API server cannot be reached at that moment
+# (restarting, a control-plane upgrade, a network blip) the driver exits before any executor or job. Its
+# termination message (the log's last 2 KB) then names the in-cluster API server and a connection error;
+# "External scheduler cannot be instantiated" is often above that window.
+_IN_CLUSTER_API_SERVER: Final = ("kubernetes.default.svc", "KubernetesClientException")
+_API_SERVER_UNREACHABLE: Final = ("java.net.ConnectException", "SocketTimeoutException", "UnknownHostException")
+REASON_API_SERVER_UNREACHABLE: Final = "APIServerUnreachable"
+
+
+def _backend_never_started(pod: PodSummary, had_executors: bool) -> bool:
+    """The driver ended because the API server was unreachable while its SparkContext started: no
+    executor was ever created for it and no job ran, so the incarnation is lost, not the application
+    failed. Bounded by maxDriverPodReplacements like every loss; a refusal (403, 404) is no such case."""
+    term = pod.terminated
+    text = (term.message if term is not None else None) or ""
+    return (
+        not had_executors
+        and term is not None
+        and term.exit_code not in (None, 0)
+        and any(marker in text for marker in _IN_CLUSTER_API_SERVER)
+        and any(marker in text for marker in _API_SERVER_UNREACHABLE)
+    )
+
+
+def _lost_reason(pod: PodSummary | None, had_executors: bool = True) -> tuple[str, str] | None:
+    """Why a driver pod counts as lost before it finished, or None if it was not lost. ``had_executors``:
+    whether any executor pod of its incarnation was seen."""
     if pod is None:
         return "PodMissing", "the driver pod disappeared before its outcome was recorded"
+    if _backend_never_started(pod, had_executors):
+        return REASON_API_SERVER_UNREACHABLE, (
+            "the driver could not reach the API server while its SparkContext started (nothing of the application ran)"
+        )
     if pod.disruption:
         return pod.disruption, pod.message or f"the driver pod was disrupted ({pod.disruption})"
     if pod.phase == "Failed" and pod.reason in DISRUPTION_REASONS:
@@ -313,7 +343,8 @@ def _current_pod(p: _Pass) -> None:
     seen = known is not None and known.name == pod_name and bool(known.uid)
     if pod is None and not seen:
         return  # not created yet, or our index has not seen it yet: _create_missing (re)creates it
-    lost = _lost_reason(pod)
+    had_executors = any(o.role == labels.ROLE_EXECUTOR and o.incarnation == p.incarnation for o in p.owned_pods)
+    lost = _lost_reason(pod, had_executors)
     if lost is not None:
         _lost(p, pod_name, *lost)
         return

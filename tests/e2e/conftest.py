@@ -18,62 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.testing import ClusterHandle, RealNodeClusters, temporary_namespace, wait_for
-from tests.support.crds import install_crds
-from tests.support.operator import OperatorProcess
-from tests.support.spark_e2e import SPARK_SERVICE_ACCOUNT, SparkNamespace
+from devcluster.testing import ClusterHandle, RealNodeClusters
+from tests.support.spark_e2e import SparkNamespace, spark_namespace, with_crds
 
 # Where driver logs go when SPARKOP_E2E_RESULTS names a file: one JSON line per test (the
 # table in docs/spark-conformance.md is made from it).
 RESULTS_ENV = "SPARKOP_E2E_RESULTS"
-# Stopping a namespace's pods: Spark's executors get 30 s of grace unless the driver deleted them.
-TEARDOWN_S = 90.0
-
-
-_CRDS_INSTALLED: set[Path] = set()
-
 
 @pytest.fixture
 def e2e_cluster(real_node_clusters: RealNodeClusters) -> ClusterHandle:
     """The session's real-node cluster with sparkop's CRDs (installed once per cluster: another
     test may stop the shared cluster and the next `get()` starts a fresh one)."""
-    handle = real_node_clusters.get()
-    if handle.kubeconfig not in _CRDS_INSTALLED:
-        install_crds(handle)
-        _CRDS_INSTALLED.add(handle.kubeconfig)
-    return handle
-
-
-def _grant_spark_service_account(cluster: ClusterHandle, ns: str) -> None:
-    """What Spark's driver needs (as the Spark on Kubernetes docs grant it): its executors,
-    their ConfigMaps, Services and PVCs."""
-    cluster.kubectl("create", "serviceaccount", SPARK_SERVICE_ACCOUNT, "-n", ns)
-    cluster.kubectl(
-        "create", "role", "spark", "-n", ns, "--verb=*",
-        "--resource=pods,services,configmaps,persistentvolumeclaims",
-    )  # fmt: skip
-    cluster.kubectl(
-        "create", "rolebinding", "spark", "-n", ns, "--role=spark", f"--serviceaccount={ns}:{SPARK_SERVICE_ACCOUNT}"
-    )
-
-
-def _drain(cluster: ClusterHandle, ns: str) -> None:
-    """Delete the apps while the operator still runs (it removes the driver pods' finalizer),
-    then wait for the pods, so the next test has the nodes' CPUs to itself."""
-    # Owners first: a SparkConnect whose server SparkDriver is deleted starts another one.
-    kinds = "sparkconnects,scheduledsparkapplications,sparkapplications,sparkdrivers"
-    cluster.kubectl("delete", kinds, "--all", "-n", ns, "--wait=false", check=False)
-    cluster.kubectl("delete", "pods", "--all", "-n", ns, "--wait=false", "--grace-period=2", check=False)
-
-    def no_pods() -> bool:
-        done = cluster.kubectl("get", "pods", "-n", ns, "-o", "name", check=False)
-        return done.returncode == 0 and not done.stdout.strip()
-
-    try:
-        wait_for(no_pods, timeout=TEARDOWN_S, interval=1.0, message=f"the pods of {ns} to be gone")
-    except TimeoutError:
-        left = cluster.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False).stdout
-        print(f"pods still in {ns} after {TEARDOWN_S:.0f}s:\n{left}")
+    return with_crds(real_node_clusters.get())
 
 
 def _record_result(nodeid: str, env: SparkNamespace, passed: bool) -> None:
@@ -102,24 +58,13 @@ def spark(e2e_cluster: ClusterHandle, tmp_path: Path, request: pytest.FixtureReq
     ``namespace_labels`` and ``operator_args`` markers label the namespace and add operator flags."""
     labelled = request.node.get_closest_marker("namespace_labels")
     flags = request.node.get_closest_marker("operator_args")
-    with temporary_namespace(e2e_cluster, prefix="e2e") as ns:
-        if labelled is not None:
-            pairs = [f"{k}={v}" for k, v in labelled.args[0].items()]
-            e2e_cluster.kubectl("label", "namespace", ns, *pairs, "--overwrite")
-        _grant_spark_service_account(e2e_cluster, ns)
-        controllers = ("apps", "driver", "connect")
-        with OperatorProcess(
-            e2e_cluster.kubeconfig,
-            namespaces=[ns],
-            log_dir=tmp_path,
-            controllers=controllers,
-            extra_args=list(flags.args) if flags is not None else (),
-        ) as operator:
-            env = SparkNamespace(e2e_cluster, ns, operator)
-            try:
-                yield env
-            finally:
-                env.close()
-                _record_result(request.node.nodeid, env, request.node.stash.get(_PASSED, False))
-                print("--- operator log tail ---\n" + "\n".join(operator.logs().splitlines()[-60:]))
-                _drain(e2e_cluster, ns)
+    with spark_namespace(
+        e2e_cluster,
+        tmp_path,
+        labels=labelled.args[0] if labelled is not None else None,
+        operator_args=list(flags.args) if flags is not None else (),
+    ) as env:
+        try:
+            yield env
+        finally:
+            _record_result(request.node.nodeid, env, request.node.stash.get(_PASSED, False))

@@ -11,16 +11,19 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _pytest.mark.structures import ParameterSet
 
 from devcluster import images
-from devcluster.testing import ClusterHandle, wait_for
+from devcluster.testing import ClusterHandle, temporary_namespace, wait_for
 from domain import labels
+from tests.support.crds import install_crds
 from tests.support.operator import OperatorProcess
 
 E2E_ENV = "SPARKOP_E2E"
@@ -340,3 +343,81 @@ def last_spark_line(log: str) -> str:
     noise = ("ShutdownHookManager", "Deleting directory", "Shutdown hook called", "SparkUI: Stopped")
     lines = [line.strip() for line in log.splitlines() if line.strip() and not any(n in line for n in noise)]
     return lines[-1] if lines else ""
+
+
+# -- a test's namespace on the real-node cluster (the e2e and chaos fixtures) --------------------------
+
+# Stopping a namespace's pods: Spark's executors get 30 s of grace unless the driver deleted them.
+TEARDOWN_S = 90.0
+_CRDS_INSTALLED: set[Path] = set()
+
+
+def with_crds(cluster: ClusterHandle) -> ClusterHandle:
+    """``cluster`` with sparkop's CRDs (installed once per cluster: another test may stop the shared
+    cluster, and the next one started is fresh)."""
+    if cluster.kubeconfig not in _CRDS_INSTALLED:
+        install_crds(cluster)
+        _CRDS_INSTALLED.add(cluster.kubeconfig)
+    return cluster
+
+
+def grant_spark_service_account(cluster: ClusterHandle, ns: str) -> None:
+    """What Spark's driver needs (as the Spark on Kubernetes docs grant it): its executors,
+    their ConfigMaps, Services and PVCs."""
+    cluster.kubectl("create", "serviceaccount", SPARK_SERVICE_ACCOUNT, "-n", ns)
+    cluster.kubectl(
+        "create", "role", "spark", "-n", ns, "--verb=*",
+        "--resource=pods,services,configmaps,persistentvolumeclaims",
+    )  # fmt: skip
+    cluster.kubectl(
+        "create", "rolebinding", "spark", "-n", ns, "--role=spark", f"--serviceaccount={ns}:{SPARK_SERVICE_ACCOUNT}"
+    )
+
+
+def drain(cluster: ClusterHandle, ns: str) -> None:
+    """Delete the apps while the operator still runs (it removes the driver pods' finalizer),
+    then wait for the pods, so the next test has the nodes' CPUs to itself."""
+    # Owners first: a SparkConnect whose server SparkDriver is deleted starts another one.
+    kinds = "sparkconnects,scheduledsparkapplications,sparkapplications,sparkdrivers"
+    cluster.kubectl("delete", kinds, "--all", "-n", ns, "--wait=false", check=False)
+    cluster.kubectl("delete", "pods", "--all", "-n", ns, "--wait=false", "--grace-period=2", check=False)
+
+    def no_pods() -> bool:
+        done = cluster.kubectl("get", "pods", "-n", ns, "-o", "name", check=False)
+        return done.returncode == 0 and not done.stdout.strip()
+
+    try:
+        wait_for(no_pods, timeout=TEARDOWN_S, interval=1.0, message=f"the pods of {ns} to be gone")
+    except TimeoutError:
+        left = cluster.kubectl("get", "pods", "-n", ns, "-o", "wide", check=False).stdout
+        print(f"pods still in {ns} after {TEARDOWN_S:.0f}s:\n{left}")
+
+
+@contextmanager
+def spark_namespace(
+    cluster: ClusterHandle,
+    log_dir: Path,
+    *,
+    labels: dict[str, str] | None = None,
+    operator_args: Sequence[str] = (),
+) -> Iterator[SparkNamespace]:
+    """A namespace (with ``labels``) holding the `spark` ServiceAccount, and the operator (apps, driver
+    and connect controllers, plus ``operator_args``) watching it; on the way out, the operator's log
+    tail is printed and the namespace drained while the operator still runs."""
+    with temporary_namespace(cluster, prefix="e2e") as ns:
+        if labels:
+            cluster.kubectl("label", "namespace", ns, *(f"{k}={v}" for k, v in labels.items()), "--overwrite")
+        grant_spark_service_account(cluster, ns)
+        controllers = ("apps", "driver", "connect")
+        with OperatorProcess(
+            cluster.kubeconfig, namespaces=[ns], log_dir=log_dir, controllers=controllers, extra_args=operator_args
+        ) as operator:
+            env = SparkNamespace(cluster, ns, operator)
+            try:
+                yield env
+            finally:
+                env.close()
+                print("--- operator log tail ---\n" + "\n".join(operator.logs().splitlines()[-60:]))
+                if not operator.alive():
+                    operator.start()  # a test that killed it: the drain needs it to let the pods go
+                drain(cluster, ns)

@@ -485,3 +485,52 @@ def test_a_spec_too_large_for_its_configmap_fails_the_driver_once() -> None:
     assert [e.reason for e in plan.events] == ["InvalidSpec"]
     again = plan_for({**body, "status": status_json(plan.status)})
     assert again.status is None and again.creates == () and again.events == ()
+
+
+# The end of a real Spark 3.5.9 driver's log (its termination message) when the API server restarted
+# while its SparkContext started (seen in the chaos suite).
+API_DOWN_AT_START = "\n".join(
+    (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.",
+        ": org.apache.spark.SparkException: External scheduler cannot be instantiated",
+        "Caused by: io.fabric8.kubernetes.client.KubernetesClientException: Operation: [get]  for kind: [Pod]  "
+        "with name: [pi-1-driver]  in namespace: [ns]  failed.",
+        "Caused by: java.io.IOException: Failed to connect to kubernetes.default.svc/10.0.0.1:443",
+        "Caused by: java.net.ConnectException: Connection refused",
+    )
+)
+
+
+# Spark 3.5's, as the kubelet keeps it (the last 2 KB): okhttp's frames, no "External scheduler" line.
+API_DOWN_AT_START_TAIL = (
+    "tp3.internal.platform.Platform.connectSocket(Platform.java:129)\n"
+    "Caused by: java.net.ConnectException: Failed to connect to kubernetes.default.svc/10.0.0.1:443\n"
+    "Caused by: java.net.ConnectException: Connection refused\n\t... 21 more\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "executors", "lost"),
+    [
+        (API_DOWN_AT_START, False, True),
+        (API_DOWN_AT_START_TAIL, False, True),
+        (API_DOWN_AT_START_TAIL, True, False),  # it ran: executors were created for it
+        (API_DOWN_AT_START.replace("java.net.ConnectException: Connection refused", "Forbidden"), False, False),
+        ("java.lang.IllegalArgumentException: bad argument", False, False),
+    ],
+)
+def test_a_driver_that_could_not_reach_the_api_server_at_start_is_lost_not_failed(
+    message: str, executors: bool, lost: bool
+) -> None:
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    ended = terminated(pod, 1)
+    ended["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
+    plan = plan_for(driver(st), [ended, *([executor(1, adopted=True)] if executors else [])], cms, svcs)
+    assert plan.status is not None
+    if lost:
+        assert plan.status.incarnation == 2 and plan.status.phase == "Pending"
+        record = (plan.status.incarnations or [])[0]
+        assert (record.outcome, record.reason) == ("Lost", "APIServerUnreachable")
+    else:
+        assert plan.status.phase == "Failed" and plan.status.incarnation == 1
