@@ -25,6 +25,7 @@ from tests.support.spark_e2e import SparkNamespace, spark_namespace, with_crds
 # table in docs/spark-conformance.md is made from it).
 RESULTS_ENV = "SPARKOP_E2E_RESULTS"
 
+
 @pytest.fixture
 def e2e_cluster(real_node_clusters: RealNodeClusters) -> ClusterHandle:
     """The session's real-node cluster with sparkop's CRDs (installed once per cluster: another
