@@ -13,9 +13,9 @@ the models do not enforce them, so that a controller can always read what the AP
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from domain.labels import API_VERSION
 
@@ -106,6 +106,15 @@ class Model(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The manifest JSON of this object (camelCase, no unset optional fields)."""
         return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def lenient(cls, data: Any) -> Self:
+        """``data`` read as this model, or an empty one when it cannot be (a status a pass reads: an
+        unreadable one is replaced by the good one the pass writes)."""
+        try:
+            return cls.model_validate(data or {})
+        except ValidationError:
+            return cls()
 
 
 # ---------------------------------------------------------------------------------------------

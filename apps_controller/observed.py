@@ -30,7 +30,7 @@ from api.models import (
 from api.rules import SPEC_LEVEL_RETRIES
 from apps_controller.status import CONDITION_STUCK
 from core.jsontypes import JSON
-from core.owners import controller_of
+from core.owners import controller_of, copy_json, object_key
 from core.reconciler import Refusal
 from core.times import parse_time
 from domain import labels
@@ -377,10 +377,8 @@ class Observed:
 # what the shell's indexes file under an app's key
 
 
-def own_key(body: Mapping[str, Any]) -> list[Key]:
-    """A SparkApplication's key."""
-    meta = _map(body.get("metadata"))
-    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+own_key = object_key
+"""A SparkApplication's key."""
 
 
 def owner_key(body: Mapping[str, Any]) -> Key | None:
@@ -417,17 +415,9 @@ def app_snapshot(body: Mapping[str, Any]) -> JSON:
         "apiVersion": body.get("apiVersion", labels.API_VERSION),
         "kind": "SparkApplication",
         "metadata": {k: meta[k] for k in keep if k in meta},
-        "spec": _copy(body.get("spec") or {}),
-        "status": _copy(body.get("status") or {}),
+        "spec": copy_json(body.get("spec") or {}),
+        "status": copy_json(body.get("status") or {}),
     }
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 @dataclass

@@ -20,12 +20,12 @@ from connect_controller.observed import (
     own_key,
     owner_keys,
     read_status,
-    snapshot,
     status_json,
 )
 from core import kube
 from core.controller import Controller, Source, start
 from core.jsontypes import JSON
+from core.owners import snapshot
 from core.reconciler import Learnt
 from core.runtime import Runtime
 from domain import kinds, labels

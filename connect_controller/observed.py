@@ -10,12 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from api.connect import KIND, SparkConnectStatus
 from api.models import DriverPhase
 from core.jsontypes import JSON
-from core.owners import controller_of
+from core.owners import controller_keys, controller_of, object_key
 from core.reconciler import Refusal
 from core.times import parse_time
 from domain import labels
@@ -186,10 +184,7 @@ class Observed:
 
 def read_status(data: Any) -> SparkConnectStatus:
     """The status as written (an unreadable one reads as empty: the pass writes a good one)."""
-    try:
-        return SparkConnectStatus.model_validate(data or {})
-    except ValidationError:
-        return SparkConnectStatus()
+    return SparkConnectStatus.lenient(data)
 
 
 def status_json(status: SparkConnectStatus) -> JSON:
@@ -200,25 +195,8 @@ def _connect_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return controller_of(body, labels.GROUP, KIND) or {}
 
 
-def own_key(body: Mapping[str, Any]) -> list[Key]:
-    meta = _map(body.get("metadata"))
-    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
-
-
-def owner_keys(body: Mapping[str, Any]) -> list[Key]:
-    """The key of an object's controller owner, when that is a SparkConnect (ownership, not a label,
-    links a server to its SparkConnect: a label can be edited away)."""
-    meta = _map(body.get("metadata"))
-    ref = _connect_controller(body)
-    return [(str(meta.get("namespace") or ""), str(ref.get("name") or ""))] if ref else []
-
-
-def snapshot(body: Mapping[str, Any]) -> JSON:
-    """What the own index hands out: a copy (a pass writes its new status into its own), without the
-    managedFields nothing reads."""
-    copied: JSON = json.loads(json.dumps(body, default=str))
-    copied.get("metadata", {}).pop("managedFields", None)
-    return copied
+own_key = object_key
+owner_keys = controller_keys(labels.GROUP, KIND)
 
 
 def _opt_str(value: Any) -> str | None:

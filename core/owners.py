@@ -8,7 +8,7 @@ never proof of ownership (anyone can edit one onto an object).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from core.jsontypes import JSON
@@ -51,3 +51,43 @@ def controller_of(
     if uid is not None and ref.get("uid") != uid:
         return None
     return ref
+
+
+ObjectKey = tuple[str, str]
+"""(namespace, name): how a controller files an object and its children."""
+
+
+def object_key(body: Mapping[str, Any]) -> list[ObjectKey]:
+    """An object's own key (a controller's Source.keys for its own kind)."""
+    meta = body.get("metadata") or {}
+    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+
+
+def controller_keys(group: str, kind: str) -> Callable[[Mapping[str, Any]], list[ObjectKey]]:
+    """Source.keys for what a controller owns: the key of an object's controller owner, when that is
+    of ``group`` and ``kind`` (ownership, not a label, links a child to its owner: a label can be
+    edited away)."""
+
+    def keys(body: Mapping[str, Any]) -> list[ObjectKey]:
+        ref = controller_of(body, group, kind)
+        namespace = str((body.get("metadata") or {}).get("namespace") or "")
+        return [(namespace, str(ref.get("name") or ""))] if ref else []
+
+    return keys
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON data (what a cache holds is shared; a pass changes only its own copy)."""
+    if isinstance(value, Mapping):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
+
+
+def snapshot(body: Mapping[str, Any]) -> JSON:
+    """What an own index hands out: a copy (a pass writes its new status into its own), without the
+    managedFields nothing reads."""
+    copied: JSON = copy_json(body)
+    copied.get("metadata", {}).pop("managedFields", None)
+    return copied

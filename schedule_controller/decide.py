@@ -31,7 +31,7 @@ from api.scheduled import (
     parse_schedule,
 )
 from core.jsontypes import JSON
-from core.owners import owner_reference
+from core.owners import copy_json, owner_reference
 from core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refused
 from core.times import format_time
 from domain import labels, naming
@@ -58,7 +58,7 @@ def run_name(scheduled_name: str, at: datetime) -> str:
 def build_run(sched: ScheduledView, body: JSON, at: datetime) -> JSON:
     """The SparkApplication of the run scheduled at ``at``: the template as its spec, the schedule's
     labels plus ours, controller-owned by the ScheduledSparkApplication ``body``."""
-    spec: JSON = _copy(sched.spec.get("template") or {})
+    spec: JSON = copy_json(sched.spec.get("template") or {})
     return {
         "apiVersion": labels.API_VERSION,
         "kind": "SparkApplication",
@@ -75,14 +75,6 @@ def build_run(sched: ScheduledView, body: JSON, at: datetime) -> JSON:
         },
         "spec": spec,
     }
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def _int(value: Any, default: int | None) -> int | None:

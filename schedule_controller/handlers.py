@@ -17,6 +17,7 @@ from typing import Final
 from api.scheduled import ScheduledSparkApplicationStatus
 from core.controller import Controller, Source, start
 from core.jsontypes import JSON
+from core.owners import snapshot
 from core.reconciler import Learnt
 from core.runtime import Runtime
 from core.times import utc_now
@@ -30,7 +31,6 @@ from schedule_controller.observed import (
     own_key,
     owner_keys,
     read_status,
-    snapshot,
     status_json,
 )
 

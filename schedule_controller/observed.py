@@ -8,11 +8,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from api.scheduled import KIND, ScheduledSparkApplicationStatus
 from core.jsontypes import JSON
-from core.owners import controller_of
+from core.owners import controller_keys, controller_of, object_key
 from core.reconciler import Refusal
 from core.times import parse_time
 from domain import labels
@@ -111,10 +109,7 @@ class Observed:
 
 def read_status(data: Any) -> ScheduledSparkApplicationStatus:
     """The status as written (an unreadable one reads as empty: the pass writes a good one)."""
-    try:
-        return ScheduledSparkApplicationStatus.model_validate(data or {})
-    except ValidationError:
-        return ScheduledSparkApplicationStatus()
+    return ScheduledSparkApplicationStatus.lenient(data)
 
 
 def status_json(status: ScheduledSparkApplicationStatus) -> JSON:
@@ -126,30 +121,5 @@ def _schedule_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return controller_of(body, labels.GROUP, KIND) or {}
 
 
-def own_key(body: Mapping[str, Any]) -> list[Key]:
-    meta = _map(body.get("metadata"))
-    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
-
-
-def owner_keys(body: Mapping[str, Any]) -> list[Key]:
-    """The key of a SparkApplication's controller owner, when that is a ScheduledSparkApplication:
-    ownership, not the label, links a run to its schedule (a label can be edited away)."""
-    meta = _map(body.get("metadata"))
-    ref = _schedule_controller(body)
-    return [(str(meta.get("namespace") or ""), str(ref.get("name") or ""))] if ref else []
-
-
-def snapshot(body: Mapping[str, Any]) -> JSON:
-    """What the index hands out: a copy (a pass writes its new status into its own), without the
-    managedFields nothing reads."""
-    copied: JSON = _copy(body)
-    copied.get("metadata", {}).pop("managedFields", None)
-    return copied
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+own_key = object_key
+owner_keys = controller_keys(labels.GROUP, KIND)

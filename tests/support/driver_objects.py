@@ -35,6 +35,24 @@ def driver(status: dict[str, Any] | None = None, *, deleting: bool = False, repl
     }
 
 
+def spark_pi_driver(name: str = "pi-1", uid: str = UID, **spec: Any) -> dict[str, Any]:
+    """A SparkDriver manifest of SparkPi (Spark 3.5.7) named ``name`` in namespace ``ns``, for the
+    renderer's tests; ``spec`` entries replace the defaults."""
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkDriver",
+        "metadata": {"name": name, "namespace": "ns", "uid": uid},
+        "spec": {
+            "type": "Scala",
+            "sparkVersion": "3.5.7",
+            "image": "apache/spark:3.5.7",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+            **spec,
+        },
+    }
+
+
 def objects(incarnation: int = 1) -> tuple[dict[str, Any], list[Any], list[Any]]:
     """The rendered pod, ConfigMaps and Service of an incarnation, as the indexes would hold them."""
     out = render(parse(driver()), incarnation)

@@ -11,24 +11,15 @@ import pytest
 from domain import labels
 from driver_controller.podbuild import RenderOptions
 from driver_controller.render import parse, render
+from tests.support.driver_objects import spark_pi_driver
 
 UID = "0b4c3d9e-0000-4000-8000-00000000bdb1"
 
 
 def driver(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "sparkop.io/v1alpha1",
-        "kind": "SparkDriver",
-        "metadata": {"name": "pi-1", "namespace": "ns", "uid": UID, "labels": {labels.APP: "pi"}},
-        "spec": {
-            "type": "Scala",
-            "sparkVersion": "3.5.7",
-            "image": "apache/spark:3.5.7",
-            "mainClass": "org.apache.spark.examples.SparkPi",
-            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-            **spec,
-        },
-    }
+    manifest = spark_pi_driver(uid=UID, **spec)
+    manifest["metadata"]["labels"] = {labels.APP: "pi"}
+    return manifest
 
 
 @pytest.mark.parametrize(

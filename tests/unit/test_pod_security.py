@@ -10,25 +10,14 @@ from typing import Any
 from driver_controller.podbuild import RenderOptions
 from driver_controller.podsecurity import SPARK_UID
 from driver_controller.render import parse, render
+from tests.support.driver_objects import spark_pi_driver
 
 UID = "0b4c3d9e-0000-4000-8000-00000000c0de"
 RESTRICTED = RenderOptions(pod_security="restricted")
 
 
 def driver(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "sparkop.io/v1alpha1",
-        "kind": "SparkDriver",
-        "metadata": {"name": "pi-1", "namespace": "ns", "uid": UID},
-        "spec": {
-            "type": "Scala",
-            "sparkVersion": "3.5.7",
-            "image": "apache/spark:3.5.7",
-            "mainClass": "org.apache.spark.examples.SparkPi",
-            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-            **spec,
-        },
-    }
+    return spark_pi_driver(uid=UID, **spec)
 
 
 def violations(pod: dict[str, Any]) -> list[str]:
