@@ -68,10 +68,22 @@ def spark(real_node_clusters: RealNodeClusters, tmp_path: Path) -> Iterator[Spar
         yield env
 
 
+# Spark's own settings for a control plane that restarts under it (docs/operations.md): after an API
+# server restart Spark 3.5's driver no longer watches its executors ("Kubernetes client has been closed")
+# and sees them only by polling; and an executor it asked for and never saw (deleted at once) counts as
+# pending until the allocation timeout (default 600 s), blocking its replacement that long.
+RESILIENT_CONF = {
+    "spark.kubernetes.executor.apiPollingInterval": "5s",
+    "spark.kubernetes.allocation.executor.timeout": "30s",
+}
+
+
 def app(name: str) -> dict[str, Any]:
-    return python_application(
+    manifest = python_application(
         name, OLDEST_VERSION, f"local://{JOBS_DIR}/stages.py", arguments=list(PROFILE.job_args), **jobs_volume()
     )
+    manifest["spec"]["sparkConf"] = {**(manifest["spec"].get("sparkConf") or {}), **RESILIENT_CONF}
+    return manifest
 
 
 def running_pods(spark: SparkNamespace, role: str) -> list[dict[str, Any]]:
