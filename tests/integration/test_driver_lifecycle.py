@@ -128,7 +128,14 @@ def test_deleted_driver_pod_is_replaced_within_two_seconds(
     latency = pods_watch.first_seen["long-2-driver"] - started
     print(f"driver pod deleted -> new incarnation's pod: {latency * 1000:.0f} ms")
     assert latency < 2.0
-    st = wait_phase(crds, namespace, "long", "Running")
+
+    # The new pod can be seen before the status write that records it (the pod is created first): wait
+    # for the status of incarnation 2, not for any Running.
+    def second_running() -> Obj | None:
+        current = status(crds, namespace, "long")
+        return current if current.get("incarnation") == 2 and current.get("phase") == "Running" else None
+
+    st: Obj = wait_for(second_running, timeout=30, interval=0.1, message="incarnation 2 Running")
     assert st["incarnation"] == 2
     assert [(r["incarnation"], r["outcome"], r["reason"]) for r in st["incarnations"]] == [(1, "Lost", "Deleted")]
     executors_owned(crds, namespace, "long", 2, 2)
