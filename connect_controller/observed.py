@@ -7,7 +7,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from api.connect import KIND, SparkConnectStatus
@@ -201,6 +201,3 @@ owner_keys = controller_keys(labels.GROUP, KIND)
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-EPOCH: Final = datetime.fromtimestamp(0, UTC)
