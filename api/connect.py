@@ -202,6 +202,14 @@ class SparkConnectSpec(Model):
         description="The executors.",
     )
     dynamicAllocation: DynamicAllocation | None = Field(None, description="Dynamic allocation of executors.")
+    nodeLossTolerationSeconds: int | None = Field(
+        None,
+        ge=0,
+        le=86400,
+        description="How long the server and executor pods stay bound to a node that stopped reporting before "
+        "Kubernetes evicts them and a lost server is replaced (the unreachable and not-ready taints' "
+        "tolerationSeconds). Unset: the operator's --node-loss-toleration-seconds, else Kubernetes' 300 s.",
+    )
     suspend: bool | None = Field(None, description="true: stop the server (the Service stays); false or unset: run it.")
     restartPolicy: ConnectRestartPolicy | None = Field(
         None,

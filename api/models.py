@@ -698,6 +698,17 @@ class RunSpec(Model):
         "instead of taking it (a node that is lost is not stopped by it). Unset: the operator's "
         "--driver-pod-disruption-budget (off unless set).",
     )
+    nodeLossTolerationSeconds: int | None = Field(
+        None,
+        ge=0,
+        le=86400,
+        description="How long the driver and executor pods stay bound to a node that stopped reporting "
+        "(tolerationSeconds of the node.kubernetes.io/unreachable and not-ready NoExecute taints) before "
+        "Kubernetes evicts them and a lost driver is replaced: shorter trades a wait for a rerun of the "
+        "driver's work. Tolerations of those keys in driver/executor.tolerations win. Unset: the operator's "
+        "--node-loss-toleration-seconds, else Kubernetes' default (300 s, the DefaultTolerationSeconds "
+        "admission plugin).",
+    )
 
     def run_spec(self) -> RunSpec:
         """A deep copy of just the run-spec part (e.g. of a SparkApplicationSpec)."""

@@ -50,6 +50,7 @@ _RUN_FIELDS: Final = (
     "volumes",
     "deps",
     "dynamicAllocation",
+    "nodeLossTolerationSeconds",
 )
 
 

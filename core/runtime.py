@@ -50,6 +50,8 @@ class Options:
     metrics_labels: tuple[str, ...] = ()
     # A driver PodDisruptionBudget for the specs that do not say (spec.driverPodDisruptionBudget).
     driver_pod_disruption_budget: bool = False
+    # tolerationSeconds of the node-loss taints for the specs that do not say (spec.nodeLossTolerationSeconds).
+    node_loss_toleration_seconds: int | None = None
     # A Pod Security Standards profile whose requirements the Spark pods get where their spec is silent.
     pod_security: str = ""
 

@@ -1,4 +1,4 @@
-"""CLI: python -m devcluster {up,down,status,restart,build,prepare,images,list,prune}.
+"""CLI: python -m devcluster {up,down,status,restart,node,build,prepare,images,list,prune}.
 
 Progress goes to stderr; `up` prints `export KUBECONFIG=...` as the last line of stdout,
 so `eval "$(python -m devcluster up)"` works.
@@ -54,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     restart.add_argument("--name", default=DEFAULT_NAME)
     restart.add_argument("component", nargs="?", choices=("apiserver", "etcd", "all", "sparksim"), default="all")
 
+    node = sub.add_parser(
+        "node", help="lose a real node (kill: SIGKILL its kubelet, containerd and containers) or bring it back (start)"
+    )
+    node.add_argument("--name", default=DEFAULT_NAME)
+    node.add_argument("action", choices=("kill", "start"))
+    node.add_argument("node", metavar="NODE", help="a real node's name, e.g. real-node-1")
+
     build = sub.add_parser("build", help="build the control-plane binaries into the cache")
     build.add_argument("--real-nodes", action="store_true", help="also build the real-node binaries")
     sub.add_parser(
@@ -108,6 +115,12 @@ def _run(args: argparse.Namespace) -> int:
         return 0 if status["apiserver_ready"] else 1
     elif args.command == "restart":
         Cluster.load(args.name).restart(args.component)
+    elif args.command == "node":
+        cluster = Cluster.load(args.name)
+        if args.action == "kill":
+            cluster.kill_node(args.node)
+        else:
+            cluster.start_node(args.node)
     elif args.command == "prepare":
         install_missing_packages(stderr_log)
         ensure_built(stderr_log)

@@ -255,6 +255,33 @@ class Cluster:
         names = self._targets(which)
         _stop_records({n: self.state.processes[n] for n in names}, grace=RESTART_GRACE_S)
 
+    def kill_node(self, name: str) -> None:
+        """Lose a real node as a machine is lost: SIGKILL its kubelet, containerd, shims and every
+        container at once, so nothing is reported to the API server (its Node turns NotReady only
+        when the node-lifecycle controller misses its lease). `start_node` brings it back."""
+        realnodes.kill_node_processes(self._real_node(name))
+
+    def start_node(self, name: str, timeout: float = 120.0) -> None:
+        """Bring back a real node `kill_node` took: containerd and the kubelet start again on the
+        node's kept state (images, pod directories), as after a reboot; returns once it is Ready."""
+        node = self._real_node(name)
+        kubelet_name, containerd_name = f"kubelet-{node.name}", f"containerd-{node.name}"
+        kubelet, containerd = self.state.processes[kubelet_name], self.state.processes[containerd_name]
+        if procs.is_alive(kubelet.pid) or procs.is_alive(containerd.pid):
+            raise ClusterError(f"{name} runs: kill_node({name!r}) first")
+        deadline = time.monotonic() + timeout
+        self._spawn(containerd_name, containerd.argv, mount_namespace=procs.NewMountNamespace((realnodes.NETNS_DIR,)))
+        self._wait({containerd_name: _containerd_ready(node)}, deadline, phase="start", watch=(containerd_name,))
+        restarted = self.state.processes[containerd_name]
+        self._spawn(kubelet_name, kubelet.argv, mount_namespace=procs.JoinMountNamespace(restarted.pid))
+        self._wait({name: lambda: self._node_ready(name)}, deadline, phase="start", watch=(kubelet_name,))
+
+    def _real_node(self, name: str) -> nodes.RealNode:
+        found = next((node for node in self.real_nodes if node.name == name), None)
+        if found is None:
+            raise ClusterError(f"cluster {self.name!r} has no real node {name!r}: {[n.name for n in self.real_nodes]}")
+        return found
+
     def restart_apiserver(self) -> None:
         self.restart("apiserver")
 
@@ -308,7 +335,7 @@ class Cluster:
         kubeconfig = self.kubeconfig
         self._spawn(
             "kube-controller-manager",
-            components.controller_manager_argv(bins, pki, kubeconfig, ports, directory / "kcm-certs"),
+            components.controller_manager_argv(bins, pki, kubeconfig, ports, directory / "kcm-certs", real_nodes=real),
         )
         self._spawn("kube-scheduler", components.scheduler_argv(bins, kubeconfig, ports, directory / "scheduler-certs"))
         self._spawn("kwok", components.kwok_argv(bins, kubeconfig, ports))
@@ -475,6 +502,11 @@ class Cluster:
 
     def _nodes_ready(self) -> bool:
         return self._ready_nodes("type%3Dkwok") >= len(self.state.nodes)
+
+    def _node_ready(self, name: str) -> bool:
+        response = self.api("GET", f"/api/v1/nodes/{name}")
+        conditions = response.body.get("status", {}).get("conditions", []) if response.ok else []
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
     def _ready_nodes(self, selector: str) -> int:
         response = self.api("GET", f"/api/v1/nodes?labelSelector={selector}")

@@ -23,8 +23,8 @@ FAKE_NODE_LABEL = ("type", "kwok")
 
 # Controllers this cluster needs: namespace deletion, garbage collection, service accounts
 # and their tokens, plus the cheap workload controllers tests and demos may lean on.
-# Deliberately absent: node-lifecycle (it would taint the fake nodes), cloud, volume,
-# certificate-signing controllers.
+# Deliberately absent: cloud, volume and certificate-signing controllers, and node-lifecycle unless
+# real nodes run (NODE_LOSS_CONTROLLERS).
 CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
@@ -41,6 +41,10 @@ CONTROLLERS = (
     # PodDisruptionBudgets' status: what the eviction API (kubectl drain) reads to refuse an eviction.
     "disruption-controller",
 )
+# With real nodes only: a node whose kubelet stops reporting turns NotReady and is tainted
+# node.kubernetes.io/unreachable, and its pods are deleted once their toleration of that taint runs
+# out, as in any cluster (kwok renews its nodes' leases, so fake nodes stay Ready beside them).
+NODE_LOSS_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller")
 
 
 @dataclass(frozen=True)
@@ -121,13 +125,16 @@ def apiserver_argv(
     ]
 
 
-def controller_manager_argv(bin_dir: Path, pki: CertPaths, kubeconfig: Path, ports: Ports, cert_dir: Path) -> list[str]:
+def controller_manager_argv(
+    bin_dir: Path, pki: CertPaths, kubeconfig: Path, ports: Ports, cert_dir: Path, *, real_nodes: bool = False
+) -> list[str]:
+    controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if real_nodes else CONTROLLERS
     return [
         str(bin_dir / "kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
-        f"--controllers={','.join(CONTROLLERS)}",
+        f"--controllers={','.join(controllers)}",
         "--leader-elect=false",
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",

@@ -54,7 +54,9 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
     settings = Settings(
         unschedulable_timeout=runtime.options.unschedulable_timeout_seconds,
         render=RenderOptions(
-            driver_pdb=runtime.options.driver_pod_disruption_budget, pod_security=runtime.options.pod_security
+            driver_pdb=runtime.options.driver_pod_disruption_budget,
+            pod_security=runtime.options.pod_security,
+            node_loss_toleration_seconds=runtime.options.node_loss_toleration_seconds,
         ),
     )
 

@@ -29,7 +29,7 @@ from typing import Final
 from api.spark_lines import Feature, SparkRelease
 from core.jsontypes import JSON
 from domain import labels, naming
-from driver_controller import podsecurity, schedulers, sparkconf
+from driver_controller import nodeloss, podsecurity, schedulers, sparkconf
 from driver_controller.submission import IN_CLUSTER_MASTER, InvalidSpec, Submission
 
 SPARK_CONF_DIR: Final = "/opt/spark/conf"
@@ -65,6 +65,8 @@ class RenderOptions:
     # --pod-security: a Pod Security Standards profile whose requirements the pods get where the spec
     # is silent (driver_controller.podsecurity); "" for none.
     pod_security: str = ""
+    # --node-loss-toleration-seconds: the node-loss taints' tolerationSeconds for specs that do not say.
+    node_loss_toleration_seconds: int | None = None
 
 
 @dataclass
@@ -499,6 +501,7 @@ class _Build:
         self.props["spark.kubernetes.executor.podTemplateFile"] = f"{POD_TEMPLATE_MOUNT}/{POD_TEMPLATE_FILE}"
         if self.options.pod_security == podsecurity.RESTRICTED:
             podsecurity.fill_restricted(template)
+        nodeloss.tolerate(template, node_loss_seconds(self.sub, self.options))
         # JSON is YAML: Spark's template loader reads it, and it is fast and canonical.
         return _config_map(
             self.template_map_name,
@@ -641,6 +644,7 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     if b.options.pod_security == podsecurity.RESTRICTED:
         podsecurity.fill_restricted(pod)
+    nodeloss.tolerate(pod, node_loss_seconds(sub, b.options))
     return DriverObjects(
         pod=pod,
         config_map=config_map,
@@ -652,6 +656,11 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
         network_policy=policy,
         pod_disruption_budget=driver_pdb(sub, b.options),
     )
+
+
+def node_loss_seconds(sub: Submission, options: RenderOptions) -> int | None:
+    asked = sub.source.spec.nodeLossTolerationSeconds if sub.source is not None else None
+    return asked if asked is not None else options.node_loss_toleration_seconds
 
 
 def wants_driver_pdb(spec_value: bool | None, options: RenderOptions) -> bool:

@@ -80,6 +80,15 @@ def _parser() -> argparse.ArgumentParser:
         "privilege escalation, capabilities drop ALL), for namespaces that enforce it",
     )
     run.add_argument(
+        "--node-loss-toleration-seconds",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="tolerationSeconds of the node.kubernetes.io/unreachable and not-ready taints on driver and "
+        "executor pods whose spec sets no nodeLossTolerationSeconds: how long a pod stays bound to a node "
+        "that stopped reporting before it is evicted and a lost driver replaced (default: Kubernetes' 300)",
+    )
+    run.add_argument(
         "--driver-pod-disruption-budget",
         action="store_true",
         help="give every driver a PodDisruptionBudget (minAvailable 1) unless its spec sets "
@@ -408,6 +417,7 @@ def _run(args: argparse.Namespace) -> int:
                 ingress_class_name=args.ingress_class_name,
                 unschedulable_timeout_seconds=args.unschedulable_timeout,
                 driver_pod_disruption_budget=args.driver_pod_disruption_budget,
+                node_loss_toleration_seconds=args.node_loss_toleration_seconds,
                 pod_security=args.pod_security,
                 workers=args.workers,
                 kube_api_qps=args.kube_api_qps,

@@ -6,13 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.spark_e2e import (
-    JOBS_DIR,
     OLDEST_VERSION,
     STAGES_JOB,
     SparkNamespace,
     controller_of,
-    jobs_volume,
-    python_application,
+    long_job,
     spark_versions,
 )
 
@@ -21,12 +19,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 # Two driver incarnations of a ~30 s job, each starting three JVMs.
 DRIVER_LOST_S = 300.0
 EXECUTOR_LOST_S = 240.0
-# 6 stages with 4 s pauses: ~30 s after the executors register, time to lose a pod mid-run.
-LONG_JOB_ARGS = ["6", "4", "2", "0.5"]
-
-
-def long_job(name: str, version: str) -> dict[str, object]:
-    return python_application(name, version, f"local://{JOBS_DIR}/stages.py", arguments=LONG_JOB_ARGS, **jobs_volume())
 
 
 @pytest.mark.parametrize("version", spark_versions(ci=(OLDEST_VERSION,)))

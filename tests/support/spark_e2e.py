@@ -158,6 +158,16 @@ def python_application(name: str, version: str, script: str, **spec: Any) -> dic
     return spark_application(name, version, type="Python", pythonVersion="3", mainApplicationFile=script, **spec)
 
 
+# 6 stages with 4 s pauses: ~30 s after the executors register, time to lose a pod (or a node) mid-run.
+LONG_JOB_ARGS = ["6", "4", "2", "0.5"]
+
+
+def long_job(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    """STAGES_JOB (from the jobs ConfigMap) long enough to be hit while it runs."""
+    script = f"local://{JOBS_DIR}/stages.py"
+    return python_application(name, version, script, arguments=LONG_JOB_ARGS, **jobs_volume(**spec))
+
+
 def controller_of(obj: dict[str, Any]) -> tuple[str, str] | None:
     for ref in obj["metadata"].get("ownerReferences", []):
         if ref.get("controller"):

@@ -281,6 +281,7 @@ FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "--unschedulable-timeout": ({"unschedulableTimeout": 60}, "--unschedulable-timeout=60"),
     "--driver-pod-disruption-budget": ({"driverPodDisruptionBudget": True}, "--driver-pod-disruption-budget"),
     "--pod-security": ({"podSecurity": "restricted"}, "--pod-security=restricted"),
+    "--node-loss-toleration-seconds": ({"nodeLossTolerationSeconds": 30}, "--node-loss-toleration-seconds=30"),
     "--metrics-port": ({"metrics": {"port": 8080}}, "--metrics-port=8080"),
     "--metrics-address": ({"metrics": {"address": "::"}}, "--metrics-address=::"),
     "--metrics-labels": ({"metrics": {"labels": ["app_type", "team"]}}, "--metrics-labels=app_type,team"),

@@ -295,3 +295,13 @@ def test_a_server_pod_the_api_server_refuses_fails_the_sparkconnect_at_once() ->
     assert status.lastError is not None and status.lastError.reason == "SubmissionFailed"
     assert "is invalid" in (status.lastError.message or "") and status.restarts == 0
     assert decide(observed(status, (), (service(1),)), NOW + timedelta(minutes=1)) == Plan()
+
+
+def test_the_node_loss_toleration_reaches_the_server_pod_and_its_executors() -> None:
+    spec = {**SPEC, "nodeLossTolerationSeconds": 25}
+    manifest = build.build_server(ConnectView.from_body(body(spec)), body(spec), 1)
+    assert manifest["spec"]["nodeLossTolerationSeconds"] == 25
+    manifest["metadata"]["uid"] = "d0000000-0000-4000-8000-000000000002"
+    objects = render(parse(manifest), 1)
+    seconds = {t["key"]: t["tolerationSeconds"] for t in objects.pod["spec"]["tolerations"]}
+    assert seconds == {"node.kubernetes.io/unreachable": 25, "node.kubernetes.io/not-ready": 25}
