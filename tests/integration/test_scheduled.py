@@ -264,7 +264,13 @@ def test_suspend_starts_nothing_and_resume_starts_the_latest_missed_time(
     patch(crds, namespace, "paused", {"suspend": False})
     resumed = f"paused-{minutes(mark)}"
     wait_for(lambda: set(runs(crds, namespace, "paused")) == {resumed}, timeout=30, message="the missed time runs")
-    assert status(crds, namespace, "paused")["scheduleState"] == "Scheduled"
+    # The run is created before the status write that records it: wait for that write, then the runs again.
+    wait_for(
+        lambda: status(crds, namespace, "paused").get("scheduleState") == "Scheduled",
+        timeout=30,
+        message="scheduleState Scheduled",
+    )
+    assert set(runs(crds, namespace, "paused")) == {resumed}
 
 
 def test_an_operator_down_across_two_scheduled_times_starts_only_what_its_deadline_allows_once(
