@@ -505,26 +505,22 @@ class Cluster:
 
     def _node_ready(self, name: str) -> bool:
         response = self.api("GET", f"/api/v1/nodes/{name}")
-        conditions = response.body.get("status", {}).get("conditions", []) if response.ok else []
-        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        return response.ok and _is_ready(response.body)
 
     def _ready_nodes(self, selector: str) -> int:
         response = self.api("GET", f"/api/v1/nodes?labelSelector={selector}")
         if not response.ok:
             return 0
-        ready = [
-            node
-            for node in response.body.get("items", [])
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in node.get("status", {}).get("conditions", [])
-            )
-        ]
-        return len(ready)
+        return sum(1 for node in response.body.get("items", []) if _is_ready(node))
 
     def _default_service_account_exists(self) -> bool:
         # The ServiceAccount admission plugin rejects pods until this exists.
         return self.api("GET", "/api/v1/namespaces/default/serviceaccounts/default").ok
+
+
+def _is_ready(node: Mapping[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _python_env() -> dict[str, str]:
