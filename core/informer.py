@@ -411,6 +411,9 @@ class Informer:
     _must_list: bool = field(default=True, init=False)
     _listed_at: float = field(default=-EARLY_END_S, init=False)
     _watching: Any = field(default=None, init=False)  # the open watch response, closed by relist()
+    # When the current attempt's watch was opened, and whether it has said anything: see _recovered().
+    _watch_opened: float | None = field(default=None, init=False)
+    _watch_said: bool = field(default=False, init=False)
     _synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list, init=False)
 
@@ -475,6 +478,7 @@ class Informer:
         while True:
             if self._relist_requested:
                 self._relist_requested, self._must_list = False, True
+            self._watch_opened, self._watch_said = None, False
             try:
                 if self._must_list and not self.watch_list:
                     await self._list_and_replace()
@@ -498,6 +502,8 @@ class Informer:
             except (_Unavailable, aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
                 if self._relist_requested:
                     continue  # relist() closed the watch under us
+                if self._recovered():
+                    backoff = MIN_BACKOFF_S
                 self.stats.errors += 1
                 log.warning("%s: %s; retrying in %.1fs", self.name, exc or type(exc).__name__, backoff)
                 await self._back_off(backoff)
@@ -511,6 +517,13 @@ class Informer:
                 self._gap()
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.max_backoff_seconds)
+
+    def _recovered(self) -> bool:
+        """Whether the attempt that just failed had a working watch (it said something, or stayed open
+        a while): the failure is then a new incident (an API server restart hours after the last), met
+        with the shortest backoff rather than the one the last incident grew to."""
+        opened = self._watch_opened
+        return self._watch_said or (opened is not None and time.monotonic() - opened >= EARLY_END_S)
 
     def _gap(self) -> None:
         for handler in self._gap_handlers:
@@ -622,6 +635,7 @@ class Informer:
         )
         started = time.monotonic()
         response = await self._get("WATCH", params, read_timeout)
+        self._watch_opened = started
         self.stats.watches += 1
         said = False
         listing: dict[Key, Stored] | None = {} if initial else None
@@ -630,7 +644,7 @@ class Informer:
             async for line in lines(response):
                 if self._relist_requested:
                     break
-                said = True
+                said = self._watch_said = True
                 if listing is None:
                     self._on_line(line)
                 elif (end := self._on_initial_line(line, listing)) is not None:

@@ -1,6 +1,8 @@
 """core.informer's listing without a cluster: a server that refuses to stream a watch's initial state
 (the WatchList feature off, an API server before 1.27) is LISTed instead, and a stream cut before the
-bookmark that ends its initial events leaves the cache unsynced and is asked again. The streamed
+bookmark that ends its initial events leaves the cache unsynced and is asked again; and its backoff:
+a watch that worked and then broke (an API server restart) is retried at once, however long the
+last incident's backoff grew, while one refused again and again waits longer each time. The streamed
 listing itself is tested against the real API server in tests/integration/test_informer.py."""
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core.informer import INITIAL_EVENTS_END, Informer
+import aiohttp
+
+from core.informer import INITIAL_EVENTS_END, MIN_BACKOFF_S, Informer
 from core.jsontypes import JSON
 from core.kube import CONFIGMAPS
 
@@ -121,3 +125,66 @@ async def test_a_stream_cut_before_its_end_stores_nothing_and_is_asked_again() -
         assert [q.get("sendInitialEvents") for q in api.queries[:2]] == ["true", "true"]
     finally:
         task.cancel()
+
+
+class Dropped(Body):
+    """A watch whose connection breaks after its chunks (the API server went away)."""
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        raise aiohttp.ClientPayloadError("Response payload is not completed")
+
+
+class Ended(Body):
+    """A watch the server ends (its timeoutSeconds)."""
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+def dropped(*chunks: bytes) -> Response:
+    response = Response(200)
+    response.content = Dropped(list(chunks))
+    return response
+
+
+def ended(*chunks: bytes) -> Response:
+    response = Response(200)
+    response.content = Ended(list(chunks))
+    return response
+
+
+async def backoffs_after(*responses: Response, count: int) -> list[float]:
+    """The backoffs (before their jitter) the informer waits after each of ``responses``, once synced."""
+    api = Api(ended(END), *responses)
+    informer = Informer(api, CONFIGMAPS, namespace="ns")
+    waited: list[float] = []
+    done = asyncio.Event()
+
+    async def back_off(seconds: float) -> None:
+        waited.append(seconds)
+        if len(waited) == count:
+            done.set()
+
+    informer._back_off = back_off  # type: ignore[method-assign]
+    task = await synced(informer)
+    try:
+        await asyncio.wait_for(done.wait(), timeout=5)
+    finally:
+        task.cancel()
+    return waited
+
+
+async def test_a_watch_that_worked_and_broke_is_retried_with_the_shortest_backoff() -> None:
+    # Each watch said something (a bookmark) before the connection broke: three separate incidents.
+    bookmark = line("BOOKMARK", {"metadata": {"resourceVersion": "9"}})
+    assert await backoffs_after(dropped(bookmark), dropped(bookmark), dropped(bookmark), count=3) == [MIN_BACKOFF_S] * 3
+
+
+async def test_a_server_that_keeps_refusing_is_asked_less_and_less_often() -> None:
+    unavailable = json.dumps({"kind": "Status", "message": "storage is (re)initializing"}).encode()
+    refusals = [Response(429, unavailable) for _ in range(4)]
+    waited = await backoffs_after(*refusals, count=4)
+    assert waited == [MIN_BACKOFF_S * 2**n for n in range(4)]
