@@ -138,10 +138,18 @@ def _termination(term: Terminated | None, pod: PodSummary) -> Termination | None
 # Spark's driver reads its own pod from the API server while its SparkContext starts (the Kubernetes
 # scheduler backend), then asks for its executors; when the API server cannot be reached at that moment
 # (restarting, a control-plane upgrade, a network blip) the driver exits before any executor or job. Its
-# termination message (the log's last 2 KB) then names the in-cluster API server and a connection error;
-# "External scheduler cannot be instantiated" is often above that window.
-_IN_CLUSTER_API_SERVER: Final = ("kubernetes.default.svc", "KubernetesClientException")
-_API_SERVER_UNREACHABLE: Final = ("java.net.ConnectException", "SocketTimeoutException", "UnknownHostException")
+# termination message (the log's last 2 KB) then shows the Kubernetes client failing to connect: the
+# in-cluster API server's name, or only the frames of the client's HTTP library (okhttp in Spark 3,
+# Vert.x in Spark 4) when, as for PySpark, the trace is printed twice and the first copy is out of the
+# window. "External scheduler cannot be instantiated" is often above it.
+_KUBERNETES_CLIENT: Final = (
+    "kubernetes.default.svc",
+    "KubernetesClientException",
+    "io.fabric8.",
+    "okhttp3.",
+    "io.vertx.",
+)
+_API_SERVER_UNREACHABLE: Final = ("ConnectException", "SocketTimeoutException", "UnknownHostException")
 REASON_API_SERVER_UNREACHABLE: Final = "APIServerUnreachable"
 
 
@@ -155,7 +163,7 @@ def _backend_never_started(pod: PodSummary, had_executors: bool) -> bool:
         not had_executors
         and term is not None
         and term.exit_code not in (None, 0)
-        and any(marker in text for marker in _IN_CLUSTER_API_SERVER)
+        and any(marker in text for marker in _KUBERNETES_CLIENT)
         and any(marker in text for marker in _API_SERVER_UNREACHABLE)
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -28,6 +29,8 @@ from tests.support.driver_objects import (
     with_status,
 )
 from tests.support.patches import patched
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def plan_for(body: dict[str, Any] | None, pods: list[dict[str, Any]] = (), cms: list[Any] = (),  # type: ignore[assignment]
@@ -509,11 +512,20 @@ API_DOWN_AT_START_TAIL = (
 )
 
 
+# A real PySpark 3.5.9 driver's termination message, the API server restarted 1 s after the driver pod
+# was Running: the trace is printed twice (Java's, then py4j's), and the window holds okhttp's frames only.
+PYSPARK_API_DOWN_AT_START = (
+    ROOT / "tests" / "snapshots" / "termination-messages" / "pyspark-3.5.9-api-server-down-at-start.txt"
+).read_text()
+
+
 @pytest.mark.parametrize(
     ("message", "executors", "lost"),
     [
         (API_DOWN_AT_START, False, True),
         (API_DOWN_AT_START_TAIL, False, True),
+        (PYSPARK_API_DOWN_AT_START, False, True),
+        (PYSPARK_API_DOWN_AT_START, True, False),
         (API_DOWN_AT_START_TAIL, True, False),  # it ran: executors were created for it
         (API_DOWN_AT_START.replace("java.net.ConnectException: Connection refused", "Forbidden"), False, False),
         ("java.lang.IllegalArgumentException: bad argument", False, False),
