@@ -117,6 +117,15 @@ class Model(BaseModel):
             return cls()
 
 
+def unknown_fields(exc: ValidationError, prefix: str = "") -> tuple[str, ...]:
+    """The fields ``exc`` names as unknown (as ``prefix.a.b``) when that is all it says: every error is
+    an extra field, the fields of a newer CRD these models predate. Empty when anything else is wrong."""
+    errors = exc.errors()
+    if not errors or any(e["type"] != "extra_forbidden" for e in errors):
+        return ()
+    return tuple(".".join(str(part) for part in (prefix, *e["loc"]) if part != "") for e in errors)
+
+
 # ---------------------------------------------------------------------------------------------
 # enums
 

@@ -179,18 +179,35 @@ def prune(d: Draft) -> None:
 def submit(d: Draft) -> None:
     """NEW, PENDING_RERUN, RESUMING: plan the next run: the status write records it (lastRun, its
     attempt record, one more submission), the create follows it."""
-    if d.obs.app.spec_error:
-        invalid_spec(d)
+    error = d.obs.app.spec_error
+    if error is not None and error.unknown:
+        wait_for_known_spec(d, error.unknown)
+    elif error is not None:
+        invalid_spec(d, error.message)
     elif not stop_strays(d):
         plan_run(d)
 
 
-def invalid_spec(d: Draft) -> None:
-    error = d.obs.app.spec_error
+def invalid_spec(d: Draft, error: str) -> None:
     d.update(nextAttemptTime=None, lastError=LastError(reason=events.INVALID_SPEC, message=error, time=d.now))
     d.set_error_message(error)
     d.events.append(Event(events.WARNING, events.INVALID_SPEC, error or ""))
     d.transition(ApplicationState.FAILED, f"invalid spec: {error}")
+
+
+def wait_for_known_spec(d: Draft, unknown: tuple[str, ...]) -> None:
+    """A spec that sets fields these models do not know (a newer CRD's, applied before the operator
+    that reads them): nothing is started, and it is no failure. The app waits, saying why, until an
+    operator that knows the fields reads it, or its spec drops them."""
+    message = (
+        f"{', '.join(unknown)}: not known to this operator; the application waits for an operator version "
+        "that knows these fields (or for a spec without them)"
+    )
+    last = d.status.lastError
+    if last is None or (last.reason, last.message) != (events.UNKNOWN_SPEC_FIELDS, message):
+        d.update(lastError=LastError(reason=events.UNKNOWN_SPEC_FIELDS, message=message, time=d.now))
+        d.events.append(Event(events.WARNING, events.UNKNOWN_SPEC_FIELDS, message))
+    d.set_error_message(message)
 
 
 def stop_strays(d: Draft) -> bool:

@@ -31,6 +31,7 @@ DRIVER_REFUSED: Final = "SparkDriverRefused"  # the API server refused to create
 DRIVER_POD_REPLACED: Final = "DriverPodReplaced"  # the driver controller started a new incarnation
 EXPIRED: Final = "SparkApplicationExpired"  # timeToLiveSeconds elapsed: the app is deleted
 INVALID_SPEC: Final = "InvalidSpec"
+UNKNOWN_SPEC_FIELDS: Final = "UnknownSpecFields"  # set by a newer CRD: the app waits for an operator that knows them
 UI_REFUSED: Final = "SparkUIRefused"  # the API server refused the Spark UI Service or Ingress
 
 BY_STATE: Final[dict[ApplicationState, tuple[EventType, str]]] = {

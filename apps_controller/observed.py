@@ -26,6 +26,7 @@ from api.models import (
     RunSpec,
     SparkApplicationSpec,
     SparkApplicationStatus,
+    unknown_fields,
 )
 from api.rules import SPEC_LEVEL_RETRIES
 from apps_controller.status import CONDITION_STUCK
@@ -144,7 +145,7 @@ class AppView:
     generation: int
     spec: Mapping[str, Any]
     deleting: bool = False
-    spec_error: str | None = None  # the spec can never run (set by the shell's validation)
+    spec_error: SpecError | None = None  # what is wrong with the spec (set by the shell's validation)
     created: datetime | None = None  # metadata.creationTimestamp: where kubeflow's latencies start
     labels: Mapping[str, str] = field(default_factory=dict)
 
@@ -192,7 +193,7 @@ class AppView:
         return _map(self.spec.get("sparkUIOptions"))
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any], spec_error: str | None = None) -> AppView:
+    def from_body(cls, body: Mapping[str, Any], spec_error: SpecError | None = None) -> AppView:
         meta = _map(body.get("metadata"))
         return cls(
             namespace=str(meta.get("namespace", "")),
@@ -420,14 +421,23 @@ def app_snapshot(body: Mapping[str, Any]) -> JSON:
     }
 
 
+@dataclass(frozen=True)
+class SpecError:
+    """Why an app's spec, accepted by the API server, cannot run here. ``unknown`` lists the fields
+    these models do not know when they are all that is wrong: a newer CRD's fields, which a newer
+    operator can run, so the app waits for it instead of failing."""
+
+    message: str
+    unknown: tuple[str, ...] = ()
+
+
 @dataclass
 class SpecErrors:
-    """Why an app's spec, accepted by the API server, can never run (None: it can), checked once per
-    uid and generation."""
+    """What is wrong with an app's spec (None: nothing), checked once per uid and generation."""
 
-    seen: dict[tuple[str, int], str | None] = field(default_factory=dict)
+    seen: dict[tuple[str, int], SpecError | None] = field(default_factory=dict)
 
-    def __call__(self, body: Mapping[str, Any]) -> str | None:
+    def __call__(self, body: Mapping[str, Any]) -> SpecError | None:
         meta = body["metadata"]
         key = (str(meta.get("uid")), int(meta.get("generation") or 0))
         if key not in self.seen:
@@ -435,7 +445,6 @@ class SpecErrors:
                 SparkApplicationSpec.model_validate(body.get("spec") or {})
                 self.seen[key] = None
             except ValidationError as exc:
-                self.seen[key] = "; ".join(
-                    f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
-                )
+                message = "; ".join(f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+                self.seen[key] = SpecError(message, unknown_fields(exc, "spec"))
         return self.seen[key]

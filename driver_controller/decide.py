@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
+from pydantic import ValidationError
+
 from api.models import (
     DriverPhase,
     DriverPodInfo,
@@ -45,6 +47,7 @@ from api.models import (
     SparkDriver,
     SparkDriverStatus,
     Termination,
+    unknown_fields,
 )
 from core.jsontypes import JSON
 from core.kube import NETWORK_POLICIES
@@ -86,6 +89,7 @@ REASON_FAILED: Final = "DriverFailed"
 REASON_SUBMISSION_FAILED: Final = "SubmissionFailed"
 REASON_STUCK: Final = "DriverPodStuck"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_UNKNOWN_SPEC_FIELDS: Final = "UnknownSpecFields"
 REASON_UNKNOWN_SPARK_VERSION: Final = "UnknownSparkVersion"
 
 DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
@@ -274,6 +278,9 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
     try:
         driver = parse(body)
     except ValueError as exc:
+        unknown = unknown_fields(exc) if isinstance(exc, ValidationError) else ()
+        if unknown:
+            return _wait_for_known_spec(plan, old_status, unknown, now).plan()
         return _invalid(plan, old_status, body, now, f"the SparkDriver does not parse: {exc}").plan()
     p = _Pass(driver, observed, now, plan, old_status.model_copy(), old_status, owned_pods)
     _incarnation(p)
@@ -299,6 +306,24 @@ def _invalid(plan: Draft, status: SparkDriverStatus, body: Mapping[str, Any], no
     status = status.model_copy(update={"observedGeneration": generation})
     plan.status = with_submission_failed(status, now, REASON_INVALID_SPEC, message)
     plan.event("Warning", REASON_INVALID_SPEC, message)
+    return plan
+
+
+def _wait_for_known_spec(plan: Draft, status: SparkDriverStatus, unknown: tuple[str, ...], now: datetime) -> Draft:
+    """A SparkDriver that sets fields these models do not know (a newer CRD's): nothing is created and
+    it is no failure; it waits, saying why, for an operator that knows them (or a spec without them)."""
+    if ended(status):
+        return plan
+    message = (
+        f"{', '.join(unknown)}: not known to this operator; the SparkDriver waits for an operator version "
+        "that knows these fields (or for a spec without them)"
+    )
+    last = status.lastError
+    if last is None or (last.reason, last.message) != (REASON_UNKNOWN_SPEC_FIELDS, message):
+        plan.status = status.model_copy(
+            update={"lastError": LastError(reason=REASON_UNKNOWN_SPEC_FIELDS, message=message, time=now)}
+        )
+        plan.event("Warning", REASON_UNKNOWN_SPEC_FIELDS, message)
     return plan
 
 

@@ -115,8 +115,21 @@ def test_invalid_spec_is_reported_once_per_generation() -> None:
     spec_error = SpecErrors()
     bad = app_body()
     bad["spec"] = {**SPEC, "type": "Cobol"}
-    assert spec_error(bad) and "type" in (spec_error(bad) or "")
+    error = spec_error(bad)
+    assert error is not None and "spec.type" in error.message and error.unknown == ()
     assert spec_error(app_body() | {"metadata": {**bad["metadata"], "uid": "u2"}}) is None
+
+
+def test_fields_only_a_newer_crd_has_are_told_apart_from_a_bad_spec() -> None:
+    spec_error = SpecErrors()
+    newer = app_body()
+    newer["spec"] = {**SPEC, "upgradeNote": "x", "driver": {**SPEC.get("driver", {}), "newKnob": 1}}
+    error = spec_error(newer)
+    assert error is not None and set(error.unknown) == {"spec.upgradeNote", "spec.driver.newKnob"}
+    both = app_body() | {"metadata": {**newer["metadata"], "uid": "u3"}}
+    both["spec"] = {**SPEC, "upgradeNote": "x", "type": "Cobol"}
+    error = spec_error(both)
+    assert error is not None and error.unknown == () and "spec.type" in error.message
 
 
 @pytest.mark.asyncio

@@ -12,7 +12,7 @@ from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase,
 from apps_controller import events
 from apps_controller import status as apps_status
 from apps_controller.decide import decide as reconcile
-from apps_controller.observed import Observed, UIConfig
+from apps_controller.observed import Observed, SpecError, UIConfig
 from core.reconciler import Create as CreateDriver
 from core.reconciler import Delete as DeleteApp
 from core.reconciler import Delete as DeleteObject
@@ -376,10 +376,30 @@ def test_an_app_being_deleted_is_left_to_the_garbage_collector() -> None:
 def test_invalid_spec_fails_without_a_driver() -> None:
     c = make(POLICIES["Never"])
     obs, _ = c.observed()
-    bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": "spec.type: bad"}), obs.status)
+    bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": SpecError("spec.type: bad")}), obs.status)
     plan = reconcile(bad, c.now)
     assert apps_status.state(plan.status) is ApplicationState.FAILED and not plan.after_status
     assert events.INVALID_SPEC in [e.reason for e in plan.events]
+
+
+def test_unknown_spec_fields_wait_for_an_operator_that_knows_them() -> None:
+    """A newer CRD's field, applied before the operator that reads it: no driver, no failure, one
+    Warning; the same spec then waits quietly; read by an operator that knows the field, it runs."""
+    c = make(POLICIES["Never"])
+    obs, _ = c.observed()
+    unknown = SpecError("spec.upgradeNote: Extra inputs are not permitted", ("spec.upgradeNote",))
+    newer = obs.app.__class__(**{**obs.app.__dict__, "spec_error": unknown})
+    first = reconcile(Observed(newer, obs.status), c.now)
+    assert apps_status.state(first.status) is ApplicationState.NEW and not first.after_status
+    assert first.status.lastError is not None and first.status.lastError.reason == events.UNKNOWN_SPEC_FIELDS
+    assert "spec.upgradeNote" in apps_status.error_message(first.status)
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", events.UNKNOWN_SPEC_FIELDS)]
+    assert apps_status.condition(first.status, "Failed") is None
+    again = reconcile(Observed(newer, first.status), c.now + timedelta(minutes=5))
+    assert again.status == first.status and again.events == () and not again.after_status
+    known = reconcile(Observed(obs.app, first.status), c.now + timedelta(minutes=6))
+    assert apps_status.state(known.status) is ApplicationState.SUBMITTED and known.after_status
+    assert not apps_status.error_message(known.status)
 
 
 def test_status_round_trips_through_json_and_the_api_model() -> None:
@@ -640,7 +660,7 @@ def test_a_spec_change_clears_last_error() -> None:
 def test_invalid_spec_sets_last_error_and_the_failed_condition() -> None:
     c = make(POLICIES["Never"])
     obs, _ = c.observed()
-    bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": "spec.type: bad"}), obs.status)
+    bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": SpecError("spec.type: bad")}), obs.status)
     status = reconcile(bad, c.now).status
     assert status.lastError is not None and status.lastError.reason == events.INVALID_SPEC
     failed = apps_status.condition(status, "Failed")

@@ -263,6 +263,22 @@ def test_invalid_spec_is_submission_failed() -> None:
     assert plan.status.lastError is not None and plan.status.lastError.reason == "InvalidSpec"
 
 
+def test_fields_only_a_newer_crd_has_wait_instead_of_failing() -> None:
+    body = driver()
+    body["spec"]["upgradeNote"] = "from a newer CRD"
+    plan = plan_for(body)
+    assert plan.creates == () and plan.status is not None and plan.status.phase != "SubmissionFailed"
+    assert plan.status.lastError is not None and plan.status.lastError.reason == "UnknownSpecFields"
+    assert "spec.upgradeNote" in plan.status.lastError.message
+    assert [e.reason for e in plan.events] == ["UnknownSpecFields"]
+    again = plan_for(driver(status_json(plan.status)) | {"spec": body["spec"]})
+    assert again.status is None and again.events == () and again.creates == ()
+    body["spec"]["sparkConf"] = {"spark.driver.host": "nope"}
+    body["spec"]["type"] = "Cobol"
+    mixed = plan_for(body)
+    assert mixed.status is not None and mixed.status.phase == "SubmissionFailed"
+
+
 def test_submission_failed_status() -> None:
     observed = Observed(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}))
     status = submission_failed(observed, NOW, 1, "SubmissionFailed", "forbidden")
