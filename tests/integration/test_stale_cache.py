@@ -8,8 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import threading
 from typing import Any
 
 import pytest
@@ -18,40 +16,27 @@ from devcluster.testing import ClusterHandle, wait_for
 from tests.support.cluster_apps import app_manifest, get, wait_state
 from tests.support.gap import compact_etcd_and_restart_apiserver
 from tests.support.operator import OperatorProcess
+from tests.support.watches import KubectlWatch
 
 pytestmark = pytest.mark.cluster
 
 MARKER = "watch-established"
 
 
-class PodWatch:
+class PodWatch(KubectlWatch):
     """Every pod of a namespace the API server announces while it runs (a ``kubectl get --watch``):
     name, uid and the uids of its owners, so a pod created and collected at once is still counted."""
 
     def __init__(self, cluster: ClusterHandle, namespace: str) -> None:
+        self.seen: list[tuple[str, str, str, tuple[str, ...]]] = []
         template = (
             '{.type} {.object.metadata.name} {.object.metadata.uid} {.object.metadata.ownerReferences[*].uid}{"\\n"}'
         )
-        argv = [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get", "pods", "-n", namespace,
-                "--watch", "--output-watch-events", "-o", f"jsonpath={template}"]  # fmt: skip
-        self.argv = argv
-        self.seen: list[tuple[str, str, str, tuple[str, ...]]] = []
-        self.stopped = threading.Event()
-        self.proc: subprocess.Popen[str] | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        super().__init__(cluster, namespace, ["pods"], template)
 
-    def _run(self) -> None:
-        # Started again if it ends (an API server still coming up): its first lines list what exists.
-        while not self.stopped.is_set():
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                parts = line.split()
-                if len(parts) >= 3:
-                    self.seen.append((parts[0], parts[1], parts[2], tuple(parts[3:])))
-            self.proc.wait()
-            self.stopped.wait(0.2)
+    def on_line(self, parts: list[str]) -> None:
+        if len(parts) >= 3:
+            self.seen.append((parts[0], parts[1], parts[2], tuple(parts[3:])))
 
     def names(self) -> set[str]:
         return {name for _, name, _, _ in self.seen}
@@ -59,13 +44,6 @@ class PodWatch:
     def owned_by(self, owner_uid: str) -> set[str]:
         """The uids of the pods seen with ``owner_uid`` among their owners."""
         return {uid for _, _, uid, owners in self.seen if owner_uid in owners}
-
-    def stop(self) -> None:
-        self.stopped.set()
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(5)
-        self.thread.join(5)
 
 
 def marker_pod(namespace: str) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""A record of every object of one kind ever created in a namespace, kept by a kubectl watch."""
+"""Watches a test keeps beside what it does: a ``kubectl get --watch`` in a thread, started again when
+it ends (an API server restart), so that what the API server announced is on record even for objects
+created and deleted at once."""
 
 from __future__ import annotations
 
@@ -8,22 +10,22 @@ import threading
 from devcluster.testing import ClusterHandle
 
 
-class CreationWatch:
-    """Records every object of ``plural`` ever created in a namespace (name -> uids), so an object
-    created twice is caught even if it was deleted again. The watch is started again when it ends
-    (an API server restart): its first events list what exists, so only an object created and
-    deleted while no watch ran could be missed."""
+class KubectlWatch:
+    """``kubectl get <what> --watch --output-watch-events -o jsonpath=<template>`` in a thread; each
+    line, split on whitespace, goes to :meth:`on_line`. Started again when it ends: the first events of
+    a new watch list what exists, so only an object created and deleted while no watch ran is missed."""
 
-    def __init__(self, cluster: ClusterHandle, namespace: str, plural: str) -> None:
-        jsonpath = '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}'
-        self.argv = [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get", plural,
-                     "-n", namespace, "--watch", "--output-watch-events", "-o", f"jsonpath={jsonpath}"]  # fmt: skip
-        self.uids: dict[str, set[str]] = {}
+    def __init__(self, cluster: ClusterHandle, namespace: str, what: list[str], template: str) -> None:
+        self.argv = [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get", *what,
+                     "-n", namespace, "--watch", "--output-watch-events", "-o", f"jsonpath={template}"]  # fmt: skip
         self.watches = 0
         self.stopped = threading.Event()
         self.proc: subprocess.Popen[str] | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def on_line(self, parts: list[str]) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
         while not self.stopped.is_set():
@@ -31,11 +33,9 @@ class CreationWatch:
             self.watches += 1
             assert self.proc.stdout is not None
             for line in self.proc.stdout:
-                parts = line.split()
-                if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
-                    self.uids.setdefault(parts[1], set()).add(parts[2])
+                self.on_line(line.split())
             self.proc.wait()
-            self.stopped.wait(0.5)
+            self.stopped.wait(0.2)
 
     def stop(self) -> None:
         self.stopped.set()
@@ -43,6 +43,19 @@ class CreationWatch:
             self.proc.terminate()
             self.proc.wait(5)
         self.thread.join(5)
+
+
+class CreationWatch(KubectlWatch):
+    """Records every object of ``plural`` ever created in a namespace (name -> uids), so an object
+    created twice is caught even if it was deleted again."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str, plural: str) -> None:
+        self.uids: dict[str, set[str]] = {}
+        super().__init__(cluster, namespace, [plural], '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}')
+
+    def on_line(self, parts: list[str]) -> None:
+        if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
+            self.uids.setdefault(parts[1], set()).add(parts[2])
 
     def created(self, owner: str) -> dict[str, set[str]]:
         """The objects named ``<owner>-<suffix>`` (the runs of an app, of a schedule)."""
