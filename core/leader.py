@@ -406,6 +406,14 @@ class Elector:
         """Give the lease up if we still validly hold it (call after every writer has stopped)."""
         now = self.clock()
         if not self.election.leading(now):
+            if self.election.holds():
+                log.warning(
+                    "leader election: %s did not release lease %s/%s: not renewed within the renew deadline; "
+                    "the next leader waits for it to expire",
+                    self.config.identity,
+                    self.config.namespace,
+                    self.config.name,
+                )
             return False
         released = self.election.release(self.wall())
         if released is None:

@@ -135,29 +135,42 @@ async def run_operator(
         )
         await wait_until_served(kube, served, on_missing=health_unserved(health))
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
+        cancelled = False
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(runtime.caches.run(first=(NAMESPACES, *served)), name="caches")]
             health.caches_task = tasks[0]
             tasks.append(group.create_task(report_synced(runtime.caches, health), name="synced"))
             stop = stop_flag or asyncio.Event()
-            if elector is not None:
-                tasks.append(group.create_task(elector.run(), name="leader-election"))
-                await first_of(stop.wait(), elector.leading_event.wait(), elector.lost.wait())
-            if not stop.is_set() and not (elector is not None and elector.lost.is_set()):
-                # Each queue starts once its own caches have listed: on a busy cluster the apps
-                # controller need not wait for every pod, ConfigMap and Service to be listed.
-                tasks += [
-                    group.create_task(run_when_synced(runtime, queue), name=f"queue:{queue.name}")
-                    for queue in runtime.queues
-                ]
-                if ready_flag is not None:
-                    await first_of(stop.wait(), runtime.caches.wait_synced())
-                    ready_flag.set()
-                await first_of(stop.wait(), *([elector.lost.wait()] if elector is not None else []))
+            queues: list[asyncio.Task[None]] = []
+            try:
+                if elector is not None:
+                    tasks.append(group.create_task(elector.run(), name="leader-election"))
+                    await first_of(stop.wait(), elector.leading_event.wait(), elector.lost.wait())
+                if not stop.is_set() and not (elector is not None and elector.lost.is_set()):
+                    # Each queue starts once its own caches have listed: on a busy cluster the apps
+                    # controller need not wait for every pod, ConfigMap and Service to be listed.
+                    queues = [
+                        group.create_task(run_when_synced(runtime, queue), name=f"queue:{queue.name}")
+                        for queue in runtime.queues
+                    ]
+                    if ready_flag is not None:
+                        await first_of(stop.wait(), runtime.caches.wait_synced())
+                        ready_flag.set()
+                    await first_of(stop.wait(), *([elector.lost.wait()] if elector is not None else []))
+            except asyncio.CancelledError:
+                cancelled = True  # SIGTERM: stopped in order below, then cancelled for the caller
+            # The work stops first, while the election goes on renewing the lease: however long the
+            # queues take to wind down, the lease is still validly held when it is released below.
+            for task in queues:
+                task.cancel()
+            if queues:
+                await asyncio.wait(queues)
             for task in tasks:
                 task.cancel()
         if elector is not None and elector.lost_reason is not None:
             raise LeadershipLost(elector.lost_reason)
+        if cancelled:
+            raise asyncio.CancelledError
     finally:
         # Every queue has stopped (the task group waited for them): only now may a successor start.
         if elector is not None:
@@ -224,8 +237,13 @@ def run_blocking(**kwargs: Any) -> None:
         loop = asyncio.get_running_loop()
         running = asyncio.current_task()
         assert running is not None
+
+        def stop(signum: signal.Signals) -> None:
+            log.info("%s received: stopping", signum.name)
+            running.cancel()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, running.cancel)
+            loop.add_signal_handler(sig, stop, sig)
         with contextlib.suppress(asyncio.CancelledError):
             await run_operator(**kwargs)
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -179,6 +181,57 @@ class LeaseWatch(KubectlWatch):
                 self.changes.append((time.monotonic(), holder))
 
 
+class OperatorLogs:
+    """The log of every operator pod that runs while it is open (``kubectl logs -f`` each, from the
+    moment its container has started), so the timeline can show what each replica said about the
+    Lease, and why, even of a pod that is gone."""
+
+    SAID = ("leader election:", "sparkop stopped", "LeadershipLost")
+
+    def __init__(self, setup: Setup, directory: Path) -> None:
+        self.setup, self.directory = setup, directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.followed: dict[str, subprocess.Popen[bytes]] = {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        cluster = self.setup.cluster
+        while not self.stopped.wait(0.5):
+            for pod in operator_pods(self.setup):
+                name = pod["metadata"]["name"]
+                started = any("running" in s.get("state", {}) or "terminated" in s.get("state", {})
+                              for s in pod.get("status", {}).get("containerStatuses") or [])  # fmt: skip
+                if name in self.followed or not started:
+                    continue
+                argv = [str(cluster.kubectl_binary), f"--kubeconfig={cluster.kubeconfig}", "logs", "-f",
+                        "--timestamps", "-n", RELEASE_NAMESPACE, name]  # fmt: skip
+                with (self.directory / f"{name}.log").open("wb") as out:
+                    self.followed[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(10)
+        for proc in self.followed.values():
+            proc.terminate()
+            proc.wait(5)
+
+    def log_of(self, pod: str) -> str:
+        path = self.directory / f"{pod}.log"
+        return path.read_text(errors="replace") if pod in self.followed else ""
+
+    def said(self, wall0: float) -> list[tuple[float, str]]:
+        """What the replicas said about the Lease and their stop: (seconds from ``wall0``, pod: line)."""
+        found = []
+        for name in self.followed:
+            for line in (self.directory / f"{name}.log").read_text(errors="replace").splitlines():
+                stamp, _, text = line.partition(" ")
+                if any(mark in text for mark in self.SAID):
+                    found.append((seconds_from(stamp, wall0), f"{name}: {text.split(': ', 1)[-1][:140]}"))
+        return found
+
+
 def operator_pods(setup: Setup) -> list[dict[str, Any]]:
     return setup.release.pods()
 
@@ -328,7 +381,7 @@ def print_timeline(title: str, marks: list[tuple[float, str]]) -> None:
 
 
 def run_through(
-    setup: Setup, prefix: str, command: Callable[[], object], image: str, workers: int, title: str
+    setup: Setup, prefix: str, command: Callable[[], object], image: str, workers: int, title: str, logs_dir: Path
 ) -> dict[str, float]:
     """10 simulated apps and a real SparkPi running, `command` (a helm upgrade or rollback) rolls the
     operator's pods to `image`: the rollout completes, the Lease moves to a new pod, every app ends
@@ -341,6 +394,7 @@ def run_through(
     drivers = DriverWatch(cluster, NAMESPACE)
     pods = CreationWatch(cluster, NAMESPACE, "pods")
     holders = LeaseWatch(cluster)
+    said = OperatorLogs(setup, logs_dir / prefix)
     try:
         # The real driver first (its JVM takes a while to start), then the simulated ones.
         cluster.apply(real_pi(pi), NAMESPACE)
@@ -362,6 +416,7 @@ def run_through(
             message=f"a new pod ({new_names}) holding the lease",
         )
     finally:
+        said.stop()
         holders.stop()
         pods.stop()
         drivers.stop()
@@ -373,6 +428,7 @@ def run_through(
         timeline.append((at - started, f"lease taken by {holder} ({whose})" if holder else "lease released"))
     mine = {n: statuses[n] for n in [pi, *apps]}
     timeline += ends(mine, started_wall, pi)
+    timeline += [(at, f"log of {what}") for at, what in said.said(started_wall) if at >= -1.0]
     print_timeline(f"{title}, {running} of {len(apps) + 1} apps RUNNING at 0.0s (lease holder: {old_holder})", timeline)
     print_runs(mine, started_wall)
     for pod in new_pods:
@@ -383,6 +439,12 @@ def run_through(
 
     taken = [at for at, holder in moves if any(holder.startswith(n) for n in new_names)]
     assert taken, f"the lease never went to a new pod {new_names}: {holders.changes}"
+    # A clean stop releases the Lease (docs/operations.md): every leader the rollout stopped said so,
+    # and its successor did not wait for the lease to expire.
+    leaders = [old_holder, *(holder for _, holder in moves if holder)]
+    for holder in leaders[:-1]:
+        pod = holder.split("_", 1)[0]
+        assert f"{holder} released lease" in said.log_of(pod), (holder, said.log_of(pod)[-3000:])
     expected = {**apps, pi: Expected("Succeeded", None, "COMPLETED", 1)}
     assert_ran_as_specified(expected, statuses, drivers, pods)
     log = cluster.kubectl(
@@ -397,7 +459,7 @@ def run_through(
     }
 
 
-def test_helm_upgrade_and_rollback_mid_run_lose_and_duplicate_nothing(installed: Setup) -> None:
+def test_helm_upgrade_and_rollback_mid_run_lose_and_duplicate_nothing(installed: Setup, tmp_path: Path) -> None:
     release = installed.release
     next_tag = installed.next_image.rsplit(":", 1)[1]
     upgrade = run_through(
@@ -416,6 +478,7 @@ def test_helm_upgrade_and_rollback_mid_run_lose_and_duplicate_nothing(installed:
         installed.next_image,
         NEW_WORKERS,
         "helm upgrade to a new image and --workers",
+        tmp_path,
     )
     rollback = run_through(
         installed,
@@ -424,6 +487,7 @@ def test_helm_upgrade_and_rollback_mid_run_lose_and_duplicate_nothing(installed:
         installed.image,
         WORKERS,
         "helm rollback to revision 1",
+        tmp_path,
     )
     history = json.loads(release.helm_run("history", release.name, "-o", "json").stdout)
     assert [h["revision"] for h in history][-3:] == [1, 2, 3], history
