@@ -159,7 +159,9 @@ def test_apps_survive_operator_kills_pod_deletions_and_an_api_server_restart(spa
     )
     for name in names:
         status = finals[name]["status"]
-        assert status["applicationState"]["state"] == "COMPLETED", (name, status)
+        if status["applicationState"]["state"] != "COMPLETED":
+            # The whole driver log: its termination message in status holds only the last 2 KB.
+            pytest.fail(f"{name}: {status}\n{spark.driver_log_tail(name, lines=400)}")
         assert status["executionAttempts"] == 1 and len(status["attempts"]) == 1, (name, status["attempts"])
         assert RESULT_LINE in spark.logs(status["driverInfo"]["podName"], container="spark-kubernetes-driver")
     # One SparkDriver per app, ever; one driver pod per incarnation, ever (a name is never reused).
