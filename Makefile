@@ -5,6 +5,9 @@
 #                 packages (root) and builds the binaries and images it needs, once
 
 PYTHON ?= python3
+# Two workers (the machine's two cores): the tests that need real nodes run one after the other on one
+# of them, the rest beside them (tests/conftest.py). PYTEST_WORKERS= runs everything in one process.
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
 VENV := .venv
 STAMP := $(VENV)/.installed
 
@@ -14,7 +17,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m devcluster prepare
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy

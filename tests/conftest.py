@@ -75,10 +75,21 @@ def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Op
         yield proc
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For `make test`'s two xdist workers (--dist loadgroup): the tests that need real nodes run one
+    after the other on one worker, since the machine holds one cluster with real nodes at a time; the
+    other cluster tests keep each module on one worker, so a module's cluster fixture starts once."""
+    for item in items:
+        if item.get_closest_marker("realnode"):
+            item.add_marker(pytest.mark.xdist_group("realnode"))
+        elif item.get_closest_marker("cluster"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 # When a cluster test fails, what the cluster was doing is usually the whole story, and CI keeps
 # only the end of the output: a few lines per failure go into the terminal summary, right above
-# the short test summary.
-_DIAGNOSES = pytest.StashKey[dict[str, str]]()
+# the short test summary. They travel in the report (a section), which xdist sends from the worker.
+DIAGNOSIS_SECTION = "cluster diagnosis"
 DIAGNOSIS_LINES = 8
 
 
@@ -90,7 +101,7 @@ def pytest_runtest_makereport(
     if report.failed and call.when == "call":
         diagnosis = _diagnose(item)
         if diagnosis:
-            item.config.stash.setdefault(_DIAGNOSES, {})[item.nodeid] = diagnosis
+            report.sections.append((DIAGNOSIS_SECTION, diagnosis))
     return report
 
 
@@ -125,10 +136,15 @@ def _tail(text: str) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    diagnoses = config.stash.get(_DIAGNOSES, {})
+    diagnoses = [
+        (report.nodeid, text)
+        for report in terminalreporter.stats.get("failed", [])
+        for name, text in getattr(report, "sections", ())
+        if name == DIAGNOSIS_SECTION
+    ]
     if diagnoses:
         terminalreporter.section("cluster diagnosis of the failed tests")
-        for nodeid, text in diagnoses.items():
+        for nodeid, text in diagnoses:
             terminalreporter.write_line(f"{nodeid}\n{text}")
 
 
