@@ -11,7 +11,8 @@ import json
 import shlex
 import sys
 
-from devcluster.build import BuildError, ensure_built, ensure_node_binaries
+from devcluster import components
+from devcluster.build import BuildError, ensure_built, ensure_node_binaries, ensure_schedulers
 from devcluster.cluster import (
     DEFAULT_NAME,
     Cluster,
@@ -24,6 +25,16 @@ from devcluster.cluster import (
 )
 from devcluster.images import ImageError, ensure_images
 from devcluster.realnodes import RealNodeError, install_missing_packages
+
+
+def _schedulers(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in components.SCHEDULERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown scheduler {', '.join(unknown)}: choose from {', '.join(components.SCHEDULERS)}"
+        )
+    return tuple(name for name in components.SCHEDULERS if name in names)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         metavar="N",
         help="also start N real nodes (containerd + kubelet, with kube-proxy and CoreDNS); needs root",
+    )
+    up.add_argument(
+        "--schedulers",
+        type=_schedulers,
+        default=(),
+        metavar="LIST",
+        help=f"also run these batch schedulers, comma-separated (of: {', '.join(components.SCHEDULERS)}), "
+        "built from their Go modules on first use",
     )
     up.add_argument(
         "--timeout", type=float, default=90.0, help="seconds to wait for readiness (a first build is not counted)"
@@ -103,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
             node_memory=args.node_memory,
             simulator=args.simulator,
             real_nodes=args.real_nodes,
+            schedulers=args.schedulers,
             timeout=args.timeout,
         )
         print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
@@ -125,6 +145,8 @@ def _run(args: argparse.Namespace) -> int:
         install_missing_packages(stderr_log)
         ensure_built(stderr_log)
         ensure_images(stderr_log, pause_binary=ensure_node_binaries(stderr_log) / "pause")
+        # The suite's batch-scheduler tests run Volcano: built here, before the tests, not under them.
+        ensure_schedulers(stderr_log)
     elif args.command == "images":
         spark = tuple(args.spark) if args.spark else None
         pause = ensure_node_binaries(stderr_log) / "pause"

@@ -44,11 +44,12 @@ EXPECTED_BUILD_S = {
     "coredns": 120,
     "pause": 10,
     "helm": 120,
+    "volcano": 180,
 }
 GO_DOWNLOAD_URL = "https://go.dev/dl/"
 # The versions.env lines around the tools' pins (see cache_key).
 TOOLS_SECTION = ("# -- tools --", "# -- end of tools --")
-TOOL_BUILDS = frozenset({"helm"})
+TOOL_BUILDS = frozenset({"helm", "volcano"})
 
 
 class BuildError(RuntimeError):
@@ -159,6 +160,26 @@ def tools(versions: dict[str, str]) -> BinarySet:
     return BinarySet("the tools", (GoBuild("helm", "helm", ("helm.sh/helm/v3/cmd/helm",), ldflags, "helm"),), ("helm",))
 
 
+def volcano_ldflags(version: str) -> str:
+    """Stamp Volcano like its Makefile does (``vc-scheduler --version``)."""
+    return f"-s -w -X volcano.sh/volcano/pkg/version.Version={version}"
+
+
+def schedulers(versions: dict[str, str]) -> BinarySet:
+    """The batch schedulers ``up --schedulers`` runs, each from its own build module: Volcano pins its
+    Kubernetes libraries (1.30) apart from the cluster's."""
+    ldflags = volcano_ldflags(versions["VOLCANO_VERSION"])
+    packages = ("volcano.sh/volcano/cmd/scheduler", "volcano.sh/volcano/cmd/controller-manager")
+    return BinarySet(
+        "the batch schedulers",
+        tuple(
+            GoBuild("volcano", "volcano", (package,), ldflags, f"vc-{package.rsplit('/', 1)[-1]}")
+            for package in packages
+        ),
+        ("vc-scheduler", "vc-controller-manager"),
+    )
+
+
 def go_builds(versions: dict[str, str]) -> list[GoBuild]:
     return list(control_plane(versions).builds)
 
@@ -219,6 +240,11 @@ def ensure_node_binaries(log: Log = print) -> Path:
 def ensure_tools(log: Log = print) -> Path:
     """Return the tools' directory (helm), building it first if needed (a no-op when warm)."""
     return ensure_set_built(tools(read_versions()), log)
+
+
+def ensure_schedulers(log: Log = print) -> Path:
+    """Return the batch schedulers' directory, building them first if needed (a no-op when warm)."""
+    return ensure_set_built(schedulers(read_versions()), log)
 
 
 def helm_binary(log: Log = print) -> Path:

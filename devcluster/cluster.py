@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from devcluster import components, nodes, procs, realnodes, rest
-from devcluster.build import ensure_built, ensure_node_binaries
+from devcluster import components, nodes, procs, realnodes, rest, scheduler_crds
+from devcluster.build import ensure_built, ensure_node_binaries, ensure_schedulers
 from devcluster.certs import CertPaths, write_pki
 from devcluster.images import BuiltImage, ensure_images
 from devcluster.nodes import HOST_IP, MAX_NODES
@@ -153,14 +153,19 @@ class Cluster:
         node_memory: str = "32Gi",
         simulator: bool = True,
         real_nodes: int = 0,
+        schedulers: tuple[str, ...] = (),
         die_with_parent: bool = False,
         timeout: float = 90.0,
         log: Log = stderr_log,
     ) -> Cluster:
-        """Build the binaries (and, with `real_nodes`, the node binaries and images) if this
-        machine lacks them (not counted in `timeout`), then start every component and wait up
-        to `timeout` seconds for all of them to be ready."""
+        """Build the binaries (and, with `real_nodes`, the node binaries and images, with
+        `schedulers` the batch schedulers) if this machine lacks them (not counted in `timeout`),
+        then start every component and wait up to `timeout` seconds for all of them to be ready."""
+        unknown = set(schedulers) - set(components.SCHEDULERS)
+        if unknown:
+            raise ClusterError(f"unknown schedulers {sorted(unknown)}: choose from {list(components.SCHEDULERS)}")
         bin_dir = ensure_built(log)
+        scheduler_dir = ensure_schedulers(log) if schedulers else None
         node_bin_dir: Path | None = None
         images: list[BuiltImage] = []
         if real_nodes:
@@ -199,6 +204,8 @@ class Cluster:
             cluster._bring_up(nodes, node_cpu, node_memory, simulator, deadline=started + timeout)
             if real_nodes:
                 cluster._start_real_nodes(images, deadline=started + timeout)
+            if scheduler_dir is not None:
+                cluster._start_schedulers(scheduler_dir, schedulers, deadline=started + timeout)
         except BaseException:
             cluster.down()
             raise
@@ -392,6 +399,22 @@ class Cluster:
             "kube-proxy": lambda: rest.probe(f"http://{LOCALHOST}:{host_ports.kube_proxy_healthz}/healthz"),
         }
         self._wait(checks, deadline)
+
+    def _start_schedulers(self, scheduler_dir: Path, schedulers: tuple[str, ...], deadline: float) -> None:
+        """The batch schedulers, beside kube-scheduler: each schedules the pods that name it."""
+        if "volcano" in schedulers:
+            scheduler_crds.install(self.kubectl, self.kubeconfig, files=scheduler_crds.volcano_crd_files())
+            conf = self.directory / "volcano-scheduler.conf"
+            conf.write_text(components.VOLCANO_SCHEDULER_CONF)
+            self._spawn("vc-scheduler", components.volcano_scheduler_argv(scheduler_dir, self.kubeconfig, conf))
+            manager = components.volcano_controller_manager_argv(scheduler_dir, self.kubeconfig)
+            self._spawn("vc-controller-manager", manager)
+            self._wait({"volcano's default queue": self._volcano_queue_open}, deadline)
+
+    def _volcano_queue_open(self) -> bool:
+        """Volcano's scheduler creates the default queue; its queue controller opens it."""
+        response = self.api("GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default")
+        return response.ok and (response.body.get("status") or {}).get("state") == "Open"
 
     def import_images(self, images: list[BuiltImage]) -> None:
         """Put `images` into every real node's containerd (those it holds already cost nothing)."""

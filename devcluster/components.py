@@ -159,6 +159,57 @@ def scheduler_argv(bin_dir: Path, kubeconfig: Path, ports: Ports, cert_dir: Path
     ]
 
 
+# The batch schedulers `up --schedulers` can start (any subset, in this order).
+SCHEDULERS = ("volcano",)
+VOLCANO_SCHEDULER_NAME = "volcano"
+# Volcano's scheduler as its installer configures it: gang scheduling (a PodGroup's minMember and
+# minResources admitted whole or not at all, from a queue with room for them), priorities, and the
+# node predicates; `enqueue` holds back a group whose minResources its queue cannot take.
+VOLCANO_SCHEDULER_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def volcano_scheduler_argv(scheduler_dir: Path, kubeconfig: Path, conf: Path) -> list[str]:
+    return [
+        str(scheduler_dir / "vc-scheduler"),
+        f"--kubeconfig={kubeconfig}",
+        f"--scheduler-conf={conf}",
+        f"--scheduler-name={VOLCANO_SCHEDULER_NAME}",
+        "--leader-elect=false",
+        "--schedule-period=1s",
+        "--logtostderr",
+        "-v=3",
+    ]
+
+
+def volcano_controller_manager_argv(scheduler_dir: Path, kubeconfig: Path) -> list[str]:
+    # The queue controller keeps each Queue's state and counts; the PodGroup controller gives a
+    # volcano pod without a group one of its own (sparkop's pods all name theirs).
+    return [
+        str(scheduler_dir / "vc-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        "--controllers=queue-controller,pg-controller",
+        f"--scheduler-name={VOLCANO_SCHEDULER_NAME}",
+        "--leader-elect=false",
+        "--logtostderr",
+        "-v=2",
+    ]
+
+
 def kwok_argv(bin_dir: Path, kubeconfig: Path, ports: Ports, stages: Path = STAGES_FILE) -> list[str]:
     key, value = FAKE_NODE_ANNOTATION
     return [

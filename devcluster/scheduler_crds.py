@@ -63,24 +63,43 @@ def crd_files() -> list[Path]:
     return [module_dir(crd.module, versions[crd.version_key]) / crd.path for crd in CRDS]
 
 
-def install(kubectl: Path, kubeconfig: Path, timeout: float = 30.0) -> None:
-    """Apply the schedulers' CRDs and wait until the API server serves them."""
+VOLCANO_CRDS_DIR = "config/crd/volcano/bases"
+
+
+def volcano_crd_files() -> list[Path]:
+    """Every CRD Volcano's scheduler and controller manager watch (Queue, PodGroup, Job, Command,
+    Numatopology): the scheduler gives up when one it lists is not served."""
+    directory = module_dir("volcano.sh/volcano", read_versions()["VOLCANO_VERSION"]) / VOLCANO_CRDS_DIR
+    return sorted(directory.glob("*.yaml"))
+
+
+def install(kubectl: Path, kubeconfig: Path, timeout: float = 30.0, files: list[Path] | None = None) -> None:
+    """Apply the schedulers' PodGroup CRDs (or ``files``) and wait until the API server serves them."""
     base = [str(kubectl), f"--kubeconfig={kubeconfig}"]
-    for path in crd_files():
+    paths = crd_files() if files is None else files
+    for path in paths:
         subprocess.run([*base, "apply", "--server-side", "--force-conflicts", "-f", str(path)], check=True, timeout=60)
-    names = [f"crd/{crd.name}" for crd in CRDS]
+    wanted = {_crd_name(path) for path in paths}
+    names = [f"crd/{name}" for name in sorted(wanted)]
     deadline = time.monotonic() + timeout
     while True:
         got = subprocess.run([*base, "get", "-o", "json", *names], capture_output=True, check=True, timeout=60)
         listed = json.loads(got.stdout)
+        items = listed.get("items", [listed])  # one name: the object itself
         established = {
             crd["metadata"]["name"]
-            for crd in listed.get("items", [])
+            for crd in items
             for cond in (crd.get("status") or {}).get("conditions") or []
             if cond.get("type") == "Established" and cond.get("status") == "True"
         }
-        if established >= {crd.name for crd in CRDS}:
+        if established >= wanted:
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"scheduler CRDs not established after {timeout}s: {sorted(established)}")
         time.sleep(0.2)
+
+
+def _crd_name(path: Path) -> str:
+    """metadata.name of the CRD in ``path`` (``<group>_<plural>.yaml`` -> ``<plural>.<group>``)."""
+    group, _, plural = path.stem.partition("_")
+    return f"{plural}.{group}"

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import argparse
 import shutil
 from pathlib import Path
 
+import pytest
+
 from devcluster import components
-from devcluster.build import GoBuild, cache_key, go_builds, kubernetes_ldflags, read_versions
+from devcluster.__main__ import _parser, _schedulers
+from devcluster.build import GoBuild, cache_key, go_builds, kubernetes_ldflags, read_versions, schedulers
 from devcluster.paths import GOBUILD_DIR
 
 
@@ -21,6 +25,7 @@ def test_every_pinned_module_version_is_the_one_its_build_module_requires() -> N
         "etcd": ("go.etcd.io/etcd/server/v3", versions["ETCD_VERSION"]),
         "kwok": ("sigs.k8s.io/kwok", versions["KWOK_VERSION"]),
         "coredns": ("github.com/coredns/coredns", versions["COREDNS_VERSION"]),
+        "volcano": ("volcano.sh/volcano", versions["VOLCANO_VERSION"]),
     }
     for module_dir, (module, version) in pinned.items():
         go_mod = (GOBUILD_DIR / module_dir / "go.mod").read_text()
@@ -71,3 +76,32 @@ def test_fake_node_has_no_taints() -> None:
     assert node["metadata"]["labels"]["type"] == "kwok"
     assert "taints" not in node["spec"]
     assert node["status"]["allocatable"]["cpu"] == "2"
+
+
+def test_the_batch_schedulers_are_built_from_their_own_module_each_binary_by_name(tmp_path: Path) -> None:
+    built = schedulers(read_versions())
+    assert built.binaries == ("vc-scheduler", "vc-controller-manager")
+    for build in built.builds:
+        argv = build.command(tmp_path)
+        assert argv[argv.index("-o") + 1] == f"{tmp_path}/{build.output}" and build.module == "volcano"
+    assert "-X volcano.sh/volcano/pkg/version.Version=v1.10.0" in built.builds[0].ldflags
+    # A tool: pinning it rebuilds no cluster binary, and it is keyed apart from the control plane.
+    assert cache_key(built.builds) != cache_key(go_builds(read_versions()))
+
+
+def test_up_schedulers_flag_takes_a_list_and_names_the_choices_when_wrong() -> None:
+    parse = _parser().parse_args
+    assert parse(["up", "--schedulers", "volcano"]).schedulers == ("volcano",)
+    assert parse(["up"]).schedulers == ()
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown scheduler yunikorn: choose from volcano"):
+        _schedulers("volcano,yunikorn")
+
+
+def test_volcano_runs_without_leader_election_on_the_cluster_kubeconfig(tmp_path: Path) -> None:
+    conf = tmp_path / "volcano-scheduler.conf"
+    argv = components.volcano_scheduler_argv(tmp_path, tmp_path / "kubeconfig", conf)
+    assert argv[0] == f"{tmp_path}/vc-scheduler" and "--leader-elect=false" in argv
+    assert f"--scheduler-conf={conf}" in argv and "--scheduler-name=volcano" in argv
+    manager = components.volcano_controller_manager_argv(tmp_path, tmp_path / "kubeconfig")
+    assert "--controllers=queue-controller,pg-controller" in manager and "--leader-elect=false" in manager
+    assert "name: gang" in components.VOLCANO_SCHEDULER_CONF and "enqueue" in components.VOLCANO_SCHEDULER_CONF
