@@ -75,12 +75,16 @@ def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Op
         yield proc
 
 
+# A test that asks for one of these gets a cluster with real nodes, marked or not.
+REAL_NODE_FIXTURES = frozenset({"real_node_clusters", "real_cluster", "real_namespace", "e2e_cluster", "spark"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """For `make test`'s two xdist workers (--dist loadgroup): the tests that need real nodes run one
     after the other on one worker, since the machine holds one cluster with real nodes at a time; the
     other cluster tests keep each module on one worker, so a module's cluster fixture starts once."""
     for item in items:
-        if item.get_closest_marker("realnode"):
+        if item.get_closest_marker("realnode") or REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("realnode"))
         elif item.get_closest_marker("cluster"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -265,6 +265,7 @@ def test_suspend_and_resume_set_spec_suspend_and_say_what_happened(
     )
 
 
+@pytest.mark.realnode
 def test_logs_follow_streams_a_real_driver_containers_output(request: pytest.FixtureRequest) -> None:
     """On a real node: `logs -f` prints what the container writes after the command started, and
     ends when the container does. No operator: the SparkDriver and its pod are written by hand with
