@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         "--namespace", "-n", action="append", default=[], help="namespace to watch (repeatable; default: all)"
     )
     run.add_argument(
-        "--controllers", default="apps,driver,scheduled", help="comma-separated: apps, driver, scheduled (default: all)"
+        "--controllers",
+        default="apps,driver,scheduled,connect",
+        help="comma-separated: apps, driver, scheduled, connect (default: all)",
     )
     run.add_argument(
         "--workers",

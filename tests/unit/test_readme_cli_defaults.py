@@ -6,6 +6,7 @@ import argparse
 import re
 
 from sparkop import cli
+from sparkop.operator import DEFAULT_CONTROLLERS
 from tests.support.readme import section
 
 
@@ -43,3 +44,7 @@ def test_the_controllers_flag_names_every_controller_its_default_runs() -> None:
     row = readme_row("--controllers")
     for controller in run_parser().get_default("controllers").split(","):
         assert f"`{controller}`" in row, (controller, row)
+
+
+def test_sparkop_run_runs_every_controller_by_default() -> None:
+    assert run_parser().get_default("controllers") == ",".join(DEFAULT_CONTROLLERS)
