@@ -5,9 +5,6 @@
 #                 packages (root) and builds the binaries and images it needs, once
 
 PYTHON ?= python3
-# Two workers (the machine's two cores): the tests that need real nodes run one after the other on one
-# of them, the rest beside them (tests/conftest.py). PYTEST_WORKERS= runs everything in one process.
-PYTEST_WORKERS ?= -n 2 --dist loadgroup
 VENV := .venv
 STAMP := $(VENV)/.installed
 
@@ -17,7 +14,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m devcluster prepare
-	$(VENV)/bin/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	@# Two pytest processes side by side: the real-node tests in one, the rest in the other
+	@# (tests/run_suite.py; PYTEST_ARGS=--serial for one process).
+	$(VENV)/bin/python tests/run_suite.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy

@@ -79,20 +79,18 @@ def operator(crds: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Op
 REAL_NODE_FIXTURES = frozenset({"real_node_clusters", "real_cluster", "real_namespace", "e2e_cluster", "spark"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """For `make test`'s two xdist workers (--dist loadgroup): the tests that need real nodes run one
-    after the other on one worker, since the machine holds one cluster with real nodes at a time; the
-    other cluster tests keep each module on one worker, so a module's cluster fixture starts once."""
+    """Every test that gets a cluster with real nodes is marked `realnode`: `make test` runs those in a
+    process of their own (tests/run_suite.py), since the machine holds one such cluster at a time."""
     for item in items:
-        if item.get_closest_marker("realnode") or REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("realnode"))
-        elif item.get_closest_marker("cluster"):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("realnode"):
+            item.add_marker(pytest.mark.realnode)
 
 
 # When a cluster test fails, what the cluster was doing is usually the whole story, and CI keeps
 # only the end of the output: a few lines per failure go into the terminal summary, right above
-# the short test summary. They travel in the report (a section), which xdist sends from the worker.
+# the short test summary. They travel in the report (a section).
 DIAGNOSIS_SECTION = "cluster diagnosis"
 DIAGNOSIS_LINES = 8
 
