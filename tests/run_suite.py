@@ -13,6 +13,7 @@ pytest process, as before.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,17 +29,26 @@ def main(argv: list[str]) -> int:
     if "--serial" in argv or any(arg.startswith("-m") for arg in argv):
         return subprocess.call([*pytest, *(arg for arg in argv if arg != "--serial")])
     started = time.monotonic()
+    # SIGTERM ends the runner by an exception, so that its `finally` stops both parts.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="sparkop-suite-") as tmp:
         logs = {name: Path(tmp) / f"{index}.log" for index, (name, _) in enumerate(PARTS)}
-        runs = {}
-        for name, selection in PARTS:
-            with logs[name].open("wb") as out:
-                runs[name] = subprocess.Popen([*pytest, "-m", selection, *argv], stdout=out, stderr=subprocess.STDOUT)
-        print(f"running the suite in two parts side by side: {', '.join(runs)} (output when both end)", flush=True)
-        codes = {name: run.wait() for name, run in runs.items()}
+        runs: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            for name, selection in PARTS:
+                with logs[name].open("wb") as out:
+                    command = [*pytest, "-m", selection, *argv]
+                    runs[name] = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            print(f"running the suite in two parts side by side: {', '.join(runs)} (output when both end)", flush=True)
+            codes = {name: run.wait() for name, run in runs.items()}
+        finally:
+            # Interrupted (Ctrl-C, CI's timeout): neither part outlives the runner.
+            for run in runs.values():
+                if run.poll() is None:
+                    run.terminate()
+                    run.wait()
         for name, _ in PARTS:
             print(f"\n{'=' * 30} {name}: exit {codes[name]} {'=' * 30}", flush=True)
-            sys.stdout.flush()
             sys.stdout.buffer.write(logs[name].read_bytes())
             sys.stdout.flush()
     print(f"\nthe suite took {time.monotonic() - started:.0f} s; exit codes: {codes}", flush=True)
