@@ -1,5 +1,6 @@
 """status.conditions of a SparkApplication, from the status a pass arrived at (docs/state-machine.md,
-"Conditions"): Submitted, Running, Stuck (the current SparkDriver's), Suspended, Completed, Failed.
+"Conditions"): Submitted, Running, Queued and Stuck (the current SparkDriver's), Suspended, Completed,
+Failed.
 lastTransitionTime moves only when a condition's status does."""
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from typing import Literal
 
 from api.models import ApplicationState, AttemptOutcome, Condition
 from apps_controller.draft import Draft
+from apps_controller.observed import DriverView
 from apps_controller.status import (
     CONDITION_COMPLETED,
     CONDITION_FAILED,
+    CONDITION_QUEUED,
     CONDITION_RUNNING,
     CONDITION_STUCK,
     CONDITION_SUBMITTED,
@@ -32,6 +35,7 @@ def conditions(d: Draft) -> None:
     wanted = (
         _submitted(d),
         _running(d),
+        _queued(d),
         _stuck(d),
         _suspended(d, old.get(CONDITION_SUSPENDED)),
         _finished(d),
@@ -80,13 +84,28 @@ def _running(d: Draft) -> Condition | None:
 
 def _stuck(d: Draft) -> Condition | None:
     """The current SparkDriver's Stuck condition, while its run is active."""
+    drv = _active_driver(d)
+    return _mirrored(CONDITION_STUCK, drv.stuck) if drv is not None else None
+
+
+def _queued(d: Draft) -> Condition | None:
+    """The current SparkDriver's Queued condition (its gang waits for its batch scheduler), while its
+    run is active."""
+    drv = _active_driver(d)
+    return _mirrored(CONDITION_QUEUED, drv.queued) if drv is not None else None
+
+
+def _active_driver(d: Draft) -> DriverView | None:
     if d.state not in ACTIVE_STATES:
         return None
     drv = d.driver(d.status.lastRun)
-    if drv is None or drv.finished or drv.stuck is None:
+    return None if drv is None or drv.finished else drv
+
+
+def _mirrored(kind: str, c: Condition | None) -> Condition | None:
+    if c is None:
         return None
-    c = drv.stuck
-    return _condition(CONDITION_STUCK, c.status, c.reason or "Unknown", clip(c.message or None), c.lastTransitionTime)
+    return _condition(kind, c.status, c.reason or "Unknown", clip(c.message or None), c.lastTransitionTime)
 
 
 def _suspended(d: Draft, old: Condition | None) -> Condition | None:

@@ -29,7 +29,7 @@ from api.models import (
     unknown_fields,
 )
 from api.rules import SPEC_LEVEL_RETRIES
-from apps_controller.status import CONDITION_STUCK
+from apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from core.jsontypes import JSON
 from core.owners import controller_of, copy_json, object_key
 from core.reconciler import Refusal
@@ -233,6 +233,7 @@ class DriverView:
     reason: str | None = None
     message: str | None = None
     stuck: Condition | None = None  # the SparkDriver's Stuck condition (ImagePullBackOff, Unschedulable, ...)
+    queued: Condition | None = None  # the SparkDriver's Queued condition (its gang waits for a batch scheduler)
 
     @property
     def finished(self) -> bool:
@@ -264,7 +265,7 @@ class DriverView:
         error = _map(status.get("lastError"))
         pod = _map(status.get("driverPod"))
         executors = {str(k): _int(v) for k, v in _map(status.get("executors")).items()}
-        stuck = _stuck_condition(status.get("conditions"))
+        stuck = _condition_of(status.get("conditions"), CONDITION_STUCK)
         # A refused driver pod leaves no termination; its lastError says why.
         failed_early = phase is DriverPhase.SUBMISSION_FAILED or not term
         return cls(
@@ -285,6 +286,7 @@ class DriverView:
             reason=_opt_str(term.get("reason")) or (_opt_str(error.get("reason")) if failed_early else None),
             message=_opt_str(term.get("message")) or (_opt_str(error.get("message")) if failed_early else None),
             stuck=stuck,
+            queued=_condition_of(status.get("conditions"), CONDITION_QUEUED),
         )
 
 
@@ -324,10 +326,10 @@ class OwnedObject:
         )
 
 
-def _stuck_condition(conditions: Any) -> Condition | None:
-    """A SparkDriver's Stuck condition, when it has a readable one."""
+def _condition_of(conditions: Any, kind: str) -> Condition | None:
+    """A SparkDriver's condition of type ``kind``, when it has a readable one."""
     for data in conditions if isinstance(conditions, list) else ():
-        if isinstance(data, Mapping) and data.get("type") == CONDITION_STUCK:
+        if isinstance(data, Mapping) and data.get("type") == kind:
             try:
                 return Condition.model_validate(data)
             except ValidationError:

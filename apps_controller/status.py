@@ -38,6 +38,7 @@ TERMINAL_STATES: Final = frozenset({ApplicationState.COMPLETED, ApplicationState
 CONDITION_SUBMITTED: Final = "Submitted"
 CONDITION_RUNNING: Final = "Running"
 CONDITION_STUCK: Final = "Stuck"
+CONDITION_QUEUED: Final = "Queued"  # the current SparkDriver's: its gang waits for its batch scheduler
 CONDITION_SUSPENDED: Final = "Suspended"
 CONDITION_COMPLETED: Final = "Completed"
 CONDITION_FAILED: Final = "Failed"

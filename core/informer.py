@@ -81,6 +81,11 @@ DEFAULT_WATCH_TIMEOUT_S: Final = 300
 MIN_BACKOFF_S: Final = 0.1
 MAX_BACKOFF_S: Final = 30.0
 EARLY_END_S: Final = 1.0  # a watch that ends sooner than this without an event is treated as a failure
+# How often the informer of an optional kind (core.kube.Resource.optional) that the server does not
+# serve, or does not let us read, looks for it again.
+ABSENT_POLL_S: Final = 30.0
+# What an optional kind's LIST or WATCH answers when the kind is not served (404) or not ours to read (403).
+ABSENT_STATUSES: Final = frozenset({403, 404})
 # The annotation of the bookmark that ends a watch-list's initial events.
 INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 # What a server that cannot stream the initial state answers (400, 422 Invalid: sendInitialEvents or
@@ -366,6 +371,10 @@ class _WatchListRefused(Exception):
     """The server does not stream a watch's initial state: LIST instead."""
 
 
+class _Absent(Exception):
+    """An optional kind is not served, or not ours to read: an empty cache, looked for again later."""
+
+
 @dataclass
 class InformerStats:
     lists: int = 0
@@ -415,6 +424,8 @@ class Informer:
     _watch_opened: float | None = field(default=None, init=False)
     _watch_said: bool = field(default=False, init=False)
     _synced: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # An optional kind found absent (see _Absent): the cache is empty and current while it stays so.
+    absent: str | None = field(default=None, init=False)
     _waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -439,6 +450,8 @@ class Informer:
         informer is not :attr:`continuous`. Does not call the gap handlers: the caller knows."""
         if not self.store.has_synced():
             return  # the first list is on its way anyway
+        if self.absent is not None:
+            return  # nothing of an absent kind can have been missed; it is looked for again anyway
         self.continuous = False
         self._relist_requested = True
         if self._watching is not None:
@@ -488,6 +501,9 @@ class Informer:
                 # Ended at once with nothing said: do not hammer the server.
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.max_backoff_seconds)
+            except _Absent as absent:
+                self._stay_absent(str(absent))
+                await self._back_off(ABSENT_POLL_S)
             except _WatchListRefused as refused:
                 log.info("%s: the server does not stream a watch's initial state (%s); listing", self.name, refused)
                 self.watch_list = False
@@ -517,6 +533,15 @@ class Informer:
                 self._gap()
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.max_backoff_seconds)
+
+    def _stay_absent(self, why: str) -> None:
+        """An optional kind is absent: the cache is empty and current (whatever it held is gone, and its
+        handlers are told), and the next attempt lists afresh."""
+        if self.absent is None:
+            log.info("%s: %s; an empty cache until it is, looked for every %.0fs", self.name, why, ABSENT_POLL_S)
+            self._replace({}, "", time.monotonic())
+        self.absent = why
+        self._must_list = True
 
     def _recovered(self) -> bool:
         """Whether the attempt that just failed had a working watch (it said something, or stayed open
@@ -554,6 +579,9 @@ class Informer:
         body = await response.read()
         response.release()
         status = _status(body)
+        if response.status in ABSENT_STATUSES and getattr(self.resource, "optional", False):
+            verb_text = "not served" if response.status == 404 else "not readable by this operator (403)"
+            raise _Absent(f"{path} is {verb_text}")
         if response.status == 410 or status.get("reason") in ("Expired", "Gone"):
             raise _ContinuityLost(f"{response.status} {status.get('reason') or 'Gone'}")
         if ("sendInitialEvents", "true") in params and response.status in WATCH_LIST_REFUSALS:
@@ -598,6 +626,7 @@ class Informer:
     def _replace(self, items: Mapping[Key, Stored], resource_version: str, started: float) -> None:
         """Make the store hold exactly the listed ``items`` (a LIST's, or a watch's initial events)."""
         relist = self.store.has_synced()
+        self.absent = None
         self.stats.lists += 1
         self.stats.relists += relist
         self._must_list, self._listed_at = False, time.monotonic()

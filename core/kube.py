@@ -72,6 +72,11 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+    # A kind the cluster may not serve, or this operator may not be allowed to read (a batch
+    # scheduler's CRD): its informer takes a 404 or 403 for an empty, current cache and looks for the
+    # kind again now and then (core.informer.ABSENT_POLL_S), so that the controllers that read it
+    # still start, and see the kind once it is installed.
+    optional: bool = False
 
     @property
     def api_version(self) -> str:

@@ -16,8 +16,10 @@ SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
     GROUP, VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
 )
 SPARK_CONNECTS: Final = Resource(GROUP, VERSION, "sparkconnects", "SparkConnect")
-VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
-COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# Optional: the driver controller watches them (their status says why a gang waits) wherever they are
+# served, and starts all the same where they are not.
+VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", optional=True)
+COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", optional=True)
 
 register_kinds(
     SPARK_APPLICATIONS,

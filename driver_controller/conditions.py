@@ -1,4 +1,5 @@
-"""status.conditions of a SparkDriver: ``Stuck``, from what its current driver pod shows while it has
+"""status.conditions of a SparkDriver: ``Queued``, from its batch scheduler's PodGroup while the gang
+waits (:func:`queued`), and ``Stuck``, from what its current driver pod shows while it has
 not ended. True when the Spark container waits in a state that does not clear by itself
 (ImagePullBackOff, CrashLoopBackOff, ...: :data:`driver_controller.observe.STUCK_WAITING`; the reason
 is the waiting reason) or when the pod has been unschedulable for ``unschedulable_timeout`` seconds
@@ -15,12 +16,19 @@ from typing import Final, Literal
 
 from api.models import Condition
 from core.conditions import transition_time
-from driver_controller.observe import PodSummary
+from driver_controller.observe import PodGroupSummary, PodSummary
 from driver_controller.status import MAX_MESSAGE
 
 CONDITION_STUCK: Final = "Stuck"
 CONDITION_UNSCHEDULABLE: Final = "Unschedulable"  # the Stuck condition's reason for a pod not scheduled
 PROGRESSING: Final = "Progressing"  # its reason once the pod is no longer stuck
+
+CONDITION_QUEUED: Final = "Queued"
+SCHEDULED: Final = "Scheduled"  # the Queued condition's reason once the gang got its place
+# The PodGroup phases in which a gang has not been given its place: Volcano's Pending (not enqueued:
+# its minResources do not fit the queue or the cluster) and Inqueue (admitted, its pods not yet
+# bound); scheduler-plugins' Pending, PreScheduling and Scheduling.
+GANG_WAITING_PHASES: Final = frozenset({"Pending", "Inqueue", "PreScheduling", "Scheduling"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,31 @@ def stuck(
     if any(c.type == CONDITION_STUCK for c in conditions):
         return Verdict(set_condition(conditions, CONDITION_STUCK, "False", PROGRESSING, "", now, generation))
     return Verdict()
+
+
+def queued(
+    group: PodGroupSummary | None,
+    pod: PodSummary,
+    conditions: Sequence[Condition],
+    now: datetime,
+    generation: int | None,
+) -> list[Condition] | None:
+    """The Queued condition of a driver whose pods a batch scheduler places as a gang: True while its
+    driver pod is unbound and its PodGroup waits (reason and message from the PodGroup's status),
+    False (Scheduled) once the driver pod is bound after having waited. None: leave the conditions
+    as they are (no PodGroup, or a gang that never waited)."""
+    old = next((c for c in conditions if c.type == CONDITION_QUEUED), None)
+    if group is None:
+        return None
+    if pod.node_name is None and pod.phase == "Pending" and group.phase in GANG_WAITING_PHASES:
+        reason = group.reason or f"PodGroup{group.phase}"
+        why = f": {group.message}" if group.message else ""
+        message = f"PodGroup {group.name} is {group.phase}{why}"
+        return set_condition(conditions, CONDITION_QUEUED, "True", reason, message, now, generation)
+    if old is not None and old.status == "True":
+        message = f"PodGroup {group.name} is {group.phase}; driver pod {pod.name} bound to {pod.node_name or '?'}"
+        return set_condition(conditions, CONDITION_QUEUED, "False", SCHEDULED, message, now, generation)
+    return None
 
 
 def _true(condition: Condition) -> bool:

@@ -67,7 +67,14 @@ from driver_controller.draft import (
     release,
     release_orphans,
 )
-from driver_controller.observe import DISRUPTION_REASONS, ObjectSummary, PodSummary, PolicySummary, Terminated
+from driver_controller.observe import (
+    DISRUPTION_REASONS,
+    ObjectSummary,
+    PodGroupSummary,
+    PodSummary,
+    PolicySummary,
+    Terminated,
+)
 from driver_controller.podbuild import RenderOptions
 from driver_controller.render import (
     IncarnationNames,
@@ -120,6 +127,8 @@ class Observed:
     refusals: Mapping[str, Refusal] = field(default_factory=dict)
     # The executors' NetworkPolicies (Spark 4.2+) labelled for this SparkDriver.
     network_policies: Sequence[PolicySummary] = ()
+    # The batch scheduler's PodGroups labelled for this SparkDriver (where their kinds are served).
+    pod_groups: Sequence[PodGroupSummary] = ()
 
 
 # --- status pieces ---------------------------------------------------------------------------------
@@ -438,6 +447,9 @@ def _pod_info(pod: PodSummary) -> DriverPodInfo:
 def _observe_running(p: _Pass, pod: PodSummary) -> None:
     """The current pod exists and has not ended: phase and stuck states."""
     p.update(phase=DriverPhase.RUNNING if pod.phase == "Running" else DriverPhase.PENDING)
+    gang = conditions.queued(_pod_group(p), pod, p.status.conditions or (), p.now, p.generation)
+    if gang is not None:
+        p.update(conditions=gang)
     timeout = p.obs.settings.unschedulable_timeout
     verdict = conditions.stuck(pod, p.status.conditions or (), p.now, p.generation, timeout)
     if verdict.event is not None:
@@ -446,6 +458,13 @@ def _observe_running(p: _Pass, pod: PodSummary) -> None:
         p.update(conditions=verdict.conditions)
     if verdict.requeue_after is not None:
         p.plan.requeue(verdict.requeue_after)
+
+
+def _pod_group(p: _Pass) -> PodGroupSummary | None:
+    """This SparkDriver's PodGroup, as its batch scheduler last wrote its status (None: it has none,
+    or its kind is not watched here)."""
+    wanted = names(p.driver, p.incarnation).pod_group
+    return next((g for g in _owned(p.uid, p.obs.pod_groups) if g.name == wanted), None) if wanted else None
 
 
 def _create_missing(p: _Pass) -> None:

@@ -1,5 +1,6 @@
 """The driver controller's declaration for the skeleton (``core.controller``): the caches it reads
-(the SparkDrivers, and the pods, ConfigMaps, Services and NetworkPolicies labelled for one, keys:
+(the SparkDrivers, and the pods, ConfigMaps, Services, NetworkPolicies and batch schedulers'
+PodGroups labelled for one, keys:
 :data:`driver_controller.observe.Key`), an ``observe`` over them, and the pure ``decide``. Registered
 by ``sparkop run --controllers driver``.
 """
@@ -16,7 +17,7 @@ from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from core.reconciler import Learnt
 from core.runtime import Runtime
 from domain import labels
-from domain.kinds import SPARK_DRIVERS
+from domain.kinds import COSCHEDULING_POD_GROUPS, SPARK_DRIVERS, VOLCANO_POD_GROUPS
 from driver_controller import metrics
 from driver_controller.decide import Observed, Settings, decide
 from driver_controller.observe import (
@@ -27,9 +28,11 @@ from driver_controller.observe import (
     policy_view,
     summarize_object,
     summarize_pod,
+    summarize_pod_group,
     summarize_policy,
     trim_owned,
     trim_pod,
+    trim_pod_group,
     trim_policy,
 )
 from driver_controller.podbuild import RenderOptions
@@ -44,6 +47,8 @@ INDEX_PODS = "sparkop_driver_pods"
 INDEX_CONFIGMAPS = "sparkop_driver_configmaps"
 INDEX_SERVICES = "sparkop_driver_services"
 INDEX_NETWORK_POLICIES = "sparkop_driver_networkpolicies"
+INDEX_VOLCANO_POD_GROUPS = "sparkop_driver_volcano_podgroups"
+INDEX_COSCHEDULING_POD_GROUPS = "sparkop_driver_coscheduling_podgroups"
 
 
 def as_read(body: JSON) -> JSON:
@@ -75,6 +80,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             namespace_terminating=runtime.namespace_terminating(key[0]),
             refusals=learnt.refusals,
             network_policies=values(INDEX_NETWORK_POLICIES, key),
+            pod_groups=values(INDEX_VOLCANO_POD_GROUPS, key) + values(INDEX_COSCHEDULING_POD_GROUPS, key),
         )
 
     def labelled(index: str, resource: Any, summarize: Any, view: Any, trim: Any) -> Source:
@@ -83,6 +89,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim, shared=True, view=view
         )
 
+    pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)
     return Controller(
         name="driver",
         # As read: every read of the cache is already a copy of its own (core.informer.Store).
@@ -92,6 +99,9 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             labelled(INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_NETWORK_POLICIES, NETWORK_POLICIES, summarize_policy, policy_view, trim_policy),
+            # Optional kinds (domain.kinds): watched where their schedulers are installed.
+            labelled(INDEX_VOLCANO_POD_GROUPS, VOLCANO_POD_GROUPS, *pod_group_parts),
+            labelled(INDEX_COSCHEDULING_POD_GROUPS, COSCHEDULING_POD_GROUPS, *pod_group_parts),
         ),
         observe=observe,
         decide=decide,

@@ -134,6 +134,20 @@ class PodSummary:
         return self.phase in ("Succeeded", "Failed") or self.terminated is not None
 
 
+@dataclass(frozen=True)
+class PodGroupSummary:
+    """A batch scheduler's PodGroup (Volcano's or scheduler-plugins' coscheduling): what its status
+    says of the gang (``phase``, and the condition of Volcano's that says why it waits)."""
+
+    api_version: str
+    name: str
+    uid: str
+    owner_uids: tuple[str, ...]
+    phase: str
+    reason: str | None = None
+    message: str | None = None
+
+
 def _trimmed_meta(body: Body) -> JSON:
     meta = body.get("metadata") or {}
     return {k: v for k, v in meta.items() if k not in ("managedFields", "annotations")}
@@ -170,6 +184,38 @@ def trim_policy(body: JSON) -> JSON:
         "metadata": _trimmed_meta(body),
         "spec": body.get("spec") or {},
     }
+
+
+def trim_pod_group(body: JSON) -> JSON:
+    """What the PodGroup caches keep: metadata and status (the spec is ours, never read back)."""
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": _trimmed_meta(body),
+        "status": body.get("status") or {},
+    }
+
+
+def summarize_pod_group(body: Body) -> PodGroupSummary:
+    """Volcano writes why a gang waits as an ``Unschedulable`` condition (reason NotEnoughResources,
+    the message the scheduler also puts on the pods), refreshed every scheduling cycle with a new
+    transitionID and time, which this summary leaves out; scheduler-plugins' PodGroup has a phase
+    and counts, no condition."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    waiting: Body = next(
+        (c for c in status.get("conditions") or () if c.get("type") == "Unschedulable" and c.get("status") == "True"),
+        {},
+    )
+    return PodGroupSummary(
+        api_version=str(body.get("apiVersion", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
+        phase=str(status.get("phase") or "Pending"),
+        reason=waiting.get("reason") or None,
+        message=waiting.get("message") or None,
+    )
 
 
 def pod_view(body: Body) -> PodSummary:

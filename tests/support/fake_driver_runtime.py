@@ -74,6 +74,8 @@ class FakeRuntime:
                 handlers.INDEX_CONFIGMAPS,
                 handlers.INDEX_SERVICES,
                 handlers.INDEX_NETWORK_POLICIES,
+                handlers.INDEX_VOLCANO_POD_GROUPS,
+                handlers.INDEX_COSCHEDULING_POD_GROUPS,
             )
         }
 

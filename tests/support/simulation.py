@@ -79,6 +79,7 @@ class SimDriver:
     reason: str | None = None
     exit_code: int | None = None
     stuck: Condition | None = None
+    queued: Condition | None = None
 
     @property
     def pod_name(self) -> str | None:
@@ -102,6 +103,7 @@ class SimDriver:
             exit_code=self.exit_code,
             reason=self.reason,
             stuck=self.stuck,
+            queued=self.queued,
         )
 
 

@@ -665,3 +665,31 @@ def test_invalid_spec_sets_last_error_and_the_failed_condition() -> None:
     assert status.lastError is not None and status.lastError.reason == events.INVALID_SPEC
     failed = apps_status.condition(status, "Failed")
     assert failed is not None and (failed.status, failed.reason) == ("True", events.INVALID_SPEC)
+
+
+def test_the_current_drivers_queued_condition_is_the_apps_while_its_run_is_active() -> None:
+    c = make(POLICIES["Never"])
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.PENDING)
+    waits = "PodGroup app-1-pg is Pending: 1/1 tasks in gang unschedulable"
+    c.drivers["app-1"].queued = Condition(
+        type="Queued", status="True", reason="NotEnoughResources", message=waits, lastTransitionTime=c.now
+    )
+    c.run_until_quiet()
+    queued = apps_status.condition(c.app_status, "Queued")
+    assert queued is not None and (queued.status, queued.reason, queued.message) == (
+        "True",
+        "NotEnoughResources",
+        waits,
+    )
+    assert queued.lastTransitionTime == c.now
+    c.advance(5)
+    c.drivers["app-1"].queued = Condition(type="Queued", status="False", reason="Scheduled", lastTransitionTime=c.now)
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    queued = apps_status.condition(c.app_status, "Queued")
+    assert queued is not None and (queued.status, queued.reason) == ("False", "Scheduled")
+    assert queued.lastTransitionTime == c.now
+    c.set_phase("app-1", DriverPhase.SUCCEEDED, "Completed")
+    c.run_until_quiet()
+    assert [x.type for x in c.app_status.conditions] == ["Submitted", "Running", "Completed"]  # no Queued

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from api.models import Condition
-from driver_controller.conditions import stuck
-from driver_controller.observe import PodSummary, summarize_pod
+from driver_controller.conditions import queued, stuck
+from driver_controller.observe import PodGroupSummary, PodSummary, summarize_pod, summarize_pod_group
 from tests.support.driver_objects import NOW, objects, running, with_status
 
 EARLIER = "2026-01-01T11:00:00Z"
@@ -141,3 +141,108 @@ def test_stuck(
     assert recorded == conditions
     assert verdict.event == event
     assert verdict.requeue_after == (None if requeue_after is None else pytest.approx(requeue_after))
+
+
+# --- Queued: a gang that waits for its batch scheduler ------------------------------------------------
+
+GROUP = "pi-pg"
+NOT_READY = "1/1 tasks in gang unschedulable: pod group is not ready, 1 Pending, 1 minAvailable"
+
+
+def volcano_group(phase: str, waiting: bool = True) -> PodGroupSummary:
+    """A Volcano PodGroup as the scheduler writes it: an Unschedulable condition while it waits."""
+    conditions = [
+        {
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": "NotEnoughResources",
+            "message": NOT_READY,
+            "transitionID": "5b2a",
+            "lastTransitionTime": EARLIER,
+        }
+    ]
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": GROUP, "uid": "pg-uid", "ownerReferences": [{"uid": "drv-uid", "controller": True}]},
+        "status": {"phase": phase, **({"conditions": conditions} if waiting else {})},
+    }
+    return summarize_pod_group(body)
+
+
+def queued_since(status: str, reason: str, message: str, when: str = EARLIER) -> dict[str, Any]:
+    return {"type": "Queued", "status": status, "reason": reason, "message": message, "lastTransitionTime": when}
+
+
+WAITING_MESSAGE = f"PodGroup {GROUP} is Pending: {NOT_READY}"
+BOUND = f"PodGroup {GROUP} is Running; driver pod {POD} bound to node-1"
+
+# (group, pod, conditions held) -> conditions recorded (None: as they are)
+# fmt: off
+QUEUED_TABLE: list[Any] = [
+    pytest.param(
+        volcano_group("Pending"), pending(), [],
+        [queued_since("True", "NotEnoughResources", WAITING_MESSAGE, AT_NOW)],
+        id="Volcano's gang not enqueued, the driver unbound: Queued, with Volcano's reason and message",
+    ),
+    pytest.param(
+        volcano_group("Pending"), pending(), [queued_since("True", "NotEnoughResources", WAITING_MESSAGE)],
+        [queued_since("True", "NotEnoughResources", WAITING_MESSAGE)],
+        id="still waiting: the time stays",
+    ),
+    pytest.param(
+        replace(volcano_group("Pending", waiting=False), api_version="scheduling.x-k8s.io/v1alpha1"), pending(), [],
+        [queued_since("True", "PodGroupPending", f"PodGroup {GROUP} is Pending", AT_NOW)],
+        id="a PodGroup without a condition (coscheduling's): the phase says it",
+    ),
+    pytest.param(
+        volcano_group("Running", waiting=False), replace(started(), node_name="node-1"),
+        [queued_since("True", "NotEnoughResources", WAITING_MESSAGE)],
+        [queued_since("False", "Scheduled", BOUND, AT_NOW)],
+        id="the gang got its place: Queued False (Scheduled)",
+    ),
+    pytest.param(
+        volcano_group("Running", waiting=False), replace(started(), node_name="node-1"), [], None,
+        id="a gang that never waited: no condition",
+    ),
+    pytest.param(
+        volcano_group("Inqueue"), replace(pending(), node_name="node-1"), [], None,
+        id="enqueued and the driver bound: nothing waits",
+    ),
+    pytest.param(None, pending(), [], None, id="no PodGroup seen (its kind not served): nothing to say"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("group", "pod", "held", "conditions"), QUEUED_TABLE)
+def test_queued(
+    group: PodGroupSummary | None,
+    pod: PodSummary,
+    held: list[dict[str, Any]],
+    conditions: list[dict[str, Any]] | None,
+) -> None:
+    recorded = queued(group, pod, [Condition.model_validate(c) for c in held], NOW, None)
+    assert (None if recorded is None else [c.to_json() for c in recorded]) == conditions
+
+
+def test_a_pod_group_summary_leaves_out_what_volcano_refreshes_every_cycle() -> None:
+    assert volcano_group("Pending") == summarize_pod_group(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "metadata": {"name": GROUP, "uid": "pg-uid", "ownerReferences": [{"uid": "drv-uid", "controller": True}]},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "Scheduled", "status": "False", "reason": "x", "message": "other"},
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "reason": "NotEnoughResources",
+                        "message": NOT_READY,
+                        "transitionID": "77c1",
+                        "lastTransitionTime": AT_NOW,
+                    },
+                ],
+            },
+        }
+    )

@@ -2,7 +2,9 @@
 (the WatchList feature off, an API server before 1.27) is LISTed instead, and a stream cut before the
 bookmark that ends its initial events leaves the cache unsynced and is asked again; and its backoff:
 a watch that worked and then broke (an API server restart) is retried at once, however long the
-last incident's backoff grew, while one refused again and again waits longer each time. The streamed
+last incident's backoff grew, while one refused again and again waits longer each time; and an
+optional kind (a batch scheduler's CRD) that is not served is an empty, current cache until it is,
+while a required one is never synced. The streamed
 listing itself is tested against the real API server in tests/integration/test_informer.py."""
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any
 
 import aiohttp
 
-from core.informer import INITIAL_EVENTS_END, MIN_BACKOFF_S, Informer
+from core.informer import ABSENT_POLL_S, INITIAL_EVENTS_END, MIN_BACKOFF_S, Informer
 from core.jsontypes import JSON
-from core.kube import CONFIGMAPS
+from core.kube import CONFIGMAPS, Resource
 
 
 def config_map(name: str, rv: str) -> JSON:
@@ -188,3 +190,54 @@ async def test_a_server_that_keeps_refusing_is_asked_less_and_less_often() -> No
     refusals = [Response(429, unavailable) for _ in range(4)]
     waited = await backoffs_after(*refusals, count=4)
     assert waited == [MIN_BACKOFF_S * 2**n for n in range(4)]
+
+
+# An optional kind (a batch scheduler's CRD): absent is an empty, current cache, looked for again.
+OPTIONAL_GROUPS = Resource("scheduling.example.com", "v1", "groups", "Group", optional=True)
+NOT_SERVED = json.dumps({"kind": "Status", "reason": "NotFound", "message": "the server could not find it"}).encode()
+
+
+async def test_an_optional_kind_not_served_is_an_empty_current_cache_until_it_is() -> None:
+    stream = [line("ADDED", config_map("g", "3")), END]
+    api = Api(Response(404, NOT_SERVED), Response(403, b"{}"), Response(200, chunks=stream))
+    informer = Informer(api, OPTIONAL_GROUPS, namespace="ns")
+    polls: list[float] = []
+    polled, added = asyncio.Event(), asyncio.Event()
+    informer.add_handler(lambda type_, obj, old: added.set())
+
+    async def back_off(seconds: float) -> None:
+        polls.append(seconds)
+        await polled.wait()  # the next look waits for the test
+
+    informer._back_off = back_off  # type: ignore[method-assign]
+    task = await synced(informer)
+    try:
+        # Listed, empty and current at once: a controller that reads the kind starts.
+        assert informer.continuous and len(informer.store) == 0 and informer.absent is not None
+        informer.relist()  # a gap elsewhere: nothing of an absent kind was missed
+        assert informer.continuous
+        polled.set()
+        await asyncio.wait_for(added.wait(), timeout=5)
+        assert [name for _, name in informer.store] == ["g"]
+        assert polls == [ABSENT_POLL_S, ABSENT_POLL_S]  # after the 404 and the 403 alike
+        assert informer.absent is None and informer.continuous
+    finally:
+        task.cancel()
+
+
+async def test_a_required_kind_not_served_is_never_synced() -> None:
+    api = Api(Response(404, NOT_SERVED), Response(404, NOT_SERVED))
+    informer = Informer(api, Resource("scheduling.example.com", "v1", "groups", "Group"), namespace="ns")
+    refused = asyncio.Event()
+
+    async def back_off(seconds: float) -> None:
+        refused.set()
+        await asyncio.Event().wait()
+
+    informer._back_off = back_off  # type: ignore[method-assign]
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(refused.wait(), timeout=5)
+        assert not informer.has_synced() and informer.absent is None and len(api.queries) == 1
+    finally:
+        task.cancel()

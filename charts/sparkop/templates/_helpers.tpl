@@ -89,5 +89,5 @@ they are ours). The same rules in a ClusterRole (whole cluster) or in a Role per
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
 - apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
   resources: ["podgroups"]
-  verbs: ["get", "create"]
+  verbs: ["get", "list", "watch", "create"]
 {{- end }}
