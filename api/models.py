@@ -887,6 +887,13 @@ class SparkDriverStatus(Model):
     incarnations: list[IncarnationRecord] | None = Field(
         None, max_length=10, description="The last (at most 10) ended driver-pod incarnations, oldest first."
     )
+    queueEvictions: int | None = Field(
+        None,
+        ge=0,
+        description="How often Kueue evicted this run's Workload (preempted, its ClusterQueue stopped, ...): each "
+        "stopped the driver pod and its executors, and the next admission started a new incarnation. Not a "
+        "failure, and not counted against maxDriverPodReplacements.",
+    )
     conditions: list[Condition] | None = Field(None, max_length=8, description="Conditions.")
     lastError: LastError | None = Field(
         None,

@@ -7,6 +7,8 @@ from apps_controller.observed import AppView, UIConfig, run_spec
 from core.jsontypes import JSON
 from domain import labels, naming
 
+KUEUE_LABELS = frozenset({labels.KUEUE_QUEUE_NAME, labels.KUEUE_PRIORITY_CLASS})
+
 DRIVER_KIND = "SparkDriver"
 
 
@@ -27,6 +29,8 @@ def build_driver(app: AppView, run: int, config: UIConfig | None = None) -> JSON
             "name": naming.driver_name(app.name, run),
             "namespace": app.namespace,
             "labels": {
+                # Each run queues in Kueue as the app asks (driver_controller.kueue).
+                **{k: v for k, v in app.labels.items() if k in KUEUE_LABELS},
                 labels.MANAGED_BY: labels.MANAGER,
                 labels.APP: naming.label_value(app.name),
                 labels.RUN: str(run),

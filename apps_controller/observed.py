@@ -46,9 +46,6 @@ DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
 NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
 # The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
 RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
-# Kueue's queue label: Kueue admits a workload by setting its spec.suspend to false, so an app that
-# carries it and has no spec.suspend of its own waits, suspended, for that (or for a user).
-KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -150,19 +147,13 @@ class AppView:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
-    def kueue_queue(self) -> str | None:
-        return _opt_str(self.labels.get(KUEUE_QUEUE_LABEL))
-
-    @property
     def suspend(self) -> bool:
-        """spec.suspend; unset, true while the app waits for Kueue's admission (its queue label)."""
-        suspend = self.spec.get("suspend")
-        return suspend is True or (suspend is None and self.kueue_queue is not None)
+        """spec.suspend. (An app that queues in Kueue is not suspended: each run waits for Kueue's
+        admission of its Workload, see driver_controller.kueue.)"""
+        return self.spec.get("suspend") is True
 
     @property
     def suspend_reason(self) -> str:
-        if self.spec.get("suspend") is None and self.kueue_queue is not None:
-            return f"waiting for Kueue to admit it from queue {self.kueue_queue} (spec.suspend: false)"
         return "spec.suspend is true"
 
     @property

@@ -138,9 +138,13 @@ class Caches:
         selection's first ask decides it, and a later ask may not name another."""
         selection = (resource.path(), label_selector)
         if selection not in self._informers:
+            # Namespaced kinds, and the watched Namespaces themselves, one informer per namespace;
+            # any other cluster-scoped kind (a scheduler's configuration object) is read whole, whatever the
+            # namespaces.
+            per_namespace = getattr(resource, "namespaced", True) or resource.kind == "Namespace"
             made = [
                 self._informer(resource, label_selector, namespace, transform or drop_managed_fields)
-                for namespace in self.namespaces or (None,)
+                for namespace in (self.namespaces if per_namespace else ()) or (None,)
             ]
             for informer in made:
                 informer.add_gap_handler(self._gap)

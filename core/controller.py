@@ -83,6 +83,10 @@ class Controller(Generic[O, S]):
     record: Record | None = None
     """Records the plan's observations (metrics of transitions) after the status write that makes them."""
     clock: Callable[[], datetime] = utc_now
+    reads: tuple[Source, ...] = ()
+    """Reference data the decisions look up (a scheduler's configuration objects, filed by name): cached
+    and waited for like the rest, but a change of it asks for no pass; a pass that misses what it looks
+    for asks for another one later."""
 
 
 class Loop(Generic[O, S]):
@@ -149,6 +153,17 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
         runtime.enqueue_on_change(
             source.resource, queue, source.keys, selector=source.selector, view=source.view, coalesce=owned
         )
+    for source in controller.reads:
+        runtime.add_index(
+            source.index,
+            source.resource,
+            source.keys,
+            source.value,
+            selector=source.selector,
+            transform=source.transform,
+            shared=source.shared,
+        )
+        runtime.read_by(queue, source.resource, source.selector)
     return loop
 
 

@@ -116,6 +116,9 @@ class Patch:
     resource_version: str | None = None
     reason: str = field(default="Patch", compare=False)
     concurrent: bool = field(default=False, compare=False)
+    # "status": the status subresource of another controller's object (a scheduler's, which reads
+    # what its job controller writes there).
+    subresource: str | None = None
 
     @property
     def json_patch(self) -> bool:
@@ -258,7 +261,14 @@ class Client(Protocol):
     async def create(self, body: JSON) -> bool: ...
 
     async def patch(
-        self, resource: Any, namespace: str | None, name: str, patch: Any, *, patch_type: Literal["merge", "json"] = ...
+        self,
+        resource: Any,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: Literal["merge", "json"] = ...,
+        subresource: str | None = ...,
     ) -> JSON | None: ...
 
     async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool: ...
@@ -537,10 +547,13 @@ class Applier(Generic[K]):
             body = action.body
             if action.resource_version is not None and not action.json_patch:
                 body = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion": action.resource_version}}
-            sent = (
-                self.client.patch(resource, namespace, action.name, body, patch_type="json")
-                if action.json_patch
-                else self.client.patch(resource, namespace, action.name, body)
+            sent = self.client.patch(
+                resource,
+                namespace,
+                action.name,
+                body,
+                patch_type="json" if action.json_patch else "merge",
+                subresource=action.subresource,
             )
             try:
                 answer = await self._doing(f"patching {action.kind} {action.name} ({action.reason})", sent)

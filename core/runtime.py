@@ -171,6 +171,11 @@ class Runtime:
                     queue.enqueue(key, new=new)
 
         self.caches.on_change(resource, handler, label_selector=selector)
+        self.read_by(queue, resource, selector)
+
+    def read_by(self, queue: WorkQueue[Any], resource: Resource, selector: str | None = None) -> None:
+        """``queue``'s reconciles read this selection, though it is not enqueued from it: the queue
+        starts once it has listed too."""
         sources = self.sources.setdefault(queue.name, [])
         sources += [i for i in self.caches.informers(resource, selector) if i not in sources]
 

@@ -1,5 +1,6 @@
-"""The kinds sparkop reads and writes beyond Kubernetes' own: its four, and the batch schedulers'
-pod groups (driver_controller.schedulers), served only where those schedulers are installed. Known to
+"""The kinds sparkop reads and writes beyond Kubernetes' own: its four, the batch schedulers' pod
+groups (driver_controller.schedulers) and Kueue's Workloads and ResourceFlavors
+(driver_controller.kueue), served only where those schedulers are installed. Known to
 the client layer (``core.kube.resource_of``) once this module is imported.
 """
 
@@ -21,6 +22,16 @@ SPARK_CONNECTS: Final = Resource(GROUP, VERSION, "sparkconnects", "SparkConnect"
 VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", optional=True)
 COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", optional=True)
 
+# Kueue's (v0.17, API v1beta2): a SparkDriver labelled with a queue name owns a Workload, and runs once
+# Kueue admits it; the ResourceFlavors its admission names say where its pods go.
+KUEUE_WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", optional=True)
+KUEUE_RESOURCE_FLAVORS: Final = Resource(
+    "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False, optional=True
+)
+KUEUE_PRIORITY_CLASSES: Final = Resource(
+    "kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False, optional=True
+)
+
 register_kinds(
     SPARK_APPLICATIONS,
     SPARK_DRIVERS,
@@ -28,4 +39,7 @@ register_kinds(
     SPARK_CONNECTS,
     VOLCANO_POD_GROUPS,
     COSCHEDULING_POD_GROUPS,
+    KUEUE_WORKLOADS,
+    KUEUE_RESOURCE_FLAVORS,
+    KUEUE_PRIORITY_CLASSES,
 )

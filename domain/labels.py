@@ -34,6 +34,12 @@ COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.
 DRIVER_OUTCOME_FINALIZER: Final = f"{GROUP}/driver-outcome"
 
+# Kueue's keys, on a SparkApplication (copied to its SparkDrivers) or a SparkDriver: the LocalQueue
+# its runs queue in, and the WorkloadPriorityClass of their Workloads (Kueue's own job integrations
+# read the same labels).
+KUEUE_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"
+
 # Spark's own keys, as spark-submit and the driver set them.
 SPARK_APP_SELECTOR: Final = "spark-app-selector"
 SPARK_APP_NAME: Final = "spark-app-name"

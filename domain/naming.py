@@ -61,6 +61,12 @@ def pod_group_name(driver: str) -> str:
     return dns_label(driver, DNS_LABEL_MAX - len(suffix)) + suffix
 
 
+def workload_name(driver: str) -> str:
+    """A SparkDriver's Kueue Workload, one per run, whatever the driver-pod incarnation."""
+    suffix = "-workload"
+    return bounded(driver, 253 - len(suffix)) + suffix
+
+
 def driver_ingress_service_name(app_name: str, port: int) -> str:
     """The Service of one of an app's driverIngressOptions (kubeflow's ``<app>-driver-<port>``)."""
     suffix = f"-driver-{port}"

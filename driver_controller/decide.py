@@ -32,7 +32,7 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -54,7 +54,7 @@ from core.kube import NETWORK_POLICIES
 from core.owners import controller_of
 from core.reconciler import Create, Ensure, Patch, Plan, Refusal, refused
 from domain import labels, naming
-from driver_controller import conditions
+from driver_controller import conditions, kueue
 from driver_controller.draft import (
     DRIVER_ENDED,
     POLICY_RESTORED,
@@ -86,6 +86,7 @@ from driver_controller.render import (
     spark_release,
 )
 from driver_controller.status import ended, read_status, with_record, with_submission_failed
+from driver_controller.submission import owner_reference
 from driver_controller.transitions import transitions
 
 # Event reasons (on the SparkDriver).
@@ -129,6 +130,11 @@ class Observed:
     network_policies: Sequence[PolicySummary] = ()
     # The batch scheduler's PodGroups labelled for this SparkDriver (where their kinds are served).
     pod_groups: Sequence[PodGroupSummary] = ()
+    # Kueue (where it is installed): the Workloads labelled for this SparkDriver, and what the queue's
+    # admission and priority name: every ResourceFlavor and WorkloadPriorityClass value, by name.
+    workloads: Sequence[kueue.WorkloadSummary] = ()
+    flavors: Mapping[str, kueue.FlavorSummary] = field(default_factory=dict)
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
 
 
 # --- status pieces ---------------------------------------------------------------------------------
@@ -274,14 +280,14 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
     """Decide what to do for one SparkDriver. Never raises for a bad spec: that is a status."""
     body = observed.driver
     if body is None or observed.namespace_terminating:
-        return release_orphans(observed.pods)
+        return _let_go(release_orphans(observed.pods), observed)
     meta = body.get("metadata") or {}
     uid = str(meta.get("uid", ""))
     owned_pods = _owned(uid, observed.pods)
     # Pods labelled for this name but owned by another (an earlier SparkDriver of the same name).
     strangers = [p for p in observed.pods if uid not in p.owner_uids]
     if meta.get("deletionTimestamp"):
-        return release_orphans(observed.pods)
+        return _let_go(release_orphans(observed.pods), observed)
     plan = Draft().release_orphans(strangers)
     old_status = read_status(body)
     try:
@@ -293,10 +299,13 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
         return _invalid(plan, old_status, body, now, f"the SparkDriver does not parse: {exc}").plan()
     p = _Pass(driver, observed, now, plan, old_status.model_copy(), old_status, owned_pods)
     _incarnation(p)
-    if not p.ended:
+    admitted = p.ended or _admitted(p)
+    if not p.ended and admitted:
         _current_pod(p)
-    if not p.ended:
+    if not p.ended and admitted:
         _create_missing(p)
+    if p.ended:
+        _workload_finished(p)
     _executors(p)
     _stale(p)
     if ended(old_status):
@@ -414,7 +423,8 @@ def _lost(p: _Pass, pod_name: str, reason: str, message: str) -> None:
     """The current driver pod went away before it finished: replace it, or fail when the
     replacements are used up."""
     p.record(p.incarnation, pod_name, IncarnationOutcome.LOST, reason, message)
-    replacements = p.incarnation - 1
+    # Incarnations Kueue's evictions started are no replacements of lost pods.
+    replacements = p.incarnation - 1 - (p.status.queueEvictions or 0)
     limit = p.driver.spec.maxDriverPodReplacements
     if replacements >= limit:
         text = (
@@ -465,6 +475,162 @@ def _pod_group(p: _Pass) -> PodGroupSummary | None:
     or its kind is not watched here)."""
     wanted = names(p.driver, p.incarnation).pod_group
     return next((g for g in _owned(p.uid, p.obs.pod_groups) if g.name == wanted), None) if wanted else None
+
+
+# --- Kueue (driver_controller.kueue) ----------------------------------------------------------------
+
+REASON_QUEUED: Final = "Queued"  # Event: Kueue evicted the run; the reason of a Queued condition too
+CONDITION_QUEUED_ADMITTED: Final = "Admitted"
+# How soon to look again for what a watch will not bring back: a ResourceFlavor or WorkloadPriorityClass
+# named but not in the cache (they are read, not watched for changes).
+REFERENCE_RETRY_SECONDS: Final = 5.0
+
+
+def _let_go(plan: Plan[SparkDriverStatus], observed: Observed) -> Plan[SparkDriverStatus]:
+    """The SparkDriver is gone or going: its Workloads' finalizers go too (the garbage collector, or
+    whoever deleted them, is waiting for that)."""
+    patches = [patch for wl in observed.workloads if (patch := kueue.let_go(wl)) is not None]
+    if not patches:
+        return plan
+    return replace(plan, after_status=(*plan.after_status, *patches))
+
+
+def _workload(p: _Pass) -> kueue.WorkloadSummary | None:
+    name = naming.workload_name(p.name)
+    return next((w for w in _owned(p.uid, p.obs.workloads) if w.name == name), None)
+
+
+def _admitted(p: _Pass) -> bool:
+    """Whether the run may have pods now: always without a Kueue queue; with one, once Kueue admitted
+    its Workload (created here first), with the admission's placement put into ``p.driver``. An evicted
+    run's pods are stopped and its quota handed back; the next admission starts a new incarnation."""
+    queue = kueue.queue_name(p.driver)
+    if queue is None:
+        return True
+    wl = _workload(p)
+    if wl is None:
+        _create_workload(p, queue)
+        return False
+    if wl.evicted or wl.deleting:
+        _evicted(p, wl)
+        return False
+    if not wl.admitted:
+        reason, message = wl.waiting_reason()
+        _queued(p, "True", reason, f"Workload {wl.name} waits in LocalQueue {queue}: {message}")
+        return False
+    where = kueue.placements(wl, p.obs.flavors)
+    if isinstance(where, str):
+        message = f"Workload {wl.name} was admitted on ResourceFlavor {where}, which this operator cannot read yet"
+        _queued(p, "True", "FlavorNotFound", message)
+        p.plan.requeue(REFERENCE_RETRY_SECONDS)
+        return False
+    p.driver = kueue.placed(p.driver, where)
+    old = next((c for c in p.status.conditions or () if c.type == conditions.CONDITION_QUEUED), None)
+    if old is not None and old.status == "True":
+        _queued(
+            p, "False", CONDITION_QUEUED_ADMITTED, f"Workload {wl.name} admitted by ClusterQueue {wl.cluster_queue}"
+        )
+    return True
+
+
+def _queued(p: _Pass, status: Literal["True", "False"], reason: str, message: str) -> None:
+    current = p.status.conditions or ()
+    p.update(
+        conditions=conditions.set_condition(
+            current, conditions.CONDITION_QUEUED, status, reason, message, p.now, p.generation
+        )
+    )
+
+
+def _create_workload(p: _Pass, queue: str) -> None:
+    expected = naming.workload_name(p.name)
+    refusal = refused(p.obs.refusals, Create({"kind": "Workload", "metadata": {"name": expected}}))
+    if refusal is not None:
+        message = refusal.message
+        if refusal.code == 404:
+            message = (
+                f"the cluster does not serve Kueue's Workloads ({kueue.API_VERSION}; {refusal.message}): install "
+                f"Kueue, or remove the label {labels.KUEUE_QUEUE_NAME}"
+            )
+        reason = refusal.reason if refusal.code == 409 else REASON_SUBMISSION_FAILED
+        p.status = _refusal_status(p.old_status, p.name, p.generation, p.now, p.incarnation, reason, message)
+        p.event("Warning", REASON_SUBMISSION_FAILED, f"Workload {expected} refused: {message}")
+        return
+    priority: int | None = None
+    wanted_class = kueue.priority_class(p.driver)
+    if wanted_class is not None:
+        priority = p.obs.priority_classes.get(wanted_class)
+        if priority is None:
+            label = labels.KUEUE_PRIORITY_CLASS
+            message = f"WorkloadPriorityClass {wanted_class} ({label}) is not known to this operator yet"
+            _queued(p, "True", "PriorityClassNotFound", message)
+            p.plan.requeue(REFERENCE_RETRY_SECONDS)
+            return
+    try:
+        objects = render(p.driver, p.incarnation, p.obs.settings.render)
+    except (InvalidSpec, ValueError) as exc:
+        _invalid_spec(p, str(exc))
+        return
+    assert objects.pod_sets is not None  # the queue label asks for them
+    owner = owner_reference(p.driver, controller=True)
+    p.plan.creates.append(Create(kueue.workload(p.driver, objects.pod_sets, owner, priority), "QueuedInKueue"))
+    _queued(p, "True", "Pending", f"Workload {expected} created in LocalQueue {queue}: waiting for Kueue to admit it")
+    p.update(phase=DriverPhase.PENDING)
+
+
+def _evicted(p: _Pass, wl: kueue.WorkloadSummary) -> None:
+    """Kueue evicted the run (or its Workload is being deleted): stop its current driver pod (a new
+    incarnation, whose pod waits for the next admission; the stale one and its executors are deleted
+    by _stale and _executors), and once none of its pods is left, hand the quota back (a deleted
+    Workload: let it go; the next pass creates another)."""
+    evicted = wl.condition(kueue.EVICTED) or {}
+    if wl.deleting:
+        reason, why = "WorkloadDeleted", f"Workload {wl.name} is being deleted"
+    else:
+        reason, why = str(evicted.get("reason") or "Evicted"), str(evicted.get("message") or "")
+    pod_name = naming.driver_pod_name(p.name, p.incarnation)
+    known = p.status.driverPod
+    if p.driver_pod(p.incarnation) is not None or (known is not None and known.name == pod_name):
+        message = f"Kueue evicted Workload {wl.name} ({reason}: {why}); the driver pod and its executors are stopped"
+        p.record(p.incarnation, pod_name, IncarnationOutcome.LOST, f"Kueue{reason}", message)
+        p.update(queueEvictions=(p.status.queueEvictions or 0) + 1)
+        p.event("Warning", REASON_QUEUED, f"{message}; the run waits for Kueue to admit it again")
+        _start_incarnation(p, p.incarnation + 1)
+    running = [pod for pod in p.owned_pods if pod.phase not in ("Succeeded", "Failed")]
+    if not running and wl.deleting:
+        finalizer = kueue.let_go(wl)
+        if finalizer is not None:
+            p.plan.patches.append(finalizer)
+    elif not running and wl.holds_quota:
+        body = kueue.released_status(wl, p.now)
+        version = wl.resource_version
+        p.plan.patches.append(
+            Patch(kueue.API_VERSION, "Workload", wl.name, body, version, "QuotaReleased", subresource="status")
+        )
+    waiting = f"{len(running)} pod(s) still stopping" if running else "its quota handed back"
+    message = f"Workload {wl.name} evicted ({reason}: {why}); {waiting}; waiting for Kueue to admit it again"
+    _queued(p, "True", f"Kueue{reason}", message)
+    p.update(phase=DriverPhase.PENDING)
+
+
+def _workload_finished(p: _Pass) -> None:
+    """The driver has ended: the Workload says so, and Kueue frees its quota."""
+    if kueue.queue_name(p.driver) is None:
+        return
+    wl = _workload(p)
+    if wl is None:
+        return
+    if wl.finished:
+        finalizer = kueue.let_go(wl)
+        if finalizer is not None:
+            p.plan.patches.append(finalizer)
+        return
+    succeeded = p.status.phase is DriverPhase.SUCCEEDED
+    message = f"SparkDriver {p.name} {p.status.phase.value.lower() if p.status.phase else 'ended'}"
+    body = kueue.finished_status(wl, succeeded, message, p.now)
+    p.plan.patches.append(
+        Patch(kueue.API_VERSION, "Workload", wl.name, body, wl.resource_version, "RunEnded", subresource="status")
+    )
 
 
 def _create_missing(p: _Pass) -> None:

@@ -17,8 +17,15 @@ from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from core.reconciler import Learnt
 from core.runtime import Runtime
 from domain import labels
-from domain.kinds import COSCHEDULING_POD_GROUPS, SPARK_DRIVERS, VOLCANO_POD_GROUPS
-from driver_controller import metrics
+from domain.kinds import (
+    COSCHEDULING_POD_GROUPS,
+    KUEUE_PRIORITY_CLASSES,
+    KUEUE_RESOURCE_FLAVORS,
+    KUEUE_WORKLOADS,
+    SPARK_DRIVERS,
+    VOLCANO_POD_GROUPS,
+)
+from driver_controller import kueue, metrics
 from driver_controller.decide import Observed, Settings, decide
 from driver_controller.observe import (
     Key,
@@ -49,10 +56,18 @@ INDEX_SERVICES = "sparkop_driver_services"
 INDEX_NETWORK_POLICIES = "sparkop_driver_networkpolicies"
 INDEX_VOLCANO_POD_GROUPS = "sparkop_driver_volcano_podgroups"
 INDEX_COSCHEDULING_POD_GROUPS = "sparkop_driver_coscheduling_podgroups"
+INDEX_WORKLOADS = "sparkop_driver_workloads"
+INDEX_FLAVORS = "sparkop_driver_resourceflavors"
+INDEX_PRIORITY_CLASSES = "sparkop_driver_workloadpriorityclasses"
+EVERY = ("", "")  # the key the reference indexes file everything under
 
 
 def as_read(body: JSON) -> JSON:
     return body
+
+
+def every(body: JSON) -> list[tuple[str, str]]:
+    return [EVERY]
 
 
 def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
@@ -81,6 +96,9 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             refusals=learnt.refusals,
             network_policies=values(INDEX_NETWORK_POLICIES, key),
             pod_groups=values(INDEX_VOLCANO_POD_GROUPS, key) + values(INDEX_COSCHEDULING_POD_GROUPS, key),
+            workloads=values(INDEX_WORKLOADS, key),
+            flavors={f.name: f for f in values(INDEX_FLAVORS, EVERY)},
+            priority_classes=dict(values(INDEX_PRIORITY_CLASSES, EVERY)),
         )
 
     def labelled(index: str, resource: Any, summarize: Any, view: Any, trim: Any) -> Source:
@@ -102,6 +120,20 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             # Optional kinds (domain.kinds): watched where their schedulers are installed.
             labelled(INDEX_VOLCANO_POD_GROUPS, VOLCANO_POD_GROUPS, *pod_group_parts),
             labelled(INDEX_COSCHEDULING_POD_GROUPS, COSCHEDULING_POD_GROUPS, *pod_group_parts),
+            labelled(
+                INDEX_WORKLOADS, KUEUE_WORKLOADS, kueue.summarize_workload, kueue.workload_view, kueue.trim_workload
+            ),
+        ),
+        # Kueue's cluster-scoped configuration (optional kinds): what an admission and a priority name.
+        reads=(
+            Source(INDEX_FLAVORS, KUEUE_RESOURCE_FLAVORS, every, kueue.summarize_flavor, transform=kueue.trim_flavor),
+            Source(
+                INDEX_PRIORITY_CLASSES,
+                KUEUE_PRIORITY_CLASSES,
+                every,
+                kueue.priority_value,
+                transform=kueue.trim_priority_class,
+            ),
         ),
         observe=observe,
         decide=decide,

@@ -80,6 +80,8 @@ class DriverObjects:
     properties: dict[str, str]
     metrics_config_map: JSON | None = None
     pod_group: JSON | None = None  # the batch scheduler's PodGroup (one per SparkDriver, see schedulers)
+    # What the run asks of its Kueue queue, when the SparkDriver names one (driver_controller.kueue).
+    pod_sets: schedulers.PodSetRequests | None = None
     network_policy: JSON | None = None  # the executors' NetworkPolicy (Spark 4.2+)
     pod_disruption_budget: JSON | None = None  # the driver's, one per SparkDriver (sparkop's, kubeflow's field)
 
@@ -613,6 +615,7 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     runs = _steps_run(sub, b.conf)
     b.basic(pod, container)
     pod_group = _batch_scheduling(b, sub, pod, container)
+    pod_sets = _queued(b, sub, container)
     if runs("DriverKubernetesCredentialsFeatureStep"):
         b.credentials(pod)
     service = b.service()
@@ -653,6 +656,7 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
         properties=b.final_properties,
         metrics_config_map=metrics,
         pod_group=pod_group,
+        pod_sets=pod_sets,
         network_policy=policy,
         pod_disruption_budget=driver_pdb(sub, b.options),
     )
@@ -731,6 +735,14 @@ def _steps_run(sub: Submission, conf: Mapping[str, str]) -> Callable[[str], bool
                 f"({why}); remove it from the list"
             )
     return lambda step: step not in excluded
+
+
+def _queued(b: _Build, sub: Submission, container: JSON) -> schedulers.PodSetRequests | None:
+    """The pod sets of a run that queues in Kueue (its SparkDriver names a queue); after the basic
+    step, which computes the driver's requests."""
+    if sub.source is None or not (sub.source.metadata.get("labels") or {}).get(labels.KUEUE_QUEUE_NAME):
+        return None
+    return schedulers.pod_set_requests(b.conf, sub.resource_type, sub.has(Feature.MIN_MEMORY_OVERHEAD), container)
 
 
 def _batch_scheduling(b: _Build, sub: Submission, pod: JSON, container: JSON) -> JSON | None:

@@ -164,6 +164,26 @@ def initial_executors(conf: Mapping[str, str]) -> int:
     return int(conf.get("spark.executor.instances", "2"))
 
 
+@dataclass(frozen=True)
+class PodSetRequests:
+    """What a run asks of a queue (Kueue's Workload pod sets): one driver pod, and the executors that
+    start with it, each with its requests."""
+
+    driver: Requests
+    executor: Requests
+    executors: int
+
+
+def pod_set_requests(
+    conf: Mapping[str, str], resource_type: str, min_overhead_conf: bool, driver_container: Mapping[str, Any]
+) -> PodSetRequests:
+    return PodSetRequests(
+        driver_requests(driver_container),
+        executor_requests(conf, resource_type, min_overhead_conf),
+        initial_executors(conf),
+    )
+
+
 # --- the schedulers ----------------------------------------------------------------------------------
 
 
@@ -317,8 +337,9 @@ def scheduling(
     name = driver.spec.batchScheduler
     if not name:
         return Scheduling()
-    executors = initial_executors(conf)
-    requests = (driver_requests(driver_container), executor_requests(conf, resource_type, min_overhead_conf))
+    asked = pod_set_requests(conf, resource_type, min_overhead_conf, driver_container)
+    executors = asked.executors
+    requests = (asked.driver, asked.executor)
     total = requests[0].plus(requests[1].times(executors))
     if name == VOLCANO:
         return _volcano(driver, owner, total)

@@ -76,6 +76,9 @@ class FakeRuntime:
                 handlers.INDEX_NETWORK_POLICIES,
                 handlers.INDEX_VOLCANO_POD_GROUPS,
                 handlers.INDEX_COSCHEDULING_POD_GROUPS,
+                handlers.INDEX_WORKLOADS,
+                handlers.INDEX_FLAVORS,
+                handlers.INDEX_PRIORITY_CLASSES,
             )
         }
 

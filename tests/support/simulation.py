@@ -263,7 +263,7 @@ class SimCluster:
         self.ui_objects[key] = copy.deepcopy(body)
         return True
 
-    async def patch(self, resource: Any, namespace: str | None, name: str, patch: Any) -> JSON | None:
+    async def patch(self, resource: Any, namespace: str | None, name: str, patch: Any, **_: Any) -> JSON | None:
         self._step()
         existing = self.ui_objects.get((resource.kind, name))
         if existing is None:

@@ -1,7 +1,9 @@
-"""The apps controller's side of issue 15: Kueue's queue-name label keeps an app suspended until it is
-unsuspended; kubeflow's spec-level failureRetries and retryInterval mean restartPolicy's
-onFailureRetries and onSubmissionFailureRetryInterval; driverIngressOptions' Services and Ingresses
-exist while a run is active, are put back when edited or deleted, and go when the run ends."""
+"""The apps controller's side of issues 15 and 26: an app labelled for Kueue runs as any other, each run
+(SparkDriver) carrying its queue and priority-class labels, since the run is what queues (its
+Workload: driver_controller.kueue); kubeflow's spec-level failureRetries and retryInterval mean
+restartPolicy's onFailureRetries and onSubmissionFailureRetryInterval; driverIngressOptions'
+Services and Ingresses exist while a run is active, are put back when edited or deleted, and go when
+the run ends."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ from typing import Any
 
 from api.models import DriverPhase
 from apps_controller import ui
-from apps_controller.observed import KUEUE_QUEUE_LABEL, AppView
+from apps_controller.builders import build_driver
+from apps_controller.observed import AppView
 from domain import labels
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 
 SPEC: dict[str, Any] = PYTHON_PI_SPEC
-KUEUE = {KUEUE_QUEUE_LABEL: "team-a"}
+KUEUE = {labels.KUEUE_QUEUE_NAME: "team-a", labels.KUEUE_PRIORITY_CLASS: "high", "team": "data"}
 
 
 def app(labels_: dict[str, str] | None = None, **spec: Any) -> AppView:
@@ -25,26 +28,18 @@ def app(labels_: dict[str, str] | None = None, **spec: Any) -> AppView:
 # --- Kueue --------------------------------------------------------------------------------------------
 
 
-def test_kueue_label_suspends_until_spec_suspend_is_false() -> None:
-    assert app(KUEUE).suspend
-    assert "waiting for Kueue" in app(KUEUE).suspend_reason and "team-a" in app(KUEUE).suspend_reason
-    assert not app(KUEUE, suspend=False).suspend
-    assert app(KUEUE, suspend=True).suspend
-    assert not app().suspend
+def test_each_run_queues_where_the_app_says() -> None:
+    run_labels = build_driver(app(KUEUE), 2)["metadata"]["labels"]
+    assert run_labels[labels.KUEUE_QUEUE_NAME] == "team-a" and run_labels[labels.KUEUE_PRIORITY_CLASS] == "high"
+    assert "team" not in run_labels  # the app's other labels stay the app's
+    assert labels.KUEUE_QUEUE_NAME not in build_driver(app(), 1)["metadata"]["labels"]
 
 
-def test_an_app_with_kueues_label_starts_no_run_until_unsuspended() -> None:
+def test_kueues_label_suspends_nothing_the_run_waits_for_admission() -> None:
+    assert not app(KUEUE).suspend and app(KUEUE, suspend=True).suspend
     c = SimCluster(spec=dict(SPEC), name="pi", labels=dict(KUEUE))
     c.run_until_quiet()
-    assert c.state == "SUSPENDED" and not c.drivers
-    condition = next(x for x in c.app_status.conditions or () if x.type == "Suspended")
-    assert condition.status == "True" and "Kueue" in (condition.message or "")
-    c.edit_spec(suspend=False)  # Kueue admits the workload
-    c.run_until_quiet()
     assert list(c.drivers) == ["pi-1"] and c.state == "SUBMITTED"
-    c.edit_spec(suspend=True)  # Kueue preempts it
-    c.run_until_quiet()
-    assert c.state == "SUSPENDED"
 
 
 # --- failureRetries and retryInterval -----------------------------------------------------------------

@@ -42,6 +42,7 @@ NAMESPACED_RESOURCES = {
     "ingresses",
     "networkpolicies",  # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child
     "podgroups",  # the batch schedulers' (volcano, scheduler-plugins)
+    "workloads",  # Kueue's, a queued run's
     "poddisruptionbudgets",  # a driver's, when asked (driverPodDisruptionBudget)
     "sparkapplications",
     "sparkdrivers",
@@ -53,6 +54,13 @@ STATUSES = {
     "sparkdrivers/status",
     "scheduledsparkapplications/status",
     "sparkconnects/status",
+    "workloads/status",  # admission handed back after an eviction, Finished
+}
+# Kueue's cluster-scoped configuration, read (never written) whatever the namespaces.
+KUEUE_READ_RULE = {
+    "apiGroups": ["kueue.x-k8s.io"],
+    "resources": ["resourceflavors", "workloadpriorityclasses"],
+    "verbs": ["get", "list", "watch"],
 }
 
 Manifest = dict[str, Any]
@@ -165,7 +173,9 @@ def test_defaults_one_replica_cluster_wide_without_leader_election(helm: Path, t
     assert not any(arg.startswith("--namespace") for arg in args)
     assert not [o for o in objects if "leases" in str(o.get("rules", ""))]
     (cluster_role,) = of_kind(objects, "ClusterRole")
-    assert NAMESPACED_RESOURCES | {"namespaces"} <= resources_of(cluster_role)
+    assert NAMESPACED_RESOURCES | {"namespaces", "resourceflavors", "workloadpriorityclasses"} <= resources_of(
+        cluster_role
+    )
     assert "customresourcedefinitions" not in resources_of(cluster_role), "CRDs are checked through discovery"
     assert not of_kind(objects, "ServiceMonitor")
     # The driver's ServiceAccount and Role in the default job namespace.
@@ -243,7 +253,8 @@ def test_watched_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespa
             "resources": ["namespaces"],
             "resourceNames": ["team-a", "team-b"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        KUEUE_READ_RULE,
     ]
     operator_roles = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
     assert sorted(r["metadata"]["namespace"] for r in operator_roles) == ["team-a", "team-b"]

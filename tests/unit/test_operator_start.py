@@ -33,6 +33,12 @@ def test_each_queue_waits_for_what_it_reads() -> None:
         "ConfigMap[sparkop.io/driver]",
         "Service[sparkop.io/driver]",
         "NetworkPolicy[sparkop.io/driver]",
+        # Optional kinds (where the schedulers are installed): Volcano's and scheduler-plugins'
+        # PodGroups, Kueue's Workloads, and the ResourceFlavors and WorkloadPriorityClasses they name.
+        "PodGroup[sparkop.io/driver]",
+        "Workload[sparkop.io/driver]",
+        "ResourceFlavor[*]",
+        "WorkloadPriorityClass[*]",
     }
     # Every cache a queue waits for is one its reconciles read through an index.
     indexed = {id(informer) for index in runtime.indexes.values() for informer in index.informers}

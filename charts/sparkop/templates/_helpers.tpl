@@ -65,8 +65,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 What the operator does in a watched namespace: SparkApplications and SparkDrivers (and their
 status), the driver pods, ConfigMaps and Services it renders, the Events it records, and the
-Spark UI Ingresses, and the batch schedulers' PodGroups (created, and read back after a 409 to check
-they are ours). The same rules in a ClusterRole (whole cluster) or in a Role per namespace.
+Spark UI Ingresses, the batch schedulers' PodGroups (created, and read back after a 409 to check
+they are ours), and Kueue's Workloads (created; their status says admitted, evicted, finished). The same rules in a ClusterRole (whole cluster) or in a Role per namespace.
 */}}
 {{- define "sparkop.rules" -}}
 - apiGroups: ["sparkop.io"]
@@ -90,4 +90,10 @@ they are ours). The same rules in a ClusterRole (whole cluster) or in a Role per
 - apiGroups: ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
   resources: ["podgroups"]
   verbs: ["get", "list", "watch", "create"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["get", "list", "watch", "create"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads/status"]
+  verbs: ["get", "patch"]
 {{- end }}
