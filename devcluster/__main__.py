@@ -12,7 +12,14 @@ import shlex
 import sys
 
 from devcluster import components
-from devcluster.build import BuildError, ensure_built, ensure_node_binaries, ensure_schedulers
+from devcluster.build import (
+    BuildError,
+    ensure_built,
+    ensure_coscheduling,
+    ensure_kueue,
+    ensure_node_binaries,
+    ensure_schedulers,
+)
 from devcluster.cluster import (
     DEFAULT_NAME,
     Cluster,
@@ -147,6 +154,10 @@ def _run(args: argparse.Namespace) -> int:
         ensure_images(stderr_log, pause_binary=ensure_node_binaries(stderr_log) / "pause")
         # The suite's batch-scheduler tests run Volcano: built here, before the tests, not under them.
         ensure_schedulers(stderr_log)
+        # ...and Kueue (tests/integration/test_kueue_devcluster.py), likewise.
+        ensure_kueue(stderr_log)
+        # ...and scheduler-plugins' Coscheduling (tests/integration/test_coscheduling.py), likewise.
+        ensure_coscheduling(stderr_log)
     elif args.command == "images":
         spark = tuple(args.spark) if args.spark else None
         pause = ensure_node_binaries(stderr_log) / "pause"

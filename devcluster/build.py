@@ -45,11 +45,13 @@ EXPECTED_BUILD_S = {
     "pause": 10,
     "helm": 120,
     "volcano": 180,
+    "scheduler-plugins": 120,  # the scheduler (measured 117 s); the controller after it takes ~10 s
+    "kueue": 300,
 }
 GO_DOWNLOAD_URL = "https://go.dev/dl/"
 # The versions.env lines around the tools' pins (see cache_key).
 TOOLS_SECTION = ("# -- tools --", "# -- end of tools --")
-TOOL_BUILDS = frozenset({"helm", "volcano"})
+TOOL_BUILDS = frozenset({"helm", "volcano", "kueue", "scheduler-plugins"})
 
 
 class BuildError(RuntimeError):
@@ -180,6 +182,42 @@ def schedulers(versions: dict[str, str]) -> BinarySet:
     )
 
 
+def kueue_ldflags(version: str) -> str:
+    """Stamp Kueue like its Makefile does (the ``gitVersion`` it logs at start)."""
+    return f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}"
+
+
+def kueue_binaries(versions: dict[str, str]) -> BinarySet:
+    """Kueue's controller manager (``up --schedulers kueue``), from its own build module: a set of
+    its own, so that a cluster with only Volcano never builds it, and the other way round."""
+    ldflags = kueue_ldflags(versions["KUEUE_VERSION"])
+    return BinarySet(
+        "Kueue",
+        (GoBuild("kueue", "kueue", ("sigs.k8s.io/kueue/cmd/kueue",), ldflags, "kueue-manager"),),
+        ("kueue-manager",),
+    )
+
+
+def coscheduling_binaries(versions: dict[str, str]) -> BinarySet:
+    """scheduler-plugins' scheduler (kube-scheduler with the Coscheduling plugin) and controller (the
+    PodGroups' status) for ``up --schedulers coscheduling``, from their own build module, a set of
+    their own: a cluster without them never builds them. Stamped with the Kubernetes release they are
+    built against, not scheduler-plugins' own version as its Makefile does: the scheduler takes the
+    stamp for its Kubernetes version, and refuses to start as a "0.34" (its emulation version must be
+    1.31 or later)."""
+    ldflags = kubernetes_ldflags(versions["KUBERNETES_VERSION"])
+    commands = ("scheduler", "controller")
+    package, name = "sigs.k8s.io/scheduler-plugins/cmd/{}", "scheduler-plugins-{}"
+    return BinarySet(
+        "scheduler-plugins' Coscheduling",
+        tuple(
+            GoBuild("scheduler-plugins", "scheduler-plugins", (package.format(cmd),), ldflags, name.format(cmd))
+            for cmd in commands
+        ),
+        tuple(name.format(cmd) for cmd in commands),
+    )
+
+
 def go_builds(versions: dict[str, str]) -> list[GoBuild]:
     return list(control_plane(versions).builds)
 
@@ -245,6 +283,16 @@ def ensure_tools(log: Log = print) -> Path:
 def ensure_schedulers(log: Log = print) -> Path:
     """Return the batch schedulers' directory, building them first if needed (a no-op when warm)."""
     return ensure_set_built(schedulers(read_versions()), log)
+
+
+def ensure_kueue(log: Log = print) -> Path:
+    """Return Kueue's directory (``kueue-manager``), building it first if needed (a no-op when warm)."""
+    return ensure_set_built(kueue_binaries(read_versions()), log)
+
+
+def ensure_coscheduling(log: Log = print) -> Path:
+    """Return scheduler-plugins' directory (scheduler and controller), building it first if needed."""
+    return ensure_set_built(coscheduling_binaries(read_versions()), log)
 
 
 def helm_binary(log: Log = print) -> Path:

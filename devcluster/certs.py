@@ -195,3 +195,25 @@ def write_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> CertPaths:
         if path.suffix == ".key":
             path.chmod(0o600)
     return paths
+
+
+def write_serving_pair(
+    pki: CertPaths, directory: Path, common_name: str, ip_addresses: tuple[str, ...] = ("127.0.0.1",)
+) -> tuple[Path, Path]:
+    """A serving certificate for a process on this machine (a webhook server the API server calls
+    at https://127.0.0.1:<port>), signed by the cluster's CA: the caBundle that registers it is
+    the cluster's ca.crt. Written as ``tls.crt`` and ``tls.key``, the names controller-runtime's
+    servers read from their certificate directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key}: not the ECDSA key write_pki makes")
+    cert, key = make_leaf(
+        ca_cert, ca_key, common_name, server=True, dns_names=("localhost",), ip_addresses=ip_addresses
+    )
+    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
+    cert_path.write_bytes(cert_pem(cert))
+    key_path.write_bytes(key_pem(key))
+    key_path.chmod(0o600)
+    return cert_path, key_path

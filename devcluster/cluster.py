@@ -19,9 +19,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from devcluster import components, nodes, procs, realnodes, rest, scheduler_crds
-from devcluster.build import ensure_built, ensure_node_binaries, ensure_schedulers
-from devcluster.certs import CertPaths, write_pki
+from devcluster.build import ensure_built, ensure_coscheduling, ensure_kueue, ensure_node_binaries, ensure_schedulers
+from devcluster.certs import CertPaths, write_pki, write_serving_pair
 from devcluster.images import BuiltImage, ensure_images
 from devcluster.nodes import HOST_IP, MAX_NODES
 from devcluster.paths import PACKAGE_DIR, cache_root, cluster_dir, clusters_root
@@ -165,7 +167,9 @@ class Cluster:
         if unknown:
             raise ClusterError(f"unknown schedulers {sorted(unknown)}: choose from {list(components.SCHEDULERS)}")
         bin_dir = ensure_built(log)
-        scheduler_dir = ensure_schedulers(log) if schedulers else None
+        scheduler_dir = ensure_schedulers(log) if "volcano" in schedulers else None
+        kueue_dir = ensure_kueue(log) if "kueue" in schedulers else None
+        coscheduling_dir = ensure_coscheduling(log) if "coscheduling" in schedulers else None
         node_bin_dir: Path | None = None
         images: list[BuiltImage] = []
         if real_nodes:
@@ -204,8 +208,15 @@ class Cluster:
             cluster._bring_up(nodes, node_cpu, node_memory, simulator, deadline=started + timeout)
             if real_nodes:
                 cluster._start_real_nodes(images, deadline=started + timeout)
+            # The batch schedulers get a budget of their own: a first real-node start imports every
+            # image into each node's store and may use most of the one above.
+            schedulers_deadline = time.monotonic() + timeout
             if scheduler_dir is not None:
-                cluster._start_schedulers(scheduler_dir, schedulers, deadline=started + timeout)
+                cluster._start_schedulers(scheduler_dir, schedulers, deadline=schedulers_deadline)
+            if kueue_dir is not None:
+                cluster._start_kueue(kueue_dir, deadline=schedulers_deadline)
+            if coscheduling_dir is not None:
+                cluster._start_coscheduling(coscheduling_dir, deadline=schedulers_deadline)
         except BaseException:
             cluster.down()
             raise
@@ -410,6 +421,72 @@ class Cluster:
             manager = components.volcano_controller_manager_argv(scheduler_dir, self.kubeconfig)
             self._spawn("vc-controller-manager", manager)
             self._wait({"volcano's default queue": self._volcano_queue_open}, deadline)
+
+    def _start_kueue(self, kueue_dir: Path, deadline: float) -> None:
+        """Kueue's controller manager with its CRDs, and its webhooks for its own kinds registered with
+        the API server (served on 127.0.0.1 with a certificate from the cluster's CA). The webhooks
+        validate what a job controller writes (a Workload's podSets are immutable while it holds
+        quota, an admission cannot change, only be unset) as in a real install; admission works
+        without them, but a controller tested without them could rely on writes Kueue refuses."""
+        scheduler_crds.install(self.kubectl, self.kubeconfig, files=scheduler_crds.kueue_crd_files())
+        directory = self.directory / "kueue"
+        cert_dir = directory / "certs"
+        write_serving_pair(self.pki, cert_dir, "kueue-webhook")
+        # Kueue reads a metrics pair at /etc/kueue/metrics/certs (see components.kueue_config): an
+        # overlay shows it this directory's copy there, in Kueue's mount namespace only.
+        etc_layer = directory / "etc-layer"
+        write_serving_pair(self.pki, etc_layer / "kueue" / "metrics" / "certs", "kueue-metrics")
+        ports = components.KueuePorts(*free_ports(len(components.KueuePorts.__dataclass_fields__)))
+        config = directory / "config.yaml"
+        config.write_text(yaml.safe_dump(components.kueue_config(ports, cert_dir), sort_keys=False))
+        self._spawn(
+            "kueue-manager",
+            components.kueue_argv(kueue_dir, self.kubeconfig, config),
+            mount_namespace=procs.OverlayMountNamespace(((etc_layer, Path("/etc")),)),
+        )
+        self._wait({"kueue-manager": lambda: rest.probe(f"http://{LOCALHOST}:{ports.health}/readyz")}, deadline)
+        webhooks = components.kueue_webhook_configurations(
+            scheduler_crds.kueue_webhook_manifests(), ports.webhook, self.pki.ca_cert.read_bytes()
+        )
+        for configuration in webhooks:
+            path = f"/apis/admissionregistration.k8s.io/v1/{configuration['kind'].lower()}s"
+            response = self.api("POST", path, configuration)
+            if not response.ok:
+                name = configuration["metadata"]["name"]
+                raise ClusterError(f"registering {name}: {response.status} {response.body}")
+        self._wait({"kueue's webhooks": self._kueue_webhooks_answer}, deadline)
+
+    def _kueue_webhooks_answer(self) -> bool:
+        """The API server reaches Kueue's webhooks: a dry-run ResourceFlavor comes back with the
+        finalizer only Kueue's mutating webhook adds at creation."""
+        flavor = {
+            "apiVersion": f"{components.KUEUE_GROUP}/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "devcluster-webhook-probe"},
+        }
+        response = self.api("POST", f"/apis/{components.KUEUE_GROUP}/v1beta2/resourceflavors?dryRun=All", flavor)
+        return response.ok and "kueue.x-k8s.io/resource-in-use" in response.body["metadata"].get("finalizers", [])
+
+    def _start_coscheduling(self, scheduler_dir: Path, deadline: float) -> None:
+        """scheduler-plugins' scheduler (schedulerName components.COSCHEDULING_SCHEDULER_NAME, the
+        Coscheduling plugin) and its controller (the PodGroups' status.phase), after their CRDs."""
+        scheduler_crds.install(self.kubectl, self.kubeconfig, files=scheduler_crds.coscheduling_crd_files())
+        directory = self.directory / "scheduler-plugins"
+        directory.mkdir()
+        ports = components.CoschedulingPorts(*free_ports(len(components.CoschedulingPorts.__dataclass_fields__)))
+        config = directory / "scheduler-config.yaml"
+        config.write_text(yaml.safe_dump(components.coscheduling_scheduler_config(self.kubeconfig), sort_keys=False))
+        scheduler = components.coscheduling_scheduler_argv(
+            scheduler_dir, self.kubeconfig, config, ports, directory / "scheduler-certs"
+        )
+        self._spawn("scheduler-plugins-scheduler", scheduler)
+        controller = components.coscheduling_controller_argv(scheduler_dir, self.kubeconfig, ports)
+        self._spawn("scheduler-plugins-controller", controller)
+        checks = {
+            "scheduler-plugins-scheduler": self._https_ready(ports.scheduler, "/readyz"),
+            "scheduler-plugins-controller": lambda: rest.probe(f"http://{LOCALHOST}:{ports.controller_health}/readyz"),
+        }
+        self._wait(checks, deadline)
 
     def _volcano_queue_open(self) -> bool:
         """Volcano's scheduler creates the default queue; its queue controller opens it."""

@@ -160,7 +160,7 @@ def scheduler_argv(bin_dir: Path, kubeconfig: Path, ports: Ports, cert_dir: Path
 
 
 # The batch schedulers `up --schedulers` can start (any subset, in this order).
-SCHEDULERS = ("volcano",)
+SCHEDULERS = ("volcano", "kueue", "coscheduling")
 VOLCANO_SCHEDULER_NAME = "volcano"
 # Volcano's scheduler as its installer configures it: gang scheduling (a PodGroup's minMember and
 # minResources admitted whole or not at all, from a queue with room for them), priorities, and the
@@ -207,6 +207,163 @@ def volcano_controller_manager_argv(scheduler_dir: Path, kubeconfig: Path) -> li
         "--leader-elect=false",
         "--logtostderr",
         "-v=2",
+    ]
+
+
+# Kueue (`up --schedulers kueue`): sparkop's kinds as Kueue's config names an external job framework,
+# Kind.version.group (schema.ParseKindArg), for the version sparkop serves (domain/labels.py; a unit
+# test checks). In Kueue v0.17.0 the list only makes Kueue treat objects they own as part of a job
+# it does not run itself (its pod and batch/Job integrations leave their children alone): admitting
+# a Workload needs no entry, nor the kind's CRD at start.
+# sparkop's Workloads are owned by SparkDrivers (a run each); the apps own those.
+KUEUE_EXTERNAL_FRAMEWORKS = ("SparkApplication.v1alpha1.sparkop.io", "SparkDriver.v1alpha1.sparkop.io")
+KUEUE_GROUP = "kueue.x-k8s.io"
+# The names Kueue's release gives them, so that `kubectl get` finds what a real install has.
+KUEUE_WEBHOOK_CONFIGURATIONS = {
+    "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
+    "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
+}
+
+
+@dataclass(frozen=True)
+class KueuePorts:
+    health: int  # /healthz and /readyz (ready once the webhook server serves)
+    webhook: int  # the API server calls the webhooks here, https with the cluster's CA
+
+
+def kueue_config(ports: KueuePorts, cert_dir: Path) -> dict[str, Any]:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2): its release's defaults, but bound to
+    127.0.0.1 on free ports, no leader election, and certificates that devcluster makes instead of
+    Kueue's internal cert management (whose certificates name a Service, not 127.0.0.1)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": f"{LOCALHOST}:{ports.health}"},
+        # "0": no metrics server (nothing here scrapes it). Kueue still loads a certificate pair from
+        # /etc/kueue/metrics/certs whenever internal cert management is off (cmd/kueue/main.go, no
+        # flag or field moves it): the cluster's process sees one there through an overlay.
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": LOCALHOST, "port": ports.webhook, "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        # Only Workloads of a labelled LocalQueue are Kueue's: an unlabelled Job runs as without it.
+        "manageJobsWithoutQueueName": False,
+        "integrations": {
+            # An empty list means batch/job to Kueue anyway; said here so that nobody wonders.
+            "frameworks": ["batch/job"],
+            "externalFrameworks": list(KUEUE_EXTERNAL_FRAMEWORKS),
+        },
+        # The visibility API server reads its own certificate from a hard-coded /visibility and
+        # needs an APIService to be reachable; the pending-workloads view it serves is not needed here.
+        "featureGates": {"VisibilityOnDemand": False},
+    }
+
+
+def kueue_argv(kueue_dir: Path, kubeconfig: Path, config: Path) -> list[str]:
+    return [
+        str(kueue_dir / "kueue-manager"),
+        f"--config={config}",
+        f"--kubeconfig={kubeconfig}",
+        # Level 2 logs each reconcile and admission attempt: what a failing test needs to see.
+        "--zap-log-level=2",
+    ]
+
+
+def kueue_webhook_configurations(manifests: list[dict[str, Any]], port: int, ca_bundle: bytes) -> list[dict[str, Any]]:
+    """Kueue's webhook configurations reduced to the webhooks of its own kinds (Workload, ClusterQueue,
+    ResourceFlavor, Cohort), each calling https://127.0.0.1:<port><its path> with the cluster's CA.
+    The webhooks for Jobs, Pods, Deployments and the other integrations are left out: with them every
+    pod creation in the cluster would wait on Kueue (failurePolicy Fail)."""
+    configurations = []
+    for manifest in manifests:
+        webhooks = [
+            {
+                **hook,
+                "clientConfig": {
+                    "url": f"https://{LOCALHOST}:{port}{hook['clientConfig']['service']['path']}",
+                    "caBundle": base64.b64encode(ca_bundle).decode(),
+                },
+            }
+            for hook in manifest["webhooks"]
+            if all(rule.get("apiGroups") == [KUEUE_GROUP] for rule in hook["rules"])
+        ]
+        kind = manifest["kind"]
+        configurations.append(
+            {
+                "apiVersion": manifest["apiVersion"],
+                "kind": kind,
+                "metadata": {"name": KUEUE_WEBHOOK_CONFIGURATIONS[kind]},
+                "webhooks": webhooks,
+            }
+        )
+    return configurations
+
+
+# scheduler-plugins' Coscheduling (`up --schedulers coscheduling`): a second kube-scheduler, built with
+# the plugin, schedules the pods that name this scheduler (driver/executor.schedulerName), the name
+# scheduler-plugins' own "as a second scheduler" chart gives it. Not a profile of the cluster's
+# kube-scheduler: every profile of one scheduler shares a queue sort, and Coscheduling needs its own.
+COSCHEDULING_SCHEDULER_NAME = "scheduler-plugins-scheduler"
+
+
+@dataclass(frozen=True)
+class CoschedulingPorts:
+    scheduler: int  # the scheduler's secure port (/readyz), like kube-scheduler's
+    controller_health: int  # the controller's /readyz
+
+
+def coscheduling_scheduler_config(kubeconfig: Path) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration of scheduler-plugins' manifests/coscheduling/scheduler-config.yaml
+    (v0.34.7), under this scheduler's own name: Coscheduling at every extension point it implements
+    (multiPoint: queueSort, preFilter, postFilter, permit, reserve) and as the only queue sort, with
+    the permit timeout of its example (10 s, not the default 60: how long a gang's first members wait
+    for the rest). No leader election: one replica."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "enableProfiling": False,
+        "profiles": [
+            {
+                "schedulerName": COSCHEDULING_SCHEDULER_NAME,
+                "plugins": {
+                    "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                    "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+                },
+                "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}],
+            }
+        ],
+    }
+
+
+def coscheduling_scheduler_argv(
+    scheduler_dir: Path, kubeconfig: Path, config: Path, ports: CoschedulingPorts, cert_dir: Path
+) -> list[str]:
+    return [
+        str(scheduler_dir / "scheduler-plugins-scheduler"),
+        f"--config={config}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--bind-address={LOCALHOST}",
+        f"--secure-port={ports.scheduler}",
+        f"--cert-dir={cert_dir}",
+        # Level 3 logs each Coscheduling decision (a group rejected, a pod permitted): what a failing
+        # test needs to see.
+        "-v=3",
+    ]
+
+
+def coscheduling_controller_argv(scheduler_dir: Path, kubeconfig: Path, ports: CoschedulingPorts) -> list[str]:
+    # The PodGroup controller writes each group's status.phase (Pending, Scheduling, Running,
+    # Finished, Failed) from its pods; the scheduler itself writes none. Its ElasticQuota controller
+    # runs too (no flag turns it off): harmless, with no ElasticQuota.
+    return [
+        str(scheduler_dir / "scheduler-plugins-controller"),
+        f"--kubeconfig={kubeconfig}",
+        "--metricsAddr=0",  # no metrics server (nothing scrapes it; its default is :8080, every address)
+        f"--probeAddr={LOCALHOST}:{ports.controller_health}",
+        "--enableLeaderElection=false",
     ]
 
 

@@ -23,6 +23,8 @@ class StartupError(RuntimeError):
 
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY = 0x1
 MS_REC = 0x4000
 MS_SLAVE = 0x80000
 
@@ -43,7 +45,18 @@ class JoinMountNamespace:
     pid: int
 
 
-MountNamespace = NewMountNamespace | JoinMountNamespace
+@dataclass(frozen=True)
+class OverlayMountNamespace:
+    """Start the process in a mount namespace of its own where each ``(layer, target)`` directory pair
+    shows ``layer``'s files over ``target`` (a read-only overlayfs), all else unchanged: how a program
+    that reads a hard-coded path (Kueue's metrics certificates, /etc/kueue/metrics/certs) finds files
+    that live in the cluster's directory, with nothing written outside it. Not root: a user namespace
+    that maps only the caller's own uid and gid comes with it (unprivileged overlayfs, Linux 5.11+)."""
+
+    layers: tuple[tuple[Path, Path], ...]
+
+
+MountNamespace = NewMountNamespace | JoinMountNamespace | OverlayMountNamespace
 
 
 def _mount_namespace_hook(namespace: MountNamespace) -> Callable[[], None]:
@@ -61,6 +74,8 @@ def _mount_namespace_hook(namespace: MountNamespace) -> Callable[[], None]:
     if isinstance(namespace, NewMountNamespace):
         targets = tuple(str(p).encode() for p in namespace.private_tmpfs)
         return lambda: enter_new(targets)
+    if isinstance(namespace, OverlayMountNamespace):
+        return _overlay_hook(libc, namespace)
     ns_path = f"/proc/{namespace.pid}/ns/mnt"
 
     def join() -> None:
@@ -70,6 +85,42 @@ def _mount_namespace_hook(namespace: MountNamespace) -> Callable[[], None]:
         os.close(fd)
 
     return join
+
+
+def _overlay_hook(libc: ctypes.CDLL, namespace: OverlayMountNamespace) -> Callable[[], None]:
+    for layer, target in namespace.layers:
+        if any(c in f"{layer}{target}" for c in ":,"):  # overlayfs's option separators
+            raise StartupError(f"overlay paths may not contain ':' or ',': {layer}, {target}")
+    mounts = tuple((str(target).encode(), f"lowerdir={layer}:{target}".encode()) for layer, target in namespace.layers)
+    # Read before the fork: in a fresh user namespace the child is "nobody" until its maps are written.
+    uid, gid, root = os.getuid(), os.getgid(), os.geteuid() == 0
+
+    def fail(what: str) -> None:
+        # The child's stderr is the component's log: say why it never started.
+        os.write(2, f"devcluster: {what} failed: {os.strerror(ctypes.get_errno())}\n".encode())
+        os._exit(126)
+
+    def write(path: str, text: str) -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+    def enter() -> None:
+        if libc.unshare(CLONE_NEWNS | (0 if root else CLONE_NEWUSER)) != 0:
+            fail("unshare (a mount namespace; for a user other than root, a user namespace)")
+        if not root:
+            write("/proc/self/setgroups", "deny")  # required before an unprivileged gid_map
+            write("/proc/self/uid_map", f"{uid} {uid} 1")
+            write("/proc/self/gid_map", f"{gid} {gid} 1")
+        if libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None) != 0:
+            fail("making / a slave mount")
+        for target, options in mounts:
+            if libc.mount(b"overlay", target, b"overlay", MS_RDONLY, options) != 0:
+                fail(f"mounting overlay {options.decode()} on {target.decode()}")
+
+    return enter
 
 
 def _die_with_parent_hook() -> Callable[[], None]:

@@ -14,6 +14,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from devcluster.build import read_versions
 
@@ -73,6 +76,16 @@ def volcano_crd_files() -> list[Path]:
     return sorted(directory.glob("*.yaml"))
 
 
+SCHEDULER_PLUGINS_CRDS_DIR = "config/crd/bases"
+
+
+def coscheduling_crd_files() -> list[Path]:
+    """scheduler-plugins' CRDs (PodGroup, ElasticQuota): its controller watches both and stops when
+    one is not served; its scheduler reads the PodGroups."""
+    version = read_versions()["SCHEDULER_PLUGINS_VERSION"]
+    return sorted((module_dir("sigs.k8s.io/scheduler-plugins", version) / SCHEDULER_PLUGINS_CRDS_DIR).glob("*.yaml"))
+
+
 def install(kubectl: Path, kubeconfig: Path, timeout: float = 30.0, files: list[Path] | None = None) -> None:
     """Apply the schedulers' PodGroup CRDs (or ``files``) and wait until the API server serves them."""
     base = [str(kubectl), f"--kubeconfig={kubeconfig}"]
@@ -103,3 +116,28 @@ def _crd_name(path: Path) -> str:
     """metadata.name of the CRD in ``path`` (``<group>_<plural>.yaml`` -> ``<plural>.<group>``)."""
     group, _, plural = path.stem.partition("_")
     return f"{plural}.{group}"
+
+
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_CRDS_DIR = "config/components/crd/bases"
+KUEUE_WEBHOOKS_FILE = "config/components/webhook/manifests.yaml"
+
+
+def kueue_module_dir() -> Path:
+    return module_dir(KUEUE_MODULE, read_versions()["KUEUE_VERSION"])
+
+
+def kueue_crd_files() -> list[Path]:
+    """Every CRD of Kueue's release manifests (Workload, ClusterQueue, LocalQueue, ResourceFlavor,
+    WorkloadPriorityClass, Cohort, AdmissionCheck, Topology, MultiKueue's, ...): its manager watches
+    them all. As the bases are, without the patches that point conversion at a webhook Service:
+    every version is stored as v1beta2, and v1beta2 is the one to use."""
+    return sorted((kueue_module_dir() / KUEUE_CRDS_DIR).glob("*.yaml"))
+
+
+def kueue_webhook_manifests() -> list[dict[str, Any]]:
+    """Kueue's MutatingWebhookConfiguration and ValidatingWebhookConfiguration as its release has them
+    (every webhook, pointing at its in-cluster Service); components.kueue_webhook_configurations
+    keeps the ones for Kueue's own kinds and points them at the local process."""
+    text = (kueue_module_dir() / KUEUE_WEBHOOKS_FILE).read_text()
+    return [doc for doc in yaml.safe_load_all(text) if doc]

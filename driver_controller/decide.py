@@ -548,9 +548,10 @@ def _create_workload(p: _Pass, queue: str) -> None:
     if refusal is not None:
         message = refusal.message
         if refusal.code == 404:
+            # The API server's answer is a bare "404 page not found": what it means says more.
             message = (
-                f"the cluster does not serve Kueue's Workloads ({kueue.API_VERSION}; {refusal.message}): install "
-                f"Kueue, or remove the label {labels.KUEUE_QUEUE_NAME}"
+                f"the cluster does not serve Kueue's Workloads ({kueue.API_VERSION}): install Kueue v0.17 or "
+                f"later, or remove the label {labels.KUEUE_QUEUE_NAME}"
             )
         reason = refusal.reason if refusal.code == 409 else REASON_SUBMISSION_FAILED
         p.status = _refusal_status(p.old_status, p.name, p.generation, p.now, p.incarnation, reason, message)
@@ -720,8 +721,8 @@ def _refused(p: _Pass, expected: IncarnationNames, policy: Ensure | None) -> boo
         message = refusal.message
         if kind == "PodGroup" and refusal.code == 404:
             message = (
-                f"the cluster does not serve PodGroups of spec.batchScheduler {p.driver.spec.batchScheduler} "
-                f"({refusal.message}): install that scheduler's CRDs, or remove spec.batchScheduler"
+                f"the cluster does not serve PodGroups of spec.batchScheduler {p.driver.spec.batchScheduler}: "
+                "install that scheduler's CRDs, or remove spec.batchScheduler"
             )
         p.status = _refusal_status(p.old_status, p.name, p.generation, p.now, p.incarnation, reason, message)
         p.event("Warning", REASON_SUBMISSION_FAILED, f"{kind} {name} refused: {message}")

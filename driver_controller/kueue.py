@@ -54,6 +54,7 @@ MAX_MESSAGE: Final = 32768
 # Kueue puts it on every Workload; the job controller takes it off once the Workload is Finished, or
 # its job or the Workload itself is going (Kueue's own reconciler does the same for its kinds).
 RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"
+KUEUE_JOB_UID: Final = "kueue.x-k8s.io/job-uid"
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,13 @@ def workload(driver: SparkDriver, asked: PodSetRequests, owner: JSON, priority: 
         "metadata": {
             "name": naming.workload_name(meta["name"]),
             "namespace": meta["namespace"],
-            "labels": {**pod_group_labels(driver), labels.KUEUE_QUEUE_NAME: queue_name(driver) or ""},
+            # Kueue's own integrations label a Workload with its job's uid (Kueue names it in its
+            # preemption messages and logs: JobUID).
+            "labels": {
+                **pod_group_labels(driver),
+                labels.KUEUE_QUEUE_NAME: queue_name(driver) or "",
+                KUEUE_JOB_UID: str(meta.get("uid", "")),
+            },
             "ownerReferences": [owner],
         },
         "spec": wl_spec,

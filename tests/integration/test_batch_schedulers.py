@@ -1,4 +1,4 @@
-"""Batch schedulers, Kueue and driverIngressOptions on a real control plane (issue 15), with the real
+"""Batch schedulers, Kueue's label and driverIngressOptions on a real control plane (issue 15), with the real
 operator and the devcluster's simulated Spark drivers.
 
 The schedulers' own CRDs (Volcano's and scheduler-plugins' PodGroup, from their upstream Go modules at
@@ -181,22 +181,21 @@ def test_an_unknown_batch_scheduler_is_refused_by_the_api_server(
     assert "batchScheduler must be one of volcano, yunikorn, kube-scheduler" in result.stderr
 
 
-def test_kueue_label_keeps_the_app_suspended_until_unsuspended(
+def test_a_kueue_label_where_kueue_is_not_installed_fails_the_submission_naming_the_fix(
     op: OperatorProcess, scheduler_cluster: ClusterHandle, namespace: str
 ) -> None:
+    # Real Kueue runs in tests/integration/test_kueue.py; here its Workload kind is not served.
     cluster = scheduler_cluster
     cluster.apply(manifest("queued", labels={"kueue.x-k8s.io/queue-name": "team-a"}), namespace=namespace)
-    wait_state(cluster, namespace, "queued", "SUSPENDED")
-    app = wait_get(cluster, namespace, "sparkapplication", "queued")
-    suspended = next(c for c in app["status"]["conditions"] if c["type"] == "Suspended")
-    assert suspended["status"] == "True" and "Kueue" in suspended["message"]
-    assert app["status"].get("lastRun", 0) == 0  # no run was counted, so none can start
-    assert cluster.kubectl_json("get", "sparkdrivers", "-n", namespace)["items"] == []
-    # Kueue admits it: spec.suspend false
-    cluster.kubectl("patch", "sparkapplication", "queued", "-n", namespace, "--type=merge", "-p",
-                    '{"spec":{"suspend":false}}')  # fmt: skip
-    wait_get(cluster, namespace, "sparkdriver", "queued-1")
-    wait_state(cluster, namespace, "queued", "COMPLETED")
+    wait_state(cluster, namespace, "queued", "FAILED")
+    state = wait_get(cluster, namespace, "sparkapplication", "queued")["status"]
+    # Never retried (restartPolicy Never): FAILED, for the reason its run could not be submitted.
+    assert state["applicationState"]["state"] == "FAILED" and state["lastError"]["reason"] == "SubmissionFailed", state
+    message = state["applicationState"].get("errorMessage") or ""
+    assert "does not serve Kueue's Workloads" in message and "kueue.x-k8s.io/queue-name" in message, state
+    run = wait_get(cluster, namespace, "sparkdriver", "queued-1")
+    assert run["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"  # the run is what queues
+    assert cluster.kubectl_json("get", "pods", "-n", namespace)["items"] == []
 
 
 def test_driver_ingress_options_create_restore_and_remove_service_and_ingress(

@@ -100,6 +100,7 @@ def test_a_queued_run_creates_its_workload_and_nothing_else() -> None:
     assert wl["metadata"]["ownerReferences"][0]["kind"] == "SparkDriver"
     assert wl["metadata"]["ownerReferences"][0]["controller"] is True
     assert wl["metadata"]["labels"][labels.DRIVER] == "pi"  # the driver controller's watch selects by it
+    assert wl["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == driver()["metadata"]["uid"]
     pod_sets = {s["name"]: s for s in wl["spec"]["podSets"]}
     # SparkPi's defaults as Spark requests them: driver 1 CPU, 1g + 384m; two executors alike.
     assert pod_sets["driver"]["count"] == 1 and pod_sets["executor"]["count"] == 2

@@ -1,0 +1,7 @@
+//go:build tools
+
+package tools
+
+import (
+	_ "sigs.k8s.io/kueue/cmd/kueue"
+)

@@ -1,0 +1,128 @@
+"""Real SparkPi under the real batch schedulers on real nodes (issue 26): the session's real-node
+cluster runs Volcano and Kueue beside kube-scheduler (devcluster.testing.REAL_NODE_SCHEDULERS).
+
+* Volcano: the driver pod and the executors real Spark creates from sparkop's executor template are
+  all placed by Volcano, in the run's PodGroup, which Volcano moves to Running and sparkop's run
+  completes with Pi.
+* Kueue: the run's Workload is admitted from a LocalQueue, its pods go where the ResourceFlavor says
+  (a node label of the real nodes, a toleration), and the Workload ends Finished, Succeeded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devcluster.testing import wait_for
+from domain import labels, naming
+from tests.support.spark_e2e import SparkNamespace, spark_pi
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
+
+VERSION = "3.5.9"
+# Measured ~25 s for SparkPi on 2 cores; room for a loaded machine and a scheduler's cycles.
+SPARK_PI_S = 240.0
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == kind), {})
+
+
+def test_spark_pi_under_volcano(spark: SparkNamespace) -> None:
+    pods = spark.watch(labels.DRIVER)
+    groups = spark.watch(labels.DRIVER, resource="podgroups.scheduling.volcano.sh")
+    spark.apply(spark_pi("pi-volcano", VERSION, batchScheduler="volcano"))
+
+    app = spark.wait_app("pi-volcano", ["COMPLETED"], timeout=SPARK_PI_S)
+    assert "Pi is roughly 3.1" in spark.driver_log("pi-volcano")
+    group = naming.pod_group_name(app["status"]["currentDriver"])
+    seen = pods.snapshot()
+    executors = [p for p in seen.values() if p.pod["metadata"]["labels"].get(labels.SPARK_ROLE) == labels.ROLE_EXECUTOR]
+    assert len(executors) == 2, sorted(seen)
+    for pod in seen.values():
+        # Every pod of the run, the driver's and those real Spark made, is Volcano's, in the group.
+        assert pod.pod["spec"]["schedulerName"] == "volcano", (pod.name, pod.pod["spec"])
+        assert pod.pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == group, pod.name
+        assert pod.pod["spec"].get("nodeName"), pod.name
+    (pod_group,) = groups.snapshot().values()
+    phase = pod_group.pod["status"].get("phase")
+    assert phase in ("Running", "Completed"), pod_group.pod["status"]
+    print(f"\nPodGroup {group}: {phase}; pods on {sorted({p.pod['spec']['nodeName'] for p in seen.values()})}")
+
+
+def test_spark_pi_under_kueue(spark: SparkNamespace) -> None:
+    cluster = spark.cluster
+    flavor, cluster_queue = f"real-{spark.ns}", f"real-{spark.ns}"
+    toleration = {"key": "sparkop.io/batch", "operator": "Exists", "effect": "NoSchedule"}
+    # The real nodes' own label: where the flavor's pods must go.
+    node_label = ("kubernetes.io/os", "linux")
+    quota = [{"name": "cpu", "nominalQuota": "4"}, {"name": "memory", "nominalQuota": "8Gi"}]
+    queues: list[dict[str, Any]] = [
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavor},
+            "spec": {"nodeLabels": dict([node_label]), "tolerations": [toleration]},
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": cluster_queue},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {"coveredResources": ["cpu", "memory"], "flavors": [{"name": flavor, "resources": quota}]}
+                ],
+            },
+        },
+    ]
+    for obj in queues:
+        cluster.apply(obj)
+    try:
+        _run_spark_pi_in_kueue(spark, cluster_queue, toleration, node_label)
+    finally:
+        for obj in reversed(queues):
+            kind = f"{obj['kind'].lower()}s.v1beta2.kueue.x-k8s.io"
+            spark.kubectl("delete", kind, obj["metadata"]["name"], "--ignore-not-found", "--wait=false")
+
+
+def _run_spark_pi_in_kueue(
+    spark: SparkNamespace, cluster_queue: str, toleration: dict[str, str], node_label: tuple[str, str]
+) -> None:
+    local = {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": "spark"},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+    spark.apply(local)
+    pods = spark.watch(labels.DRIVER)
+    app = spark_pi("pi-kueue", VERSION)
+    app["metadata"]["labels"] = {labels.KUEUE_QUEUE_NAME: "spark"}
+    spark.apply(app)
+
+    done = spark.wait_app("pi-kueue", ["COMPLETED"], timeout=SPARK_PI_S)
+    assert "Pi is roughly 3.1" in spark.driver_log("pi-kueue")
+    workload_name = naming.workload_name(done["status"]["currentDriver"])
+
+    def finished() -> dict[str, Any] | None:
+        wl = spark.get("workloads.v1beta2.kueue.x-k8s.io", workload_name)
+        return wl if condition(wl, "Finished").get("status") == "True" else None
+
+    workload = wait_for(finished, timeout=30, interval=0.2, message=f"Workload {workload_name} Finished")
+    assert (
+        condition(workload, "Admitted")["status"] == "True" and condition(workload, "Finished")["reason"] == "Succeeded"
+    )
+    assert workload["status"]["admission"]["clusterQueue"] == cluster_queue, workload["status"]
+    seen = pods.snapshot()
+    driver = next(p for p in seen.values() if p.pod["metadata"]["labels"].get(labels.SPARK_ROLE) == labels.ROLE_DRIVER)
+    assert driver.pod["spec"]["nodeSelector"][node_label[0]] == node_label[1], driver.pod["spec"]
+    assert toleration in driver.pod["spec"]["tolerations"], driver.pod["spec"]["tolerations"]
+    executors = [p for p in seen.values() if p.pod["metadata"]["labels"].get(labels.SPARK_ROLE) == labels.ROLE_EXECUTOR]
+    assert len(executors) == 2 and all(
+        p.pod["spec"]["nodeSelector"].get(node_label[0]) == node_label[1] for p in executors
+    ), [p.pod["spec"] for p in executors]
+    summary = [(c["type"], c["status"], c["reason"]) for c in workload["status"]["conditions"]]
+    print(f"\nWorkload {workload_name}: {summary}")
