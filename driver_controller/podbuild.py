@@ -742,7 +742,19 @@ def _queued(b: _Build, sub: Submission, container: JSON) -> schedulers.PodSetReq
     step, which computes the driver's requests."""
     if sub.source is None or not (sub.source.metadata.get("labels") or {}).get(labels.KUEUE_QUEUE_NAME):
         return None
-    return schedulers.pod_set_requests(b.conf, sub.resource_type, sub.has(Feature.MIN_MEMORY_OVERHEAD), container)
+    asked = schedulers.pod_set_requests(b.conf, sub.resource_type, sub.has(Feature.MIN_MEMORY_OVERHEAD), container)
+    if sparkconf.parse_bool(b.conf.get("spark.dynamicAllocation.enabled")):
+        # The Workload holds what Kueue admitted: the executors that start with the driver. A run that
+        # could ask for more would take what its queue never gave it.
+        most = b.conf.get("spark.dynamicAllocation.maxExecutors")
+        if most is None or int(most) > asked.executors:
+            raise InvalidSpec(
+                f"spark.dynamicAllocation.maxExecutors is {most or 'unset (no limit)'} with the Kueue label "
+                f"{labels.KUEUE_QUEUE_NAME}: its Workload holds the {asked.executors} executor(s) that start with "
+                f"the driver, and Kueue admitted no more; set dynamicAllocation.maxExecutors to at most "
+                f"{asked.executors} (dynamic allocation then scales within what was admitted), or disable it"
+            )
+    return asked
 
 
 def _batch_scheduling(b: _Build, sub: Submission, pod: JSON, container: JSON) -> JSON | None:

@@ -245,3 +245,15 @@ def test_a_deleted_workload_stops_the_run_then_lets_go_and_is_made_anew() -> Non
     stopped = plan_for(queued(status_json(stopping.status)), going)
     assert [p.reason for p in stopped.patches if p.kind == "Workload"] == ["ResourceNoLongerInUse"]
     assert kinds(plan_for(queued(status_json(stopping.status)))) == [f"Workload/{WORKLOAD}"]
+
+
+def test_dynamic_allocation_that_could_outgrow_its_workload_is_refused_naming_the_fix() -> None:
+    body = queued()
+    body["spec"]["dynamicAllocation"] = {"enabled": True, "initialExecutors": 1, "maxExecutors": 4}
+    plan = plan_for(body)
+    assert plan.creates == () and plan.status is not None and plan.status.phase == "SubmissionFailed"
+    message = plan.status.lastError.message if plan.status.lastError else ""
+    assert "set dynamicAllocation.maxExecutors to at most 1" in (message or ""), message
+    body["spec"]["dynamicAllocation"]["maxExecutors"] = 1  # scales within what Kueue admitted
+    (create,) = plan_for(body).creates
+    assert {s["name"]: s["count"] for s in create.manifest["spec"]["podSets"]} == {"driver": 1, "executor": 1}
