@@ -415,7 +415,12 @@ class Cluster:
         """The batch schedulers, beside kube-scheduler: each schedules the pods that name it."""
         if "volcano" in schedulers:
             scheduler_crds.install(self.kubectl, self.kubeconfig, files=scheduler_crds.volcano_crd_files())
-            conf = self.directory / "volcano-scheduler.conf"
+            # In a directory of its own: vc-scheduler watches its conf's directory and loads the conf
+            # again on every event there; beside the cluster's logs it did so thousands of times a
+            # second (a core, and gigabytes of log, for the life of the cluster).
+            conf_dir = self.directory / "volcano"
+            conf_dir.mkdir(exist_ok=True)
+            conf = conf_dir / "scheduler.conf"
             conf.write_text(components.VOLCANO_SCHEDULER_CONF)
             self._spawn("vc-scheduler", components.volcano_scheduler_argv(scheduler_dir, self.kubeconfig, conf))
             manager = components.volcano_controller_manager_argv(scheduler_dir, self.kubeconfig)

@@ -81,7 +81,11 @@ def queued(
         return None
     if pod.node_name is None and pod.phase == "Pending" and group.phase in GANG_WAITING_PHASES:
         reason = group.reason or f"PodGroup{group.phase}"
-        why = f": {group.message}" if group.message else ""
+        # A PodGroup without a condition of its own (scheduler-plugins'): its scheduler said why on the pod.
+        said = group.message or (
+            f"driver pod {pod.name}: {pod.unschedulable_message}" if pod.unschedulable_message else ""
+        )
+        why = f": {said}" if said else ""
         message = f"PodGroup {group.name} is {group.phase}{why}"
         return set_condition(conditions, CONDITION_QUEUED, "True", reason, message, now, generation)
     if old is not None and old.status == "True":

@@ -66,3 +66,12 @@ def test_two_gangs_that_do_not_fit_together_run_one_after_the_other(
     for name in (run.first, run.second):
         assert "Running" in run.phases[group(name)], run.phases
     assert run.phases[group(run.second)][0] == "Pending", run.phases
+
+
+def test_volcano_loaded_its_conf_once_however_busy_the_cluster_directory(gang_cluster: ClusterHandle) -> None:
+    # vc-scheduler loads its conf again on every event in the conf's directory: next to the cluster's
+    # logs, that was thousands of times a second, a whole core for the life of the cluster.
+    assert gang_cluster.cluster is not None
+    log = (gang_cluster.cluster.directory / "vc-scheduler.log").read_text(errors="replace")
+    loads = log.count("Successfully loaded Scheduler conf")
+    assert 1 <= loads <= 3, f"vc-scheduler loaded its conf {loads} times"

@@ -175,6 +175,7 @@ def queued_since(status: str, reason: str, message: str, when: str = EARLIER) ->
 
 
 WAITING_MESSAGE = f"PodGroup {GROUP} is Pending: {NOT_READY}"
+SCHEDULING_MESSAGE = f"PodGroup {GROUP} is Scheduling: driver pod {POD}: 0/1 nodes are available: resource gap"
 BOUND = f"PodGroup {GROUP} is Running; driver pod {POD} bound to node-1"
 
 # (group, pod, conditions held) -> conditions recorded (None: as they are)
@@ -194,6 +195,12 @@ QUEUED_TABLE: list[Any] = [
         replace(volcano_group("Pending", waiting=False), api_version="scheduling.x-k8s.io/v1alpha1"), pending(), [],
         [queued_since("True", "PodGroupPending", f"PodGroup {GROUP} is Pending", AT_NOW)],
         id="a PodGroup without a condition (coscheduling's): the phase says it",
+    ),
+    pytest.param(
+        replace(volcano_group("Scheduling", waiting=False), api_version="scheduling.x-k8s.io/v1alpha1"),
+        pending(unschedulable_since=NOW, unschedulable_message="0/1 nodes are available: resource gap"), [],
+        [queued_since("True", "PodGroupScheduling", SCHEDULING_MESSAGE, AT_NOW)],
+        id="no condition but its scheduler's word on the driver pod: that says why",
     ),
     pytest.param(
         volcano_group("Running", waiting=False), replace(started(), node_name="node-1"),
