@@ -8,13 +8,17 @@ from pathlib import Path
 
 from devcluster import procs
 from devcluster.cluster import ClusterState, ProcessRecord
+from devcluster.testing import wait_for
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 
 
 def test_stop_all_terminates_our_process(tmp_path: Path) -> None:
     pid = procs.spawn([SLEEP, "60"], tmp_path / "sleep.log")
-    assert procs.is_alive(pid) and procs.runs_executable(pid, SLEEP)
+    # Popen returns as the child's exec begins; its new command line shows a moment later (on a
+    # loaded machine, after this line had read an empty one).
+    wait_for(lambda: procs.runs_executable(pid, SLEEP), timeout=10, message="sleep's command line")
+    assert procs.is_alive(pid)
     procs.stop_all([(pid, SLEEP)], grace=2.0)
     assert not procs.is_alive(pid)
 
