@@ -170,6 +170,8 @@ _KUBERNETES_CLIENT: Final = (
 )
 _API_SERVER_UNREACHABLE: Final = ("ConnectException", "SocketTimeoutException", "UnknownHostException")
 REASON_API_SERVER_UNREACHABLE: Final = "APIServerUnreachable"
+# A container's exit codes after SIGTERM and SIGKILL (128 + the signal): what a pod deletion sends.
+KILLED_EXIT_CODES: Final = frozenset({143, 137})
 
 
 def _backend_never_started(pod: PodSummary, had_executors: bool) -> bool:
@@ -202,7 +204,12 @@ def _lost_reason(pod: PodSummary | None, had_executors: bool = True) -> tuple[st
         return pod.reason or "Evicted", pod.message or ""
     if pod.deleting:
         term = pod.terminated
-        if term is not None and term.finished_at is not None and pod.deletion_requested is not None:
+        if term is not None and term.exit_code in KILLED_EXIT_CODES and term.reason != "OOMKilled":
+            # Killed by the deletion's signal: the kubelet's last delete (grace 0, once the container is
+            # gone) moves deletionTimestamp past the container's end, so the times alone would call it
+            # an outcome when the pod is first seen this late.
+            finished_before = False
+        elif term is not None and term.finished_at is not None and pod.deletion_requested is not None:
             finished_before = term.finished_at < pod.deletion_requested
         else:
             finished_before = pod.phase in ("Succeeded", "Failed")

@@ -84,8 +84,8 @@ def terminated(pod: dict[str, Any], code: int, finished: str = "2026-01-01T11:30
     )  # fmt: skip
 
 
-def deleting(pod: dict[str, Any], at: str = "2026-01-01T11:59:30Z") -> dict[str, Any]:
-    meta = {**pod["metadata"], "deletionTimestamp": at, "deletionGracePeriodSeconds": 30}
+def deleting(pod: dict[str, Any], at: str = "2026-01-01T11:59:30Z", grace: int = 30) -> dict[str, Any]:
+    meta = {**pod["metadata"], "deletionTimestamp": at, "deletionGracePeriodSeconds": grace}
     return {**pod, "metadata": meta}
 
 

@@ -125,6 +125,17 @@ def test_a_terminated_driver_container_in_a_pod_still_running_is_the_outcome(cod
             "PreemptionByScheduler",
         ),
         (lambda p: deleting(terminated(p, 143, finished="2026-01-01T11:59:05Z")), "Deleted"),
+        # Once the kubelet has killed the container it deletes the pod again with grace 0, which moves
+        # deletionTimestamp past the container's end (our finalizer keeps the pod): seen only then (the
+        # operator was down meanwhile), a driver killed by the deletion's SIGTERM is still lost.
+        (
+            lambda p: deleting(terminated(p, 143, finished="2026-01-01T11:59:05Z"), at="2026-01-01T11:59:08Z", grace=0),
+            "Deleted",
+        ),
+        (
+            lambda p: deleting(terminated(p, 137, finished="2026-01-01T11:59:05Z"), at="2026-01-01T11:59:08Z", grace=0),
+            "Deleted",
+        ),
     ],
 )
 def test_lost_driver_pod_is_replaced(change: Any, reason: str) -> None:
