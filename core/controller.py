@@ -141,30 +141,26 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     queue: WorkQueue[Key] = runtime.queue(controller.name, loop.reconcile)
     for source in (controller.own, *controller.owned):
         owned = source is not controller.own
-        runtime.add_index(
-            source.index,
-            source.resource,
-            source.keys,
-            source.value,
-            selector=source.selector,
-            transform=source.transform,
-            shared=source.shared,
-        )
+        _index(runtime, source)
         runtime.enqueue_on_change(
             source.resource, queue, source.keys, selector=source.selector, view=source.view, coalesce=owned
         )
     for source in controller.reads:
-        runtime.add_index(
-            source.index,
-            source.resource,
-            source.keys,
-            source.value,
-            selector=source.selector,
-            transform=source.transform,
-            shared=source.shared,
-        )
+        _index(runtime, source)
         runtime.read_by(queue, source.resource, source.selector)
     return loop
+
+
+def _index(runtime: Runtime, source: Source) -> None:
+    runtime.add_index(
+        source.index,
+        source.resource,
+        source.keys,
+        source.value,
+        selector=source.selector,
+        transform=source.transform,
+        shared=source.shared,
+    )
 
 
 def _uid(body: JSON | None) -> str:
