@@ -39,7 +39,8 @@ from apps_controller.runs import (
     missing_driver,
     outcome_of,
 )
-from apps_controller.status import NO_EXECUTORS, TERMINAL_STATES, error_message, finished
+from apps_controller.status import NO_EXECUTORS, TERMINAL_STATES, error_message, finished, progress_only
+from apps_controller.status import state as state_of
 from apps_controller.transitions import transitions
 from core.reconciler import Delete, Event, Plan
 from domain import labels, naming
@@ -61,6 +62,8 @@ _NO_SPEC_CHECK: Final = frozenset(
 _DECIDING: Final = frozenset(
     {ApplicationState.SUCCEEDING, ApplicationState.FAILING, ApplicationState.SUBMISSION_FAILED}
 )
+# Outcomes whose final word (no retry) is given in the pass that entered them.
+_CONCLUDED: Final = frozenset({ApplicationState.SUCCEEDING, ApplicationState.FAILING})
 # States from which the next run starts a new execution attempt (submissionAttempts starts again).
 _NEW_EXECUTION_ATTEMPT: Final = frozenset({ApplicationState.PENDING_RERUN, ApplicationState.RESUMING})
 _SPEC_CHANGED: Final = "SpecChanged"
@@ -71,7 +74,8 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
     """Decide one step for a SparkApplication from what was observed, at time ``now``; the plan
     carries the metric observations of the step (recorded once its status write succeeded)."""
     plan = _step(observed, now)
-    return replace(plan, observations=transitions(observed, plan.status, now))
+    can_wait = plan.status is not None and progress_only(observed.status, plan.status)
+    return replace(plan, observations=transitions(observed, plan.status, now), status_can_wait=can_wait)
 
 
 def _step(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
@@ -85,6 +89,7 @@ def _step(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
         return d.plan()
     if not adopt(d):
         step(d)
+        conclude(d)
         prune(d)
     ui_steps.spark_ui(d)
     conditions.conditions(d)
@@ -111,6 +116,15 @@ def step(d: Draft) -> None:
         invalidating(d)
         return
     _STEPS[state](d)
+
+
+def conclude(d: Draft) -> None:
+    """A run's end that the policy will not retry gets the policy's final word in the same pass
+    (SUCCEEDING -> COMPLETED, FAILING -> FAILED): one status write, an event for each. Not a failed
+    submission: its metric counts the SUBMISSION_FAILED state a written status shows."""
+    state = d.state
+    if state in _CONCLUDED and state is not state_of(d.obs.status) and not retries(d, state):
+        _STEPS[state](d)
 
 
 def retries(d: Draft, outcome: ApplicationState) -> bool:

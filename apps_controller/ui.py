@@ -144,6 +144,24 @@ def _metadata(
     return meta
 
 
+def own_service_wanted(app: AppView, config: UIConfig) -> bool:
+    """Whether the app's Spark UI gets a Service of its own, ``<app>-ui-svc``: only when something is
+    to reach the UI through it, an Ingress (``--ingress-url-format``) or anything spec.sparkUIOptions
+    asks of it (a NodePort or LoadBalancer, a port, a port name, labels, annotations). Otherwise the
+    driver's own Service, which every run has and which serves the UI port (as spark-submit makes it),
+    is where the UI is: status.driverInfo names it, and no object is written for the UI at all."""
+    return config.service and (bool(config.ingress_url_format) or bool(app.ui_options))
+
+
+def driver_service_ui(web_ui_address: str | None) -> tuple[str, int] | None:
+    """(Service name, port) of a SparkDriver's ``webUIAddress`` (``<service>.<namespace>.svc:<port>``)."""
+    if not web_ui_address or ":" not in web_ui_address:
+        return None
+    host, _, port = web_ui_address.rpartition(":")
+    number = _port(port)
+    return (host.split(".", 1)[0], number) if number is not None and host else None
+
+
 def service_address(app: AppView, opts: UIOptions) -> str:
     return f"{naming.ui_service_name(app.name)}.{app.namespace}.svc:{opts.service_port}"
 

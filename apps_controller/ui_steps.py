@@ -23,6 +23,8 @@ from apps_controller.ui import (
     build_driver_ingress_service,
     build_ingress,
     build_service,
+    driver_service_ui,
+    own_service_wanted,
     restore_patch,
     service_address,
     ui_url,
@@ -42,6 +44,10 @@ def spark_ui(d: Draft) -> None:
     if not d.obs.ui.service:
         remove_ui(d, component=COMPONENT_UI)
         return
+    if not own_service_wanted(d.obs.app, d.obs.ui):
+        delete_ui_objects(d, component=COMPONENT_UI)  # one made for options since removed
+        _at_driver_service(d)
+        return
     opts = UIOptions.of(d.obs.app)
     if not _service(d, app_id, opts):
         remove_ui(d, component=COMPONENT_UI)
@@ -50,6 +56,24 @@ def spark_ui(d: Draft) -> None:
     else:
         delete_ui_objects(d, kind="Ingress", component=COMPONENT_UI)
         d.set_driver_info(webUIIngressName=None, webUIIngressAddress=None)
+
+
+def _at_driver_service(d: Draft) -> None:
+    """The UI as the current SparkDriver's own Service serves it."""
+    cur = d.current
+    drv = d.driver(cur.run) if cur is not None else None
+    found = driver_service_ui(drv.web_ui_address if drv is not None else None)
+    if drv is None or found is None:
+        d.update(driverInfo=DriverInfo(podName=driver_info(d.status).podName))
+        return
+    name, port = found
+    d.set_driver_info(
+        webUIServiceName=name,
+        webUIPort=port,
+        webUIAddress=drv.web_ui_address,
+        webUIIngressName=None,
+        webUIIngressAddress=None,
+    )
 
 
 def _driver_ingresses(d: Draft, app_id: str) -> None:

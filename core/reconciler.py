@@ -13,7 +13,10 @@ is fixed:
    runs. Written when it changed, and also when ``after_status`` is not empty: the write is then the
    proof that those actions were decided on the newest object. Once it succeeded, the plan's
    :class:`Observation` s are recorded (metrics of transitions: counted once, by the one write that
-   makes each transition).
+   makes each transition). A plan that marks its status change ``status_can_wait`` (progress that
+   every later pass derives again, with nothing in ``after_status``) may have the write, its events
+   and observations held back for up to :data:`SETTLE_SECONDS` from the first pass that held one:
+   the pass ends with a requeue, and the change is written once with whatever followed it.
 3. events, which report what the status write recorded (never posted for a write that failed),
    sent together with
 4. ``after_status``: what may only happen once status holds the facts behind it: a create that
@@ -43,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
@@ -60,6 +64,10 @@ PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
 # A patch or delete not sent again because ours went through already: its watch event brings the key
 # back; this is only the safety net should that event be lost.
 AWAITING_CACHE_SECONDS: Final = 1.0
+# How long a status change a plan marks ``status_can_wait`` may be held back, from the first pass that
+# held it: the changes that follow it within this window (a driver pod scheduled, then running, then
+# its executors) go out in one write.
+SETTLE_SECONDS: Final = 2.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -197,6 +205,11 @@ class Plan(Generic[S]):
     requeue_after: float | None = None
     # Recorded right after a successful status write of this plan, never otherwise.
     observations: tuple[Observation, ...] = ()
+    # The status change is progress that every later pass derives again from what it observes (a
+    # pod's phase, executor counts): the Applier may hold the write, and its events and observations,
+    # back for up to SETTLE_SECONDS, so that changes that follow each other are written once. Never
+    # set when a fact only this write would keep changes (a count, an outcome, a name created).
+    status_can_wait: bool = False
 
     @property
     def actions(self) -> tuple[Action, ...]:
@@ -331,6 +344,8 @@ class _Memory:
     patched: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     # uids we deleted (uid-preconditioned): a stale cache still showing one asks for nothing new.
     deleted: set[str] = field(default_factory=set)
+    # When (the Applier's clock) a pass first held back a status change that can wait; None: none held.
+    settling_since: float | None = None
 
 
 def _before_ours(seen: str, ours: tuple[str, str | None] | None) -> bool:
@@ -378,11 +393,22 @@ class Applier(Generic[K]):
     """Applies plans through a :class:`Client`, and remembers per key (and object uid) what the API
     server refused or failed to do, for the next pass (:meth:`learnt`)."""
 
-    def __init__(self, client: Client, rules: Rules, decision: Decision, record: Record | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        rules: Rules,
+        decision: Decision,
+        record: Record | None = None,
+        *,
+        settle_seconds: float = SETTLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.rules = rules
         self.decision = decision
         self.record = record
+        self.settle_seconds = settle_seconds
+        self.clock = clock
         self._memory: dict[K, _Memory] = {}
 
     # -- memory ----------------------------------------------------------------------------------
@@ -471,7 +497,15 @@ class Applier(Generic[K]):
         if body is not None and plan.status is not None:
             new = status_json(plan.status)
             old = body.get("status") or {}
-            if new != old or plan.after_status:
+            changed = new != old
+            wait = self._settling(key, uid, plan) if changed else None
+            if not changed:
+                self._settled(key)
+            if wait is not None:
+                # Held back, with the events that report it: a later pass decides it again from what
+                # it observes then, and writes once what followed meanwhile.
+                return Applied(requeue_after=_earliest(requeue, wait))
+            if changed or plan.after_status:
                 written = await self._doing("writing the status", self._write_status(body, old, new))
                 if written is None:
                     return Applied(gone=True)
@@ -498,6 +532,27 @@ class Applier(Generic[K]):
         )
         after, *_ = await _all([act(plan.after_status), *posts])
         return Applied(requeue_after=_earliest(requeue, after), written=written)
+
+    def _settling(self, key: K, uid: str, plan: Plan[S]) -> float | None:
+        """Seconds to hold back ``plan``'s status change, or None to write it now (and forget the
+        window: the write carries whatever was held)."""
+        if not plan.status_can_wait or plan.after_status or self.settle_seconds <= 0:
+            self._settled(key)
+            return None
+        memory = self._own(key, uid)
+        now = self.clock()
+        if memory.settling_since is None:
+            memory.settling_since = now
+        left = memory.settling_since + self.settle_seconds - now
+        if left > 0:
+            return left
+        memory.settling_since = None
+        return None
+
+    def _settled(self, key: K) -> None:
+        memory = self._memory.get(key)
+        if memory is not None:
+            memory.settling_since = None
 
     async def _write_status(self, body: JSON, old: Mapping[str, Any], new: JSON) -> JSON | None:
         meta = body["metadata"]

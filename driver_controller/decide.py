@@ -4,7 +4,7 @@ The handler (:mod:`driver_controller.handlers`) builds ``Observed``, calls ``dec
 the :class:`core.reconciler.Plan` in its fixed order: the creates before the status write
 (ConfigMaps and Service before the pod that mounts them: status names a driver pod only once it was
 accepted), then the status write (guarded by resourceVersion), then the events of that write, then
-patches (adoption, finalizer removal) and deletes after it. Facts are written to status before
+patches (finalizer removal) and deletes after it. Facts are written to status before
 anything that depends on them is released: a driver pod's finalizer is removed only once its
 outcome is in status, and an Event is posted only after the status it reports was written. A create
 the API server refused comes back as an observation (``Observed.refusals``): the pass that sees it
@@ -17,9 +17,11 @@ The phases, in the order they run (each reads the facts the earlier ones establi
 3. the current driver pod: record its outcome, or notice it was lost and start a replacement,
    or report it stuck (:mod:`driver_controller.conditions`);
 4. create whatever the current incarnation is missing, and put back its NetworkPolicy if it was edited;
-5. executors: adopt the current incarnation's, delete stale ones, and once the driver has ended
-   (Succeeded, Failed, SubmissionFailed) delete the last incarnation's live ones as well: the
-   SparkDriver stays their owner, so the garbage collector never would;
+5. executors: count the current incarnation's, delete stale ones, and once the driver has ended
+   (Succeeded, Failed, SubmissionFailed) delete the last incarnation's live ones as well (after
+   Spark's own clean-up had its moment): the SparkDriver stays their owner, so the garbage collector
+   never would. Spark creates them owned by the SparkDriver already (the executor pod template's
+   reference), so nothing is patched on them;
 6. stale incarnations: release and delete their pods, ConfigMaps, Services and NetworkPolicies, and
    once the driver has ended the last incarnation's NetworkPolicy too (it protects executors, and none
    run any more);
@@ -53,16 +55,14 @@ from core.jsontypes import JSON
 from core.kube import NETWORK_POLICIES
 from core.owners import controller_of
 from core.reconciler import Create, Ensure, Patch, Plan, Refusal, refused
-from domain import labels, naming
+from domain import kinds, labels, naming
 from driver_controller import conditions, kueue
 from driver_controller.draft import (
     DRIVER_ENDED,
     POLICY_RESTORED,
     STALE_INCARNATION,
     Draft,
-    decision_reason,
     deletion,
-    guarded_replace,
     policy_restore_patch,
     release,
     release_orphans,
@@ -85,7 +85,7 @@ from driver_controller.render import (
     render,
     spark_release,
 )
-from driver_controller.status import ended, read_status, with_record, with_submission_failed
+from driver_controller.status import ended, progress_only, read_status, with_record, with_submission_failed
 from driver_controller.submission import owner_reference
 from driver_controller.transitions import transitions
 
@@ -100,7 +100,16 @@ REASON_INVALID_SPEC: Final = "InvalidSpec"
 REASON_UNKNOWN_SPEC_FIELDS: Final = "UnknownSpecFields"
 REASON_UNKNOWN_SPARK_VERSION: Final = "UnknownSparkVersion"
 
+# What a SparkApplication's own events state (SparkApplicationSubmitted, ...Succeeding, ...Failing,
+# ...SubmissionFailed, DriverPodReplaced): on a SparkDriver an app controls they are not posted again.
+RESTATED_BY_APP: Final = frozenset(
+    {REASON_INCARNATION_CREATED, REASON_SUCCEEDED, REASON_FAILED, REASON_SUBMISSION_FAILED}
+)
+
 DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
+# How long the executors of a driver that exited by itself are left to Spark's own clean-up (its
+# SparkContext deletes them as it stops) before the controller deletes those still there.
+EXECUTOR_CLEANUP_GRACE_SECONDS: Final = 15.0
 
 
 @dataclass(frozen=True)
@@ -271,7 +280,14 @@ class _Pass:
     def record(self, incarnation: int, pod_name: str, outcome: IncarnationOutcome, reason: str, message: str) -> None:
         self.status = with_record(self.status, incarnation, pod_name, outcome, reason, message, self.now)
 
+    @property
+    def app_controlled(self) -> bool:
+        owner = controller_of({"metadata": self.driver.metadata}, labels.GROUP, kinds.SPARK_APPLICATIONS.kind)
+        return owner is not None
+
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        if reason in RESTATED_BY_APP and self.app_controlled:
+            return
         self.plan.event(type_, reason, message)
 
     def driver_pod(self, incarnation: int) -> PodSummary | None:
@@ -767,14 +783,28 @@ def _deletes_finished_executors(driver: SparkDriver) -> bool:
     return value is None or value.strip().lower() != "false"
 
 
+def _spark_cleanup_left(p: _Pass) -> float | None:
+    """Seconds left for Spark to delete the ended driver's executors itself, or None when the
+    controller deletes them now. A driver JVM that exited by itself stopped its SparkContext, which
+    deletes the executors (also from its shutdown hook); a driver killed (SIGKILL, OOMKilled), lost or
+    never started left them to us."""
+    term, ended_at = p.status.termination, p.status.completionTime
+    if term is None or term.exitCode is None or ended_at is None:
+        return None
+    if term.exitCode in KILLED_EXIT_CODES or term.reason == "OOMKilled":
+        return None
+    left = (ended_at - p.now).total_seconds() + EXECUTOR_CLEANUP_GRACE_SECONDS
+    return left if left > 0 else None
+
+
 def _executors(p: _Pass) -> None:
-    """Count, adopt and clean up executors. Once the driver has ended, the last incarnation's executors
+    """Count and clean up executors. Once the driver has ended, the last incarnation's executors
     are deleted too (finished ones are kept when deleteOnTermination is false), and the counts are of
     those that stay: what status keeps for good."""
     counts = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
-    uid = p.uid
     over = p.ended
     keep_finished = not _deletes_finished_executors(p.driver)
+    cleanup_left = _spark_cleanup_left(p) if over else None
     for pod in p.owned_pods:
         if pod.role != labels.ROLE_EXECUTOR:
             continue
@@ -784,22 +814,15 @@ def _executors(p: _Pass) -> None:
             continue
         finished = pod.phase in ("Succeeded", "Failed")
         if over and (pod.deleting or not (finished and keep_finished)):
-            if not pod.deleting:
+            if pod.deleting:
+                continue
+            if cleanup_left is not None:
+                p.plan.requeue(cleanup_left)  # Spark's own clean-up has this long to delete it
+            else:
                 p.plan.deletes.append(deletion("Pod", pod.name, pod.uid, DRIVER_ENDED))
             continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
-        ours = controller_of({"metadata": {"ownerReferences": pod.owner_refs}}, uid=uid) is not None
-        if over or pod.deleting or ours:
-            continue
-        refs = []
-        for ref in pod.owner_refs:
-            ref = dict(ref)
-            ref["controller"] = ref.get("uid") == uid
-            refs.append(ref)
-        body = guarded_replace("/metadata/ownerReferences", [dict(r) for r in pod.owner_refs], refs)
-        why = decision_reason("adopt executor")
-        p.plan.patches.append(Patch("v1", "Pod", pod.name, body, pod.resource_version, why, concurrent=True))
     p.update(executors=ExecutorCounts(**counts))
 
 
@@ -866,6 +889,7 @@ def _finish_status(p: _Pass) -> None:
     _last_error(p)
     if p.status != p.old_status:
         p.plan.status = p.status
+        p.plan.status_can_wait = progress_only(p.old_status, p.status)
 
 
 def _frozen_status(p: _Pass) -> None:

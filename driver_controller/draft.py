@@ -34,6 +34,7 @@ class Draft:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     observations: list[Observation] = field(default_factory=list)
+    status_can_wait: bool = False  # core.reconciler.Plan's: the change is progress only
 
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
@@ -57,6 +58,7 @@ class Draft:
             after_status=(*self.patches, *self.deletes),
             requeue_after=self.requeue_after,
             observations=tuple(self.observations),
+            status_can_wait=self.status_can_wait,
         )
 
 

@@ -59,6 +59,24 @@ def ended(status: SparkDriverStatus) -> bool:
     return status.phase is not None and status.phase.terminal
 
 
+_ACTIVE: Final = frozenset({DriverPhase.PENDING, DriverPhase.RUNNING})
+# What a pass derives again from the pods it observes, whatever was written before.
+_PROGRESS: Final = frozenset({"phase", "driverPod", "executors"})
+
+
+def progress_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
+    """Whether ``new`` differs from ``old`` only by the progress of the same driver pod: Pending to
+    Running, the pod's node, IP, start and readiness, its executors' counts. Every later pass derives
+    these again from the pods it observes, so their write may wait a moment and carry what follows
+    (core.reconciler.SETTLE_SECONDS). An outcome, a new incarnation or pod name, a condition, a
+    lastError or an acknowledged spec is written at once."""
+    if old.phase not in _ACTIVE or new.phase not in _ACTIVE:
+        return False
+    if old.driverPod is None or new.driverPod is None or old.driverPod.name != new.driverPod.name:
+        return False
+    return all(getattr(old, f) == getattr(new, f) for f in SparkDriverStatus.model_fields if f not in _PROGRESS)
+
+
 # ---------------------------------------------------------------------------------------------------
 # changing (copies, never in place)
 

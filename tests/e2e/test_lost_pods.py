@@ -1,5 +1,5 @@
 """Pods lost mid-run under real Spark: a lost driver pod is replaced by a new incarnation whose
-real driver finishes the run; a lost executor is replaced by Spark and adopted by sparkop."""
+real driver finishes the run; a lost executor is replaced by Spark, owned by the SparkDriver from its creation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from tests.support.spark_e2e import (
     OLDEST_VERSION,
     STAGES_JOB,
     SparkNamespace,
-    controller_of,
     long_job,
     spark_versions,
 )
@@ -52,11 +51,11 @@ def test_a_lost_driver_pod_is_replaced_and_the_new_driver_completes(spark: Spark
     new = [p for name, p in seen.items() if name not in old]
     assert new, "the second driver started no executor"
     for pod in new:
-        assert ("Pod", second_pod) in pod.owners_seen and ("SparkDriver", driver_name) in pod.owners_seen
+        assert ("Pod", second_pod) in pod.owners_seen and ("SparkDriver", driver_name, False) in pod.born_owned_by
 
 
 @pytest.mark.parametrize("version", spark_versions())
-def test_a_lost_executor_is_replaced_by_spark_and_adopted(spark: SparkNamespace, version: str) -> None:
+def test_a_lost_executor_is_replaced_by_spark_and_owned_by_the_sparkdriver(spark: SparkNamespace, version: str) -> None:
     spark.jobs({"stages.py": STAGES_JOB})
     executors = spark.watch("spark-role=executor")
     spark.apply(long_job("executor-lost", version))
@@ -72,11 +71,12 @@ def test_a_lost_executor_is_replaced_by_spark_and_adopted(spark: SparkNamespace,
         owned = spark.executors_of(executors, driver_name, 2)
         return [p.name for p in owned if p.name not in {r.name for r in running}]
 
-    (new,) = spark.wait_pod(replacement, EXECUTOR_LOST_S, "Spark's replacement executor, adopted")
+    (new,) = spark.wait_pod(replacement, EXECUTOR_LOST_S, "Spark's replacement executor")
     app = spark.wait_app("executor-lost", ["COMPLETED"], timeout=EXECUTOR_LOST_S)
     assert app["status"]["driverIncarnations"] == 1 and app["status"]["executionAttempts"] == 1
     assert "stages result" in spark.driver_log("executor-lost")
     replaced = executors.snapshot()[new]
     driver_pod = spark.get("sparkdriver", driver_name)["status"]["driverPod"]["name"]
     assert ("Pod", driver_pod) in replaced.owners_seen  # Spark's driver created it
-    assert controller_of(replaced.pod) == ("SparkDriver", driver_name) or replaced.deleted_at is not None
+    # ... owned by the SparkDriver from its creation (the executor template's reference)
+    assert ("SparkDriver", driver_name, False) in replaced.born_owned_by, replaced.first_owners

@@ -1,5 +1,5 @@
 """SparkPi (Scala) under sparkop on real nodes: a real driver creates real executors, sparkop
-adopts them, the job prints its answer and the exit code reaches the status."""
+owns them from their creation, the job prints its answer and the exit code reaches the status."""
 
 from __future__ import annotations
 
@@ -37,9 +37,11 @@ def test_spark_pi_completes_with_executors_owned_by_its_sparkdriver(spark: Spark
     seen = executors.snapshot()
     assert len(seen) == 2, sorted(seen)
     for pod in seen.values():
-        # Spark's driver created it (owned by the driver pod), then sparkop made itself controller.
-        assert ("Pod", driver["status"]["driverPod"]["name"]) in pod.owners_seen, pod.owners_seen
-        assert ("SparkDriver", driver_name) in pod.owners_seen, pod.owners_seen
+        # Spark's driver created it controlled by the driver pod and owned by the SparkDriver (the
+        # executor template's reference), and nothing changed that: no write of sparkop's on it.
+        driver_pod = driver["status"]["driverPod"]["name"]
+        assert pod.born_owned_by == {("Pod", driver_pod, True), ("SparkDriver", driver_name, False)}, pod.first_owners
+        assert pod.owners_seen == {("Pod", driver_pod)}, pod.owners_seen
         assert "fabric8-kubernetes-client" in {f["manager"] for f in pod.pod["metadata"]["managedFields"]}
     _the_simulator_left_it_alone(spark)
     _what_the_line_adds(spark, version, driver, seen, policies)

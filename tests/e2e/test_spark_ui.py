@@ -1,4 +1,5 @@
-"""The Spark UI of a running job answers through sparkop's UI Service, from inside the cluster."""
+"""The Spark UI of a running job answers at the Service status.driverInfo names (the driver's own, as no
+sparkUIOptions ask for one of its own), from inside the cluster."""
 
 from __future__ import annotations
 

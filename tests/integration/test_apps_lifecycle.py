@@ -268,7 +268,9 @@ def test_ttl_deletes_a_finished_app(crds: ClusterHandle, namespace: str, operato
 def test_deleting_an_app_removes_everything_it_owns(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess
 ) -> None:
-    crds.apply(app_manifest("cascade", run_seconds=30), namespace=namespace)
+    # sparkUIOptions asks for a Spark UI Service of its own.
+    ui_options = {"serviceType": "ClusterIP"}
+    crds.apply(app_manifest("cascade", run_seconds=30, sparkUIOptions=ui_options), namespace=namespace)
     s = wait_state(crds, namespace, "cascade", "RUNNING", timeout=30)
     wait_for(lambda: get(crds, namespace, "service", "cascade-ui-svc"), timeout=10, message="UI service")
     assert status(crds, namespace, "cascade")["driverInfo"]["webUIServiceName"] == "cascade-ui-svc"
@@ -674,6 +676,29 @@ def test_an_app_follows_its_spark_driver_by_ownership_not_by_label(
     assert [(a["run"], a["outcome"]) for a in s["attempts"]] == [(1, "Succeeded")], s
 
 
+def test_without_ui_options_the_spark_ui_is_the_driver_services(
+    crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    """Nothing asks for a Spark UI Service of its own (no sparkUIOptions, no Ingress URL format): none
+    is written, and status.driverInfo names the driver's own Service, which serves the UI port."""
+    crds.apply(app_manifest("plainui", run_seconds=4), namespace=namespace)
+    wait_state(crds, namespace, "plainui", "RUNNING", timeout=30)
+
+    def named() -> Obj | None:
+        info = status(crds, namespace, "plainui").get("driverInfo") or {}
+        return info if info.get("webUIServiceName") else None
+
+    info = wait_for(named, timeout=10, message="the UI in driverInfo")
+    svc = get(crds, namespace, "service", info["webUIServiceName"])
+    assert svc is not None and info["webUIServiceName"] == "plainui-1-1-driver-svc"
+    assert {"name": "spark-ui", "port": 4040, "targetPort": 4040} in [
+        {k: p[k] for k in ("name", "port", "targetPort")} for p in svc["spec"]["ports"]
+    ]
+    assert info["webUIPort"] == 4040 and info["webUIAddress"] == f"plainui-1-1-driver-svc.{namespace}.svc:4040"
+    assert get(crds, namespace, "service", "plainui-ui-svc") is None
+    wait_state(crds, namespace, "plainui", "COMPLETED", timeout=30)
+
+
 def test_a_ui_service_the_status_never_named_is_deleted(crds: ClusterHandle, namespace: str, tmp_path: Path) -> None:
     """The apps operator dies between creating the Spark UI Service and the status write naming it
     (simulated: the name is removed from status while it is down), and the run ends meanwhile: the
@@ -681,7 +706,7 @@ def test_a_ui_service_the_status_never_named_is_deleted(crds: ClusterHandle, nam
     driver_op = OperatorProcess(crds.kubeconfig, controllers=["driver"], namespaces=[namespace], log_dir=tmp_path)
     apps_op = OperatorProcess(crds.kubeconfig, controllers=["apps"], namespaces=[namespace], log_dir=tmp_path)
     with driver_op, apps_op:
-        crds.apply(app_manifest("leaky", run_seconds=5), namespace=namespace)
+        crds.apply(app_manifest("leaky", run_seconds=5, sparkUIOptions={"servicePort": 4040}), namespace=namespace)
         wait_state(crds, namespace, "leaky", "RUNNING", timeout=30)
         wait_for(lambda: get(crds, namespace, "service", "leaky-ui-svc"), timeout=10, message="UI service")
         apps_op.kill()

@@ -250,9 +250,10 @@ def test_an_operator_killed_after_every_step_of_creation_makes_one_server_and_no
     def owners(pod: Obj) -> set[tuple[str, str, bool]]:
         return {(r["kind"], r["uid"], bool(r.get("controller"))) for r in pod["metadata"]["ownerReferences"]}
 
-    # Adopted: the SparkDriver is every executor's controller, the server pod a plain owner.
+    # Owned by the SparkDriver from their creation (the executor template's reference), controlled by
+    # the server pod that created them.
     assert len(live) == 2 and all(
-        owners(p) == {("SparkDriver", driver_uid, True), ("Pod", server_pod, False)} for p in live
+        owners(p) == {("SparkDriver", driver_uid, False), ("Pod", server_pod, True)} for p in live
     ), json.dumps([p["metadata"].get("ownerReferences") for p in live])
     print(f"\nthe operator died after each of {crashes} steps; 1 SparkDriver, 1 server pod, {len(live)} executors")
 

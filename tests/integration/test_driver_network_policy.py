@@ -45,7 +45,7 @@ def policy(cluster: ClusterHandle, namespace: str, name: str) -> Obj | None:
 
 
 def running_with_policy(cluster: ClusterHandle, namespace: str, name: str) -> tuple[Obj, Obj]:
-    """The SparkDriver's status once Running, its executors adopted, and its NetworkPolicy."""
+    """The SparkDriver's status once Running, its executors there, and its NetworkPolicy."""
     status = wait_phase(cluster, namespace, name, "Running")
     executors_owned(cluster, namespace, name, 1, 2)
     found = policy(cluster, namespace, f"{name}-1-policy")
@@ -80,7 +80,7 @@ def test_a_43_driver_gets_its_executors_policy_with_spec_owner_and_labels(
     )
     driver_pod = get(crds, namespace, "pod", "net-1-driver")
     assert driver_pod is not None and driver_pod["metadata"]["labels"][labels.SPARK_APP_SELECTOR] == app_id
-    # Passes ran since (executors appeared and were adopted): the policy as wanted was never written again.
+    # Passes ran since (executors appeared): the policy as wanted was never written again.
     assert (policy(crds, namespace, "net-1-policy") or {})["metadata"]["resourceVersion"] == meta["resourceVersion"]
     assert "NetworkPolicyRestored" not in operator.logs()
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from domain import labels
+from domain import labels, naming
 from tests.support.operator import OperatorProcess
 
 Obj = dict[str, Any]
@@ -69,20 +69,22 @@ def wait_phase(cluster: ClusterHandle, namespace: str, name: str, *phases: str, 
 
 
 def executors_owned(cluster: ClusterHandle, namespace: str, name: str, incarnation: int, count: int) -> list[Obj]:
-    def adopted() -> list[Obj] | None:
+    """The incarnation's ``count`` executors, once there: each controlled by its driver pod (Spark's
+    reference) and owned by the SparkDriver (the executor template's), which keeps it through the
+    driver pod's loss."""
+
+    def owned() -> list[Obj] | None:
         execs = [
             p for p in pods(cluster, namespace, name)
             if p["metadata"]["labels"].get("spark-role") == "executor"
             and p["metadata"]["labels"].get(labels.INCARNATION) == str(incarnation)
         ]  # fmt: skip
-        ok = len(execs) == count and all(
-            any(r["kind"] == "SparkDriver" and r.get("controller") for r in p["metadata"]["ownerReferences"])
-            and any(r["kind"] == "Pod" and not r.get("controller") for r in p["metadata"]["ownerReferences"])
-            for p in execs
-        )
-        return execs if ok else None
+        return execs if len(execs) == count else None
 
-    result: list[Obj] = wait_for(adopted, timeout=20, interval=0.1, message="executors adopted")
+    result: list[Obj] = wait_for(owned, timeout=20, interval=0.1, message=f"{count} executors")
+    for pod in result:
+        refs = {(r["kind"], r["name"], bool(r.get("controller"))) for r in pod["metadata"]["ownerReferences"]}
+        assert refs == {("SparkDriver", name, False), ("Pod", naming.driver_pod_name(name, incarnation), True)}, refs
     return result
 
 

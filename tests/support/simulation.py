@@ -20,7 +20,7 @@ from apps_controller.observed import AppView, DriverView, Observed, OwnedObject,
 from apps_controller.status import counted, finished, read_status, state, status_json
 from core import kube
 from core.jsontypes import JSON
-from core.reconciler import Applier, Event, Learned, Plan, Refusal
+from core.reconciler import SETTLE_SECONDS, Applier, Event, Learned, Plan, Refusal
 from domain import labels
 
 T = TypeVar("T")
@@ -145,13 +145,19 @@ class SimCluster:
     _uids: int = 0
     _steps: int = 10**9  # API calls left before the operator process dies
     _applier: Applier[tuple[str, str]] | None = None
+    held: bool = False  # the last pass's status change was held back by the Applier (progress)
 
     @property
     def applier(self) -> Applier[tuple[str, str]]:
         """The operator process's Applier (a new one after a crash: what it learned is gone)."""
         if self._applier is None:
-            self._applier = Applier(self, kube.Rules(), lambda obj, what, reason: None)
+            self._applier = Applier(self, kube.Rules(), lambda obj, what, reason: None, clock=self.clock)
         return self._applier
+
+    def clock(self) -> float:
+        """The Applier's clock is the simulation's: a status change it holds back (progress) is written
+        once ``advance`` (or ``run_until_quiet``) moves past its window."""
+        return self.now.timestamp()
 
     @property
     def refusals(self) -> dict[str, Refusal]:
@@ -229,6 +235,7 @@ class SimCluster:
             "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid, "resourceVersion": str(rv)},
             "status": status_json(seen),
         }
+        self.held = False
         try:
             applied = _run(
                 self.applier.apply((self.namespace, self.name), body, plan, status_json, namespace=self.namespace)
@@ -241,6 +248,8 @@ class SimCluster:
             return False  # like the shell: remembered, and the key is reconciled again at once
         except kube.Conflict:
             return False  # the decision was made from an old view
+        new = status_json(plan.status) if plan.status is not None else None
+        self.held = plan.status_can_wait and new is not None and new != body["status"] and self.status == body["status"]
         return not applied.gone
 
     # -- the simulated API server (a core.reconciler.Client) ----------------------------------------
@@ -399,10 +408,14 @@ class SimCluster:
         drv.exit_code = exit_code
 
     def run_until_quiet(self, limit: int = 50) -> None:
-        """Reconcile until a pass changes nothing (no write, no action)."""
+        """Reconcile until a pass changes nothing (no write, no action). A status change the Applier
+        held back (progress) is waited for: the time moves on by the window, as the shell's requeue."""
         for _ in range(limit):
             before = (copy.deepcopy(self.status), set(self.drivers), self.deleted, self.learned)
             plan = self.reconcile()
+            if self.held:
+                self.advance(SETTLE_SECONDS)
+                continue
             if plan is None or (
                 before == (self.status, set(self.drivers), self.deleted, self.learned)
                 and not any(a.kind in ("SparkDriver", "SparkApplication") for a in plan.creates + plan.deletes)

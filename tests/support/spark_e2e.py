@@ -182,7 +182,13 @@ class SeenPod:
     pod: dict[str, Any]
     first_seen: float
     deleted_at: float | None = None
-    owners_seen: set[tuple[str, str] | None] = field(default_factory=set)
+    owners_seen: set[tuple[str, str] | None] = field(default_factory=set)  # controllers, over time
+    first_owners: list[dict[str, Any]] = field(default_factory=list)  # its ownerReferences when first seen
+
+    @property
+    def born_owned_by(self) -> set[tuple[str, str, bool]]:
+        """(kind, name, controller) of every ownerReference the pod had when first seen."""
+        return {(str(r["kind"]), str(r["name"]), bool(r.get("controller"))) for r in self.first_owners}
 
     @property
     def name(self) -> str:
@@ -220,7 +226,9 @@ class PodWatch:
         pod, now = event["object"], time.monotonic() - self.started
         name = pod["metadata"]["name"]
         with self._lock:
-            seen = self.pods.setdefault(name, SeenPod(pod, now))
+            seen = self.pods.setdefault(
+                name, SeenPod(pod, now, first_owners=list(pod["metadata"].get("ownerReferences") or []))
+            )
             seen.pod = pod
             seen.owners_seen.add(controller_of(pod))
             if event["type"] == "DELETED":

@@ -31,7 +31,7 @@ def sim(policy: str = "Never") -> tuple[SimCluster, Transitions]:
 
 def attach(c: SimCluster, store: Transitions) -> None:
     """The operator process (a new one after a crash) with its Applier recording into ``store``."""
-    c._applier = Applier(c, kube.Rules(), lambda obj, what, reason: None, store.record)
+    c._applier = Applier(c, kube.Rules(), lambda obj, what, reason: None, store.record, clock=c.clock)
 
 
 def counts(store: Transitions) -> dict[str, float]:

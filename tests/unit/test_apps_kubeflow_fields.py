@@ -105,7 +105,8 @@ def test_driver_ingress_objects_live_with_the_run_and_are_restored() -> None:
     c.run_until_quiet()
     c.set_phase("pi-1", DriverPhase.RUNNING)
     c.run_until_quiet()
-    keys = {("Service", "pi-driver-8080"), ("Ingress", "pi-ing-8080"), ("Service", "pi-ui-svc")}
+    # No Spark UI Service of its own: nothing asks for one (sparkUIOptions, an Ingress URL format).
+    keys = {("Service", "pi-driver-8080"), ("Ingress", "pi-ing-8080")}
     assert set(c.ui_objects) == keys
     # edited: the port is put back; deleted: created again
     c.ui_objects[("Service", "pi-driver-8080")]["spec"]["ports"][0]["port"] = 1

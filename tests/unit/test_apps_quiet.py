@@ -23,6 +23,8 @@ from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 
 SPEC: dict[str, Any] = {**PYTHON_PI_SPEC, "restartPolicy": {"type": "Never"}}
+# sparkUIOptions asks for the Spark UI Service of its own (without it the UI is the driver Service's).
+UI_SPEC: dict[str, Any] = {**SPEC, "sparkUIOptions": {"serviceType": "ClusterIP"}}
 APP_REF = {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkApplication", "name": "pi", "uid": "app-uid"}
 
 
@@ -103,7 +105,7 @@ def test_a_finished_app_keeps_no_executor_counts_and_stays_quiet_as_its_executor
 def test_a_ui_service_status_never_recorded_is_still_deleted() -> None:
     """The operator died between creating the Spark UI Service and writing status: the Service is
     found by its controller owner in the watch index and deleted when the app no longer runs."""
-    c = SimCluster(spec=SPEC, name="pi")
+    c = SimCluster(spec=UI_SPEC, name="pi")
     c.run_until_quiet()
     c.set_phase("pi-1", DriverPhase.RUNNING)
     c.run_until_quiet()
@@ -131,8 +133,8 @@ def test_decide_deletes_observed_ui_objects_of_this_app_only() -> None:
     assert plan.status == observed.status
 
 
-def running_app() -> SimCluster:
-    c = SimCluster(spec=SPEC, name="pi")
+def running_app(spec: dict[str, Any] = SPEC) -> SimCluster:
+    c = SimCluster(spec=spec, name="pi")
     c.run_until_quiet()
     c.set_phase("pi-1", DriverPhase.RUNNING)
     c.run_until_quiet()
@@ -149,8 +151,11 @@ def test_an_app_in_a_terminating_namespace_plans_nothing() -> None:
         plan = reconcile(quiet, c.now + timedelta(seconds=60))
         assert plan.status == observed.status
         assert (plan.actions, plan.events, plan.requeue_after) == ((), (), None)
-    # the same observation outside a terminating namespace is a lost run
-    assert apps_status.state(reconcile(replace(observed, drivers=()), c.now).status).value == "FAILING"
+    # the same observation outside a terminating namespace is a lost run: FAILING, and FAILED in the
+    # same pass (restartPolicy Never), with an event for each
+    lost = reconcile(replace(observed, drivers=()), c.now)
+    assert apps_status.state(lost.status).value == "FAILED"
+    assert [e.reason for e in lost.events] == ["SparkApplicationFailing", "SparkApplicationFailed"]
 
 
 def driver_body(**meta: Any) -> dict[str, Any]:
@@ -190,7 +195,7 @@ def test_the_ui_index_finds_services_and_ingresses_by_their_controller_owner() -
 
 
 def test_observed_ui_objects_of_a_running_app_are_kept() -> None:
-    c = running_app()
+    c = running_app(UI_SPEC)
     observed, _ = c.observed()
     assert [o.name for o in observed.owned_ui] == ["pi-ui-svc"]
     assert not [a for a in reconcile(observed, c.now).actions if isinstance(a, DeleteObject)]

@@ -266,10 +266,14 @@ def test_deleted_with_the_executors_on_the_pass_the_driver_ends() -> None:
     ending = [terminated(pods[0], 0), executor(1, adopted=True)]
     plan = plan_for(body, ending, cms, svcs, [policy])
     assert plan.status is not None and plan.status.phase == "Succeeded"
+    # The executor is Spark's own clean-up's for a moment (the driver exited by itself); the policy goes.
+    assert {(d.kind, d.name, d.reason) for d in plan.deletes} == {("NetworkPolicy", "pi-1-policy", "DriverEnded")}
+    assert plan.creates == ()
+    killed = [terminated(pods[0], 137), executor(1, adopted=True)]
+    plan = plan_for(body, killed, cms, svcs, [policy])
     assert {(d.kind, d.name, d.reason) for d in plan.deletes} == {
         ("Pod", "pi-1-exec-1", "DriverEnded"), ("NetworkPolicy", "pi-1-policy", "DriverEnded"),
     }  # fmt: skip
-    assert plan.creates == ()
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed", "SubmissionFailed"])

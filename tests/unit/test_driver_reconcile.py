@@ -6,14 +6,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import jsonpatch
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
 from core.kube import merge_patch
 from core.reconciler import Plan
-from driver_controller.decide import Observed, Settings, decide, submission_failed
+from driver_controller.decide import EXECUTOR_CLEANUP_GRACE_SECONDS, Observed, Settings, decide, submission_failed
 from driver_controller.observe import summarize_object, summarize_pod
 from driver_controller.render import parse, render
 from driver_controller.status import status_json
@@ -57,18 +56,17 @@ def test_everything_present_and_running() -> None:
     assert plan.status is not None and plan.status.phase == "Running"
     assert plan.status.executors.running == 2
     assert plan.status.driverPod is not None and plan.status.driverPod.uid == "pod-1"
-    # Only the not-yet-adopted executor is patched, with the SparkDriver as controller.
-    (patch,) = plan.patches
-    assert patch.name == "pi-1-exec-1"
-    refs = patched(executor(1), patch)["metadata"]["ownerReferences"]
-    assert [(r["kind"], r["controller"]) for r in refs] == [("SparkDriver", True), ("Pod", False)]
-    assert patch.resource_version == "7"
-    # The patch holds only if the references are still those the decision saw (a kubelet's status
-    # update in between does not refuse it; another owner change does).
-    moved = executor(1)
-    moved["metadata"]["ownerReferences"] = []
-    with pytest.raises(jsonpatch.JsonPatchTestFailed):
-        patched(moved, patch)
+    # Nothing is patched on the executors: Spark created them owned by the SparkDriver already (the
+    # executor template's reference), whichever of its references says controller.
+    assert plan.patches == ()
+    assert not plan.status_can_wait  # observedGeneration, spark.app.id, UI address: first written now
+    # Pending -> Running of the same pod, and its executors: progress the Applier may hold a moment.
+    first = plan_for(driver()).status
+    assert first is not None
+    pending = plan_for(driver(status_json(first)), [pod], cms, svcs)
+    assert pending.status is not None and pending.status_can_wait  # scheduled: uid, node
+    progress = plan_for(driver(status_json(first)), [running(pod), executor(1)], cms, svcs)
+    assert progress.status is not None and progress.status.phase == "Running" and progress.status_can_wait
 
 
 def test_unchanged_status_is_not_written() -> None:
@@ -431,13 +429,32 @@ def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_i
              deleting(executor(3, adopted=True))]  # fmt: skip
     plan = plan_for(driver(st), [terminated(pod, 0), *execs], cms, svcs)
     assert plan.status is not None and plan.status.phase == "Succeeded"
-    assert sorted(d.name for d in plan.deletes) == ["pi-1-exec-1", "pi-1-exec-2"]
+    assert not plan.status_can_wait  # an outcome is written at once
+    # The driver exited by itself: Spark's own clean-up deletes its executors; the controller looks
+    # again once that had its moment, and the counts are already those that stay.
+    assert plan.deletes == () and plan.requeue_after == EXECUTOR_CLEANUP_GRACE_SECONDS
     assert plan.status.executors.running == 0 and plan.status.executors.succeeded == 0
-    keep = driver(st)
+    ended = status_json(plan.status)
+    later = NOW + timedelta(seconds=EXECUTOR_CLEANUP_GRACE_SECONDS)
+    left = decide(Observed(driver(ended), [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later)
+    assert left.status is None  # frozen
+    assert sorted(d.name for d in left.deletes) == ["pi-1-exec-1", "pi-1-exec-2"]
+    keep = driver(ended)
     keep["spec"]["executor"] = {"deleteOnTermination": False}
-    kept = plan_for(keep, [terminated(pod, 0), *execs], cms, svcs)
+    kept = decide(Observed(keep, [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later)
     assert [d.name for d in kept.deletes] == ["pi-1-exec-1"]
-    assert kept.status is not None and kept.status.executors.succeeded == 1
+
+
+def test_the_executors_of_a_killed_driver_are_deleted_at_once() -> None:
+    """No clean-up of Spark's ran: the driver container was killed (OOMKilled, SIGKILL)."""
+    pod, cms, svcs = objects()
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    for exit_code, reason in ((137, "OOMKilled"), (137, "Error")):
+        killed = terminated(pod, exit_code)
+        killed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = reason
+        plan = plan_for(driver(st), [killed, executor(1, adopted=True)], cms, svcs)
+        assert plan.status is not None and plan.status.phase == "Failed"
+        assert [d.name for d in plan.deletes] == ["pi-1-exec-1"]
 
 
 def ended_status(phase: str) -> dict[str, Any]:

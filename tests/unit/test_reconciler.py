@@ -10,7 +10,19 @@ from typing import Any
 import pytest
 
 from core import kube
-from core.reconciler import Applier, ApplyFailed, Create, Delete, Ensure, Event, Learned, Learnt, Patch, Plan
+from core.reconciler import (
+    SETTLE_SECONDS,
+    Applier,
+    ApplyFailed,
+    Create,
+    Delete,
+    Ensure,
+    Event,
+    Learned,
+    Learnt,
+    Patch,
+    Plan,
+)
 
 KEY = ("ns", "owner")
 
@@ -264,3 +276,61 @@ async def test_a_delete_already_made_is_not_sent_again_from_a_stale_cache() -> N
     successor = Plan[dict[str, Any]](after_status=(Delete("v1", "Pod", "exec-1", "other-uid"),))
     await the_applier.apply(KEY, body(), successor, same, namespace="ns")
     assert client.calls[-1] == "delete exec-1 uid=other-uid"
+
+
+# -- a status change that can wait -------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def progress(phase: str, **extra: Any) -> Plan[dict[str, Any]]:
+    return Plan(status={"phase": phase}, status_can_wait=True, **extra)
+
+
+async def test_progress_is_held_for_the_window_and_written_once_with_what_followed() -> None:
+    client, clock = Client(), Clock()
+    a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
+    started = Event("Normal", "Running", "running")
+    held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running", events=(started,)), same, namespace="ns")
+    assert client.calls == [] and held.requeue_after == SETTLE_SECONDS  # nor its event
+    clock.now += 1.5  # a later change within the window: held too, until the first one's window ends
+    held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running+executors"), same, namespace="ns")
+    assert client.calls == [] and held.requeue_after == pytest.approx(SETTLE_SECONDS - 1.5)
+    clock.now += SETTLE_SECONDS - 1.5
+    done = await a.apply(KEY, body({"phase": "Pending"}), progress("Running+executors", events=(started,)), same,
+                         namespace="ns")  # fmt: skip
+    assert client.calls == ["status rv=7", "event Running rv=8"] and done.written is not None
+    # A new window starts with the next change held.
+    clock.now += 0.1
+    await a.apply(KEY, body({"phase": "Running+executors"}), progress("Running+more"), same, namespace="ns")
+    assert client.calls[2:] == []
+
+
+async def test_what_cannot_wait_is_written_at_once_with_what_was_held() -> None:
+    client, clock = Client(), Clock()
+    a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
+    await a.apply(KEY, body({"phase": "Pending"}), progress("Running"), same, namespace="ns")
+    assert client.calls == []
+    await a.apply(KEY, body({"phase": "Pending"}), Plan(status={"phase": "Succeeded"}), same, namespace="ns")
+    assert client.calls == ["status rv=7"]
+    # after_status needs the write first: a plan with any is never held
+    release = Patch("v1", "Pod", "p", {"metadata": {}}, "3")
+    await a.apply(KEY, body({"phase": "Succeeded"}), progress("x", after_status=(release,)), same, namespace="ns")
+    assert client.calls[1:] == ["status rv=7", "patch p"]
+
+
+async def test_a_held_change_that_went_back_closes_the_window() -> None:
+    client, clock = Client(), Clock()
+    a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
+    await a.apply(KEY, body({"phase": "Pending"}), progress("Running"), same, namespace="ns")
+    clock.now += 1.9
+    await a.apply(KEY, body({"phase": "Pending"}), progress("Pending"), same, namespace="ns")  # back: nothing to write
+    clock.now += 0.5
+    held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running"), same, namespace="ns")
+    assert client.calls == [] and held.requeue_after == SETTLE_SECONDS  # a window of its own

@@ -1,0 +1,124 @@
+"""What keeps an app's API writes few (issue 28), each fact still where a user reads it: progress
+held a moment and written once, events posted by one controller, the Spark UI at the driver's own
+Service unless something is to reach a Service of its own."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from api.models import ApplicationState, DriverPhase
+from apps_controller import status as apps_status
+from apps_controller import ui
+from apps_controller.decide import decide as reconcile
+from apps_controller.observed import AppView, UIConfig
+from driver_controller.decide import Observed, decide
+from driver_controller.observe import summarize_pod
+from driver_controller.status import progress_only, read_status, status_json
+from tests.support.driver_objects import NOW, driver, objects, running, terminated
+from tests.support.simulation import SimCluster
+from tests.support.specs import PYTHON_PI_SPEC
+
+APP_OWNER = {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkApplication", "name": "pi", "uid": "app-uid",
+             "controller": True}  # fmt: skip
+
+
+def app_controlled(body: dict[str, Any]) -> dict[str, Any]:
+    return {**body, "metadata": {**body["metadata"], "ownerReferences": [APP_OWNER]}}
+
+
+def plan_for(body: dict[str, Any], pods: list[dict[str, Any]] = ()) -> Any:  # type: ignore[assignment]
+    _, cms, svcs = objects()
+    return decide(Observed(body, [summarize_pod(p) for p in pods], cms if pods else [], svcs if pods else []), NOW)
+
+
+# -- events: one controller states each fact --------------------------------------------------------
+
+
+def test_a_driver_an_app_controls_leaves_the_facts_the_app_states_to_the_app() -> None:
+    direct = plan_for(driver())
+    assert [e.reason for e in direct.events] == ["DriverPodCreated"]
+    owned = plan_for(app_controlled(driver()))
+    assert owned.events == () and owned.status == direct.status  # SparkApplicationSubmitted says it
+    pod, _, _ = objects()
+    st = status_json(direct.status)
+    assert [e.reason for e in plan_for(driver(st), [terminated(pod, 1)]).events] == ["DriverFailed"]
+    ended = plan_for(app_controlled(driver(st)), [terminated(pod, 1)])
+    assert ended.status is not None and ended.status.phase == "Failed" and ended.events == ()
+
+
+def test_what_only_the_driver_knows_is_still_posted_on_it() -> None:
+    """A lost driver pod's why (DriverPodLost) is the SparkDriver's to say; the app says it was replaced."""
+    pod, _, _ = objects()
+    st = status_json(plan_for(driver()).status)
+    gone = {**running(pod), "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T11:59:30Z"}}
+    plan = plan_for(app_controlled(driver({**st, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}})), [gone])
+    assert [e.reason for e in plan.events] == ["DriverPodLost"]
+
+
+# -- progress that can wait ---------------------------------------------------------------------------
+
+
+def test_only_progress_of_the_same_pod_can_wait() -> None:
+    pending = read_status({"status": {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}})
+    running_ = pending.model_copy(update={"phase": DriverPhase.RUNNING})
+    assert progress_only(pending, running_)
+    assert not progress_only(pending, running_.model_copy(update={"incarnation": 2}))
+    assert not progress_only(pending, pending.model_copy(update={"phase": DriverPhase.SUCCEEDED}))
+    assert not progress_only(pending.model_copy(update={"driverPod": None}), pending)  # the pod named: at once
+    assert not progress_only(pending, running_.model_copy(update={"observedGeneration": 2}))
+
+
+def test_an_apps_progress_can_wait_and_its_counting_cannot() -> None:
+    c = SimCluster(spec={**PYTHON_PI_SPEC, "restartPolicy": {"type": "Never"}}, name="pi")
+    c.run_until_quiet()
+    c.set_phase("pi-1", DriverPhase.PENDING)
+    c.run_until_quiet()
+    accepted = c.app_status
+    assert accepted.executionAttempts == 1
+    observed, _ = c.observed()
+    drv = replace(observed.drivers[0], phase=DriverPhase.RUNNING, executors={"running": 2})
+    plan = reconcile(replace(observed, drivers=(drv,)), c.now)
+    assert plan.status is not None and apps_status.state(plan.status) is ApplicationState.RUNNING
+    assert plan.status_can_wait and [e.reason for e in plan.events] == ["SparkApplicationRunning"]
+    before = replace(observed, status=accepted.model_copy(update={"executionAttempts": 0, "attempts": []}))
+    assert not apps_status.progress_only(before.status, accepted)
+    ended = replace(observed.drivers[0], phase=DriverPhase.SUCCEEDED, exit_code=0)
+    done = reconcile(replace(observed, drivers=(ended,)), c.now + timedelta(seconds=1))
+    # The run's end and the policy's final word in one write, an event for each.
+    assert done.status is not None and apps_status.state(done.status) is ApplicationState.COMPLETED
+    assert not done.status_can_wait
+    assert [e.reason for e in done.events] == ["SparkApplicationSucceeding", "SparkApplicationCompleted"]
+
+
+# -- the Spark UI ---------------------------------------------------------------------------------------
+
+
+def app_view(**spec: Any) -> AppView:
+    body = {"metadata": {"name": "pi", "namespace": "ns", "uid": "u"}, "spec": {**PYTHON_PI_SPEC, **spec}}
+    return AppView.from_body(body)
+
+
+def test_a_ui_service_of_its_own_only_when_something_is_to_reach_it() -> None:
+    assert not ui.own_service_wanted(app_view(), UIConfig())
+    assert ui.own_service_wanted(app_view(sparkUIOptions={"serviceType": "NodePort"}), UIConfig())
+    assert ui.own_service_wanted(app_view(), UIConfig(ingress_url_format="{{$appName}}.example.com"))
+    assert not ui.own_service_wanted(app_view(sparkUIOptions={"servicePort": 80}), UIConfig(service=False))
+    assert ui.driver_service_ui("pi-1-driver-svc.ns.svc:4040") == ("pi-1-driver-svc", 4040)
+    assert ui.driver_service_ui(None) is None and ui.driver_service_ui("nonsense") is None
+
+
+def test_without_one_the_status_names_the_drivers_own_service() -> None:
+    c = SimCluster(spec={**PYTHON_PI_SPEC, "restartPolicy": {"type": "Never"}}, name="pi")
+    c.run_until_quiet()
+    c.set_phase("pi-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    observed, _ = c.observed()
+    drv = replace(observed.drivers[0], web_ui_address="pi-1-1-driver-svc.ns.svc:4040", spark_application_id="spark-1")
+    plan = reconcile(replace(observed, drivers=(drv,)), c.now)
+    assert plan.status is not None and plan.creates == ()
+    info = apps_status.driver_info(plan.status)
+    assert (info.webUIServiceName, info.webUIPort, info.webUIAddress) == (
+        "pi-1-1-driver-svc", 4040, "pi-1-1-driver-svc.ns.svc:4040",
+    )  # fmt: skip
