@@ -39,7 +39,14 @@ from apps_controller.runs import (
     missing_driver,
     outcome_of,
 )
-from apps_controller.status import NO_EXECUTORS, TERMINAL_STATES, error_message, finished, progress_only
+from apps_controller.status import (
+    NO_EXECUTORS,
+    TERMINAL_STATES,
+    error_message,
+    finished,
+    first_sight_only,
+    progress_only,
+)
 from apps_controller.status import state as state_of
 from apps_controller.transitions import transitions
 from core.reconciler import Delete, Event, Plan
@@ -74,7 +81,9 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
     """Decide one step for a SparkApplication from what was observed, at time ``now``; the plan
     carries the metric observations of the step (recorded once its status write succeeded)."""
     plan = _step(observed, now)
-    can_wait = plan.status is not None and progress_only(observed.status, plan.status)
+    can_wait = plan.status is not None and (
+        progress_only(observed.status, plan.status) or first_sight_only(observed.status, plan.status)
+    )
     return replace(plan, observations=transitions(observed, plan.status, now), status_can_wait=can_wait)
 
 
@@ -124,7 +133,16 @@ def conclude(d: Draft) -> None:
     submission: its metric counts the SUBMISSION_FAILED state a written status shows."""
     state = d.state
     if state in _CONCLUDED and state is not state_of(d.obs.status) and not retries(d, state):
+        entered = len(d.events)
         _STEPS[state](d)
+        # The state entered and left in one pass is never shown: the one transition a user sees
+        # (RUNNING -> COMPLETED) gets one event, saying both.
+        ended = d.events[entered:]
+        passed = [i for i, e in enumerate(d.events[:entered]) if e.reason == events.BY_STATE[state][1]]
+        if len(ended) == 1 and passed:
+            first, last = d.events.pop(passed[-1]), d.events[-1]
+            if first.message != last.message:
+                d.events[-1] = replace(last, message=f"{first.message}; {last.message}")
 
 
 def retries(d: Draft, outcome: ApplicationState) -> bool:

@@ -145,33 +145,33 @@ def counted(record: AttemptRecord) -> bool:
     return record.attempt is not None
 
 
-_FOLLOWING: Final = frozenset(
-    {
-        (ApplicationState.SUBMITTED, ApplicationState.SUBMITTED),
-        (ApplicationState.SUBMITTED, ApplicationState.RUNNING),
-        (ApplicationState.RUNNING, ApplicationState.RUNNING),
-    }
-)
-# What a pass copies again from the current SparkDriver whatever was written before (runs.mirror),
-# and the Running condition that follows the state.
-_MIRRORED: Final = frozenset({"applicationState", "driverInfo", "sparkApplicationId", "executors", "conditions"})
+_ACTIVE: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING})
+# What a pass copies again from the current SparkDriver whatever was written before (runs.mirror).
+_MIRRORED: Final = frozenset({"driverInfo", "sparkApplicationId", "executors"})
 
 
 def progress_only(old: Status, new: Status) -> bool:
     """Whether ``new`` differs from ``old`` only by the current run's progress as its SparkDriver
-    reports it: SUBMITTED to RUNNING, the driver pod's name, spark.app.id, executor counts, the
-    Running condition. Every later pass copies these again from the SparkDriver, so their write may
-    wait a moment and carry what follows (core.reconciler.SETTLE_SECONDS). A run counted, seen or
-    ended, a new incarnation, an error, a Spark UI object or any other condition is written at once."""
-    if (state(old), state(new)) not in _FOLLOWING or error_message(old) != error_message(new):
+    reports it, in the same state: the driver pod's name, spark.app.id, executor counts. Every later
+    pass copies these again from the SparkDriver, so their write may wait a moment and carry what
+    follows (core.reconciler.SETTLE_SECONDS). A state (RUNNING has its event and its start latency),
+    a run counted, seen or ended, a new incarnation, an error, a Spark UI object or a condition is
+    written at once."""
+    if state(old) not in _ACTIVE or state(new) is not state(old):
         return False
     if driver_info(old).model_copy(update={"podName": None}) != driver_info(new).model_copy(update={"podName": None}):
         return False
-    if [c for c in old.conditions or () if c.type != CONDITION_RUNNING] != [
-        c for c in new.conditions or () if c.type != CONDITION_RUNNING
-    ]:
-        return False
     return all(getattr(old, f) == getattr(new, f) for f in Status.model_fields if f not in _MIRRORED)
+
+
+def first_sight_only(old: Status, new: Status) -> bool:
+    """Whether ``new`` only records that the current run's SparkDriver was seen (``currentDriver``),
+    with nothing else of it to mirror yet: written with the first thing it reports (its driver pod
+    accepted), or when the window ends. Held, the only difference is that a SparkDriver deleted
+    within that window, before anything of it was written, is created again as the same run."""
+    if new.currentDriver is None or old.currentDriver == new.currentDriver:
+        return False
+    return progress_only(old.model_copy(update={"currentDriver": new.currentDriver}), new)
 
 
 # ---------------------------------------------------------------------------------------------------

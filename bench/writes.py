@@ -15,14 +15,17 @@ import asyncio
 import os
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
 from harness import BenchCluster, Operator, app_manifest, log, now_utc, stamping
 from throughput import _write_kind
 
+from core.informer import EventType, Informer
 from core.jsontypes import JSON
+from core.kube import Kube, Resource
 from domain import kinds
 
 NAMESPACE = "writes"
@@ -39,22 +42,66 @@ def _time(event: Mapping[str, Any]) -> datetime:
     return datetime.fromisoformat(str(event["requestReceivedTimestamp"]).replace("Z", "+00:00"))
 
 
-async def _run(bench: BenchCluster, apps: int, executors: int, run_seconds: float) -> dict[str, Any]:
+def _changed(old: Any, new: Any, path: str = "") -> list[str]:
+    """The paths (a.b.c) where ``new`` differs from ``old``."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[str] = []
+        for key in sorted({*old, *new}):
+            out += _changed(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    return [] if old == new else [path]
+
+
+@asynccontextmanager
+async def status_changes(kube: Kube, resource: Resource, names: set[str]) -> AsyncIterator[list[str]]:
+    """Each status change of the named objects, as a line: the time, the object, the fields changed."""
+    lines: list[str] = []
+    informer = Informer(kube, resource, namespace=NAMESPACE)
+
+    def handler(_: EventType, obj: JSON, old: JSON | None) -> None:
+        name = str(obj["metadata"]["name"])
+        if name in names:
+            fields = _changed((old or {}).get("status") or {}, obj.get("status") or {})
+            if fields:
+                lines.append(f"{time.monotonic():.3f} {resource.kind} {name}: {', '.join(fields)}")
+
+    informer.add_handler(handler)
+    task = asyncio.create_task(informer.run())
+    try:
+        await informer.wait_synced()
+        yield lines
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _run(bench: BenchCluster, apps: int, executors: int, run_seconds: float, show: int) -> dict[str, Any]:
     names = [f"w{i}" for i in range(apps)]
-    async with bench.client() as kube:
+    shown = set(names[:show]) | {f"{n}-1" for n in names[:show]}
 
-        def completed(obj: JSON) -> str | None:
-            state = ((obj.get("status") or {}).get("applicationState") or {}).get("state")
-            return str(obj["metadata"]["name"]) if state == "COMPLETED" else None
+    def completed(obj: JSON) -> str | None:
+        state = ((obj.get("status") or {}).get("applicationState") or {}).get("state")
+        return str(obj["metadata"]["name"]) if state == "COMPLETED" else None
 
-        async with stamping(kube, kinds.SPARK_APPLICATIONS, completed, namespace=NAMESPACE) as done:
-            since = now_utc()
-            await asyncio.gather(
-                *(kube.create(app_manifest(n, NAMESPACE, run_seconds=run_seconds, executors=executors)) for n in names)
-            )
-            async with asyncio.timeout(300):
-                await done.wait_for(apps)
-    return {"since": since, "names": names}
+    async with (
+        bench.client() as kube,
+        status_changes(kube, kinds.SPARK_APPLICATIONS, shown) as apps_changed,
+        status_changes(kube, kinds.SPARK_DRIVERS, shown) as drivers_changed,
+        stamping(kube, kinds.SPARK_APPLICATIONS, completed, namespace=NAMESPACE) as done,
+    ):
+        since, started = now_utc(), time.monotonic()
+        manifests = [app_manifest(n, NAMESPACE, run_seconds=run_seconds, executors=executors) for n in names]
+        await asyncio.gather(*(kube.create(m) for m in manifests))
+        async with asyncio.timeout(300):
+            await done.wait_for(apps)
+        await asyncio.sleep(3)  # the last status changes reach the watches
+    changes = sorted(apps_changed + drivers_changed)
+    return {"since": since, "names": names, "changes": [_from(line, started) for line in changes]}
+
+
+def _from(line: str, started: float) -> str:
+    at, rest = line.split(" ", 1)
+    return f"{float(at) - started:8.3f}s  {rest}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executors", type=int, default=1)
     parser.add_argument("--run-seconds", type=float, default=2.0)
     parser.add_argument("--settle", type=float, default=20.0, help="seconds to wait after the last COMPLETED")
+    parser.add_argument("--show", type=int, default=5, help="apps whose writes are listed one by one")
     args = parser.parse_args(argv)
     with BenchCluster.up(f"bench-writes-{os.getpid()}", namespaces=[NAMESPACE]) as bench:
         operator = Operator(bench, (NAMESPACE,)).start()
         try:
             operator.wait_ready()
-            run = asyncio.run(_run(bench, args.apps, args.executors, args.run_seconds))
+            run = asyncio.run(_run(bench, args.apps, args.executors, args.run_seconds, args.show))
             time.sleep(args.settle)  # what follows completion (executors, finalizers) is counted too
             operator.wait_idle(quiet_seconds=3.0, timeout=120)
         finally:
@@ -79,15 +127,20 @@ def main(argv: list[str] | None = None) -> int:
     for event in writes:
         by_app[_app_of(event, names)].append(event)
     totals: Counter[str] = Counter()
-    for name in names:
+    for shown, name in enumerate(names):
         events = sorted(by_app[name], key=_time)
         start = _time(events[0]) if events else None
-        print(f"\n{name}: {len(events)} writes")
+        if shown < args.show:
+            print(f"\n{name}: {len(events)} writes")
         for event in events:
             ref = event.get("objectRef") or {}
             at = (_time(event) - start).total_seconds() if start else 0.0
-            print(f"  {at:7.3f}s  {_write_kind(event):40s} {ref.get('name', '')}")
+            if shown < args.show:
+                print(f"  {at:7.3f}s  {_write_kind(event):40s} {ref.get('name', '')}")
             totals[_write_kind(event)] += 1
+    print(f"\nstatus changes of the first {args.show} apps, as a watch saw them (time from the creates):")
+    for line in run["changes"]:
+        print(f"  {line}")
     print(f"\nper app ({len(names)} apps, {len(writes) / len(names):.2f} writes each):")
     for kind, count in totals.most_common():
         print(f"  {count / len(names):5.2f}  {kind}")

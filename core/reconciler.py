@@ -65,9 +65,10 @@ PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
 # back; this is only the safety net should that event be lost.
 AWAITING_CACHE_SECONDS: Final = 1.0
 # How long a status change a plan marks ``status_can_wait`` may be held back, from the first pass that
-# held it: the changes that follow it within this window (a driver pod scheduled, then running, then
-# its executors) go out in one write.
-SETTLE_SECONDS: Final = 2.0
+# held it: the progress that follows it within this window (a driver pod scheduled, its executors
+# pending, then running) goes out in one write, usually with the next change that cannot wait. Under
+# load a pod's steps come seconds apart: a window shorter than that saves nothing.
+SETTLE_SECONDS: Final = 10.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -346,6 +347,9 @@ class _Memory:
     deleted: set[str] = field(default_factory=set)
     # When (the Applier's clock) a pass first held back a status change that can wait; None: none held.
     settling_since: float | None = None
+    # The resourceVersion our last status write was made from, and the one it gave the object: a pass
+    # decided from a cache that has yet to show that write would only meet a Conflict.
+    status_written: tuple[str, str | None] | None = None
 
 
 def _before_ours(seen: str, ours: tuple[str, str | None] | None) -> bool:
@@ -492,6 +496,11 @@ class Applier(Generic[K]):
                     requeue = _earliest(requeue, delay)
             return requeue
 
+        if body is not None and self._behind_our_write(key, uid, body):
+            # Decided from a view older than our own last status write: its write would be refused
+            # (Conflict), and its actions were decided from that old view. Our write's watch event
+            # brings the key back (the requeue is only the safety net should that event be lost).
+            return Applied(requeue_after=AWAITING_CACHE_SECONDS)
         requeue = _earliest(plan.requeue_after, await act(plan.before_status))
         written: JSON | None = None
         if body is not None and plan.status is not None:
@@ -512,6 +521,13 @@ class Applier(Generic[K]):
                 # The pass's own copy follows the write: events name the new resourceVersion, and a
                 # shell that decides again (after a refusal) decides from what was written.
                 meta = body["metadata"]
+                made_from, made = (
+                    str(meta.get("resourceVersion", "")),
+                    (written.get("metadata") or {}).get("resourceVersion"),
+                )
+                # A write that changed nothing (the API server then keeps the version) leaves no news.
+                changed_version = made is not None and str(made) != made_from
+                self._own(key, uid).status_written = (made_from, str(made)) if changed_version else None
                 meta["resourceVersion"] = (written.get("metadata") or {}).get(
                     "resourceVersion", meta.get("resourceVersion")
                 )
@@ -548,6 +564,13 @@ class Applier(Generic[K]):
             return left
         memory.settling_since = None
         return None
+
+    def _behind_our_write(self, key: K, uid: str, body: JSON) -> bool:
+        memory = self._memory.get(key)
+        if memory is None or memory.uid != uid or memory.status_written is None:
+            return False
+        seen = str((body.get("metadata") or {}).get("resourceVersion", ""))
+        return _before_ours(seen, memory.status_written)
 
     def _settled(self, key: K) -> None:
         memory = self._memory.get(key)

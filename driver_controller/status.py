@@ -61,19 +61,22 @@ def ended(status: SparkDriverStatus) -> bool:
 
 _ACTIVE: Final = frozenset({DriverPhase.PENDING, DriverPhase.RUNNING})
 # What a pass derives again from the pods it observes, whatever was written before.
-_PROGRESS: Final = frozenset({"phase", "driverPod", "executors"})
+_PROGRESS: Final = frozenset({"driverPod", "executors"})
 
 
 def progress_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
-    """Whether ``new`` differs from ``old`` only by the progress of the same driver pod: Pending to
-    Running, the pod's node, IP, start and readiness, its executors' counts. Every later pass derives
+    """Whether ``new`` differs from ``old`` only by the progress of the same driver pod in the same
+    phase: the pod's uid, node, IP and start, its executors' counts. Every later pass derives
     these again from the pods it observes, so their write may wait a moment and carry what follows
-    (core.reconciler.SETTLE_SECONDS). An outcome, a new incarnation or pod name, a condition, a
-    lastError or an acknowledged spec is written at once."""
+    (core.reconciler.SETTLE_SECONDS). A phase (Running is the app's RUNNING, its event and its start
+    latency), an outcome, a new incarnation or pod name, a condition, a lastError or an acknowledged
+    spec is written at once; so is the pod's readiness."""
     if old.phase not in _ACTIVE or new.phase not in _ACTIVE:
         return False
     if old.driverPod is None or new.driverPod is None or old.driverPod.name != new.driverPod.name:
         return False
+    if old.phase != new.phase or old.driverPod.ready != new.driverPod.ready:
+        return False  # readiness routes a SparkConnect server's clients
     return all(getattr(old, f) == getattr(new, f) for f in SparkDriverStatus.model_fields if f not in _PROGRESS)
 
 

@@ -152,10 +152,11 @@ def test_an_app_in_a_terminating_namespace_plans_nothing() -> None:
         assert plan.status == observed.status
         assert (plan.actions, plan.events, plan.requeue_after) == ((), (), None)
     # the same observation outside a terminating namespace is a lost run: FAILING, and FAILED in the
-    # same pass (restartPolicy Never), with an event for each
+    # same pass (restartPolicy Never), one event saying both
     lost = reconcile(replace(observed, drivers=()), c.now)
     assert apps_status.state(lost.status).value == "FAILED"
-    assert [e.reason for e in lost.events] == ["SparkApplicationFailing", "SparkApplicationFailed"]
+    ((reason, message),) = [(e.reason, e.message) for e in lost.events]
+    assert (reason, message) == ("SparkApplicationFailed", "SparkDriver pi-1 was deleted before it finished")
 
 
 def driver_body(**meta: Any) -> dict[str, Any]:

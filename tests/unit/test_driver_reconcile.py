@@ -60,13 +60,16 @@ def test_everything_present_and_running() -> None:
     # executor template's reference), whichever of its references says controller.
     assert plan.patches == ()
     assert not plan.status_can_wait  # observedGeneration, spark.app.id, UI address: first written now
-    # Pending -> Running of the same pod, and its executors: progress the Applier may hold a moment.
+    # The same pod scheduled, its executors: progress the Applier may hold a moment.
     first = plan_for(driver()).status
     assert first is not None
     pending = plan_for(driver(status_json(first)), [pod], cms, svcs)
     assert pending.status is not None and pending.status_can_wait  # scheduled: uid, node
-    progress = plan_for(driver(status_json(first)), [running(pod), executor(1)], cms, svcs)
-    assert progress.status is not None and progress.status.phase == "Running" and progress.status_can_wait
+    started = plan_for(driver(status_json(first)), [running(pod)], cms, svcs)
+    assert started.status is not None and started.status.phase == "Running"
+    assert not started.status_can_wait  # a phase: the app's RUNNING, its event, its start latency
+    progress = plan_for(driver(status_json(started.status)), [running(pod), executor(1)], cms, svcs)
+    assert progress.status is not None and progress.status.executors.running == 1 and progress.status_can_wait
 
 
 def test_unchanged_status_is_not_written() -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from api.models import ApplicationState, DriverPhase
+from api.models import ApplicationState, DriverPhase, DriverPodInfo, ExecutorCounts
 from apps_controller import status as apps_status
 from apps_controller import ui
 from apps_controller.decide import decide as reconcile
@@ -62,12 +62,16 @@ def test_what_only_the_driver_knows_is_still_posted_on_it() -> None:
 
 def test_only_progress_of_the_same_pod_can_wait() -> None:
     pending = read_status({"status": {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}})
-    running_ = pending.model_copy(update={"phase": DriverPhase.RUNNING})
-    assert progress_only(pending, running_)
-    assert not progress_only(pending, running_.model_copy(update={"incarnation": 2}))
-    assert not progress_only(pending, pending.model_copy(update={"phase": DriverPhase.SUCCEEDED}))
+    scheduled = pending.model_copy(update={"driverPod": DriverPodInfo(name="pi-1-driver", uid="u", nodeName="n")})
+    assert progress_only(pending, scheduled)
+    running_ = scheduled.model_copy(update={"phase": DriverPhase.RUNNING})
+    assert not progress_only(scheduled, running_)  # a phase: written at once
+    counted = running_.model_copy(update={"executors": ExecutorCounts(running=2)})
+    assert progress_only(running_, counted)
+    assert not progress_only(running_, counted.model_copy(update={"incarnation": 2}))
+    assert not progress_only(running_, running_.model_copy(update={"phase": DriverPhase.SUCCEEDED}))
     assert not progress_only(pending.model_copy(update={"driverPod": None}), pending)  # the pod named: at once
-    assert not progress_only(pending, running_.model_copy(update={"observedGeneration": 2}))
+    assert not progress_only(running_, counted.model_copy(update={"observedGeneration": 2}))
 
 
 def test_an_apps_progress_can_wait_and_its_counting_cannot() -> None:
@@ -78,18 +82,26 @@ def test_an_apps_progress_can_wait_and_its_counting_cannot() -> None:
     accepted = c.app_status
     assert accepted.executionAttempts == 1
     observed, _ = c.observed()
-    drv = replace(observed.drivers[0], phase=DriverPhase.RUNNING, executors={"running": 2})
+    drv = replace(observed.drivers[0], phase=DriverPhase.RUNNING)
     plan = reconcile(replace(observed, drivers=(drv,)), c.now)
     assert plan.status is not None and apps_status.state(plan.status) is ApplicationState.RUNNING
-    assert plan.status_can_wait and [e.reason for e in plan.events] == ["SparkApplicationRunning"]
+    # A state, with its event and its start latency: at once.
+    assert not plan.status_can_wait and [e.reason for e in plan.events] == ["SparkApplicationRunning"]
+    running = replace(observed, status=plan.status)
+    counted = reconcile(replace(running, drivers=(replace(drv, executors={"running": 2}),)), c.now)
+    assert counted.status is not None and counted.status.executors.running == 2
+    assert counted.status_can_wait and counted.events == ()
     before = replace(observed, status=accepted.model_copy(update={"executionAttempts": 0, "attempts": []}))
     assert not apps_status.progress_only(before.status, accepted)
     ended = replace(observed.drivers[0], phase=DriverPhase.SUCCEEDED, exit_code=0)
     done = reconcile(replace(observed, drivers=(ended,)), c.now + timedelta(seconds=1))
-    # The run's end and the policy's final word in one write, an event for each.
+    # The run's end and the policy's final word in one write.
     assert done.status is not None and apps_status.state(done.status) is ApplicationState.COMPLETED
     assert not done.status_can_wait
-    assert [e.reason for e in done.events] == ["SparkApplicationSucceeding", "SparkApplicationCompleted"]
+    # SUCCEEDING is never shown: one event for the transition a user sees, saying both.
+    assert [(e.reason, e.message) for e in done.events] == [
+        ("SparkApplicationCompleted", "driver pi-1 succeeded; completed after 1 execution attempt(s)")
+    ]
 
 
 # -- the Spark UI ---------------------------------------------------------------------------------------

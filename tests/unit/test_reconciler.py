@@ -11,6 +11,7 @@ import pytest
 
 from core import kube
 from core.reconciler import (
+    AWAITING_CACHE_SECONDS,
     SETTLE_SECONDS,
     Applier,
     ApplyFailed,
@@ -27,8 +28,8 @@ from core.reconciler import (
 KEY = ("ns", "owner")
 
 
-def body(status: dict[str, Any] | None = None) -> dict[str, Any]:
-    meta = {"name": "owner", "namespace": "ns", "uid": "u1", "resourceVersion": "7"}
+def body(status: dict[str, Any] | None = None, version: str = "7") -> dict[str, Any]:
+    meta = {"name": "owner", "namespace": "ns", "uid": "u1", "resourceVersion": version}
     return {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "metadata": meta, "status": status or {}}
 
 
@@ -321,8 +322,21 @@ async def test_what_cannot_wait_is_written_at_once_with_what_was_held() -> None:
     assert client.calls == ["status rv=7"]
     # after_status needs the write first: a plan with any is never held
     release = Patch("v1", "Pod", "p", {"metadata": {}}, "3")
-    await a.apply(KEY, body({"phase": "Succeeded"}), progress("x", after_status=(release,)), same, namespace="ns")
-    assert client.calls[1:] == ["status rv=7", "patch p"]
+    after = progress("x", after_status=(release,))
+    await a.apply(KEY, body({"phase": "Succeeded"}, "8"), after, same, namespace="ns")
+    assert client.calls[1:] == ["status rv=8", "patch p"]
+
+
+async def test_a_pass_decided_before_our_own_write_was_seen_waits_for_it() -> None:
+    """Its write could only meet a Conflict: the watch event of ours brings the key back."""
+    client = Client()
+    a = applier(client)
+    await a.apply(KEY, body({"phase": "Pending"}), Plan(status={"phase": "Running"}), same, namespace="ns")
+    assert client.calls == ["status rv=7"]  # the API server made version 8
+    stale = await a.apply(KEY, body({"phase": "Pending"}), PLAN, same, namespace="ns")
+    assert client.calls == ["status rv=7"] and stale.requeue_after == AWAITING_CACHE_SECONDS
+    await a.apply(KEY, body({"phase": "Running"}, "8"), Plan(status={"phase": "Succeeded"}), same, namespace="ns")
+    assert client.calls[1:] == ["status rv=8"]
 
 
 async def test_a_held_change_that_went_back_closes_the_window() -> None:
