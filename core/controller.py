@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 from core import logs
 from core.caches import IndexKey
@@ -142,13 +142,28 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     for source in (controller.own, *controller.owned):
         owned = source is not controller.own
         _index(runtime, source)
+        keys = _telling(loop.applier, source) if owned else source.keys
         runtime.enqueue_on_change(
-            source.resource, queue, source.keys, selector=source.selector, view=source.view, coalesce=owned
+            source.resource, queue, keys, selector=source.selector, view=source.view, coalesce=owned
         )
     for source in controller.reads:
         _index(runtime, source)
         runtime.read_by(queue, source.resource, source.selector)
     return loop
+
+
+def _telling(applier: Applier[Key], source: Source) -> Callable[[JSON], Iterable[IndexKey]]:
+    """``source.keys``, telling the Applier of each owner that its cache shows the object now (a create
+    of the Applier's waits for that rather than being sent again)."""
+
+    def keys(obj: JSON) -> Iterable[IndexKey]:
+        found = list(source.keys(obj))
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        for key in found:
+            applier.seen(cast(Key, key), source.resource.kind, name)
+        return found
+
+    return keys
 
 
 def _index(runtime: Runtime, source: Source) -> None:

@@ -48,7 +48,7 @@ import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
 from core.jsontypes import JSON
@@ -69,6 +69,9 @@ AWAITING_CACHE_SECONDS: Final = 1.0
 # pending, then running) goes out in one write, usually with the next change that cannot wait. Under
 # load a pod's steps come seconds apart: a window shorter than that saves nothing.
 SETTLE_SECONDS: Final = 10.0
+# A create of ours the cache has yet to show is not sent again (it could only meet 409) until the cache
+# shows it (:meth:`Applier.seen`), or for at most this long.
+CREATED_RECENTLY_SECONDS: Final = 10.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -211,6 +214,8 @@ class Plan(Generic[S]):
     # back for up to SETTLE_SECONDS, so that changes that follow each other are written once. Never
     # set when a fact only this write would keep changes (a count, an outcome, a name created).
     status_can_wait: bool = False
+    # How long it may wait (None: the Applier's SETTLE_SECONDS).
+    settle_seconds: float | None = None
 
     @property
     def actions(self) -> tuple[Action, ...]:
@@ -350,6 +355,8 @@ class _Memory:
     # The resourceVersion our last status write was made from, and the one it gave the object: a pass
     # decided from a cache that has yet to show that write would only meet a Conflict.
     status_written: tuple[str, str | None] | None = None
+    # "kind/name" -> when (the Applier's clock) a create of ours of it succeeded (or met our own).
+    created: dict[str, float] = field(default_factory=dict)
 
 
 def _before_ours(seen: str, ours: tuple[str, str | None] | None) -> bool:
@@ -501,6 +508,18 @@ class Applier(Generic[K]):
             # (Conflict), and its actions were decided from that old view. Our write's watch event
             # brings the key back (the requeue is only the safety net should that event be lost).
             return Applied(requeue_after=AWAITING_CACHE_SECONDS)
+        before, after_status = (
+            self._not_made_yet(key, uid, plan.before_status),
+            self._not_made_yet(key, uid, plan.after_status),
+        )
+        if len(before) + len(after_status) < len(plan.actions):
+            # A create of ours the cache has yet to show: its watch event brings the key back.
+            plan = replace(
+                plan,
+                before_status=before,
+                after_status=after_status,
+                requeue_after=_earliest(plan.requeue_after, AWAITING_CACHE_SECONDS),
+            )
         requeue = _earliest(plan.requeue_after, await act(plan.before_status))
         written: JSON | None = None
         if body is not None and plan.status is not None:
@@ -559,11 +578,32 @@ class Applier(Generic[K]):
         now = self.clock()
         if memory.settling_since is None:
             memory.settling_since = now
-        left = memory.settling_since + self.settle_seconds - now
+        window = self.settle_seconds if plan.settle_seconds is None else plan.settle_seconds
+        left = memory.settling_since + window - now
         if left > 0:
             return left
         memory.settling_since = None
         return None
+
+    def seen(self, key: K, kind: str, name: str) -> None:
+        """The cache of ``key``'s objects now shows ``kind``/``name``: a create of it is decided on
+        what is observed again."""
+        memory = self._memory.get(key)
+        if memory is not None:
+            memory.created.pop(f"{kind}/{name}", None)
+
+    def _not_made_yet(self, key: K, uid: str, actions: tuple[Action, ...]) -> tuple[Action, ...]:
+        """``actions`` without the creates of objects ours made moments ago."""
+        memory = self._memory.get(key)
+        if memory is None or memory.uid != uid or not memory.created:
+            return actions
+        now = self.clock()
+        for name, at in list(memory.created.items()):
+            if now - at >= CREATED_RECENTLY_SECONDS:
+                del memory.created[name]
+        return tuple(
+            a for a in actions if not (isinstance(a, Create | Ensure) and f"{a.kind}/{a.name}" in memory.created)
+        )
 
     def _behind_our_write(self, key: K, uid: str, body: JSON) -> bool:
         memory = self._memory.get(key)
@@ -597,6 +637,7 @@ class Applier(Generic[K]):
             if owner_current is not None:
                 owner_current()
             created = await self._create(key, uid, where, action)
+            self._own(key, uid).created[f"{action.kind}/{action.name}"] = self.clock()
             if isinstance(action, Create):
                 what = "created" if created else "already existed (a retried create)"
                 self.decision(where, f"{action.kind} {action.name} {what}", action.reason)

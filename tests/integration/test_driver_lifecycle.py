@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from core.reconciler import SETTLE_SECONDS
 from devcluster.testing import ClusterHandle, wait_for
 from domain import labels
 from tests.support.cluster_drivers import driver_manifest, executors_owned, get, operator, pods, status, wait_phase
@@ -81,7 +82,8 @@ def mounts_metrics_config(pod: Obj, config_map: str) -> bool:
 def test_runs_to_success_and_is_never_recreated(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess, pods_watch: PodWatch
 ) -> None:
-    crds.apply(driver_manifest("pi", run_seconds=4, monitoring=MONITORING), namespace)
+    # Long enough to see its executors counted: counts are progress, written within SETTLE_SECONDS.
+    crds.apply(driver_manifest("pi", run_seconds=int(SETTLE_SECONDS) + 4, monitoring=MONITORING), namespace)
     running = wait_phase(crds, namespace, "pi", "Running")
     assert running["incarnation"] == 1 and running["driverPod"]["name"] == "pi-1-driver"
     execs = executors_owned(crds, namespace, "pi", 1, 2)
@@ -94,8 +96,8 @@ def test_runs_to_success_and_is_never_recreated(
     assert driver_pod is not None and mounts_metrics_config(driver_pod, "pi-1-prom-conf")
     assert driver_pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert all(mounts_metrics_config(e, "pi-1-prom-conf") for e in execs)
-    wait_for(lambda: status(crds, namespace, "pi").get("executors", {}).get("running") == 2, timeout=10,
-             message="executor counts")  # fmt: skip
+    wait_for(lambda: status(crds, namespace, "pi").get("executors", {}).get("running") == 2,
+             timeout=SETTLE_SECONDS + 10, message="executor counts")  # fmt: skip
     done = wait_phase(crds, namespace, "pi", "Succeeded", timeout=30)
     assert done["termination"]["exitCode"] == 0
     assert done["termination"]["finishedAt"]
@@ -260,8 +262,8 @@ def test_executors_of_the_last_incarnation_go_when_its_loss_fails_the_driver(
     only_ours = [r for r in executor["metadata"]["ownerReferences"] if r["kind"] == "SparkDriver"]
     crds.kubectl("patch", "pod", name, "-n", namespace, "--type=merge",
                  "-p", json.dumps({"metadata": {"ownerReferences": only_ours}}))  # fmt: skip
-    wait_for(lambda: status(crds, namespace, "last").get("executors", {}).get("running") == 1, timeout=10,
-             message="the executor counted")  # fmt: skip
+    wait_for(lambda: status(crds, namespace, "last").get("executors", {}).get("running") == 1,
+             timeout=SETTLE_SECONDS + 10, message="the executor counted")  # fmt: skip
     crds.kubectl("delete", "pod", "last-1-driver", "-n", namespace, "--wait=false")
     st = wait_phase(crds, namespace, "last", "Failed", timeout=15)
     assert st["termination"]["reason"] == "DriverPodLost"

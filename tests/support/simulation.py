@@ -146,6 +146,7 @@ class SimCluster:
     _steps: int = 10**9  # API calls left before the operator process dies
     _applier: Applier[tuple[str, str]] | None = None
     held: bool = False  # the last pass's status change was held back by the Applier (progress)
+    held_for: float | None = None  # for how long
 
     @property
     def applier(self) -> Applier[tuple[str, str]]:
@@ -218,6 +219,10 @@ class SimCluster:
         fresh = self.snapshot()
         self.history.append(fresh)
         obs, rv = self.observed(snap or fresh)
+        for drv in obs.drivers:  # what the shell's caches show, it tells the Applier (core.controller)
+            self.applier.seen((self.namespace, self.name), "SparkDriver", drv.name)
+        for obj in obs.ui_objects:
+            self.applier.seen((self.namespace, self.name), obj.kind, obj.name)
         plan = decide(obs, self.now)
         if decide(obs, self.now) != plan:
             raise InvariantError("decide is not a function of its inputs")
@@ -250,6 +255,7 @@ class SimCluster:
             return False  # the decision was made from an old view
         new = status_json(plan.status) if plan.status is not None else None
         self.held = plan.status_can_wait and new is not None and new != body["status"] and self.status == body["status"]
+        self.held_for = applied.requeue_after if self.held else None
         return not applied.gone
 
     # -- the simulated API server (a core.reconciler.Client) ----------------------------------------
@@ -414,7 +420,7 @@ class SimCluster:
             before = (copy.deepcopy(self.status), set(self.drivers), self.deleted, self.learned)
             plan = self.reconcile()
             if self.held:
-                self.advance(SETTLE_SECONDS)
+                self.advance(self.held_for or SETTLE_SECONDS)
                 continue
             if plan is None or (
                 before == (self.status, set(self.drivers), self.deleted, self.learned)

@@ -12,6 +12,7 @@ import pytest
 from core import kube
 from core.reconciler import (
     AWAITING_CACHE_SECONDS,
+    CREATED_RECENTLY_SECONDS,
     SETTLE_SECONDS,
     Applier,
     ApplyFailed,
@@ -348,3 +349,21 @@ async def test_a_held_change_that_went_back_closes_the_window() -> None:
     clock.now += 0.5
     held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running"), same, namespace="ns")
     assert client.calls == [] and held.requeue_after == SETTLE_SECONDS  # a window of its own
+
+
+async def test_a_create_of_ours_the_cache_has_yet_to_show_is_not_sent_again() -> None:
+    """It could only meet 409 (a pass decided before the create's watch event arrived); once the cache
+    shows the object, or after CREATED_RECENTLY_SECONDS, a create is decided on what is observed."""
+    client, clock = Client(), Clock()
+    a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
+    again = Plan(status={"phase": "Pending"}, before_status=(Create(cm("a")),))
+    await a.apply(KEY, body(), again, same, namespace="ns")
+    assert client.calls == ["create a", "status rv=7"]
+    skipped = await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
+    assert client.calls[2:] == [] and skipped.requeue_after == AWAITING_CACHE_SECONDS
+    a.seen(KEY, "ConfigMap", "a")  # the cache showed it; it was deleted since: created again
+    await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
+    assert client.calls[2:] == ["create a"]
+    clock.now += CREATED_RECENTLY_SECONDS  # never shown (deleted before the watch saw it): not forever
+    await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
+    assert client.calls[3:] == ["create a"]
