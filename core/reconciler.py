@@ -593,7 +593,7 @@ class Applier(Generic[K]):
             memory.created.pop(f"{kind}/{name}", None)
 
     def _not_made_yet(self, key: K, uid: str, actions: tuple[Action, ...]) -> tuple[Action, ...]:
-        """``actions`` without the creates of objects ours made moments ago."""
+        """``actions`` without the Creates of objects ours made moments ago."""
         memory = self._memory.get(key)
         if memory is None or memory.uid != uid or not memory.created:
             return actions
@@ -601,9 +601,8 @@ class Applier(Generic[K]):
         for name, at in list(memory.created.items()):
             if now - at >= CREATED_RECENTLY_SECONDS:
                 del memory.created[name]
-        return tuple(
-            a for a in actions if not (isinstance(a, Create | Ensure) and f"{a.kind}/{a.name}" in memory.created)
-        )
+        # Only a Create: an Ensure also puts the object's content back (a Service re-pointed).
+        return tuple(a for a in actions if not (isinstance(a, Create) and f"{a.kind}/{a.name}" in memory.created))
 
     def _behind_our_write(self, key: K, uid: str, body: JSON) -> bool:
         memory = self._memory.get(key)

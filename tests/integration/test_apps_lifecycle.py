@@ -328,7 +328,9 @@ def test_operator_restart_at_every_state_converges_to_the_same_result(
         )
 
     assert outcome(final) == outcome(reference)
-    assert crashes >= 7  # SUBMITTED RUNNING FAILING PENDING_RERUN SUBMITTED RUNNING FAILING (FAILED)
+    # SUBMITTED RUNNING FAILING PENDING_RERUN SUBMITTED RUNNING (FAILED: the last run's FAILING, with no
+    # retry left, is entered and left in the one write that fails the app)
+    assert crashes >= 6
     assert_no_duplicates(drivers_watch, "restarted", final["lastRun"])
     print(f"\nstates seen: {seen}; the operator died after each of {crashes} transitions")
 
