@@ -279,7 +279,7 @@ def measure(
 
 def bench_settle(bench: BenchCluster, quiet_seconds: float = 3.0, timeout: float = 300) -> None:
     """Until the API server and etcd use less than a fifth of a core for ``quiet_seconds``."""
-    pids = [pid for name, pid in bench.component_pids().items() if name in ("apiserver", "etcd")]
+    pids = [pid for name, pid in bench.component_pids().items() if name in ("kube-apiserver", "etcd")]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         before = sum(cpu_seconds(p) for p in pids)
