@@ -65,4 +65,4 @@ def test_executors_scale_up_and_back_down(spark: SparkNamespace, version: str) -
     assert len(seen) >= MAX_EXECUTORS
     assert executors.max_alive_at_once() <= MAX_EXECUTORS
     for pod in seen.values():
-        assert ("SparkDriver", driver_name) in pod.owners_seen, (pod.name, pod.owners_seen)
+        assert ("SparkDriver", driver_name, False) in pod.born_owned_by, (pod.name, pod.first_owners)

@@ -168,6 +168,10 @@ def long_job(name: str, version: str, **spec: Any) -> dict[str, Any]:
     return python_application(name, version, script, arguments=LONG_JOB_ARGS, **jobs_volume(**spec))
 
 
+def owners_of(obj: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(str(r["kind"]), str(r["name"])) for r in obj["metadata"].get("ownerReferences", [])}
+
+
 def controller_of(obj: dict[str, Any]) -> tuple[str, str] | None:
     for ref in obj["metadata"].get("ownerReferences", []):
         if ref.get("controller"):
@@ -284,8 +288,9 @@ class SparkNamespace:
         return log
 
     def executors_of(self, watch: PodWatch, driver: str, count: int) -> list[SeenPod]:
-        """Executors the watch sees Running with the SparkDriver as controller, once `count` do."""
-        owned = [p for p in watch.running() if controller_of(p.pod) == ("SparkDriver", driver)]
+        """Executors the watch sees Running owned by the SparkDriver (the executor template's reference;
+        their controller is the driver pod that created them), once `count` do."""
+        owned = [p for p in watch.running() if ("SparkDriver", driver) in owners_of(p.pod)]
         return owned if len(owned) >= count else []
 
     def kubectl(self, *args: str, check: bool = True) -> str:
