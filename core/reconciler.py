@@ -547,9 +547,8 @@ class Applier(Generic[K]):
                 # A write that changed nothing (the API server then keeps the version) leaves no news.
                 changed_version = made is not None and str(made) != made_from
                 self._own(key, uid).status_written = (made_from, str(made)) if changed_version else None
-                meta["resourceVersion"] = (written.get("metadata") or {}).get(
-                    "resourceVersion", meta.get("resourceVersion")
-                )
+                if made is not None:
+                    meta["resourceVersion"] = made
                 body["status"] = written.get("status") or new
                 if self.record is not None:
                     for observation in plan.observations:
