@@ -32,7 +32,7 @@ from typing import Final, Generic, TypeVar
 from prometheus_client import Counter, Gauge, Histogram
 
 from core.caches import NotCurrent
-from core.kube import Conflict, NamespaceTerminating, Occupied
+from core.kube import Conflict, NamespaceTerminating, Occupied, transient_error
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,18 @@ def in_chain(exc: BaseException, kind: type[E]) -> E | None:
     while seen is not None:
         if isinstance(seen, kind):
             return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _passing(exc: BaseException) -> str | None:
+    """What went wrong, when ``exc`` is, or was raised from, an error a retry may get past (a lost
+    connection, a timeout, 5xx or 429); None otherwise."""
+    seen: BaseException | None = exc
+    doing = str(exc)
+    while seen is not None:
+        if (error := transient_error(seen, doing)) is not None:
+            return str(error["message"])
         seen = seen.__cause__ or seen.__context__
     return None
 
@@ -262,7 +274,24 @@ class WorkQueue(Generic[K]):
             return
         delay = min(self.max_backoff, self.base_backoff * 2**failures)
         RECONCILES.labels(self.name, "error").inc()
-        log.error(
-            "%s: reconcile of %s failed (%d in a row); retrying in %.2fs", self.name, key, failures, delay, exc_info=exc
-        )
+        if (passing := _passing(exc)) is not None:
+            # The API server restarting, overloaded or out of reach: expected in a cluster's life and
+            # retried; a line says what and why (a traceback is for what a retry cannot mend).
+            log.warning(
+                "%s: reconcile of %s failed (%d in a row), %s; retrying in %.2fs",
+                self.name,
+                key,
+                failures,
+                passing,
+                delay,
+            )
+        else:
+            log.error(
+                "%s: reconcile of %s failed (%d in a row); retrying in %.2fs",
+                self.name,
+                key,
+                failures,
+                delay,
+                exc_info=exc,
+            )
         self.enqueue(key, after=delay)

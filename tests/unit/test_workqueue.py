@@ -7,6 +7,7 @@ import json
 import logging
 from collections import Counter
 
+import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -293,3 +294,48 @@ async def test_passes_that_never_suspend_still_let_the_rest_of_the_loop_run_betw
     assert sorted(done) == sorted(keys)
     # The other task ran while the keys were being worked through, not only before and after.
     assert len({n for n in seen_by_others if 0 < n < len(keys)}) > len(keys) // 2
+
+
+async def test_an_error_a_retry_may_mend_is_one_warning_line_and_a_bug_keeps_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The API server restarting (a lost connection), a 503 or a timeout under a controller's wrapper:
+    a warning naming what failed, no traceback; anything else is an error with its traceback."""
+    failures = {
+        "connection": aiohttp.ClientOSError(None, "Can not write request body"),
+        "unavailable": ApiException(status=503, reason="Service Unavailable"),
+        "timeout": TimeoutError(),
+        "bug": KeyError("status"),
+    }
+    seen: Counter[str] = Counter()
+    retried = asyncio.Event()
+
+    async def reconcile(key: str) -> Result:
+        seen[key] += 1
+        if all(seen[k] >= 2 for k in failures):
+            retried.set()
+        if seen[key] > 1:
+            return Result.done()
+        try:
+            raise failures[key]
+        except Exception as exc:
+            raise RuntimeError("writing the status") from exc
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile, base_backoff=0.001)
+    for key in failures:
+        queue.enqueue(key)
+    task = asyncio.create_task(queue.run())
+    with caplog.at_level(logging.INFO, logger="core.queue"):
+        await asyncio.wait_for(retried.wait(), timeout=10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    by_key = {key: [r for r in caplog.records if f" {key} failed" in r.getMessage()] for key in failures}
+    for key in ("connection", "unavailable", "timeout"):
+        [record] = by_key[key]
+        assert record.levelno == logging.WARNING and record.exc_info is None, record
+        assert "writing the status" in record.getMessage(), record.getMessage()
+    assert "Can not write request body" in by_key["connection"][0].getMessage()
+    assert "503" in by_key["unavailable"][0].getMessage()
+    [bug] = by_key["bug"]
+    assert bug.levelno == logging.ERROR and bug.exc_info is not None
