@@ -210,18 +210,19 @@ class Caches:
         for informer in others:
             informer.relist()
 
-    async def run(self, first: Iterable[ResourceLike] = ()) -> None:
-        """Run every informer until cancelled; those of the ``first`` resources list alone, the others
-        start once they have (on a busy cluster, the objects a controller is keyed by are listed
-        before the thousands of pods, ConfigMaps and Services it owns, so it can start sooner)."""
-        paths = {resource.path() for resource in first}
-        leading = [informer for informer in self.all() if informer.resource.path() in paths]
+    async def run(self, later: Iterable[Informer] = ()) -> None:
+        """Run every informer until cancelled; the ``later`` ones start once the others have listed (on
+        a busy cluster, the objects the controllers are keyed by, and the few each reads beside them,
+        are listed before the thousands of pods, ConfigMaps and Services the drivers own, so the apps
+        controller can start sooner)."""
+        deferred = set(map(id, later))
+        leading = [informer for informer in self.all() if id(informer) not in deferred]
         async with asyncio.TaskGroup() as group:
             for informer in leading:
                 group.create_task(informer.run(), name=f"informer:{informer.name}")
             await self.wait_synced(leading)
             for informer in self.all():
-                if informer not in leading:
+                if id(informer) in deferred:
                     group.create_task(informer.run(), name=f"informer:{informer.name}")
 
     async def wait_synced(self, informers: Iterable[Informer] | None = None) -> None:

@@ -66,6 +66,9 @@ class Source:
     transform: Transform | None = None
     shared: bool = False
     view: Callable[[JSON], Any] | None = None
+    many: bool = False
+    """One or more objects per app (a driver's pods, ConfigMaps, Services): the controllers that do not
+    read them start before they are listed (``core.runtime.Runtime.listed_later``)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ def _index(runtime: Runtime, source: Source) -> None:
         selector=source.selector,
         transform=source.transform,
         shared=source.shared,
+        many=source.many,
     )
 
 

@@ -75,6 +75,9 @@ class Runtime:
     # The informers each queue is enqueued from (by queue name): what its reconciles read, so what
     # must have listed before the queue starts.
     sources: dict[str, list[Informer]] = field(default_factory=dict)
+    # The selections of which every app has one or more objects: listed once the others have
+    # (core.caches.Caches.run), so a start is not slowed for the controllers that do not read them.
+    listed_later: list[Informer] = field(default_factory=list)
 
     @functools.cached_property
     def caches(self) -> Caches:
@@ -103,16 +106,21 @@ class Runtime:
         selector: str | None = None,
         transform: Transform | None = None,
         shared: bool = False,
+        many: bool = False,
     ) -> CacheIndex[V]:
         """Observe ``resource`` (narrowed on the server by the label ``selector``), filed by ``keys``;
         ``transform``: what of each object the cache keeps (see ``core.caches.Caches.informers``);
         ``shared``: ``value`` makes what no reader changes (a frozen summary), so the values last read
-        are kept and handed out again while their object is unchanged (``core.caches.CacheIndex.memo``)."""
+        are kept and handed out again while their object is unchanged (``core.caches.CacheIndex.memo``);
+        ``many``: one or more per app (a driver's pods, ConfigMaps, Services): listed after the other
+        selections (``listed_later``)."""
         if name in self.indexes:
             raise ValueError(f"index {name!r} is already registered")
         memo = SHARED_VALUES_KEPT if shared else 0
         index = self.caches.index(name, resource, keys, value, label_selector=selector, transform=transform, memo=memo)
         self.indexes[name] = index
+        if many:
+            self.listed_later += [i for i in index.informers if i not in self.listed_later]
         return index
 
     def enqueue_on_change(

@@ -85,7 +85,14 @@ from driver_controller.render import (
     render,
     spark_release,
 )
-from driver_controller.status import ended, progress_only, read_status, with_record, with_submission_failed
+from driver_controller.status import (
+    ended,
+    first_pod_only,
+    progress_only,
+    read_status,
+    with_record,
+    with_submission_failed,
+)
 from driver_controller.submission import owner_reference
 from driver_controller.transitions import transitions
 
@@ -376,7 +383,11 @@ def _incarnation(p: _Pass) -> None:
     if p.incarnation == 0 and not p.ended:
         _start_incarnation(p, 1)
     elif p.incarnation > recorded:
-        # A pod of a later incarnation exists but its status write was lost (crash, conflict).
+        # A pod of a later incarnation exists but its status write was lost (crash, conflict) or is
+        # still held (the first pod's acceptance may wait: status.first_pod_only): derived as the pass
+        # that created it derived it.
+        if recorded == 0 and not p.ended:
+            _start_incarnation(p, p.incarnation)
         p.update(
             incarnation=p.incarnation,
             sparkApplicationId=naming.spark_app_id(p.uid, p.incarnation),
@@ -889,7 +900,9 @@ def _finish_status(p: _Pass) -> None:
     _last_error(p)
     if p.status != p.old_status:
         p.plan.status = p.status
-        p.plan.status_can_wait = progress_only(p.old_status, p.status)
+        p.plan.status_can_wait = progress_only(p.old_status, p.status) or (
+            first_pod_only(p.old_status, p.status) and not p.plan.events
+        )
 
 
 def _frozen_status(p: _Pass) -> None:

@@ -102,9 +102,18 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         )
 
     def labelled(index: str, resource: Any, summarize: Any, view: Any, trim: Any) -> Source:
-        # Selected on the server by the label's presence: nothing else of the kind is ever sent.
+        # Selected on the server by the label's presence: nothing else of the kind is ever sent. Every
+        # SparkDriver has some of each: listed after the selections the other controllers read.
         return Source(
-            index, resource, owner_key, summarize, selector=labels.DRIVER, transform=trim, shared=True, view=view
+            index,
+            resource,
+            owner_key,
+            summarize,
+            selector=labels.DRIVER,
+            transform=trim,
+            shared=True,
+            view=view,
+            many=True,
         )
 
     pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)

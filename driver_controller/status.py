@@ -80,6 +80,27 @@ def progress_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
     return all(getattr(old, f) == getattr(new, f) for f in SparkDriverStatus.model_fields if f not in _PROGRESS)
 
 
+# What the pass that creates the first driver pod writes, all of which a later pass derives again from
+# that pod (its name and incarnation label) and the SparkDriver itself.
+_FIRST_POD: Final = frozenset(
+    {"phase", "incarnation", "driverPod", "sparkApplicationId", "webUIAddress", "startTime", "observedGeneration"}
+)
+
+
+def first_pod_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
+    """Whether ``new`` only says that the first driver pod was accepted (Pending, incarnation 1 or
+    later, its name) over a status no pass has written yet. Every later pass derives it again from
+    that pod (decide._incarnation), so its write may wait like progress, and usually goes out with
+    the pod's Running: the app counts its run then (one write each instead of two). A driver pod
+    that stays Pending is named in status within core.reconciler.SETTLE_SECONDS."""
+    if old.phase is not None or old.incarnation != 0 or old.driverPod is not None:
+        return False
+    if new.phase is not DriverPhase.PENDING or new.incarnation < 1 or new.driverPod is None:
+        return False
+    unchanged = SparkDriverStatus.model_fields.keys() - _FIRST_POD - _PROGRESS
+    return all(getattr(old, f) == getattr(new, f) for f in unchanged)
+
+
 # ---------------------------------------------------------------------------------------------------
 # changing (copies, never in place)
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 from apps_controller.handlers import register as register_apps
 from connect_controller.handlers import register as register_connect
 from core.caches import Caches
-from core.kube import NAMESPACES, Kube, RateLimit, Resource
+from core.kube import Kube, RateLimit, Resource
 from core.leader import ElectionConfig, Elector, KubeLeaseStore
 from core.queue import WorkQueue
 from core.runtime import Options, Register, Runtime, register_namespaces
@@ -137,7 +137,7 @@ async def run_operator(
         log.info("sparkop starting: controllers=%s namespaces=%s", ",".join(controllers), list(namespaces) or "all")
         cancelled = False
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(runtime.caches.run(first=(NAMESPACES, *served)), name="caches")]
+            tasks = [group.create_task(runtime.caches.run(later=runtime.listed_later), name="caches")]
             health.caches_task = tasks[0]
             tasks.append(group.create_task(report_synced(runtime.caches, health), name="synced"))
             stop = stop_flag or asyncio.Event()

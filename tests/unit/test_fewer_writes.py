@@ -15,7 +15,7 @@ from apps_controller.decide import decide as reconcile
 from apps_controller.observed import AppView, UIConfig
 from driver_controller.decide import Observed, decide
 from driver_controller.observe import summarize_pod
-from driver_controller.status import progress_only, read_status, status_json
+from driver_controller.status import first_pod_only, progress_only, read_status, status_json
 from tests.support.driver_objects import NOW, driver, objects, running, terminated
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
@@ -72,6 +72,32 @@ def test_only_progress_of_the_same_pod_can_wait() -> None:
     assert not progress_only(running_, running_.model_copy(update={"phase": DriverPhase.SUCCEEDED}))
     assert not progress_only(pending.model_copy(update={"driverPod": None}), pending)  # the pod named: at once
     assert not progress_only(running_, counted.model_copy(update={"observedGeneration": 2}))
+
+
+def test_the_first_pods_acceptance_can_wait_and_the_next_pass_derives_it_again() -> None:
+    """The pass that creates an app's first driver pod may hold its status (Pending, incarnation 1,
+    the pod named): the pass the pod's watch event brings, with that status still unwritten, arrives
+    at the same status, start time included; the pod's Running is written at once and carries it."""
+    created = plan_for(app_controlled(driver()))
+    assert [a.kind for a in created.before_status][-1] == "Pod"
+    assert created.status is not None and created.status_can_wait and created.events == ()
+    pod, _, _ = objects()
+    again = plan_for(app_controlled(driver()), [pod])
+    assert again.status is not None and again.status_can_wait and again.before_status == ()
+    first = status_json(created.status)
+    assert {k: v for k, v in status_json(again.status).items() if k != "driverPod"} == {
+        k: v for k, v in first.items() if k != "driverPod"
+    }
+    assert again.status.driverPod is not None and again.status.driverPod.name == first["driverPod"]["name"]
+    up = plan_for(app_controlled(driver()), [running(pod)])
+    assert up.status is not None and up.status.phase is DriverPhase.RUNNING and not up.status_can_wait
+    assert up.status.startTime == created.status.startTime
+    # A SparkDriver created directly has its DriverPodCreated event, which goes out with the write: at once.
+    direct = plan_for(driver())
+    assert [e.reason for e in direct.events] == ["DriverPodCreated"] and not direct.status_can_wait
+    # Only over a status no pass has written: a replacement's new incarnation is written at once.
+    replaced = read_status({"status": {**first, "incarnation": 1}}).model_copy(update={"incarnation": 2})
+    assert not first_pod_only(read_status({"status": first}), replaced)
 
 
 def test_an_apps_progress_can_wait_and_its_counting_cannot() -> None:

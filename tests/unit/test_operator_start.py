@@ -67,3 +67,22 @@ async def test_a_queue_starts_once_its_own_caches_listed() -> None:
         informer._synced.set()
     await asyncio.wait_for(tasks[1], timeout=5)
     assert started == ["apps", "driver"]
+
+
+def test_what_every_app_has_many_of_is_listed_after_what_the_other_controllers_read() -> None:
+    """The apps, scheduled and connect controllers' selections (and the Namespaces) list first; the
+    pods, ConfigMaps, Services, NetworkPolicies, PodGroups and Workloads the drivers own after them
+    (core.caches.Caches.run(later=...)), so none of those controllers waits for them at a start."""
+    runtime = runtime_with("apps", "driver", "scheduled", "connect")
+    later = kinds(runtime.listed_later)
+    assert later == {
+        "Pod[sparkop.io/driver]",
+        "ConfigMap[sparkop.io/driver]",
+        "Service[sparkop.io/driver]",
+        "NetworkPolicy[sparkop.io/driver]",
+        "PodGroup[sparkop.io/driver]",
+        "Workload[sparkop.io/driver]",
+    }
+    deferred = {id(i) for i in runtime.listed_later}
+    for name in ("apps", "scheduled", "connect"):
+        assert not any(id(i) in deferred for i in runtime.sources[name]), name
