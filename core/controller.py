@@ -33,7 +33,7 @@ from typing import Any, Final, Generic, TypeVar, cast
 
 from core import logs
 from core.caches import IndexKey
-from core.informer import Transform
+from core.informer import EventType, Transform
 from core.jsontypes import JSON
 from core.kube import Resource, Rules
 from core.queue import Result, WorkQueue
@@ -66,6 +66,9 @@ class Source:
     transform: Transform | None = None
     shared: bool = False
     view: Callable[[JSON], Any] | None = None
+    within: Callable[[JSON], float] | None = None
+    """For what the controller owns: how soon a change of this object asks for its owner's pass (the
+    changes meanwhile merged into it); None: ``core.runtime.COALESCE_SECONDS``."""
     many: bool = False
     """One or more objects per app (a driver's pods, ConfigMaps, Services): the controllers that do not
     read them start before they are listed (``core.runtime.Runtime.listed_later``)."""
@@ -145,9 +148,15 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     for source in (controller.own, *controller.owned):
         owned = source is not controller.own
         _index(runtime, source)
-        keys = _telling(loop.applier, source) if owned else source.keys
         runtime.enqueue_on_change(
-            source.resource, queue, keys, selector=source.selector, view=source.view, coalesce=owned
+            source.resource,
+            queue,
+            source.keys,
+            selector=source.selector,
+            view=source.view,
+            coalesce=owned,
+            within=source.within,
+            ours=_ours(loop.applier, source) if owned else None,
         )
     for source in controller.reads:
         _index(runtime, source)
@@ -155,18 +164,17 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     return loop
 
 
-def _telling(applier: Applier[Key], source: Source) -> Callable[[JSON], Iterable[IndexKey]]:
-    """``source.keys``, telling the Applier of each owner that its cache shows the object now (a create
-    of the Applier's waits for that rather than being sent again)."""
+def _ours(applier: Applier[Key], source: Source) -> Callable[[EventType, JSON], bool]:
+    """Tells the Applier of each owner that its cache shows the object now (a create of the Applier's
+    waits for that rather than being sent again); True for the creation the owner's pass made itself:
+    that pass decided with the object there, so its arrival asks for no pass."""
 
-    def keys(obj: JSON) -> Iterable[IndexKey]:
-        found = list(source.keys(obj))
+    def ours(type_: EventType, obj: JSON) -> bool:
         name = str((obj.get("metadata") or {}).get("name", ""))
-        for key in found:
-            applier.seen(cast(Key, key), source.resource.kind, name)
-        return found
+        answered = [applier.seen(cast(Key, key), source.resource.kind, name) for key in source.keys(obj)]
+        return type_ == "ADDED" and bool(answered) and all(answered)
 
-    return keys
+    return ours
 
 
 def _index(runtime: Runtime, source: Source) -> None:

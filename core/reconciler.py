@@ -584,12 +584,11 @@ class Applier(Generic[K]):
         memory.settling_since = None
         return None
 
-    def seen(self, key: K, kind: str, name: str) -> None:
+    def seen(self, key: K, kind: str, name: str) -> bool:
         """The cache of ``key``'s objects now shows ``kind``/``name``: a create of it is decided on
-        what is observed again."""
+        what is observed again. True when this is the first sight of a create of ours."""
         memory = self._memory.get(key)
-        if memory is not None:
-            memory.created.pop(f"{kind}/{name}", None)
+        return memory is not None and memory.created.pop(f"{kind}/{name}", None) is not None
 
     def _not_made_yet(self, key: K, uid: str, actions: tuple[Action, ...]) -> tuple[Action, ...]:
         """``actions`` without the Creates of objects ours made moments ago."""

@@ -132,13 +132,18 @@ class Runtime:
         selector: str | None = None,
         view: Callable[[JSON], Any] | None = None,
         coalesce: bool = False,
+        within: Callable[[JSON], float] | None = None,
+        ours: Callable[[EventType, JSON], bool] | None = None,
     ) -> None:
         """On every change of the selection, enqueue the keys of the object before and after it.
 
         ``coalesce``: for what a key owns (its children): a change asks for a pass within
         COALESCE_SECONDS, merged with the other changes meanwhile, rather than at once. Otherwise the
         creation of an object with no status yet (one no pass has acted on) is enqueued as new, ahead
-        of the other keys (see ``core.queue``).
+        of the other keys (see ``core.queue``). ``within``: the window for a change of this object, where
+        COALESCE_SECONDS is too short (what only counts progress may wait for a later pass). ``ours``:
+        told of every change; True for the creation of an object a pass of the queue's made itself,
+        which asks for no pass (that pass decided with the object there).
 
         ``view``: all the controller reads of such an object (what its index files). A change that
         leaves the view as it was (a kubelet refreshing a condition's probe time) cannot change a
@@ -165,6 +170,8 @@ class Runtime:
             return seen
 
         def handler(type_: EventType, obj: JSON, old: JSON | None) -> None:
+            if ours is not None and ours(type_, obj):
+                return
             if type_ == "DELETED":
                 views.pop(str((obj.get("metadata") or {}).get("uid")), None)
             elif type_ == "MODIFIED" and old is not None and view is not None and viewed(old) == viewed(obj):
@@ -172,9 +179,10 @@ class Runtime:
             # An object created with no status yet is one no controller has acted on: its pass goes
             # ahead of those that bring other objects' status up to date.
             new = type_ == "ADDED" and not coalesce and not obj.get("status")
+            window = within(obj) if within is not None else COALESCE_SECONDS
             for key in {*keys(obj), *(keys(old) if old is not None else ())}:
                 if coalesce:
-                    queue.enqueue_soon(key, COALESCE_SECONDS)
+                    queue.enqueue_soon(key, window)
                 else:
                     queue.enqueue(key, new=new)
 

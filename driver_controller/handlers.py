@@ -8,14 +8,14 @@ by ``sparkop run --controllers driver``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 from api.models import SparkDriverStatus
 from core.controller import Controller, Source, start
 from core.jsontypes import JSON
 from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from core.reconciler import Learnt
-from core.runtime import Runtime
+from core.runtime import COALESCE_SECONDS, Runtime
 from domain import labels
 from domain.kinds import (
     COSCHEDULING_POD_GROUPS,
@@ -47,6 +47,17 @@ from driver_controller.status import status_json
 from driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)
+
+
+# An executor's change only moves counts (status progress, which waits anyway: status.progress_only);
+# its pass may wait this long and take the executors' other steps along. The driver pod's own steps
+# (Running, its end, its loss) are passed on within COALESCE_SECONDS.
+EXECUTOR_CHANGE_SECONDS: Final = 2.0
+
+
+def pod_change_window(pod: JSON) -> float:
+    role = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.SPARK_ROLE)
+    return EXECUTOR_CHANGE_SECONDS if role == labels.ROLE_EXECUTOR else COALESCE_SECONDS
 
 
 INDEX_DRIVERS = "sparkop_driver_sparkdrivers"
@@ -101,7 +112,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             priority_classes=dict(values(INDEX_PRIORITY_CLASSES, EVERY)),
         )
 
-    def labelled(index: str, resource: Any, summarize: Any, view: Any, trim: Any) -> Source:
+    def labelled(index: str, resource: Any, summarize: Any, view: Any, trim: Any, within: Any = None) -> Source:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent. Every
         # SparkDriver has some of each: listed after the selections the other controllers read.
         return Source(
@@ -113,6 +124,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             transform=trim,
             shared=True,
             view=view,
+            within=within,
             many=True,
         )
 
@@ -122,7 +134,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         # As read: every read of the cache is already a copy of its own (core.informer.Store).
         own=Source(INDEX_DRIVERS, SPARK_DRIVERS, own_key, as_read),
         owned=(
-            labelled(INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod),
+            labelled(INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod, pod_change_window),
             labelled(INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_NETWORK_POLICIES, NETWORK_POLICIES, summarize_policy, policy_view, trim_policy),

@@ -361,7 +361,8 @@ async def test_a_create_of_ours_the_cache_has_yet_to_show_is_not_sent_again() ->
     assert client.calls == ["create a", "status rv=7"]
     skipped = await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
     assert client.calls[2:] == [] and skipped.requeue_after == AWAITING_CACHE_SECONDS
-    a.seen(KEY, "ConfigMap", "a")  # the cache showed it; it was deleted since: created again
+    assert a.seen(KEY, "ConfigMap", "a")  # the cache showed it (our create's); it was deleted since: created again
+    assert not a.seen(KEY, "ConfigMap", "a") and not a.seen(KEY, "ConfigMap", "b")  # a later sight, or not ours
     await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
     assert client.calls[2:] == ["create a"]
     clock.now += CREATED_RECENTLY_SECONDS  # never shown (deleted before the watch saw it): not forever

@@ -9,6 +9,7 @@ from typing import Any
 from core.informer import Informer
 from core.kube import PODS
 from core.runtime import COALESCE_SECONDS, Runtime
+from driver_controller.handlers import EXECUTOR_CHANGE_SECONDS, pod_change_window
 from driver_controller.observe import owner_key, pod_view
 
 
@@ -115,3 +116,50 @@ def test_only_the_creation_of_an_object_no_pass_has_acted_on_goes_ahead() -> Non
     on_change("DELETED", created, created)
     assert len(queue.keys) == 4
     assert queue.new == [("ns", "pi-1")]
+
+
+def test_an_executors_change_waits_longer_for_its_drivers_pass_than_the_driver_pods_own() -> None:
+    """The driver controller's pods: an executor's steps only move counts (status progress, which
+    waits anyway), so they ask for a pass within EXECUTOR_CHANGE_SECONDS; the driver pod's within
+    COALESCE_SECONDS (its Running, its end). The queue merges the asks: the earliest wins."""
+
+    class Soon(Queue):
+        def enqueue_soon(self, key: Any, within: float) -> None:
+            self.keys.append((key, within))
+
+    runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
+    queue = Soon()
+    runtime.enqueue_on_change(  # type: ignore[arg-type]
+        PODS, queue, owner_key, view=pod_view, coalesce=True, within=pod_change_window
+    )
+    (informer,) = runtime.caches.informers(PODS)
+    executor = pod("5")
+    executor["metadata"]["name"] = "pi-1-1-exec-1"
+    executor["metadata"]["labels"]["spark-role"] = "executor"
+    informer._handlers[0]("ADDED", executor, None)
+    informer._handlers[0]("ADDED", pod("6"), None)
+    assert queue.keys == [(("ns", "pi-1"), EXECUTOR_CHANGE_SECONDS), (("ns", "pi-1"), COALESCE_SECONDS)]
+    assert COALESCE_SECONDS < EXECUTOR_CHANGE_SECONDS <= 5
+
+
+def test_the_arrival_of_what_a_pass_of_ours_created_asks_for_no_pass() -> None:
+    """The pass that created the object decided with it there; its ADDED only tells the Applier (the
+    create is decided on what is observed again). Its later changes, its deletion, and the creation of
+    anything a pass of ours did not make ask for passes as ever."""
+    told: list[tuple[str, str]] = []
+
+    def ours(type_: str, obj: dict[str, Any]) -> bool:
+        told.append((type_, obj["metadata"]["resourceVersion"]))
+        return type_ == "ADDED" and obj["metadata"]["resourceVersion"] == "5"
+
+    runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
+    queue = Queue()
+    runtime.enqueue_on_change(PODS, queue, owner_key, view=pod_view, ours=ours)  # type: ignore[arg-type]
+    (informer,) = runtime.caches.informers(PODS)
+    on_change = informer._handlers[0]
+    on_change("ADDED", pod("5"), None)
+    assert queue.keys == [] and told == [("ADDED", "5")]
+    on_change("MODIFIED", pod("6", phase="Succeeded"), pod("5"))
+    on_change("DELETED", pod("6", phase="Succeeded"), pod("6", phase="Succeeded"))
+    on_change("ADDED", pod("9"), None)  # not ours (someone else's create, or a re-list)
+    assert queue.keys == [("ns", "pi-1")] * 3 and [t for t, _ in told] == ["ADDED", "MODIFIED", "DELETED", "ADDED"]
