@@ -63,13 +63,13 @@ async def churn(bench: BenchCluster, namespace: str, count: int) -> dict[str, fl
 
 def measure_churn(bench: BenchCluster, operator: Operator, count: int, namespace: str = NAMESPACE) -> dict[str, Any]:
     """Operator CPU while ``count`` foreign pods, ConfigMaps and Services each come and go."""
-    operator.wait_idle(quiet_seconds=3.0, timeout=600)
+    operator.wait_idle(timeout=600)
     apiserver = bench.component_pids()["kube-apiserver"]
     before, server_before = operator.stats(), cpu_seconds(apiserver)
     log(f"churn: {count} pods, ConfigMaps and Services each, created and deleted by someone else")
     timing = asyncio.run(churn(bench, namespace, count))
     # Pods are deleted gracefully by KWOK: wait for the operator to be idle after the last of them.
-    operator.wait_idle(quiet_seconds=3.0, timeout=600)
+    operator.wait_idle(timeout=600)
     after = operator.stats()
     return {
         "objects_per_kind": count,

@@ -32,11 +32,16 @@ from core.jsontypes import JSON  # noqa: E402
 from devcluster.cluster import Cluster  # noqa: E402
 from devcluster.ports import free_ports  # noqa: E402
 from domain import labels  # noqa: E402
+from driver_controller.decide import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
 
 # The benchmark's own client is told apart from the operator (user agent "sparkop/<version>") in the
 # audit log and in the API server's priority-and-fairness accounting.
 BENCH_USER_AGENT = "sparkop-bench"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# How long the operator must stay quiet to count as idle after work: longer than the work it defers
+# after an app ends (the passes that delete the executors Spark's own clean-up left), so "until idle"
+# counts that work too, and the next measurement does not.
+AFTER_WORK_QUIET_SECONDS = EXECUTOR_CLEANUP_GRACE_SECONDS + 5.0
 
 
 def log(message: str) -> None:
@@ -315,7 +320,9 @@ class Operator:
             time.sleep(0.05)
         raise TimeoutError(f"the operator was not ready within {timeout:.0f}s")
 
-    def wait_idle(self, *, quiet_seconds: float = 3.0, timeout: float = 600, cpu_share: float = 0.02) -> float:
+    def wait_idle(
+        self, *, quiet_seconds: float = AFTER_WORK_QUIET_SECONDS, timeout: float = 600, cpu_share: float = 0.02
+    ) -> float:
         """Seconds from start until the operator's CPU use stayed under ``cpu_share`` of a core for
         ``quiet_seconds`` (measured at the end of that quiet spell, minus it); ``timeout`` counts from now."""
         deadline = time.monotonic() + timeout

@@ -242,7 +242,7 @@ async def measure_sparkop(
 
 def _idle_after(operator: Operator) -> float:
     started = time.monotonic()
-    operator.wait_idle(quiet_seconds=3.0, timeout=600)
+    operator.wait_idle(timeout=600)
     return time.monotonic() - started
 
 

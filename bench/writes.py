@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             operator.wait_ready()
             run = asyncio.run(_run(bench, args.apps, args.executors, args.run_seconds, args.show))
             time.sleep(args.settle)  # what follows completion (executors, finalizers) is counted too
-            operator.wait_idle(quiet_seconds=3.0, timeout=120)
+            operator.wait_idle(timeout=120)
         finally:
             operator.stop()
         writes = bench.writes_since(run["since"])
