@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
@@ -80,26 +80,27 @@ Reconcile = Callable[[K], Awaitable[Result]]
 E = TypeVar("E", bound=BaseException)
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from, outermost first."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def in_chain(exc: BaseException, kind: type[E]) -> E | None:
     """The ``kind`` exception that ``exc`` is, or was raised from (a controller may wrap the client's
     exceptions to say what it was doing)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, kind):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return next((seen for seen in _chain(exc) if isinstance(seen, kind)), None)
 
 
 def _passing(exc: BaseException) -> str | None:
     """What went wrong, when ``exc`` is, or was raised from, an error a retry may get past (a lost
     connection, a timeout, 5xx or 429); None otherwise."""
-    seen: BaseException | None = exc
-    doing = str(exc)
-    while seen is not None:
+    for seen in _chain(exc):
+        doing = str(exc) if seen is not exc else "the reconcile"
         if (error := transient_error(seen, doing)) is not None:
             return str(error["message"])
-        seen = seen.__cause__ or seen.__context__
     return None
 
 

@@ -8,6 +8,7 @@ by ``sparkop run --controllers driver``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 from api.models import SparkDriverStatus
@@ -112,7 +113,9 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             priority_classes=dict(values(INDEX_PRIORITY_CLASSES, EVERY)),
         )
 
-    def labelled(index: str, resource: Any, summarize: Any, view: Any, trim: Any, within: Any = None) -> Source:
+    def labelled(
+        index: str, resource: Any, summarize: Any, view: Any, trim: Any, within: Callable[[JSON], float] | None = None
+    ) -> Source:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent. Every
         # SparkDriver has some of each: listed after the selections the other controllers read.
         return Source(
