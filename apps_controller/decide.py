@@ -52,10 +52,6 @@ from apps_controller.transitions import transitions
 from core.reconciler import Delete, Event, Plan
 from domain import labels, naming
 
-# How long the app's copy of its run's progress (executor counts, the pod's name) may wait to be
-# written with the next change that cannot wait: the SparkDriver shows it within SETTLE_SECONDS, and
-# `kubectl get sparkapplications` shows none of it.
-MIRROR_SETTLE_SECONDS: Final = 30.0
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2
 
@@ -89,7 +85,7 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
         progress_only(observed.status, plan.status) or first_sight_only(observed.status, plan.status)
     )
     observations = transitions(observed, plan.status, now)
-    return replace(plan, observations=observations, status_can_wait=can_wait, settle_seconds=MIRROR_SETTLE_SECONDS)
+    return replace(plan, observations=observations, status_can_wait=can_wait)
 
 
 def _step(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:

@@ -17,7 +17,9 @@ only enqueue keys) and the work queue; the :class:`Loop` runs each pass:
    still current in its cache: ``Runtime.ensure_holds``), handing it what the decision was told, so a
    transient error the status recorded is forgotten once a pass gets through;
 5. a create the API server refused is decided on again at once (the refusal is now an observation),
-   at most ``MAX_DECISIONS_PER_PASS`` times; a pass that keeps learning ends and the queue retries.
+   and so is the object a status write returned (the watch event of that write then asks for no
+   pass: :meth:`Loop.echo`), at most ``MAX_DECISIONS_PER_PASS`` times; a pass that keeps learning or
+   writing ends and the queue runs it again.
 
 What the work queue is told is a :class:`core.queue.Result`.
 """
@@ -113,8 +115,8 @@ class Loop(Generic[O, S]):
         return self.applier.learnt(key, _uid(body))
 
     async def reconcile(self, key: Key) -> Result:
+        body = self.body(key)
         for _ in range(MAX_DECISIONS_PER_PASS):
-            body = self.body(key)
             learnt = self.learnt(key, body)
             observed = self.controller.observe(key, body, learnt)
             if observed is None:
@@ -124,9 +126,25 @@ class Loop(Generic[O, S]):
             try:
                 applied = await self.apply(key, body, plan, learnt)
             except Learned:
+                if not self.applier.own_write(key, _uid(body), _version(body)):
+                    body = self.body(key)
                 continue
-            return Result.done() if applied.gone else Result.after(applied.requeue_after)
+            if applied.gone:
+                return Result.done()
+            if not applied.new_version:
+                return Result.after(applied.requeue_after)
+            # ``body`` is now what the status write returned: decided on again here, so that the
+            # write's own watch event asks for no pass (_echo).
         return Result.now()
+
+    def echo(self, type_: EventType, obj: JSON) -> bool:
+        """Whether this change of an object of the controller's own kind is the watch event of a status
+        write of its own: the pass that wrote it decides again on what the write returned (or ends in an
+        error the queue retries), so it asks for no pass."""
+        if type_ != "MODIFIED":
+            return False
+        uid, version = _uid(obj), _version(obj)
+        return any(self.applier.own_write(cast(Key, key), uid, version) for key in self.controller.own.keys(obj))
 
     async def apply(self, key: Key, body: JSON | None, plan: Plan[S], learnt: Learnt | None = None) -> Applied:
         """Apply ``plan`` decided on ``body`` (core.reconciler's order), creating only while the object
@@ -156,7 +174,7 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
             view=source.view,
             coalesce=owned,
             within=source.within,
-            ours=_ours(loop.applier, source) if owned else None,
+            ours=_ours(loop.applier, source) if owned else loop.echo,
         )
     for source in controller.reads:
         _index(runtime, source)
@@ -192,6 +210,10 @@ def _index(runtime: Runtime, source: Source) -> None:
 
 def _uid(body: JSON | None) -> str:
     return str(((body or {}).get("metadata") or {}).get("uid", ""))
+
+
+def _version(body: JSON | None) -> str:
+    return str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
 
 
 __all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Result", "Source", "start"]

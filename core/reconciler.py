@@ -67,8 +67,10 @@ AWAITING_CACHE_SECONDS: Final = 1.0
 # How long a status change a plan marks ``status_can_wait`` may be held back, from the first pass that
 # held it: the progress that follows it within this window (a driver pod scheduled, its executors
 # pending, then running) goes out in one write, usually with the next change that cannot wait. Under
-# load a pod's steps come seconds apart: a window shorter than that saves nothing.
-SETTLE_SECONDS: Final = 10.0
+# load a pod's steps come many seconds apart (a driver pod Pending for 10 s and more, its executors
+# pending, then running, well before its end): a window shorter than that saves nothing. Every view a
+# user reads of that progress (a SparkDriver's counts, their copy on its app) is at most this late.
+SETTLE_SECONDS: Final = 30.0
 # A create of ours the cache has yet to show is not sent again (it could only meet 409) until the cache
 # shows it (:meth:`Applier.seen`), or for at most this long.
 CREATED_RECENTLY_SECONDS: Final = 10.0
@@ -214,8 +216,6 @@ class Plan(Generic[S]):
     # back for up to SETTLE_SECONDS, so that changes that follow each other are written once. Never
     # set when a fact only this write would keep changes (a count, an outcome, a name created).
     status_can_wait: bool = False
-    # How long it may wait (None: the Applier's SETTLE_SECONDS).
-    settle_seconds: float | None = None
 
     @property
     def actions(self) -> tuple[Action, ...]:
@@ -337,6 +337,9 @@ class Applied:
     gone: bool = False  # the object vanished at its status write: nothing after it ran
     requeue_after: float | None = None
     written: JSON | None = None  # the object as its status write returned it
+    # The status write gave the object a new resourceVersion. Its watch event is this write's own
+    # (:meth:`Applier.own_write`): the pass that made it decides again on what it wrote instead.
+    new_version: bool = False
 
 
 @dataclass
@@ -522,6 +525,7 @@ class Applier(Generic[K]):
             )
         requeue = _earliest(plan.requeue_after, await act(plan.before_status))
         written: JSON | None = None
+        new_version = False
         if body is not None and plan.status is not None:
             new = status_json(plan.status)
             old = body.get("status") or {}
@@ -545,8 +549,8 @@ class Applier(Generic[K]):
                     (written.get("metadata") or {}).get("resourceVersion"),
                 )
                 # A write that changed nothing (the API server then keeps the version) leaves no news.
-                changed_version = made is not None and str(made) != made_from
-                self._own(key, uid).status_written = (made_from, str(made)) if changed_version else None
+                new_version = made is not None and str(made) != made_from
+                self._own(key, uid).status_written = (made_from, str(made)) if new_version else None
                 if made is not None:
                     meta["resourceVersion"] = made
                 body["status"] = written.get("status") or new
@@ -565,7 +569,7 @@ class Applier(Generic[K]):
             for event in events
         )
         after, *_ = await _all([act(plan.after_status), *posts])
-        return Applied(requeue_after=_earliest(requeue, after), written=written)
+        return Applied(requeue_after=_earliest(requeue, after), written=written, new_version=new_version)
 
     def _settling(self, key: K, uid: str, plan: Plan[S]) -> float | None:
         """Seconds to hold back ``plan``'s status change, or None to write it now (and forget the
@@ -577,12 +581,23 @@ class Applier(Generic[K]):
         now = self.clock()
         if memory.settling_since is None:
             memory.settling_since = now
-        window = self.settle_seconds if plan.settle_seconds is None else plan.settle_seconds
-        left = memory.settling_since + window - now
+        left = memory.settling_since + self.settle_seconds - now
         if left > 0:
             return left
         memory.settling_since = None
         return None
+
+    def own_write(self, key: K, uid: str, resource_version: str) -> bool:
+        """Whether the object ``uid`` at ``resource_version`` is what our last status write of ``key``
+        made (its watch event brings nothing a pass has not decided on: the pass that wrote it decides
+        again on what the write returned, or ends in an error the queue retries)."""
+        memory = self._memory.get(key)
+        return (
+            memory is not None
+            and memory.uid == uid
+            and memory.status_written is not None
+            and memory.status_written[1] == resource_version
+        )
 
     def seen(self, key: K, kind: str, name: str) -> bool:
         """The cache of ``key``'s objects now shows ``kind``/``name``: a create of it is decided on

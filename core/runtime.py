@@ -142,8 +142,8 @@ class Runtime:
         creation of an object with no status yet (one no pass has acted on) is enqueued as new, ahead
         of the other keys (see ``core.queue``). ``within``: the window for a change of this object, where
         COALESCE_SECONDS is too short (what only counts progress may wait for a later pass). ``ours``:
-        told of every change; True for the creation of an object a pass of the queue's made itself,
-        which asks for no pass (that pass decided with the object there).
+        told of every change; True for a change a pass of the queue's made itself and decided with
+        (the creation of an object it owns, the status it wrote), which asks for no pass.
 
         ``view``: all the controller reads of such an object (what its index files). A change that
         leaves the view as it was (a kubelet refreshing a condition's probe time) cannot change a

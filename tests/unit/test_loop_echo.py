@@ -1,0 +1,106 @@
+"""core.controller.Loop without a cluster: a pass decides again on what its own status write
+returned, so the watch event of that write asks for no pass, and every other change still does."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from core.controller import Controller, Loop, Source
+from core.jsontypes import JSON
+from core.reconciler import Learnt, Plan
+from core.runtime import Runtime
+from domain import kinds
+from tests.support.fake_index import FakeIndex
+
+KEY = ("ns", "pi")
+INDEX = "toys"
+
+
+def toy(step: int, version: str) -> dict[str, Any]:
+    meta = {"name": "pi", "namespace": "ns", "uid": "u1", "resourceVersion": version}
+    return {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkApplication", "metadata": meta, "status": {"step": step}}
+
+
+class FakeKube:
+    """Answers a status write as the API server does: the object at the next resourceVersion."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Any]] = []
+
+    async def patch_status(
+        self, resource: Any, namespace: str, name: str, *, old: Any, new: Any, resource_version: str
+    ) -> Any:
+        self.writes.append((resource_version, new))
+        return {"metadata": {"resourceVersion": str(int(resource_version) + 1)}, "status": new}
+
+    async def event(self, regarding: Any, *, type_: str, reason: str, message: str) -> None:
+        pass
+
+
+class FakeRuntime:
+    def __init__(self, fake: FakeKube, cached: dict[str, Any]) -> None:
+        self.kube = fake
+        self.cached = cached
+
+    def index(self, name: str) -> FakeIndex:
+        return FakeIndex({KEY: [dict(self.cached)]})
+
+    ensure_holds = Runtime.ensure_holds
+
+
+def loop(fake: FakeKube, cached: dict[str, Any], last_step: int) -> tuple[Loop[Any, Any], list[int]]:
+    """A controller that moves status.step up by one per decision, until ``last_step``; the steps it
+    decided from are listed."""
+    decided: list[int] = []
+
+    def observe(key: Any, body: JSON | None, learnt: Learnt) -> int | None:
+        return None if body is None else int(body["status"]["step"])
+
+    def decide(step: int, now: datetime) -> Plan[dict[str, Any]]:
+        decided.append(step)
+        return Plan(status={"step": min(step + 1, last_step)})
+
+    own = Source(INDEX, kinds.SPARK_APPLICATIONS, lambda obj: [KEY], lambda obj: obj)
+    controller: Controller[int, dict[str, Any]] = Controller(
+        "toy", own, (), observe, decide, lambda status: status, logging.getLogger("toy")
+    )
+    return Loop(FakeRuntime(fake, cached), controller), decided  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+async def test_a_pass_decides_again_on_what_its_status_write_returned_and_its_echo_asks_for_no_pass() -> None:
+    fake = FakeKube()
+    toys, decided = loop(fake, toy(0, "7"), last_step=2)
+    result = await toys.reconcile(KEY)
+    assert decided == [0, 1, 2]  # the second and third decisions were on the writes' answers, not the cache
+    assert [version for version, _ in fake.writes] == ["7", "8"]
+    assert result.requeue_after is None
+    assert toys.echo("MODIFIED", toy(2, "9"))  # our last write's own watch event
+    assert not toys.echo("MODIFIED", toy(2, "10"))  # a change made after it (someone else's)
+    assert not toys.echo("MODIFIED", {**toy(2, "9"), "metadata": {**toy(2, "9")["metadata"], "uid": "u2"}})
+    assert not toys.echo("ADDED", toy(2, "9"))  # a re-list's or a new object's arrival
+
+
+@pytest.mark.asyncio
+async def test_a_pass_that_keeps_writing_ends_and_is_run_again() -> None:
+    fake = FakeKube()
+    toys, decided = loop(fake, toy(0, "7"), last_step=100)
+    result = await toys.reconcile(KEY)
+    assert len(decided) == len(fake.writes) == 4 and result.requeue_after == 0.0
+
+
+@pytest.mark.asyncio
+async def test_a_write_that_made_no_new_version_leaves_its_event_to_ask_for_a_pass() -> None:
+    class Unchanged(FakeKube):
+        async def patch_status(self, resource: Any, namespace: str, name: str, **kw: Any) -> Any:
+            await super().patch_status(resource, namespace, name, **kw)
+            return {"metadata": {"resourceVersion": kw["resource_version"]}, "status": kw["new"]}
+
+    fake = Unchanged()
+    toys, decided = loop(fake, toy(0, "7"), last_step=1)
+    await toys.reconcile(KEY)
+    assert decided == [0] and not toys.echo("MODIFIED", toy(1, "7"))
