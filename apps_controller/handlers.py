@@ -79,7 +79,14 @@ def apps_controller(
         status_json=status_json,
         log=log,
         record=TRANSITIONS.record,
+        unchanged=_unchanged,
     )
+
+
+def _unchanged(observed: Observed, status: SparkApplicationStatus) -> bool:
+    # Executor counts are written as the SparkDriver reported them: a zero it reported is not its absence.
+    old = observed.status
+    return status == old and status.executors.model_fields_set == old.executors.model_fields_set
 
 
 def register(runtime: Runtime) -> None:

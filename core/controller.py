@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast
@@ -91,6 +91,9 @@ class Controller(Generic[O, S]):
     record: Record | None = None
     """Records the plan's observations (metrics of transitions) after the status write that makes them."""
     clock: Callable[[], datetime] = utc_now
+    unchanged: Callable[[O, S], bool] | None = None
+    """Whether a plan's status is the one the decision started from (compared as models): such a plan,
+    with nothing that needs the write after it, writes nothing, and no JSON is made to tell."""
     reads: tuple[Source, ...] = ()
     """Reference data the decisions look up (a scheduler's configuration objects, filed by name): cached
     and waited for like the rest, but a change of it asks for no pass; a pass that misses what it looks
@@ -122,7 +125,7 @@ class Loop(Generic[O, S]):
             if observed is None:
                 self.applier.forget(key)
                 return Result.done()
-            plan = self.controller.decide(observed, self.controller.clock())
+            plan = self._unchanged_left_out(observed, self.controller.decide(observed, self.controller.clock()))
             try:
                 applied = await self.apply(key, body, plan, learnt)
             except Learned:
@@ -136,6 +139,12 @@ class Loop(Generic[O, S]):
             # ``body`` is now what the status write returned: decided on again here, so that the
             # write's own watch event asks for no pass (_echo).
         return Result.now()
+
+    def _unchanged_left_out(self, observed: O, plan: Plan[S]) -> Plan[S]:
+        unchanged = self.controller.unchanged
+        if unchanged is None or plan.status is None or plan.after_status or not unchanged(observed, plan.status):
+            return plan
+        return replace(plan, status=None)
 
     def echo(self, type_: EventType, obj: JSON) -> bool:
         """Whether this change of an object of the controller's own kind is the watch event of a status

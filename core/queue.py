@@ -10,7 +10,10 @@ client-go's does:
 * keys of new objects (created, and acted on by no pass yet) go ahead of the passes that only bring
   status up to date, which are never passed over more than ``NEW_IN_A_ROW`` times in a row: in a
   burst of thousands of apps each one's driver pod starts sooner;
-* a reconcile that asks to be requeued after N seconds, or that failed (backoff), runs again;
+* a reconcile that asks to be requeued after N seconds, or that failed (backoff), runs again; a
+  reconcile that succeeds supersedes what was asked for before it began (its own decision on the
+  newest view says when the key is due next, if ever), so a requeue left over from an earlier pass
+  (a window of held progress that a later write carried, a backoff) makes no pass of its own;
 * a reconcile stopped by its namespace being deleted (``NamespaceTerminating``) ends quietly;
 * a reconcile that met caches being re-listed after a watch gap (``NotCurrent``) runs again shortly,
   quietly: it decided nothing.
@@ -142,7 +145,8 @@ class WorkQueue(Generic[K]):
     _waiting: set[K] = field(default_factory=set, init=False)
     _active: set[K] = field(default_factory=set, init=False)
     _again: set[K] = field(default_factory=set, init=False)
-    _timers: dict[K, asyncio.TimerHandle] = field(default_factory=dict, init=False)
+    # A delayed ask per key, with when (the loop's clock) it was asked for.
+    _timers: dict[K, tuple[asyncio.TimerHandle, float]] = field(default_factory=dict, init=False)
     _failures: dict[K, int] = field(default_factory=dict, init=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
 
@@ -168,13 +172,14 @@ class WorkQueue(Generic[K]):
             self._loop.call_soon_threadsafe(lambda: self.enqueue(key, after, new=new))
             return
         if after > 0:
-            existing = self._timers.get(key)
-            due = loop.time() + after
-            if existing is not None and existing.when() <= due:
+            asked = self._timers.get(key)
+            now = loop.time()
+            due = now + after
+            if asked is not None and asked[0].when() <= due:
                 return
-            if existing is not None:
-                existing.cancel()
-            self._timers[key] = loop.call_at(due, self._fire, key)
+            if asked is not None:
+                asked[0].cancel()
+            self._timers[key] = (loop.call_at(due, self._fire, key), now)
             return
         if key in self._active:
             self._again.add(key)
@@ -205,7 +210,7 @@ class WorkQueue(Generic[K]):
                 for _ in range(self.workers):
                     group.create_task(self._work())
         finally:
-            for timer in self._timers.values():
+            for timer, _ in self._timers.values():
                 timer.cancel()
             self._timers.clear()
 
@@ -228,6 +233,7 @@ class WorkQueue(Generic[K]):
             await asyncio.sleep(0)
 
     async def _process(self, key: K) -> None:
+        began = asyncio.get_running_loop().time()
         started = time.perf_counter()
         try:
             requeue_after = (await self.reconcile(key)).requeue_after
@@ -252,6 +258,11 @@ class WorkQueue(Generic[K]):
             self._seconds.observe(time.perf_counter() - started)
         self._failures.pop(key, None)
         self._ok.inc()
+        asked = self._timers.get(key)
+        if asked is not None and asked[1] <= began:
+            # Asked for before this pass read the caches: what it was for, this pass has decided on.
+            asked[0].cancel()
+            del self._timers[key]
         if requeue_after is not None:
             self.enqueue(key, after=max(requeue_after, 0.001))
 

@@ -526,7 +526,9 @@ class Applier(Generic[K]):
         requeue = _earliest(plan.requeue_after, await act(plan.before_status))
         written: JSON | None = None
         new_version = False
-        if body is not None and plan.status is not None:
+        if plan.status is None:
+            self._settled(key)  # nothing changed: whatever was held went back
+        elif body is not None:
             new = status_json(plan.status)
             old = body.get("status") or {}
             changed = new != old

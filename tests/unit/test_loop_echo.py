@@ -52,7 +52,9 @@ class FakeRuntime:
     ensure_holds = Runtime.ensure_holds
 
 
-def loop(fake: FakeKube, cached: dict[str, Any], last_step: int) -> tuple[Loop[Any, Any], list[int]]:
+def loop(
+    fake: FakeKube, cached: dict[str, Any], last_step: int, dumped: list[Any] | None = None
+) -> tuple[Loop[Any, Any], list[int]]:
     """A controller that moves status.step up by one per decision, until ``last_step``; the steps it
     decided from are listed."""
     decided: list[int] = []
@@ -65,8 +67,21 @@ def loop(fake: FakeKube, cached: dict[str, Any], last_step: int) -> tuple[Loop[A
         return Plan(status={"step": min(step + 1, last_step)})
 
     own = Source(INDEX, kinds.SPARK_APPLICATIONS, lambda obj: [KEY], lambda obj: obj)
+
+    def status_json(status: dict[str, Any]) -> JSON:
+        if dumped is not None:
+            dumped.append(status)
+        return status
+
     controller: Controller[int, dict[str, Any]] = Controller(
-        "toy", own, (), observe, decide, lambda status: status, logging.getLogger("toy")
+        "toy",
+        own,
+        (),
+        observe,
+        decide,
+        status_json,
+        logging.getLogger("toy"),
+        unchanged=lambda step, status: status == {"step": step},
     )
     return Loop(FakeRuntime(fake, cached), controller), decided  # type: ignore[arg-type]
 
@@ -104,3 +119,11 @@ async def test_a_write_that_made_no_new_version_leaves_its_event_to_ask_for_a_pa
     toys, decided = loop(fake, toy(0, "7"), last_step=1)
     await toys.reconcile(KEY)
     assert decided == [0] and not toys.echo("MODIFIED", toy(1, "7"))
+
+
+@pytest.mark.asyncio
+async def test_a_status_equal_to_the_one_decided_from_is_neither_written_nor_made_into_json() -> None:
+    fake, dumped = FakeKube(), []
+    toys, decided = loop(fake, toy(3, "7"), last_step=3, dumped=dumped)
+    result = await toys.reconcile(KEY)
+    assert decided == [3] and fake.writes == [] and dumped == [] and result.requeue_after is None

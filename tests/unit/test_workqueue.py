@@ -262,6 +262,46 @@ async def test_changes_asked_soon_make_one_pass_and_bring_a_distant_requeue_forw
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_pass_that_succeeds_supersedes_what_was_asked_before_it_began_but_not_after() -> None:
+    """A requeue left from an earlier pass (a held write's window) makes no pass once a later pass has
+    decided on a newer view; a change that arrives while a pass runs still gets its pass."""
+    passes: list[str] = []
+    running = asyncio.Event()
+    release = asyncio.Event()
+    done = asyncio.Event()
+    second = asyncio.Event()
+
+    async def reconcile(key: str) -> Result:
+        passes.append(key)
+        if key == "b" and len(passes) == 2:
+            running.set()
+            await release.wait()
+        if passes.count("b") == 2:
+            second.set()
+        done.set()
+        return Result.done()
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile)
+    task = asyncio.create_task(queue.run())
+    try:
+        queue.enqueue("a", after=0.2)  # an earlier pass's requeue
+        queue.enqueue("a")  # a change: this pass decides on it, and on what the requeue was for
+        async with asyncio.timeout(5):
+            await done.wait()
+        assert passes == ["a"] and "a" not in queue._timers
+        queue.enqueue("b")
+        async with asyncio.timeout(5):
+            await running.wait()
+        queue.enqueue_soon("b", 0.05)  # a change while the pass runs: it saw none of it
+        release.set()
+        async with asyncio.timeout(5):
+            await second.wait()
+        assert passes == ["a", "b", "b"] and not queue._timers and not queue._waiting
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_passes_that_never_suspend_still_let_the_rest_of_the_loop_run_between_them() -> None:
     """A restart enqueues every key, and a pass over a finished object makes no request: the workers
     must still hand the loop to the watches, the metrics endpoint and the lease renewals."""
