@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from core.reconciler import SETTLE_SECONDS
 from devcluster.ports import free_ports
 from devcluster.testing import ClusterHandle, wait_for
 from tests.support.cluster_apps import get
@@ -104,9 +105,10 @@ def test_ready_behind_its_service_and_a_lost_server_pod_comes_back_behind_the_sa
     assert "org.apache.spark.sql.connect.service.SparkConnectServer" in container["args"]
     headless = service(crds, namespace, "sc-server-1-1-driver-svc")
     assert headless["spec"]["publishNotReadyAddresses"] is True  # the executors reach a server not Ready yet
+    # Counts are progress: the SparkDriver writes them within SETTLE_SECONDS, and the server's status copies them.
     wait_for(
         lambda: connect_status(crds, namespace, "sc").get("executors", {}).get("running") == 2,
-        timeout=30,
+        timeout=SETTLE_SECONDS + 10,
         message="two executors",
     )
 
