@@ -137,7 +137,7 @@ class Loop(Generic[O, S]):
             if not applied.new_version:
                 return Result.after(applied.requeue_after)
             # ``body`` is now what the status write returned: decided on again here, so that the
-            # write's own watch event asks for no pass (_echo).
+            # write's own watch event asks for no pass (Loop.echo).
         return Result.now()
 
     def _unchanged_left_out(self, observed: O, plan: Plan[S]) -> Plan[S]:
