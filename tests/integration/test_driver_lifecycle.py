@@ -205,8 +205,10 @@ def test_operator_killed_at_each_step(
     operator.kill()
     operator.start()
     executors_owned(crds, namespace, "tough", 2, 2)
-    time.sleep(2)
-    st = status(crds, namespace, "tough")
+    # The pod may have turned Running while no operator ran: the restarted one writes it once its caches
+    # have listed (a start that takes seconds on a busy machine).
+    st = wait_for(lambda: (s := status(crds, namespace, "tough")).get("phase") == "Running" and s,
+                  timeout=30, message="incarnation 2 Running")  # fmt: skip
     assert st["incarnation"] == 2 and st["phase"] == "Running"
     assert [(r["incarnation"], r["outcome"]) for r in st["incarnations"]] == [(1, "Lost")]
     drivers = sorted(n for n in pods_watch.uids if n.endswith("-driver"))
