@@ -13,7 +13,7 @@ the models do not enforce them, so that a controller can always read what the AP
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -175,7 +175,11 @@ class DriverPhase(enum.StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in (DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED)
+        return self in _TERMINAL_DRIVER_PHASES
+
+
+# Asked several times in every pass: a set built once, not the members looked up on the class each time.
+_TERMINAL_DRIVER_PHASES: Final = frozenset({DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED})
 
 
 class IncarnationOutcome(enum.StrEnum):

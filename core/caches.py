@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
 from core.informer import Handler, Informer, ResourceLike, Stored, Transform, decode, drop_managed_fields
 from core.jsontypes import JSON
+from core.memo import Memo
 from core.requester import Requester
 
 log = logging.getLogger(__name__)
@@ -65,14 +65,15 @@ class CacheIndex(Generic[V]):
     name: str
     informers: Sequence[Informer]
     value: Callable[[JSON], V]
-    # For values no reader changes (frozen summaries): how many of those last read again are kept, by
-    # the object's uid and resourceVersion, so that the passes of a busy owner, which read the same
-    # unchanged children again and again, decode and summarise each version once. A value is kept
-    # from its second read: objects read once (every finished app at start-up) cost no memory.
+    # For values no reader changes (frozen summaries): how many of those read again are kept
+    # (core.memo), by the object's uid and resourceVersion, so that the passes of a busy owner, which
+    # read the same unchanged children again and again, decode and summarise each version once.
     # 0: none kept (every read is a fresh copy, for values a reader may change).
     memo: int = 0
-    _memo: OrderedDict[tuple[str, str], V] = field(default_factory=OrderedDict, init=False, repr=False)
-    _read_once: OrderedDict[tuple[str, str], None] = field(default_factory=OrderedDict, init=False, repr=False)
+    _memo: Memo[tuple[str, str], V] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._memo = Memo(self.memo)
 
     def get(self, key: IndexKey) -> list[V] | None:
         """The values under ``key`` (None when there are none); :class:`NotCurrent` while a cache of
@@ -96,18 +97,9 @@ class CacheIndex(Generic[V]):
             return self.value(decode(item.encoded))
         version = (item.uid, item.resource_version)
         value = self._memo.get(version)
-        if value is not None:
-            self._memo.move_to_end(version)
-            return value
-        value = self.value(decode(item.encoded))
-        if self._read_once.pop(version, False) is None:
-            self._memo[version] = value
-            if len(self._memo) > self.memo:
-                self._memo.popitem(last=False)
-        else:
-            self._read_once[version] = None
-            if len(self._read_once) > self.memo:
-                self._read_once.popitem(last=False)
+        if value is None:
+            value = self.value(decode(item.encoded))
+            self._memo.put(version, value)
         return value
 
     def counts(self) -> dict[IndexKey, int]:

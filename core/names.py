@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 from typing import Final
 
 DNS_LABEL_MAX: Final = 63
@@ -14,12 +15,17 @@ HASH_LEN: Final = 8
 
 _INVALID = re.compile(r"[^a-z0-9-]+")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+# Every pass names an incarnation's objects again (a dozen names from the same few inputs): each
+# name is worked out once per (input, limit) while it is in use.
+NAMES_KEPT: Final = 4096
 
 
+@lru_cache(maxsize=NAMES_KEPT)
 def digest(text: str, length: int = HASH_LEN) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
+@lru_cache(maxsize=NAMES_KEPT)
 def bounded(name: str, limit: int) -> str:
     """``name`` as a DNS-1123 name of at most ``limit`` characters ([a-z0-9-], alphanumeric at both
     ends). A name that already is one comes back unchanged; any other is cleaned (lowercased, every
@@ -36,6 +42,7 @@ def _derived(name: str, limit: int, prefix: str = "") -> str:
     return f"{head}-{digest(name)}"
 
 
+@lru_cache(maxsize=NAMES_KEPT)
 def dns_label(name: str, limit: int = DNS_LABEL_MAX) -> str:
     """A DNS-1035 label (starts with a letter), as Service names require; as injective as
     :func:`bounded` (a name that does not start with a letter gets an ``s-`` prefix and a hash)."""

@@ -260,6 +260,13 @@ class _Pass:
     old_status: SparkDriverStatus  # the status as observed
     owned_pods: list[PodSummary]
     incarnation: int = 0
+    _names: dict[int, IncarnationNames] = field(default_factory=dict)
+
+    def names(self) -> IncarnationNames:
+        """What the current incarnation's objects are called (worked out once per pass)."""
+        if self.incarnation not in self._names:
+            self._names[self.incarnation] = names(self.driver, self.incarnation)
+        return self._names[self.incarnation]
 
     @property
     def name(self) -> str:
@@ -507,7 +514,7 @@ def _observe_running(p: _Pass, pod: PodSummary) -> None:
 def _pod_group(p: _Pass) -> PodGroupSummary | None:
     """This SparkDriver's PodGroup, as its batch scheduler last wrote its status (None: it has none,
     or its kind is not watched here)."""
-    wanted = names(p.driver, p.incarnation).pod_group
+    wanted = p.names().pod_group
     return next((g for g in _owned(p.uid, p.obs.pod_groups) if g.name == wanted), None) if wanted else None
 
 
@@ -674,7 +681,7 @@ def _create_missing(p: _Pass) -> None:
     only when the pod, a ConfigMap or the Service is missing; the NetworkPolicy is built on its own
     (:func:`render.network_policy`), so a pass can compare it with the one it sees, and put back an edit."""
     uid = p.uid
-    expected = names(p.driver, p.incarnation)
+    expected = p.names()
     have_cm = {c.name for c in _owned(uid, p.obs.config_maps)}
     have_svc = {s.name for s in _owned(uid, p.obs.services)}
     pod_missing = p.driver_pod(p.incarnation) is None

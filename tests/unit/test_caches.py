@@ -152,7 +152,7 @@ def test_a_shared_index_decodes_each_version_until_it_is_read_again_and_then_kee
         informer.store.upsert(changed)
         index.get(("a", "d"))
         index.get(("a", "d"))
-    assert len(index._memo) == 2 and len(index._read_once) <= 2
+    assert len(index._memo) == 2 and len(index._memo._read_once) <= 2
 
 
 def test_an_index_of_values_a_reader_may_change_hands_out_a_fresh_copy_on_every_read() -> None:
