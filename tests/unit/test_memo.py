@@ -1,5 +1,5 @@
 """core.memo: values kept from their second read, the least recently read going first; and the
-driver controller's parsed specs, kept per generation with the metadata always the body's own."""
+driver controller's parsed specs, kept by their content with the metadata always the body's own."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def _driver(generation: int, image: str, labels: dict[str, str] | None = None) -
     }
 
 
-def test_a_parsed_spec_follows_the_generation_and_the_metadata_is_always_the_bodys() -> None:
+def test_a_parsed_spec_follows_its_content_and_the_metadata_is_always_the_bodys() -> None:
     for _ in range(3):  # read again: kept from the second read
         first = parse(_driver(1, "spark:a"))
     relabelled = parse(_driver(1, "spark:a", labels={"team": "x"}))
