@@ -42,6 +42,19 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # after an app ends (the passes that delete the executors Spark's own clean-up left), so "until idle"
 # counts that work too, and the next measurement does not.
 AFTER_WORK_QUIET_SECONDS = EXECUTOR_CLEANUP_GRACE_SECONDS + 5.0
+# Another checkout whose operator the benchmarks run instead of this one's (its own .venv), so the
+# code before a change is measured by the same benchmark, on the same machine, in the same hour.
+OPERATOR_ROOT_ENV = "SPARKOP_BENCH_OPERATOR_ROOT"
+
+
+def operator_root() -> Path:
+    return Path(os.environ.get(OPERATOR_ROOT_ENV) or ROOT)
+
+
+def operator_python() -> str:
+    """The interpreter that runs the operator: this one, or the other checkout's."""
+    root = operator_root()
+    return sys.executable if root == ROOT else str(root / ".venv" / "bin" / "python")
 
 
 def log(message: str) -> None:
@@ -260,13 +273,13 @@ class Operator:
 
     def start(self) -> Operator:
         (self.port,) = free_ports(1)
-        argv = [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(self.bench.cluster.kubeconfig)]
+        argv = [operator_python(), "-m", "sparkop", "run", "--kubeconfig", str(self.bench.cluster.kubeconfig)]
         for namespace in self.namespaces:
             argv += ["-n", namespace]
         argv += ["--metrics-port", str(self.port), *self.args]
         with self.log_path.open("ab") as out:
             self.started = time.monotonic()
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=operator_root())
         return self
 
     @property

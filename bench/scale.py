@@ -32,7 +32,6 @@ import copy
 import os
 import pstats
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -52,6 +51,8 @@ from harness import (
     bounded,
     log,
     now_utc,
+    operator_python,
+    operator_root,
     write_result,
 )
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -450,7 +451,7 @@ def restart_floor(bench: BenchCluster) -> dict[str, Any]:
     SparkDriver at once (what the apps controller must have before its first pass), decoded as the
     operator decodes them."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import sparkop.operator"], check=True, cwd=ROOT)
+    subprocess.run([operator_python(), "-c", "import sparkop.operator"], check=True, cwd=operator_root())
     imports = time.monotonic() - started
 
     async def listing() -> tuple[float, list[list[JSON]]]:
@@ -510,11 +511,11 @@ class ProfiledOperator(Operator):
     def start(self) -> ProfiledOperator:
         (self.port,) = free_ports(1)
         kubeconfig = str(self.bench.cluster.kubeconfig)
-        argv = [sys.executable, "-m", "cProfile", "-o", str(self.profile_out), "-m", "sparkop", "run"]
+        argv = [operator_python(), "-m", "cProfile", "-o", str(self.profile_out), "-m", "sparkop", "run"]
         argv += ["--kubeconfig", kubeconfig, "--metrics-port", str(self.port), *self.args]
         with self.log_path.open("ab") as out:
             self.started = time.monotonic()
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=operator_root())
         return self
 
 

@@ -153,8 +153,8 @@ async def ceiling_app(kube: k8s.Kube, bodies: list[JSON], pods: dict[str, float]
     )
 
 
-async def measure_ceiling(bench: BenchCluster, apps: int, concurrency: int) -> dict[str, Any]:
-    names = [f"ceil-{i:05d}" for i in range(apps)]
+async def measure_ceiling(bench: BenchCluster, apps: int, concurrency: int, prefix: str = "") -> dict[str, Any]:
+    names = [f"{prefix}ceil-{i:05d}" for i in range(apps)]
     bodies = {name: ceiling_bodies(name) for name in names}  # rendered before the clock starts
     pods: dict[str, float] = {}
     split = CpuSplit(bench)
@@ -178,9 +178,9 @@ async def measure_ceiling(bench: BenchCluster, apps: int, concurrency: int) -> d
 
 
 async def measure_sparkop(
-    bench: BenchCluster, operator: Operator, apps: int, concurrency: int, budget_seconds: float
+    bench: BenchCluster, operator: Operator, apps: int, concurrency: int, budget_seconds: float, prefix: str = ""
 ) -> dict[str, Any]:
-    names = [f"app-{i:05d}" for i in range(apps)]
+    names = [f"{prefix}app-{i:05d}" for i in range(apps)]
     created: dict[str, float] = {}
     async with bench.client() as kube:
 
@@ -264,14 +264,16 @@ def measure(
     concurrency: int,
     timeout: float,
     profile: Path | None = None,
+    prefix: str = "",
 ) -> dict[str, Any]:
+    """The ceiling's run, then sparkop's; ``prefix`` names the apps, so runs can share a cluster."""
     log(f"ceiling: {apps} apps' writes by a bare client")
-    ceiling = asyncio.run(measure_ceiling(bench, apps, concurrency))
+    ceiling = asyncio.run(measure_ceiling(bench, apps, concurrency, prefix))
     log(f"ceiling: {ceiling['apps_per_second']} apps/s; letting the cluster settle")
     bench_settle(bench)
     log(f"sparkop: {apps} apps")
     with profiling(operator.pid, profile):
-        sparkop = asyncio.run(measure_sparkop(bench, operator, apps, concurrency, timeout))
+        sparkop = asyncio.run(measure_sparkop(bench, operator, apps, concurrency, timeout, prefix))
     ratio = sparkop["apps_per_second"] / ceiling["apps_per_second"]
     log(f"sparkop: {sparkop['apps_per_second']} apps/s, {ratio:.0%} of the ceiling")
     return {"ceiling": ceiling, "sparkop": sparkop, "ratio_to_ceiling": round(ratio, 3)}

@@ -28,3 +28,18 @@ def test_every_target_row_says_whether_it_was_met() -> None:
         assert measured and "None" not in measured, figure
         # A figure with a target says whether it met it; one without has nothing to meet.
         assert (met in ("yes", "**no**")) == bool(target), figure
+
+
+def test_a_change_is_judged_beside_the_run_before_it() -> None:
+    results = ROOT / "bench" / "results" / "issue28"
+    before = json.loads((results / "before-perf.json").read_text())
+    after = json.loads((results / "after3-perf.json").read_text())
+    compared = {row[0]: row for row in perf.comparison_rows(before, after)}
+    writes = compared["operator writes per app (1000 apps)"]
+    assert writes[1:4] == ("25.99", "16.12", "62%")
+    assert writes[4:] == ("≤ 16", "**no**")
+    cpu = compared["operator CPU per app (1000 apps, until idle)"]
+    assert cpu[3:] == ("81%", "≤ 60% of before", "**no**")
+    # Neither run had the burst: a figure only one run has (or neither) is left out, not guessed.
+    assert not any(figure.startswith("burst") for figure in compared)
+    assert "Beside the code before the change" in perf.markdown({**after, "before": before})
