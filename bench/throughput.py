@@ -188,11 +188,16 @@ async def measure_sparkop(
             await kube.create(app_manifest(name, SPARKOP_NAMESPACE))
             created[name] = time.monotonic()
 
+        # Only this run's apps count: an earlier run's on the same cluster are listed at the watch's start.
+        ours = set(names)
+
         def driver_pod_app(obj: JSON) -> str | None:
-            return label(obj, labels.APP)
+            app = label(obj, labels.APP)
+            return app if app in ours else None
 
         def completed(obj: JSON) -> str | None:
-            return str(obj["metadata"]["name"]) if app_state(obj) == "COMPLETED" else None
+            name = str(obj["metadata"]["name"])
+            return name if name in ours and app_state(obj) == "COMPLETED" else None
 
         pod_selector = f"{labels.SPARK_ROLE}={labels.ROLE_DRIVER}"
         async with (
