@@ -43,3 +43,20 @@ def test_a_change_is_judged_beside_the_run_before_it() -> None:
     # Neither run had the burst: a figure only one run has (or neither) is left out, not guessed.
     assert not any(figure.startswith("burst") for figure in compared)
     assert "Beside the code before the change" in perf.markdown({**after, "before": before})
+
+
+def test_a_restart_is_the_median_of_several_each_beside_its_own_floor() -> None:
+    import scale
+
+    def start(first: float, listed: float, writes: int = 0) -> dict[str, object]:
+        floor = {"import_seconds": 2.0, "list_seconds": listed, "objects_listed": 20010}
+        return {"first_reconcile_seconds": first, "floor": floor, "idle_seconds": 20.0, "writes": writes}
+
+    summary = scale.restart_summary([start(9.3, 6.9), start(7.0, 6.8, writes=1), start(8.1, 6.9)])
+    # -1.8, -0.8 and +0.4 s beyond their floors: the median is the third start, reported whole.
+    assert summary["first_reconcile_seconds"] == 8.1
+    assert [r["over_floor_seconds"] for r in summary["rounds"]] == [0.4, -1.8, -0.8]
+    assert summary["writes"] == 1  # a write in any restart counts
+    rows = {row[0]: row for row in perf.scale_rows({"apps": 10, "restart": summary, "steady": {}})}
+    assert rows["restart with 10 apps: start → first reconcile"][1:] == ("8.1 s", "≤ the floor below + 1 s", True)
+    assert rows["restart with 10 apps: writes"][3] is False
