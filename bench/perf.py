@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -271,7 +272,8 @@ def markdown(r: Mapping[str, Any]) -> str:
     lines: list[str] = []
     before = r.get("before")
     if before:
-        code = f" ({before['operator_root']})" if before.get("operator_root") else ""
+        which = before.get("operator_commit") or before.get("operator_root")
+        code = f" ({which})" if which else ""
         lines += [
             f"Beside the code before the change{code}, measured by this benchmark on "
             f"{_get(before, 'machine.started')}:",
@@ -304,6 +306,12 @@ def update_readme(r: Mapping[str, Any], readme: Path = README) -> None:
     readme.write_text(head + readme_block(r) + tail)
 
 
+def _commit(checkout: Path) -> str:
+    """The short commit a checkout is at (what a run of another checkout's operator names)."""
+    git = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return git.stdout.strip() or str(checkout)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--apps", type=int, default=1000)
@@ -328,6 +336,7 @@ def main() -> int:
         result = run(args)
         if args.operator_root:
             result["operator_root"] = str(args.operator_root.resolve())
+            result["operator_commit"] = _commit(args.operator_root)
     if args.before:
         result["before"] = {k: v for k, v in json.loads(args.before.read_text()).items() if k != "before"}
     if not args.from_json or args.before:
