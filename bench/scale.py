@@ -597,7 +597,8 @@ def measure_scale(
         finally:
             operator.stop()
         rounds: list[dict[str, Any]] = []
-        for n in range(max(1, restarts)):
+        restarts = max(1, restarts)
+        for n in range(restarts):
             log(f"restart {n + 1} of {restarts}: a new operator")
             operator, figures = operator_start(bench, f"restart-operator-{n + 1}.log", operator_args)
             operator.stop()
@@ -606,7 +607,7 @@ def measure_scale(
             rounds.append(figures)
         restart = restart_summary(rounds)
         if profile is not None:
-            log(f"profile: a third start under cProfile into {profile}")
+            log(f"profile: one more start, under cProfile, into {profile}")
             restart["profile"] = profile_restart(bench, profile, operator_args)
     return {
         "apps": apps,
@@ -620,12 +621,16 @@ def measure_scale(
     }
 
 
+def floor_seconds(floor: Mapping[str, Any]) -> float:
+    """The floor's whole: importing the operator, then listing what its first pass needs."""
+    total: float = floor["import_seconds"] + floor["list_seconds"]
+    return round(total, 2)
+
+
 def over_floor(figures: Mapping[str, Any]) -> float:
     """Seconds from a start to its first reconcile beyond the floor measured beside it."""
-    floor = figures["floor"]
     first: float = figures["first_reconcile_seconds"]
-    floor_seconds: float = floor["import_seconds"] + floor["list_seconds"]
-    return round(first - floor_seconds, 2)
+    return round(first - floor_seconds(figures["floor"]), 2)
 
 
 def restart_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -637,7 +642,7 @@ def restart_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     summary["rounds"] = [
         {
             "first_reconcile_seconds": r["first_reconcile_seconds"],
-            "floor_seconds": round(r["floor"]["import_seconds"] + r["floor"]["list_seconds"], 2),
+            "floor_seconds": floor_seconds(r["floor"]),
             "over_floor_seconds": over_floor(r),
             "idle_seconds": r["idle_seconds"],
             "writes": r["writes"],
