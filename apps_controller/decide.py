@@ -73,6 +73,10 @@ _DECIDING: Final = frozenset(
 _CONCLUDED: Final = frozenset({ApplicationState.SUCCEEDING, ApplicationState.FAILING})
 # States from which the next run starts a new execution attempt (submissionAttempts starts again).
 _NEW_EXECUTION_ATTEMPT: Final = frozenset({ApplicationState.PENDING_RERUN, ApplicationState.RESUMING})
+# A run's own progress (its driver accepted, running, its counts): a write from one of these states to
+# another is settled by itself (core.reconciler.Plan.settled). Every other transition may be acted on
+# by the next decision (a run planned, then created; an end, then its clean-up and TTL).
+_LIVE: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING})
 _SPEC_CHANGED: Final = "SpecChanged"
 _SUSPENDED: Final = "Suspended"
 
@@ -85,7 +89,8 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
         progress_only(observed.status, plan.status) or first_sight_only(observed.status, plan.status)
     )
     observations = transitions(observed, plan.status, now)
-    return replace(plan, observations=observations, status_can_wait=can_wait)
+    settled = plan.status is not None and state_of(observed.status) in _LIVE and state_of(plan.status) in _LIVE
+    return replace(plan, observations=observations, status_can_wait=can_wait, settled=settled)
 
 
 def _step(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:

@@ -19,7 +19,9 @@ only enqueue keys) and the work queue; the :class:`Loop` runs each pass:
 5. a create the API server refused is decided on again at once (the refusal is now an observation),
    and so is the object a status write returned (the watch event of that write then asks for no
    pass: :meth:`Loop.echo`), at most ``MAX_DECISIONS_PER_PASS`` times; a pass that keeps learning or
-   writing ends and the queue runs it again.
+   writing ends and the queue runs it again. A plan that is settled by its own status write
+   (``Plan.settled``) ends the pass at that write instead: deciding again on what it wrote would
+   change nothing, and whatever else changed meanwhile enqueued the key again.
 
 What the work queue is told is a :class:`core.queue.Result`.
 """
@@ -71,6 +73,11 @@ class Source:
     within: Callable[[JSON], float] | None = None
     """For what the controller owns: how soon a change of this object asks for its owner's pass (the
     changes meanwhile merged into it); None: ``core.runtime.COALESCE_SECONDS``."""
+    own_changes_settle: bool = False
+    """For what the controller owns: a change that only our own patch or delete of the object made
+    (its watch event shows exactly the version that patch or delete left) decides nothing new, so it
+    asks for no pass. True only where every patch the controller makes of the kind is settled by
+    itself (a pod's finalizer released: the pass that released it decided everything else already)."""
     many: bool = False
     """One or more objects per app (a driver's pods, ConfigMaps, Services): the controllers that do not
     read them start before they are listed (``core.runtime.Runtime.listed_later``)."""
@@ -134,7 +141,7 @@ class Loop(Generic[O, S]):
                 continue
             if applied.gone:
                 return Result.done()
-            if not applied.new_version:
+            if not applied.new_version or plan.settled:
                 return Result.after(applied.requeue_after)
             # ``body`` is now what the status write returned: decided on again here, so that the
             # write's own watch event asks for no pass (Loop.echo).
@@ -194,12 +201,21 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
 def _ours(applier: Applier[Key], source: Source) -> Callable[[EventType, JSON], bool]:
     """Tells the Applier of each owner that its cache shows the object now (a create of the Applier's
     waits for that rather than being sent again); True for the creation the owner's pass made itself:
-    that pass decided with the object there, so its arrival asks for no pass."""
+    that pass decided with the object there, so its arrival asks for no pass. And, where the source's
+    ``own_changes_settle``, True for the echo of the owner's own patch or delete of it."""
+    kind = source.resource.kind
 
     def ours(type_: EventType, obj: JSON) -> bool:
-        name = str((obj.get("metadata") or {}).get("name", ""))
-        answered = [applier.seen(cast(Key, key), source.resource.kind, name) for key in source.keys(obj)]
-        return type_ == "ADDED" and bool(answered) and all(answered)
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        keys = [cast(Key, key) for key in source.keys(obj)]
+        answered = [applier.seen(key, kind, name) for key in keys]
+        if type_ == "ADDED":
+            return bool(answered) and all(answered)
+        if type_ == "MODIFIED" and source.own_changes_settle and keys:
+            version = str(meta.get("resourceVersion", ""))
+            return all(applier.own_change(key, kind, name, version) for key in keys)
+        return False
 
     return ours
 

@@ -480,8 +480,8 @@ class Kube:
         content_type: str = "application/json",
         decode: bool = True,
     ) -> JSON:
-        """One request; the answer decoded when ``decode`` ({} otherwise: a create, delete or Event
-        whose answer nobody reads is not parsed). ApiException for an answer that is not 2xx."""
+        """One request; the answer decoded when ``decode`` ({} otherwise: a create or Event whose
+        answer nobody reads is not parsed). ApiException for an answer that is not 2xx."""
         await self.limit.take()
         if method != "GET" and self.fence is not None and not self.fence():
             raise Fenced(f"refusing {method} {path}: this replica does not hold a valid leader lease")
@@ -628,18 +628,20 @@ class Kube:
         *,
         uid: str | None = None,
         propagation: Literal["Background", "Foreground", "Orphan"] = "Background",
-    ) -> bool:
-        """Delete by name (and uid, so a same-named successor is never hit). False if already gone."""
+    ) -> JSON | None:
+        """Delete by name (and uid, so a same-named successor is never hit): the API server's answer
+        (the object as the deletion left it: a pod given its grace period shows deletionTimestamp at a
+        new resourceVersion), or None if it was gone already."""
         options: JSON = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             options["preconditions"] = {"uid": uid}
         try:
-            await self._call("DELETE", resource.path(namespace, name), body=options, decode=False)
+            answer = await self._call("DELETE", resource.path(namespace, name), body=options)
         except ApiException as exc:
             if exc.status == 404 or (exc.status == 409 and uid):
-                return False
+                return None
             raise
-        return True
+        return answer
 
     async def patch(
         self,

@@ -216,6 +216,12 @@ class Plan(Generic[S]):
     # back for up to SETTLE_SECONDS, so that changes that follow each other are written once. Never
     # set when a fact only this write would keep changes (a count, an outcome, a name created).
     status_can_wait: bool = False
+    # Deciding again on what this plan's status write leaves changes nothing: no status change, no
+    # event, no action this plan does not take (the Applier does not send those again), no earlier
+    # requeue. The pass then ends at the write rather than deciding again (core.controller); the
+    # write's echo still asks for no pass, and anything else that changed meanwhile enqueued the key.
+    # Each decide that sets it has a test proving the property over any history.
+    settled: bool = False
 
     @property
     def actions(self) -> tuple[Action, ...]:
@@ -290,7 +296,9 @@ class Client(Protocol):
         subresource: str | None = ...,
     ) -> JSON | None: ...
 
-    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool: ...
+    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> Any:
+        """The object as the deletion left it (a JSON object), or anything else when there is no such
+        answer (gone already)."""
 
     async def patch_status(
         self,
@@ -353,6 +361,9 @@ class _Memory:
     patched: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     # uids we deleted (uid-preconditioned): a stale cache still showing one asks for nothing new.
     deleted: set[str] = field(default_factory=set)
+    # "kind/name" -> the resourceVersion our last patch or delete of it gave the object (the echo of
+    # that change alone: :meth:`Applier.own_change`).
+    changed_to: dict[str, str] = field(default_factory=dict)
     # When (the Applier's clock) a pass first held back a status change that can wait; None: none held.
     settling_since: float | None = None
     # The resourceVersion our last status write was made from, and the one it gave the object: a pass
@@ -374,6 +385,14 @@ def _before_ours(seen: str, ours: tuple[str, str | None] | None) -> bool:
     if made is None or not (seen.isdigit() and made.isdigit()):
         return False
     return int(seen) < int(made)
+
+
+def _version_of(answer: Any) -> str | None:
+    """The resourceVersion of an API server's answer that is an object (None for any other answer)."""
+    if not isinstance(answer, dict):
+        return None
+    made = (answer.get("metadata") or {}).get("resourceVersion")
+    return str(made) if made else None
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:
@@ -601,6 +620,12 @@ class Applier(Generic[K]):
             and memory.status_written[1] == resource_version
         )
 
+    def own_change(self, key: K, kind: str, name: str, resource_version: str) -> bool:
+        """Whether ``kind``/``name`` at ``resource_version`` is what our last patch or delete of it, made
+        by a pass of ``key``, left (that change alone: any other since has a later version)."""
+        memory = self._memory.get(key)
+        return memory is not None and memory.changed_to.get(f"{kind}/{name}") == resource_version
+
     def seen(self, key: K, kind: str, name: str) -> bool:
         """The cache of ``key``'s objects now shows ``kind``/``name``: a create of it is decided on
         what is observed again. True when this is the first sight of a create of ours."""
@@ -694,20 +719,25 @@ class Applier(Generic[K]):
                 if self.rules.stale(exc):
                     return PATCH_CONFLICT_RETRY_SECONDS  # it moved on since we looked: look again soon
                 raise
+            made = _version_of(answer)
             if action.resource_version is not None:
-                made = ((answer or {}).get("metadata") or {}).get("resourceVersion")
-                memory.patched[target] = (action.resource_version, str(made) if made else None)
+                memory.patched[target] = (action.resource_version, made)
+            if made is not None:
+                memory.changed_to[target] = made
             return None
         memory = self._own(key, uid)
         if action.uid is not None and action.uid in memory.deleted:
             return AWAITING_CACHE_SECONDS
         self.decision(where, f"delete {action.kind} {action.name}", action.reason)
-        await self._doing(
+        answer = await self._doing(
             f"deleting {action.kind} {action.name}",
             self.client.delete(resource, namespace, action.name, uid=action.uid),
         )
         if action.uid is not None:
             memory.deleted.add(action.uid)
+        made = _version_of(answer)
+        if made is not None:
+            memory.changed_to[f"{action.kind}/{action.name}"] = made
         return None
 
     async def _create(self, key: K, uid: str, where: str, action: Create | Ensure) -> bool:

@@ -59,6 +59,9 @@ class Draft:
             requeue_after=self.requeue_after,
             observations=tuple(self.observations),
             status_can_wait=self.status_can_wait,
+            # Every driver decision is settled by its own status write: it decides the whole of what
+            # the view asks for at once (tests/unit/test_driver_settles.py).
+            settled=True,
         )
 
 

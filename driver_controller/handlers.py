@@ -114,7 +114,13 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         )
 
     def labelled(
-        index: str, resource: Any, summarize: Any, view: Any, trim: Any, within: Callable[[JSON], float] | None = None
+        index: str,
+        resource: Any,
+        summarize: Any,
+        view: Any,
+        trim: Any,
+        within: Callable[[JSON], float] | None = None,
+        own_changes_settle: bool = False,
     ) -> Source:
         # Selected on the server by the label's presence: nothing else of the kind is ever sent. Every
         # SparkDriver has some of each: listed after the selections the other controllers read.
@@ -128,6 +134,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             shared=True,
             view=view,
             within=within,
+            own_changes_settle=own_changes_settle,
             many=True,
         )
 
@@ -137,7 +144,9 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         # As read: every read of the cache is already a copy of its own (core.informer.Store).
         own=Source(INDEX_DRIVERS, SPARK_DRIVERS, own_key, as_read),
         owned=(
-            labelled(INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod, pod_change_window),
+            # The only patch of a pod is our finalizer's release, and a delete is of a pod the pass is
+            # done with: the echo of either asks for no pass.
+            labelled(INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod, pod_change_window, own_changes_settle=True),
             labelled(INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_NETWORK_POLICIES, NETWORK_POLICIES, summarize_policy, policy_view, trim_policy),

@@ -226,8 +226,25 @@ class SimCluster:
         plan = decide(obs, self.now)
         if decide(obs, self.now) != plan:
             raise InvariantError("decide is not a function of its inputs")
-        self.apply(plan, obs.status, rv, crash_after)
+        writes = self.writes
+        if self.apply(plan, obs.status, rv, crash_after) and plan.settled and self.writes > writes:
+            self._check_settled(plan, snap or fresh)
         return plan
+
+    def _check_settled(self, plan: Plan[SparkApplicationStatus], seen: Snapshot) -> None:
+        """A plan marked settled (the shell ends its pass at the write): deciding again on what it
+        wrote, with everything else as the pass saw it, changes nothing."""
+        again_seen = Snapshot(seen.app, copy.deepcopy(self.status), self.rv, seen.drivers, seen.ui_objects)
+        obs, _ = self.observed(again_seen)
+        again = decide(obs, self.now)
+        if again.status is not None and status_json(again.status) != self.status:
+            raise InvariantError(f"a settled write left a status change: {status_json(again.status)} != {self.status}")
+        if again.events:
+            raise InvariantError(f"a settled write left events: {again.events}")
+        if any(action not in plan.actions for action in again.actions):
+            raise InvariantError(f"a settled write left actions: {again.actions} beyond {plan.actions}")
+        if again.requeue_after is not None and (plan.requeue_after is None or plan.requeue_after > again.requeue_after):
+            raise InvariantError(f"a settled write left an earlier requeue: {again.requeue_after}")
 
     def apply(
         self, plan: Plan[SparkApplicationStatus], seen: SparkApplicationStatus, rv: int, crash_after: int | None = None

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from core.controller import Controller, Loop, Source
+from core.controller import Controller, Loop, Source, _ours
 from core.jsontypes import JSON
-from core.reconciler import Learnt, Plan
+from core.kube import PODS, Rules
+from core.reconciler import Applier, Learnt, Plan
 from core.runtime import Runtime
 from domain import kinds
 from tests.support.fake_index import FakeIndex
@@ -53,7 +54,7 @@ class FakeRuntime:
 
 
 def loop(
-    fake: FakeKube, cached: dict[str, Any], last_step: int, dumped: list[Any] | None = None
+    fake: FakeKube, cached: dict[str, Any], last_step: int, dumped: list[Any] | None = None, settles: bool = False
 ) -> tuple[Loop[Any, Any], list[int]]:
     """A controller that moves status.step up by one per decision, until ``last_step``; the steps it
     decided from are listed."""
@@ -64,7 +65,7 @@ def loop(
 
     def decide(step: int, now: datetime) -> Plan[dict[str, Any]]:
         decided.append(step)
-        return Plan(status={"step": min(step + 1, last_step)})
+        return Plan(status={"step": min(step + 1, last_step)}, settled=settles)
 
     own = Source(INDEX, kinds.SPARK_APPLICATIONS, lambda obj: [KEY], lambda obj: obj)
 
@@ -127,3 +128,31 @@ async def test_a_status_equal_to_the_one_decided_from_is_neither_written_nor_mad
     toys, decided = loop(fake, toy(3, "7"), last_step=3, dumped=dumped)
     result = await toys.reconcile(KEY)
     assert decided == [3] and fake.writes == [] and dumped == [] and result.requeue_after is None
+
+
+@pytest.mark.asyncio
+async def test_a_plan_settled_by_its_write_ends_the_pass_there_and_its_echo_still_asks_for_no_pass() -> None:
+    fake = FakeKube()
+    toys, decided = loop(fake, toy(0, "7"), last_step=1, settles=True)
+    result = await toys.reconcile(KEY)
+    assert decided == [0]  # not decided again on what the write returned
+    assert [version for version, _ in fake.writes] == ["7"]
+    assert result.requeue_after is None
+    assert toys.echo("MODIFIED", toy(1, "8"))  # the write's own watch event
+    assert not toys.echo("MODIFIED", toy(1, "9"))  # anything after it asks for a pass
+
+
+def test_the_echo_of_our_own_patch_or_delete_of_an_owned_object_asks_for_no_pass_where_the_source_says_so() -> None:
+    applier: Applier[Any] = Applier(FakeKube(), Rules(), lambda obj, what, reason: None)  # type: ignore[arg-type]
+    memory = applier._own(KEY, "u1")
+    memory.changed_to["Pod/pi-1-driver"] = "21"
+
+    def pod(version: str) -> dict[str, Any]:
+        return {"metadata": {"name": "pi-1-driver", "namespace": "ns", "resourceVersion": version}}
+
+    settled = _ours(applier, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj, own_changes_settle=True))
+    assert settled("MODIFIED", pod("21"))  # exactly what our patch left
+    assert not settled("MODIFIED", pod("22"))  # anything after it
+    assert not settled("DELETED", pod("21"))  # a deletion always asks for a pass
+    plain = _ours(applier, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj))
+    assert not plain("MODIFIED", pod("21"))  # a source that does not say so: every change asks

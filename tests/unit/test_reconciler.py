@@ -45,6 +45,7 @@ class Client:
         self.existing: set[str] = set()
         self.status_error: BaseException | None = None
         self.patched_version: str | None = None
+        self.deleted_version: str | None = None
 
     async def create(self, manifest: dict[str, Any]) -> bool:
         name = manifest["metadata"]["name"]
@@ -57,9 +58,9 @@ class Client:
         self.calls.append(f"patch {name}")
         return {"metadata": {"resourceVersion": self.patched_version}} if self.patched_version else {}
 
-    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool:
+    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> Any:
         self.calls.append(f"delete {name} uid={uid}")
-        return True
+        return {"metadata": {"resourceVersion": self.deleted_version}} if self.deleted_version else {}
 
     async def patch_status(
         self, resource: Any, namespace: str, name: str, *, old: Any, new: Any, resource_version: str
@@ -278,6 +279,27 @@ async def test_a_delete_already_made_is_not_sent_again_from_a_stale_cache() -> N
     successor = Plan[dict[str, Any]](after_status=(Delete("v1", "Pod", "exec-1", "other-uid"),))
     await the_applier.apply(KEY, body(), successor, same, namespace="ns")
     assert client.calls[-1] == "delete exec-1 uid=other-uid"
+
+
+async def test_the_version_our_own_patch_or_delete_left_is_known_as_ours_and_no_other() -> None:
+    client = Client()
+    client.patched_version, client.deleted_version = "9", "12"
+    the_applier = applier(client)
+    plan = Plan[dict[str, Any]](
+        after_status=(Patch("v1", "Pod", "driver", [{"op": "test"}], "5"), Delete("v1", "Pod", "exec-1", "exec-uid"))
+    )
+    await the_applier.apply(KEY, body(), plan, same, namespace="ns")
+    assert the_applier.own_change(KEY, "Pod", "driver", "9")  # the patch's echo
+    assert the_applier.own_change(KEY, "Pod", "exec-1", "12")  # the graceful delete's echo
+    assert not the_applier.own_change(KEY, "Pod", "driver", "10")  # a change made after ours
+    assert not the_applier.own_change(KEY, "Pod", "exec-2", "12")
+    assert not the_applier.own_change(("ns", "other"), "Pod", "driver", "9")
+    # A delete the API server answered with no object (gone already) leaves no echo to expect.
+    client.deleted_version = None
+    await the_applier.apply(
+        KEY, body(), Plan(after_status=(Delete("v1", "Pod", "exec-3", "u3"),)), same, namespace="ns"
+    )
+    assert not the_applier.own_change(KEY, "Pod", "exec-3", "")
 
 
 # -- a status change that can wait -------------------------------------------------------------------
