@@ -29,7 +29,7 @@ What the work queue is told is a :class:`core.queue.Result`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -42,7 +42,7 @@ from core.jsontypes import JSON
 from core.kube import Resource, Rules
 from core.queue import Result, WorkQueue
 from core.reconciler import Applied, Applier, Learned, Learnt, Plan, Record
-from core.runtime import Runtime
+from core.runtime import Ours, Runtime
 from core.times import utc_now
 
 # A refused create is decided on again at once; a pass that keeps learning ends, and the queue retries.
@@ -153,14 +153,14 @@ class Loop(Generic[O, S]):
             return plan
         return replace(plan, status=None)
 
-    def echo(self, type_: EventType, obj: JSON) -> bool:
+    def echo(self, type_: EventType, obj: JSON, keys: Sequence[Any]) -> bool:
         """Whether this change of an object of the controller's own kind is the watch event of a status
         write of its own: the pass that wrote it decides again on what the write returned (or ends in an
         error the queue retries), so it asks for no pass."""
         if type_ != "MODIFIED":
             return False
         uid, version = _uid(obj), _version(obj)
-        return any(self.applier.own_write(cast(Key, key), uid, version) for key in self.controller.own.keys(obj))
+        return any(self.applier.own_write(cast(Key, key), uid, version) for key in keys)
 
     async def apply(self, key: Key, body: JSON | None, plan: Plan[S], learnt: Learnt | None = None) -> Applied:
         """Apply ``plan`` decided on ``body`` (core.reconciler's order), creating only while the object
@@ -198,17 +198,17 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     return loop
 
 
-def _ours(applier: Applier[Key], source: Source) -> Callable[[EventType, JSON], bool]:
+def _ours(applier: Applier[Key], source: Source) -> Ours:
     """Tells the Applier of each owner that its cache shows the object now (a create of the Applier's
     waits for that rather than being sent again); True for the creation the owner's pass made itself:
     that pass decided with the object there, so its arrival asks for no pass. And, where the source's
     ``own_changes_settle``, True for the echo of the owner's own patch or delete of it."""
     kind = source.resource.kind
 
-    def ours(type_: EventType, obj: JSON) -> bool:
+    def ours(type_: EventType, obj: JSON, filed: Sequence[Any]) -> bool:
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
-        keys = [cast(Key, key) for key in source.keys(obj)]
+        keys = [cast(Key, key) for key in filed]
         answered = [applier.seen(key, kind, name) for key in keys]
         if type_ == "ADDED":
             return bool(answered) and all(answered)

@@ -508,16 +508,17 @@ class Kube:
                 return None
             raise
 
-    async def served(self, resource: Resource) -> bool:
-        """Whether the API server serves ``resource`` now (its CRD exists and is established)."""
+    async def served_in_group(self, resource: Resource) -> set[str]:
+        """The resources the API server serves now in ``resource``'s group and version (its CRD
+        exists and is established): one request answers for every kind of the group."""
         root = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
         try:
             listing = await self._call("GET", root)
         except ApiException as exc:
             if exc.status == 404:
-                return False
+                return set()
             raise
-        return any(r.get("name") == resource.plural for r in listing.get("resources", []))
+        return {str(r.get("name")) for r in listing.get("resources", []) if isinstance(r, dict)}
 
     async def list(
         self, resource: Resource, namespace: str | None, *, selector: str | None = None, fields: str | None = None

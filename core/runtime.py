@@ -33,6 +33,8 @@ SHARED_VALUES_KEPT: Final = 2048
 VIEWS_KEPT: Final = 4096
 Enqueue = Callable[[JSON], Iterable[Any]]
 """The keys an object's change asks to reconcile (its own key, or its owner's)."""
+Ours = Callable[[EventType, JSON, Sequence[Any]], bool]
+"""``ours(type, obj, keys)``: whether this change (of an object filed under ``keys``) is a queue's own."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class Runtime:
         view: Callable[[JSON], Any] | None = None,
         coalesce: bool = False,
         within: Callable[[JSON], float] | None = None,
-        ours: Callable[[EventType, JSON], bool] | None = None,
+        ours: Ours | None = None,
     ) -> None:
         """On every change of the selection, enqueue the keys of the object before and after it.
 
@@ -170,7 +172,8 @@ class Runtime:
             return seen
 
         def handler(type_: EventType, obj: JSON, old: JSON | None) -> None:
-            if ours is not None and ours(type_, obj):
+            filed = list(keys(obj))
+            if ours is not None and ours(type_, obj, filed):
                 return
             if type_ == "DELETED":
                 views.pop(str((obj.get("metadata") or {}).get("uid")), None)
@@ -180,7 +183,7 @@ class Runtime:
             # ahead of those that bring other objects' status up to date.
             new = type_ == "ADDED" and not coalesce and not obj.get("status")
             window = within(obj) if within is not None else COALESCE_SECONDS
-            for key in {*keys(obj), *(keys(old) if old is not None else ())}:
+            for key in {*filed, *(keys(old) if old is not None else ())}:
                 if coalesce:
                     queue.enqueue_soon(key, window)
                 else:

@@ -45,8 +45,11 @@ async def wait_until_served(
     """Start watching only once the CRDs are served. The operator never installs CRDs, and a LIST of
     a kind that is not served yet is a 404 the informers would only retry."""
     waited = 0.0
+    groups = {(r.group, r.version): r for r in resources}
     while True:
-        missing = [r.plural for r in resources if not await kube.served(r)]
+        answers = await asyncio.gather(*(kube.served_in_group(r) for r in groups.values()))
+        served = dict(zip(groups, answers, strict=True))
+        missing = [r.plural for r in resources if r.plural not in served[(r.group, r.version)]]
         if on_missing is not None:
             on_missing(missing)
         if not missing:

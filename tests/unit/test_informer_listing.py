@@ -91,13 +91,21 @@ async def test_a_refused_watch_list_is_listed_instead() -> None:
         task.cancel()
 
 
-async def test_a_streamed_listing_is_stored_whole_at_its_end_and_watched_on() -> None:
+async def test_a_streamed_first_listing_is_synced_at_its_end_and_watched_on() -> None:
     stream = [line("ADDED", config_map("a", "3")), line("ADDED", config_map("b", "4"))]
     stream += [END, line("MODIFIED", config_map("a", "8"))]
     api = Api(Response(200, chunks=stream))
     informer = Informer(api, CONFIGMAPS, namespace="ns")
     seen: list[tuple[str, str]] = []
-    informer.add_handler(lambda type_, obj, old: seen.append((type_, obj["metadata"]["name"])))
+
+    def told(type_: str, obj: JSON, old: JSON | None) -> None:
+        # The first listing of an empty cache is told object by object as it streams in, and the
+        # cache says it has synced only at the bookmark that ends it (nothing reads it before).
+        seen.append((type_, obj["metadata"]["name"]))
+        assert informer.store.has_synced() == (len(seen) > 2)
+        assert informer.store.resource_version == (None if len(seen) <= 2 else "8")
+
+    informer.add_handler(told)
     task = await synced(informer)
     try:
         for _ in range(100):
@@ -110,20 +118,27 @@ async def test_a_streamed_listing_is_stored_whole_at_its_end_and_watched_on() ->
         task.cancel()
 
 
-async def test_a_stream_cut_before_its_end_stores_nothing_and_is_asked_again() -> None:
+async def test_a_stream_cut_before_its_end_is_never_synced_and_the_whole_one_replaces_it() -> None:
     cut = Response(200, chunks=[line("ADDED", config_map("a", "3"))])
+    synced_after_cut: list[bool] = []
 
     async def ends() -> AsyncIterator[bytes]:
         yield line("ADDED", config_map("a", "3"))
+        synced_after_cut.append(informer.store.has_synced())
 
     cut.content.iter_any = ends  # type: ignore[method-assign]
     whole = Response(200, chunks=[line("ADDED", config_map("b", "4")), END])
     api = Api(cut, whole)
     informer = Informer(api, CONFIGMAPS, namespace="ns", max_backoff_seconds=0.01)
+    seen: list[tuple[str, str]] = []
+    informer.add_handler(lambda type_, obj, old: seen.append((type_, obj["metadata"]["name"])))
     task = await synced(informer)
     try:
-        # Only the second, complete stream was stored: "a" was never a listed object.
+        # The cut stream's "a" was told but never read (the cache had not synced); the complete
+        # stream replaced it: "a" was never a listed object, and its removal was told too.
+        assert synced_after_cut == [False]
         assert [name for _, name in informer.store] == ["b"] and informer.stats.lists == 1
+        assert seen == [("ADDED", "a"), ("DELETED", "a"), ("ADDED", "b")]
         assert [q.get("sendInitialEvents") for q in api.queries[:2]] == ["true", "true"]
     finally:
         task.cancel()

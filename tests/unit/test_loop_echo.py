@@ -95,10 +95,10 @@ async def test_a_pass_decides_again_on_what_its_status_write_returned_and_its_ec
     assert decided == [0, 1, 2]  # the second and third decisions were on the writes' answers, not the cache
     assert [version for version, _ in fake.writes] == ["7", "8"]
     assert result.requeue_after is None
-    assert toys.echo("MODIFIED", toy(2, "9"))  # our last write's own watch event
-    assert not toys.echo("MODIFIED", toy(2, "10"))  # a change made after it (someone else's)
-    assert not toys.echo("MODIFIED", {**toy(2, "9"), "metadata": {**toy(2, "9")["metadata"], "uid": "u2"}})
-    assert not toys.echo("ADDED", toy(2, "9"))  # a re-list's or a new object's arrival
+    assert toys.echo("MODIFIED", toy(2, "9"), [KEY])  # our last write's own watch event
+    assert not toys.echo("MODIFIED", toy(2, "10"), [KEY])  # a change made after it (someone else's)
+    assert not toys.echo("MODIFIED", {**toy(2, "9"), "metadata": {**toy(2, "9")["metadata"], "uid": "u2"}}, [KEY])
+    assert not toys.echo("ADDED", toy(2, "9"), [KEY])  # a re-list's or a new object's arrival
 
 
 @pytest.mark.asyncio
@@ -119,7 +119,7 @@ async def test_a_write_that_made_no_new_version_leaves_its_event_to_ask_for_a_pa
     fake = Unchanged()
     toys, decided = loop(fake, toy(0, "7"), last_step=1)
     await toys.reconcile(KEY)
-    assert decided == [0] and not toys.echo("MODIFIED", toy(1, "7"))
+    assert decided == [0] and not toys.echo("MODIFIED", toy(1, "7"), [KEY])
 
 
 @pytest.mark.asyncio
@@ -138,8 +138,8 @@ async def test_a_plan_settled_by_its_write_ends_the_pass_there_and_its_echo_stil
     assert decided == [0]  # not decided again on what the write returned
     assert [version for version, _ in fake.writes] == ["7"]
     assert result.requeue_after is None
-    assert toys.echo("MODIFIED", toy(1, "8"))  # the write's own watch event
-    assert not toys.echo("MODIFIED", toy(1, "9"))  # anything after it asks for a pass
+    assert toys.echo("MODIFIED", toy(1, "8"), [KEY])  # the write's own watch event
+    assert not toys.echo("MODIFIED", toy(1, "9"), [KEY])  # anything after it asks for a pass
 
 
 def test_the_echo_of_our_own_patch_or_delete_of_an_owned_object_asks_for_no_pass_where_the_source_says_so() -> None:
@@ -151,8 +151,8 @@ def test_the_echo_of_our_own_patch_or_delete_of_an_owned_object_asks_for_no_pass
         return {"metadata": {"name": "pi-1-driver", "namespace": "ns", "resourceVersion": version}}
 
     settled = _ours(applier, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj, own_changes_settle=True))
-    assert settled("MODIFIED", pod("21"))  # exactly what our patch left
-    assert not settled("MODIFIED", pod("22"))  # anything after it
-    assert not settled("DELETED", pod("21"))  # a deletion always asks for a pass
+    assert settled("MODIFIED", pod("21"), [KEY])  # exactly what our patch left
+    assert not settled("MODIFIED", pod("22"), [KEY])  # anything after it
+    assert not settled("DELETED", pod("21"), [KEY])  # a deletion always asks for a pass
     plain = _ours(applier, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj))
-    assert not plain("MODIFIED", pod("21"))  # a source that does not say so: every change asks
+    assert not plain("MODIFIED", pod("21"), [KEY])  # a source that does not say so: every change asks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -148,7 +149,8 @@ def test_the_arrival_of_what_a_pass_of_ours_created_asks_for_no_pass() -> None:
     anything a pass of ours did not make ask for passes as ever."""
     told: list[tuple[str, str]] = []
 
-    def ours(type_: str, obj: dict[str, Any]) -> bool:
+    def ours(type_: str, obj: dict[str, Any], keys: Sequence[Any]) -> bool:
+        assert list(keys) == [("ns", "pi-1")]  # what the object is filed under, worked out once
         told.append((type_, obj["metadata"]["resourceVersion"]))
         return type_ == "ADDED" and obj["metadata"]["resourceVersion"] == "5"
 
