@@ -74,8 +74,11 @@ _CONCLUDED: Final = frozenset({ApplicationState.SUCCEEDING, ApplicationState.FAI
 # States from which the next run starts a new execution attempt (submissionAttempts starts again).
 _NEW_EXECUTION_ATTEMPT: Final = frozenset({ApplicationState.PENDING_RERUN, ApplicationState.RESUMING})
 # A run's own progress (its driver accepted, running, its counts): a write from one of these states to
-# another is settled by itself (core.reconciler.Plan.settled). Every other transition may be acted on
-# by the next decision (a run planned, then created; an end, then its clean-up and TTL).
+# another is settled by itself (core.reconciler.Plan.settled), and so is a run planned (plan_run: the
+# write records it and its create follows in the same pass, which is all a decision on that status
+# plans), and an end (just_finished plans the finished app's clean-up and TTL with it). Every other
+# transition may be acted on by the next decision (an adoption, even within a live run, then the
+# adopted run's progress; an end whose TTL is up already, then the app's deletion; a suspend, a rerun).
 _LIVE: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING})
 _SPEC_CHANGED: Final = "SpecChanged"
 _SUSPENDED: Final = "Suspended"
@@ -84,17 +87,19 @@ _SUSPENDED: Final = "Suspended"
 def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
     """Decide one step for a SparkApplication from what was observed, at time ``now``; the plan
     carries the metric observations of the step (recorded once its status write succeeded)."""
-    plan = _step(observed, now)
+    d = Draft(observed, now, observed.status)
+    plan = _step(d)
     can_wait = plan.status is not None and (
         progress_only(observed.status, plan.status) or first_sight_only(observed.status, plan.status)
     )
     observations = transitions(observed, plan.status, now)
-    settled = plan.status is not None and state_of(observed.status) in _LIVE and state_of(plan.status) in _LIVE
+    live = plan.status is not None and state_of(observed.status) in _LIVE and state_of(plan.status) in _LIVE
+    settled = live if d.settles is None else d.settles
     return replace(plan, observations=observations, status_can_wait=can_wait, settled=settled)
 
 
-def _step(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
-    d = Draft(observed, now, observed.status)
+def _step(d: Draft) -> Plan[SparkApplicationStatus]:
+    observed = d.obs
     if observed.app.deleting or observed.namespace_terminating:
         # The garbage collector, or the namespace's deletion, removes what the app owns; a driver
         # vanishing with its namespace is not a failed run.
@@ -108,6 +113,8 @@ def _step(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
         prune(d)
     ui_steps.spark_ui(d)
     conditions.conditions(d)
+    if d.state in TERMINAL_STATES:
+        just_finished(d)
     return d.plan()
 
 
@@ -197,6 +204,7 @@ def adopt(d: Draft) -> bool:
     d.record(AttemptRecord(run=newest.run, driver=newest.name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
     d.events.append(Event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}"))
     d.transition(ApplicationState.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
+    d.settles = False  # the next decision mirrors the adopted run's progress, counts it, may see it running
     return True
 
 
@@ -279,6 +287,7 @@ def plan_run(d: Draft) -> None:
     d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
     d.transition(ApplicationState.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
     d.after.append(d.create_driver(run))
+    d.settles = True
 
 
 def observe_current(d: Draft) -> None:
@@ -391,15 +400,34 @@ def finished_app(d: Draft) -> None:
         d.delete(drv)
     prune(d)
     ui_steps.delete_ui_objects(d)
+    expire(d)
+
+
+def just_finished(d: Draft) -> None:
+    """The pass that finishes the app also plans what a pass of the finished app would (its Spark
+    UI objects went with the end already, ui_steps): then its write is settled, and the app's next
+    pass is its TTL's. Not when the TTL is up already: the pass that deletes the app is a pass of
+    its own, after the end was written."""
+    for drv in d.unfinished():
+        d.delete(drv)
+    prune(d)
+    d.settles = not expire(d, now=False)
+
+
+def expire(d: Draft, *, now: bool = True) -> bool:
+    """Delete the app once its timeToLiveSeconds have passed since it ended (``now``: if they have;
+    otherwise only say so), else wait for then. True when they have."""
     app, ttl, ended = d.obs.app, d.obs.app.ttl_seconds, d.status.terminationTime
     if ttl is None or ended is None:
-        return
+        return False
     expires = ended + timedelta(seconds=ttl)
-    if d.now >= expires:
+    if d.now < expires:
+        d.wait_until(expires)
+        return False
+    if now:
         d.events.append(Event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {ttl} elapsed"))
         d.after.append(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
-    else:
-        d.wait_until(expires)
+    return True
 
 
 _STEPS: Final[dict[ApplicationState, Callable[[Draft], None]]] = {

@@ -40,6 +40,8 @@ class Draft:
     after: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
+    # core.reconciler.Plan.settled where a step knows (None: as its states say, apps_controller.decide).
+    settles: bool | None = None
 
     # -- reading -----------------------------------------------------------------------------------
 

@@ -148,6 +148,38 @@ def test_crash_between_status_write_and_create_recreates_the_same_run_once() -> 
     assert c.app_status.submissionAttempts == 1 and c.app_status.executionAttempts == 0
 
 
+def test_a_run_planned_is_settled_by_its_write_and_an_adoption_is_not() -> None:
+    """The pass that plans a run writes it and creates its SparkDriver: a decision on what it wrote
+    plans that create again and nothing else (the simulation checks this of every settled write),
+    so the shell ends the pass at the write. An adopted run's progress is the next decision's."""
+    c = make(POLICIES["Never"])
+    obs, _ = c.observed()
+    planned = reconcile(obs, c.now)
+    assert planned.settled and apps_status.state(planned.status) is ApplicationState.SUBMITTED
+    assert [a.kind for a in planned.after_status] == ["SparkDriver"]
+    c.run_until_quiet()
+    c.status = {**c.status, "lastRun": 0, "attempts": []}  # an older operator's lost write
+    c.rv += 1
+    obs, _ = c.observed()
+    adopted = reconcile(obs, c.now)
+    assert any(e.reason == events.ADOPTED for e in adopted.events) and not adopted.settled
+
+
+@pytest.mark.parametrize(("ttl", "settled"), [(None, True), (300, True), (0, False)])
+def test_the_end_is_settled_by_its_write_unless_its_ttl_is_up(ttl: int | None, settled: bool) -> None:
+    """The pass that finishes an app plans the finished app's clean-up and its TTL's requeue with the
+    end, so the shell ends it at the write; an app whose TTL is up at its end is deleted by a pass of
+    its own (its EXPIRED event is not the end's)."""
+    c = make(POLICIES["Never"], **({} if ttl is None else {"timeToLiveSeconds": ttl}))
+    c.run_until_quiet()
+    finish(c, "app-1", DriverPhase.SUCCEEDED, "Completed")
+    obs, _ = c.observed()
+    end = reconcile(obs, c.now)
+    assert apps_status.state(end.status) is ApplicationState.COMPLETED and end.settled is settled
+    assert end.requeue_after == (float(ttl) if ttl else None)
+    assert all(e.reason != events.EXPIRED for e in end.events)
+
+
 def test_a_stale_view_cannot_write_status_nor_create() -> None:
     c = make(POLICIES["Never"])
     old = c.snapshot()
