@@ -658,8 +658,8 @@ class Informer:
     async def _watch(self, initial: bool) -> bool:
         """Watch until the server ends the watch: from the store's resourceVersion, or (``initial``)
         from the current state, streamed first as additions: the cache has them whole (synced) at
-        the bookmark that ends them. True if it ran normally (it said something or lasted a while), False if it ended
-        at once."""
+        the bookmark that ends them. True if it ran normally (it said something or lasted a while),
+        False if it ended at once."""
         if self._relist_requested:
             return True
         server_timeout = int(self.watch_timeout_seconds * random.uniform(1.0, 1.2))
