@@ -78,6 +78,8 @@ BY_CONTROLLER_UID: Final = "controller-uid"
 # operator 132 MiB above its start, pages of 100 left it 96 MiB (bench/scale.py's objects).
 DEFAULT_PAGE_SIZE: Final = 100
 DEFAULT_WATCH_TIMEOUT_S: Final = 300
+# A first listing that took this long says where its time went (core.informer.Informer._log_slow_listing).
+SLOW_LISTING_S: Final = 1.0
 MIN_BACKOFF_S: Final = 0.1
 MAX_BACKOFF_S: Final = 30.0
 EARLY_END_S: Final = 1.0  # a watch that ends sooner than this without an event is treated as a failure
@@ -676,6 +678,7 @@ class Informer:
         )
         started = time.monotonic()
         response = await self._get("WATCH", params, read_timeout)
+        answered = time.monotonic() - started
         self._watch_opened = started
         self.stats.watches += 1
         said = False
@@ -686,6 +689,7 @@ class Informer:
         # feeds runs before then. Any later listing (after a gap, or a first one cut short) is
         # collected whole and replaces the store, which tells what changed and what went.
         streamed = initial and not self.store.has_synced() and not len(self.store)
+        first_line = 0.0
         self._watching = response
         try:
             async for line in lines(response):
@@ -695,11 +699,13 @@ class Informer:
                 if listing is None:
                     self._on_line(line)
                 elif streamed:
+                    first_line = first_line or time.monotonic() - started
                     if (end := self._on_initial_line(line, None)) is not None:
                         self._listing_ends()
                         self.store.listed(end)
                         self._listing_ended(started)
                         listing = None
+                        self._log_slow_listing(time.monotonic() - started, answered, first_line)
                 elif (end := self._on_initial_line(line, listing)) is not None:
                     self._replace(listing, end, started)
                     listing = None
@@ -709,6 +715,19 @@ class Informer:
         if listing is not None and not self._relist_requested:
             raise _Unavailable(f"the watch ended after {len(listing)} of its initial events, before their end")
         return said or time.monotonic() - started >= EARLY_END_S
+
+    def _log_slow_listing(self, took: float, answered: float, first_line: float) -> None:
+        """Where a slow first listing spent its time: waiting for the API server's answer (a watch-list
+        waits until the server's cache is as fresh as a quorum read), or streaming the objects."""
+        if took >= SLOW_LISTING_S:
+            log.info(
+                "%s: listed %d objects in %.2fs (the API server answered after %.2fs, its first object came at %.2fs)",
+                self.name,
+                len(self.store),
+                took,
+                answered,
+                first_line,
+            )
 
     def _on_initial_line(self, line: bytes, listing: dict[Key, Stored] | None) -> str | None:
         """One line of a watch's initial events, into ``listing`` (None: into the store, told to the

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import pytest
 
+from core import informer as informer_module
 from core.informer import ABSENT_POLL_S, INITIAL_EVENTS_END, MIN_BACKOFF_S, Informer
 from core.jsontypes import JSON
 from core.kube import CONFIGMAPS, Resource
@@ -116,6 +119,20 @@ async def test_a_streamed_first_listing_is_synced_at_its_end_and_watched_on() ->
         assert informer.store.resource_version == "8" and len(api.queries) == 1
     finally:
         task.cancel()
+
+
+async def test_a_slow_first_listing_says_where_its_time_went(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(informer_module, "SLOW_LISTING_S", 0.0)  # every listing is slow here
+    api = Api(Response(200, chunks=[line("ADDED", config_map("a", "3")), END]))
+    informer = Informer(api, CONFIGMAPS, namespace="ns")
+    with caplog.at_level(logging.INFO, logger="core.informer"):
+        task = await synced(informer)
+    task.cancel()
+    (said,) = [r.getMessage() for r in caplog.records if "listed" in r.getMessage()]
+    assert said.startswith(f"{informer.name}: listed 1 objects in ")
+    assert "the API server answered after" in said and "its first object came at" in said
 
 
 async def test_a_stream_cut_before_its_end_is_never_synced_and_the_whole_one_replaces_it() -> None:
