@@ -400,7 +400,14 @@ def finished_app(d: Draft) -> None:
         d.delete(drv)
     prune(d)
     ui_steps.delete_ui_objects(d)
-    expire(d)
+    app, expires = d.obs.app, expiry(d)
+    if expires is None:
+        return
+    if d.now >= expires:
+        d.events.append(Event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {app.ttl_seconds} elapsed"))
+        d.after.append(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
+    else:
+        d.wait_until(expires)
 
 
 def just_finished(d: Draft) -> None:
@@ -411,23 +418,19 @@ def just_finished(d: Draft) -> None:
     for drv in d.unfinished():
         d.delete(drv)
     prune(d)
-    d.settles = not expire(d, now=False)
-
-
-def expire(d: Draft, *, now: bool = True) -> bool:
-    """Delete the app once its timeToLiveSeconds have passed since it ended (``now``: if they have;
-    otherwise only say so), else wait for then. True when they have."""
-    app, ttl, ended = d.obs.app, d.obs.app.ttl_seconds, d.status.terminationTime
-    if ttl is None or ended is None:
-        return False
-    expires = ended + timedelta(seconds=ttl)
-    if d.now < expires:
+    expires = expiry(d)
+    if expires is not None and d.now >= expires:
+        d.settles = False
+        return
+    if expires is not None:
         d.wait_until(expires)
-        return False
-    if now:
-        d.events.append(Event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {ttl} elapsed"))
-        d.after.append(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
-    return True
+    d.settles = True
+
+
+def expiry(d: Draft) -> datetime | None:
+    """When the app's timeToLiveSeconds since it ended are up (None: no TTL, or it has not ended)."""
+    ttl, ended = d.obs.app.ttl_seconds, d.status.terminationTime
+    return None if ttl is None or ended is None else ended + timedelta(seconds=ttl)
 
 
 _STEPS: Final[dict[ApplicationState, Callable[[Draft], None]]] = {

@@ -96,9 +96,7 @@ def file_all(made: Runtime, lines: dict[str, list[bytes]]) -> None:
 def first_listing(informer: Informer, listed: list[bytes]) -> None:
     for line in listed:
         if (end := informer._on_initial_line(line, None)) is not None:
-            informer._listing_ends()
-            informer.store.listed(end)
-            informer._listing_ended(time.monotonic())
+            informer._streamed(end, time.monotonic())
 
 
 def measure(apps: int, repeat: int, profile: bool) -> dict[str, Any]:

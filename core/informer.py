@@ -307,12 +307,11 @@ class Store:
             if old is None or old.resource_version != item.resource_version:
                 yield self._put_stored(key, item, decode(item.encoded), old)
             # else: the same version is the same object: keep ours, nothing to tell
-        self.resource_version = resource_version
-        self._synced = True
+        self.listed(resource_version)
 
     def listed(self, resource_version: str | None) -> None:
-        """The objects upserted since the store was empty are the whole selection as of
-        ``resource_version`` (a first listing streamed in, object by object)."""
+        """What the store holds is the whole selection as of ``resource_version`` (a listing just
+        replaced it, or a first listing was streamed into it object by object)."""
         self.resource_version = resource_version
         self._synced = True
 
@@ -634,16 +633,23 @@ class Informer:
     def _replace(self, items: Mapping[Key, Stored], resource_version: str, started: float) -> None:
         """Make the store hold exactly the listed ``items`` (a LIST's, or a watch's initial events)."""
         relist = self.store.has_synced()
-        self._listing_ends()
+        self._count_listing()
         gone = 0
         for delta in self.store.replacing(items, resource_version):
             gone += delta.type == "DELETED"
             self._dispatch((delta,))
-        self._listing_ended(started)
+        self._mark_synced(started)
         if relist:
             log.info("%s: re-listed %d objects (%d gone since the gap)", self.name, len(items), gone)
 
-    def _listing_ends(self) -> None:
+    def _streamed(self, resource_version: str, started: float) -> None:
+        """A first listing streamed into the empty store (``_on_initial_line`` without a listing) has
+        ended at its bookmark: the store is whole as of ``resource_version``."""
+        self._count_listing()
+        self.store.listed(resource_version)
+        self._mark_synced(started)
+
+    def _count_listing(self) -> None:
         self.absent = None
         self.stats.lists += 1
         self.stats.relists += self.store.has_synced()
@@ -651,7 +657,7 @@ class Informer:
         # A re-list asked for while this one was under way may need what this list began before.
         self.continuous = not self._relist_requested
 
-    def _listing_ended(self, started: float) -> None:
+    def _mark_synced(self, started: float) -> None:
         if self.stats.first_sync_seconds is None:
             self.stats.first_sync_seconds = time.monotonic() - started
         self._synced.set()
@@ -701,9 +707,7 @@ class Informer:
                 elif streamed:
                     first_line = first_line or time.monotonic() - started
                     if (end := self._on_initial_line(line, None)) is not None:
-                        self._listing_ends()
-                        self.store.listed(end)
-                        self._listing_ended(started)
+                        self._streamed(end, started)
                         listing = None
                         self._log_slow_listing(time.monotonic() - started, answered, first_line)
                 elif (end := self._on_initial_line(line, listing)) is not None:
@@ -713,7 +717,8 @@ class Informer:
             self._watching = None
             response.release()
         if listing is not None and not self._relist_requested:
-            raise _Unavailable(f"the watch ended after {len(listing)} of its initial events, before their end")
+            told = len(self.store) if streamed else len(listing)
+            raise _Unavailable(f"the watch ended after {told} of its initial events, before their end")
         return said or time.monotonic() - started >= EARLY_END_S
 
     def _log_slow_listing(self, took: float, answered: float, first_line: float) -> None:
