@@ -682,7 +682,7 @@ class Informer:
         read_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.request_timeout_seconds, sock_read=server_timeout + 30
         )
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         response = await self._get("WATCH", params, read_timeout)
         answered = time.monotonic() - started
         self._watch_opened = started
@@ -695,7 +695,7 @@ class Informer:
         # feeds runs before then. Any later listing (after a gap, or a first one cut short) is
         # collected whole and replaces the store, which tells what changed and what went.
         streamed = initial and not self.store.has_synced() and not len(self.store)
-        first_line = 0.0
+        first_line = last_object = 0.0
         self._watching = response
         try:
             async for line in lines(response):
@@ -705,11 +705,14 @@ class Informer:
                 if listing is None:
                     self._on_line(line)
                 elif streamed:
-                    first_line = first_line or time.monotonic() - started
                     if (end := self._on_initial_line(line, None)) is not None:
                         self._streamed(end, started)
                         listing = None
-                        self._log_slow_listing(time.monotonic() - started, answered, first_line)
+                        took, cpu = time.monotonic() - started, time.process_time() - cpu_started
+                        self._log_slow_listing(took, cpu, answered, first_line, last_object)
+                    else:
+                        last_object = time.monotonic() - started
+                        first_line = first_line or last_object
                 elif (end := self._on_initial_line(line, listing)) is not None:
                     self._replace(listing, end, started)
                     listing = None
@@ -721,17 +724,21 @@ class Informer:
             raise _Unavailable(f"the watch ended after {told} of its initial events, before their end")
         return said or time.monotonic() - started >= EARLY_END_S
 
-    def _log_slow_listing(self, took: float, answered: float, first_line: float) -> None:
+    def _log_slow_listing(self, took: float, cpu: float, answered: float, first: float, last: float) -> None:
         """Where a slow first listing spent its time: waiting for the API server's answer (a watch-list
-        waits until the server's cache is as fresh as a quorum read), or streaming the objects."""
+        waits until the server's cache is as fresh as a quorum read), streaming the objects (this
+        process busy all along, or waiting for them), or waiting for the bookmark that ends them."""
         if took >= SLOW_LISTING_S:
             log.info(
-                "%s: listed %d objects in %.2fs (the API server answered after %.2fs, its first object came at %.2fs)",
+                "%s: listed %d objects in %.2fs (the API server answered after %.2fs, its first object came at"
+                " %.2fs, its last at %.2fs; this process used %.2f CPU-s meanwhile)",
                 self.name,
                 len(self.store),
                 took,
                 answered,
-                first_line,
+                first,
+                last,
+                cpu,
             )
 
     def _on_initial_line(self, line: bytes, listing: dict[Key, Stored] | None) -> str | None:

@@ -133,6 +133,7 @@ async def test_a_slow_first_listing_says_where_its_time_went(
     (said,) = [r.getMessage() for r in caplog.records if "listed" in r.getMessage()]
     assert said.startswith(f"{informer.name}: listed 1 objects in ")
     assert "the API server answered after" in said and "its first object came at" in said
+    assert "its last at" in said and "CPU-s meanwhile" in said
 
 
 async def test_a_stream_cut_before_its_end_is_never_synced_and_the_whole_one_replaces_it() -> None:
