@@ -196,10 +196,19 @@ def _floor_rows(restart: Mapping[str, Any]) -> list[tuple[str, str, str, bool | 
     ]  # fmt: skip
     rounds = restart.get("rounds") or []
     if len(rounds) > 1:
-        each = "; ".join(f"{r['first_reconcile_seconds']} s ({r['over_floor_seconds']:+} s)" for r in rounds)
+        each = "; ".join(
+            f"{r['first_reconcile_seconds']} s ({r['over_floor_seconds']:+} s{_api_cpu(r)})" for r in rounds
+        )
         figure = f"… each of the {len(rounds)} restarts, beside its own floor (the median one above)"
+        if any(r.get("apiserver_cpu_seconds") is not None for r in rounds):
+            figure += "; the API server's CPU-s for the listings, in the start / in its floor"
         rows.append((figure, each, "", None))
     return rows
+
+
+def _api_cpu(round_: Mapping[str, Any]) -> str:
+    start, floor = round_.get("apiserver_cpu_seconds"), round_.get("floor_apiserver_cpu_seconds")
+    return "" if start is None or floor is None else f"; {start} / {floor}"
 
 
 def _over_floor(restart: Mapping[str, Any]) -> float | None:
