@@ -206,6 +206,8 @@ def _ours(applier: Applier[Key], source: Source) -> Ours:
     kind = source.resource.kind
 
     def ours(type_: EventType, obj: JSON, filed: Sequence[Any]) -> bool:
+        if not applier.remembers_any:
+            return False  # nothing of ours in flight (every start, while its listing streams in)
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
         keys = [cast(Key, key) for key in filed]

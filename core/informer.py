@@ -340,7 +340,9 @@ class Store:
         self._unindex(key)
 
     def _index(self, name: str, key: Key, obj: JSON) -> None:
-        values = tuple(dict.fromkeys(self._indexers[name](obj)))
+        values = tuple(self._indexers[name](obj))
+        if len(values) > 1:
+            values = tuple(dict.fromkeys(values))
         if values:
             self._indexed[name][key] = values
             for value in values:

@@ -626,6 +626,11 @@ class Applier(Generic[K]):
         memory = self._memory.get(key)
         return memory is not None and memory.changed_to.get(f"{kind}/{name}") == resource_version
 
+    @property
+    def remembers_any(self) -> bool:
+        """Whether any key's pass has left a create or a change of ours to recognise."""
+        return bool(self._memory)
+
     def seen(self, key: K, kind: str, name: str) -> bool:
         """The cache of ``key``'s objects now shows ``kind``/``name``: a create of it is decided on
         what is observed again. True when this is the first sight of a create of ours."""

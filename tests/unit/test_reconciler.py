@@ -378,9 +378,10 @@ async def test_a_create_of_ours_the_cache_has_yet_to_show_is_not_sent_again() ->
     shows the object, or after CREATED_RECENTLY_SECONDS, a create is decided on what is observed."""
     client, clock = Client(), Clock()
     a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
+    assert not a.remembers_any  # a start: every listed object's arrival is news (the handlers ask no more)
     again = Plan(status={"phase": "Pending"}, before_status=(Create(cm("a")),))
     await a.apply(KEY, body(), again, same, namespace="ns")
-    assert client.calls == ["create a", "status rv=7"]
+    assert client.calls == ["create a", "status rv=7"] and a.remembers_any
     skipped = await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
     assert client.calls[2:] == [] and skipped.requeue_after == AWAITING_CACHE_SECONDS
     assert a.seen(KEY, "ConfigMap", "a")  # the cache showed it (our create's); it was deleted since: created again
