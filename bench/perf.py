@@ -202,6 +202,8 @@ def _floor_rows(restart: Mapping[str, Any]) -> list[tuple[str, str, str, bool | 
         figure = f"… each of the {len(rounds)} restarts, beside its own floor (the median one above)"
         if any(r.get("apiserver_cpu_seconds") is not None for r in rounds):
             figure += "; the API server's CPU-s for the listings, in the start / in its floor"
+            if any(r.get("apiserver_idle_cpu_per_second") is not None for r in rounds):
+                figure += " (its idle rate taken off)"
         rows.append((figure, each, "", None))
     return rows
 
