@@ -10,6 +10,8 @@ cluster runs Volcano and Kueue beside kube-scheduler (devcluster.testing.REAL_NO
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,6 +90,33 @@ def test_spark_pi_under_kueue(spark: SparkNamespace) -> None:
             spark.kubectl("delete", kind, obj["metadata"]["name"], "--ignore-not-found", "--wait=false")
 
 
+def _kueue_state(spark: SparkNamespace, cluster_queue: str) -> str:
+    """The queues' and Workloads' conditions and the tail of Kueue's log, for a run that was not
+    admitted in time (a failure must say whether Kueue held the Workload back, and why)."""
+    lines: list[str] = []
+    reads = (
+        ("workloads.v1beta2.kueue.x-k8s.io", ("-n", spark.ns)),
+        ("localqueues.v1beta2.kueue.x-k8s.io", ("-n", spark.ns)),
+        (f"clusterqueues.v1beta2.kueue.x-k8s.io/{cluster_queue}", ()),
+    )
+    for what, where in reads:
+        done = spark.cluster.kubectl("get", what, *where, "-o", "json", check=False)
+        if done.returncode != 0:
+            lines.append(f"{what}: {done.stderr.strip()}")
+            continue
+        listed = json.loads(done.stdout)
+        for obj in listed.get("items", [listed]):
+            status = obj.get("status") or {}
+            conditions = [
+                (c["type"], c["status"], c.get("reason"), c.get("message")) for c in status.get("conditions", [])
+            ]
+            lines.append(f"{obj['kind']} {obj['metadata']['name']}: {conditions} {status.get('admission') or ''}")
+    manager = spark.cluster.cluster.state.processes.get("kueue-manager") if spark.cluster.cluster else None
+    if manager is not None:
+        lines += ["kueue-manager log tail:", *Path(manager.log).read_text(errors="replace").splitlines()[-40:]]
+    return "\n".join(lines)
+
+
 def _run_spark_pi_in_kueue(
     spark: SparkNamespace, cluster_queue: str, toleration: dict[str, str], node_label: tuple[str, str]
 ) -> None:
@@ -103,7 +132,10 @@ def _run_spark_pi_in_kueue(
     app["metadata"]["labels"] = {labels.KUEUE_QUEUE_NAME: "spark"}
     spark.apply(app)
 
-    done = spark.wait_app("pi-kueue", ["COMPLETED"], timeout=SPARK_PI_S)
+    try:
+        done = spark.wait_app("pi-kueue", ["COMPLETED"], timeout=SPARK_PI_S)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\nwhere Kueue stood:\n{_kueue_state(spark, cluster_queue)}") from exc
     assert "Pi is roughly 3.1" in spark.driver_log("pi-kueue")
     workload_name = naming.workload_name(done["status"]["currentDriver"])
 
