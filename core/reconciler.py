@@ -628,7 +628,8 @@ class Applier(Generic[K]):
 
     @property
     def remembers_any(self) -> bool:
-        """Whether any key's pass has left a create or a change of ours to recognise."""
+        """Whether any key holds a memory (a create or change of ours, a refusal): without one,
+        :meth:`seen` and :meth:`own_change` can only answer no."""
         return bool(self._memory)
 
     def seen(self, key: K, kind: str, name: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from devcluster.procs import log_tail
 from devcluster.testing import wait_for
 from domain import labels, naming
 from tests.support.spark_e2e import SparkNamespace, spark_pi
@@ -113,7 +114,7 @@ def _kueue_state(spark: SparkNamespace, cluster_queue: str) -> str:
             lines.append(f"{obj['kind']} {obj['metadata']['name']}: {conditions} {status.get('admission') or ''}")
     manager = spark.cluster.cluster.state.processes.get("kueue-manager") if spark.cluster.cluster else None
     if manager is not None:
-        lines += ["kueue-manager log tail:", *Path(manager.log).read_text(errors="replace").splitlines()[-40:]]
+        lines += ["kueue-manager log tail:", log_tail(Path(manager.log), 8000)]
     return "\n".join(lines)
 
 
