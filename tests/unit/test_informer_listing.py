@@ -121,6 +121,61 @@ async def test_a_streamed_first_listing_is_synced_at_its_end_and_watched_on() ->
         task.cancel()
 
 
+class Connection:
+    """aiohttp's connection as far as the reader uses it: its protocol's pause and resume of reading,
+    recorded between the chunks the body hands out."""
+
+    def __init__(self, said: list[str]) -> None:
+        self.protocol, self.said = self, said
+
+    def pause_reading(self) -> None:
+        self.said.append("pause")
+
+    def resume_reading(self) -> None:
+        self.said.append("resume")
+
+
+class Recorded(Body):
+    def __init__(self, chunks: list[bytes], said: list[str]) -> None:
+        super().__init__(chunks)
+        self.said = said
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            self.said.append(f"chunk {len(self.said)}")
+            yield chunk
+        await asyncio.Event().wait()
+
+
+async def test_the_initial_events_are_read_in_gathered_reads_and_later_events_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(informer_module, "GATHER_SECONDS", 0.0)
+    said: list[str] = []
+    a, b, c = (line("ADDED", config_map(n, rv)) for n, rv in (("a", "3"), ("b", "4"), ("c", "5")))
+    later = [line("MODIFIED", config_map("a", "8")), line("MODIFIED", config_map("b", "9"))]
+    response = Response(200)
+    response.content = Recorded([a, b + c[:10], c[10:] + END, *later], said)
+    response.connection = Connection(said)  # type: ignore[attr-defined]
+    monkeypatch.setattr(informer_module, "GATHERED_BYTES", len(b) + 5)  # the second read is not short
+    informer = Informer(Api(response), CONFIGMAPS, namespace="ns")
+    seen: list[str] = []
+    informer.add_handler(lambda type_, obj, old: seen.append(obj["metadata"]["resourceVersion"]))
+    task = await synced(informer)
+    try:
+        for _ in range(100):
+            if len(seen) == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == ["3", "4", "5", "8", "9"]
+        # After a short read of the initial events, the connection's reading pauses for the next read
+        # to bring more; not after a long one, nor after their end (each later event is read at once).
+        kinds = [s.split()[0] for s in said]
+        assert kinds == ["chunk", "pause", "resume", "chunk", "chunk", "chunk", "chunk"]
+    finally:
+        task.cancel()
+
+
 async def test_a_slow_first_listing_says_where_its_time_went(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
