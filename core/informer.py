@@ -839,7 +839,10 @@ class Lines:
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         buffer = bytearray()
-        async for chunk in self.response.content.iter_any():
+        # At most GATHERED_BYTES at a time: what a gathered read brings is taken in pieces of the size
+        # aiohttp buffers, not joined into one allocation of hundreds of KiB (which glibc then keeps
+        # among the cached objects: the process stays larger after its listing).
+        async for chunk in self.response.content.iter_chunked(GATHERED_BYTES):
             buffer.extend(chunk)
             start = 0
             while (end := buffer.find(b"\n", start)) >= 0:

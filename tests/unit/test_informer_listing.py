@@ -44,6 +44,9 @@ class Body:
             yield chunk
         await asyncio.Event().wait()  # a watch stays open until the server ends it
 
+    def iter_chunked(self, size: int) -> AsyncIterator[bytes]:
+        return self.iter_any()  # each chunk here is short
+
 
 class Response:
     def __init__(self, status: int, body: bytes = b"", chunks: list[bytes] | None = None) -> None:
