@@ -81,6 +81,15 @@ async def synced(informer: Informer) -> asyncio.Task[None]:
     return task
 
 
+async def until_told(seen: list[Any], count: int) -> None:
+    """Until the handlers have been told ``count`` changes, or a second has passed (the caller's
+    assertion then says what was told); the informer runs on this event loop."""
+    for _ in range(100):
+        if len(seen) >= count:
+            return
+        await asyncio.sleep(0.01)
+
+
 async def test_a_refused_watch_list_is_listed_instead() -> None:
     refusal = json.dumps({"kind": "Status", "reason": "Invalid", "message": "sendInitialEvents is forbidden"})
     listed = json.dumps({"metadata": {"resourceVersion": "5"}, "items": [config_map("a", "4")]})
@@ -114,10 +123,7 @@ async def test_a_streamed_first_listing_is_synced_at_its_end_and_watched_on() ->
     informer.add_handler(told)
     task = await synced(informer)
     try:
-        for _ in range(100):
-            if len(seen) == 3:
-                break
-            await asyncio.sleep(0.01)
+        await until_told(seen, 3)
         assert seen == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
         assert informer.store.resource_version == "8" and len(api.queries) == 1
     finally:
@@ -166,10 +172,7 @@ async def test_the_initial_events_are_read_in_gathered_reads_and_later_events_at
     informer.add_handler(lambda type_, obj, old: seen.append(obj["metadata"]["resourceVersion"]))
     task = await synced(informer)
     try:
-        for _ in range(100):
-            if len(seen) == 5:
-                break
-            await asyncio.sleep(0.01)
+        await until_told(seen, 5)
         assert seen == ["3", "4", "5", "8", "9"]
         # After a short read of the initial events, the connection's reading pauses for the next read
         # to bring more; not after a long one, nor after their end (each later event is read at once).
