@@ -17,16 +17,22 @@ def parse_time(value: Any) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value)  # since Python 3.11 it reads RFC 3339's "Z" too
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _utc(value: datetime) -> datetime:
+    # Most stamps are UTC already: converting them again is most of the cost of writing one (a
+    # status write formats every stamp it holds).
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
 def format_micro_time(value: datetime) -> str:
     """A MicroTime (a Lease's renewTime, an Event's eventTime): the API server requires all six
     sub-second digits."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _utc(value).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def format_time(value: datetime | None) -> str | None:
@@ -34,7 +40,4 @@ def format_time(value: datetime | None) -> str | None:
     under a second, while most stamps come from the API server in whole seconds)."""
     if value is None:
         return None
-    utc = value.astimezone(UTC)
-    if utc.microsecond:
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _utc(value).replace(tzinfo=None).isoformat() + "Z"

@@ -4,11 +4,14 @@ on a busy cluster the apps controller reconciles while pods, ConfigMaps and Serv
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from core.informer import Informer
 from core.runtime import Runtime
-from sparkop.operator import controller_registrations, run_when_synced
+from sparkop.operator import YOUNG_COLLECTION_ALLOTMENT, controller_registrations, run_when_synced
 
 
 def runtime_with(*controllers: str) -> Runtime:
@@ -80,3 +83,15 @@ def test_what_every_app_has_many_of_is_listed_after_what_the_other_controllers_r
     deferred = {id(i) for i in runtime.listed_later}
     for name in ("apps", "scheduled", "connect"):
         assert not any(id(i) in deferred for i in runtime.sources[name]), name
+
+
+def test_the_operator_process_sets_its_collector_for_a_long_run() -> None:
+    # In a process of its own: the collector's settings are the whole process's.
+    probe = (
+        "import gc, json; from sparkop.operator import settle_collector; settle_collector(); "
+        "print(json.dumps([gc.get_threshold(), gc.get_freeze_count()]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    threshold, frozen = json.loads(done.stdout)
+    assert threshold[0] == YOUNG_COLLECTION_ALLOTMENT > 700
+    assert frozen > 10_000  # the controllers' modules, classes and functions, loaded before the run
