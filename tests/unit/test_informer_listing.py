@@ -82,9 +82,10 @@ async def synced(informer: Informer) -> asyncio.Task[None]:
 
 
 async def until_told(seen: list[Any], count: int) -> None:
-    """Until the handlers have been told ``count`` changes, or a second has passed (the caller's
-    assertion then says what was told); the informer runs on this event loop."""
-    for _ in range(100):
+    """Until the handlers have been told ``count`` changes; the informer runs on this event loop. The
+    bound is only there so that a test that would hang fails instead (its assertion then says what
+    was told): generous, so that a busy machine never trips it."""
+    for _ in range(3000):  # 30 s
         if len(seen) >= count:
             return
         await asyncio.sleep(0.01)
