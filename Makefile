@@ -26,7 +26,7 @@ crds: $(STAMP)
 
 # A fresh machine's traps get one clear line each: no or too old a python3, and a python3 without
 # its venv module (Debian/Ubuntu ship it apart), which leaves a .venv without pip behind.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tests/constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "error: sparkop needs Python 3.11+, and '$(PYTHON)' is $$($(PYTHON) --version 2>/dev/null || echo "not on PATH");" \
 	       "install one, or name it: make $(MAKECMDGOALS) PYTHON=python3.12" >&2; exit 1; }
@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml
 	  echo "error: '$(PYTHON) -m venv' failed; on Debian/Ubuntu install the venv module:" \
 	       "sudo apt-get install python3-venv (or python3.X-venv for your version)" >&2; exit 1; }
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]' -c tests/constraints.txt
 	@# The editable install maps only the operator's packages (pyproject's packages.find): devcluster/,
 	@# tests/ and bench/ are development tools the wheel and the image leave out. A .pth file (read by
 	@# site at every start) puts this checkout on the venv's sys.path, so `python -m devcluster`,

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from devcluster.build import read_versions
 from devcluster.locks import held
@@ -65,6 +65,7 @@ REPO_DIR = PACKAGE_DIR.parent
 OPERATOR_REPO = "sparkop.io/sparkop"
 PYTHON_BASE_REPO = "sparkop.io/devcluster/python-base"
 REQUIREMENTS_LOCK = REPO_DIR / "deploy" / "requirements.lock"
+DEV_CONSTRAINTS = REPO_DIR / "tests" / "constraints.txt"
 OPERATOR_LAUNCHER = REPO_DIR / "deploy" / "image" / "sparkop"
 # Debian bookworm's python3 is 3.11: the wheels, the bytecode and the install path follow it.
 IMAGE_PYTHON = "3.11"
@@ -940,6 +941,14 @@ LOCK_HEADER = """\
 # devcluster/images.py and the Dockerfile install exactly these (pip --require-hashes).
 """
 
+DEV_CONSTRAINTS_HEADER = """\
+# Every package of the dev venv (`pip install -e '.[test]'`), at the version the tests last ran
+# with; the Makefile installs .venv held to these, so a release upstream cannot change what a
+# fresh clone tests. The runtime packages match deploy/requirements.lock. Generated with it, do
+# not edit; to move a package: .venv/bin/pip install --upgrade NAME, then
+#   .venv/bin/python -m devcluster.images lock
+"""
+
 
 def runtime_requirements(repo: Path = REPO_DIR) -> list[str]:
     return [
@@ -948,21 +957,26 @@ def runtime_requirements(repo: Path = REPO_DIR) -> list[str]:
     ]
 
 
-def lock_requirements(log: Log = print) -> str:
-    """pyproject's runtime dependencies resolved by pip for the image's platform, each held to
-    the version installed here, with the hash of the wheel the image gets."""
+def _installed_versions() -> dict[str, str]:
     import importlib.metadata
 
-    installed = {
-        dist.metadata["Name"].lower(): dist.version
+    return {
+        canonical_name(dist.metadata["Name"]): dist.version
         for dist in importlib.metadata.distributions()
-        if dist.metadata["Name"] and dist.metadata["Name"].lower() != "sparkop"
+        if dist.metadata["Name"] and canonical_name(dist.metadata["Name"]) != "sparkop"
     }
+
+
+def _resolve(requirements: Sequence[str], platform: Sequence[str], log: Log) -> list[dict[str, Any]]:
+    """What pip would install for `requirements` on `platform`, each package held to the version
+    installed here (pip --dry-run --report)."""
     with tempfile.TemporaryDirectory(prefix="sparkop-lock-") as work:
         constraints = Path(work) / "constraints.txt"
-        constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(installed.items())))
+        constraints.write_text(
+            "".join(f"{name}=={version}\n" for name, version in sorted(_installed_versions().items()))
+        )
         report = Path(work) / "report.json"
-        log("[images] resolving the runtime dependencies for the image's platform (pip --dry-run)")
+        log(f"[images] resolving {' '.join(requirements)} (pip --dry-run)")
         _run(
             [
                 sys.executable,
@@ -973,26 +987,42 @@ def lock_requirements(log: Log = print) -> str:
                 "--disable-pip-version-check",
                 "--dry-run",
                 "--ignore-installed",
-                "--only-binary=:all:",
-                *WHEEL_PLATFORM,
-                *WHEEL_PYTHON,
+                *platform,
                 "--target",
                 str(Path(work) / "unused"),
                 "--report",
                 str(report),
                 "-c",
                 str(constraints),
-                *runtime_requirements(),
+                *requirements,
             ],
             "pip install --dry-run --report",
         )
-        resolved = json.loads(report.read_text())["install"]
+        resolved: list[dict[str, Any]] = json.loads(report.read_text())["install"]
+    return sorted(resolved, key=lambda item: str(item["metadata"]["name"]).lower())
+
+
+def lock_requirements(log: Log = print) -> str:
+    """pyproject's runtime dependencies resolved by pip for the image's platform, each held to
+    the version installed here, with the hash of the wheel the image gets."""
+    platform = ["--only-binary=:all:", *WHEEL_PLATFORM, *WHEEL_PYTHON]
     lines = []
-    for item in sorted(resolved, key=lambda entry: str(entry["metadata"]["name"]).lower()):
+    for item in _resolve(runtime_requirements(), platform, log):
         name, version = item["metadata"]["name"], item["metadata"]["version"]
         digest = item["download_info"]["archive_info"]["hashes"]["sha256"]
         lines.append(f"{canonical_name(name)}=={version} --hash=sha256:{digest}\n")
     return LOCK_HEADER + "".join(lines)
+
+
+def lock_dev_constraints(log: Log = print) -> str:
+    """The dev venv's packages (the checkout with its test extra) for this machine, each held to
+    the version installed here."""
+    lines = []
+    for item in _resolve([f"{REPO_DIR}[test]"], [], log):
+        name = canonical_name(str(item["metadata"]["name"]))
+        if name != "sparkop":
+            lines.append(f"{name}=={item['metadata']['version']}\n")
+    return DEV_CONSTRAINTS_HEADER + "".join(lines)
 
 
 def canonical_name(name: str) -> str:
@@ -1015,14 +1045,21 @@ def locked_versions(lock: str) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args != ["lock"]:
-        print("usage: python -m devcluster.images lock   (rewrites deploy/requirements.lock)", file=sys.stderr)
+        print(
+            f"usage: python -m devcluster.images lock   (rewrites {REQUIREMENTS_LOCK} and {DEV_CONSTRAINTS})",
+            file=sys.stderr,
+        )
         return 2
     try:
-        REQUIREMENTS_LOCK.write_text(lock_requirements(lambda line: print(line, file=sys.stderr)))
+        lock = lock_requirements(lambda line: print(line, file=sys.stderr))
+        dev = lock_dev_constraints(lambda line: print(line, file=sys.stderr))
     except ImageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    REQUIREMENTS_LOCK.write_text(lock)
+    DEV_CONSTRAINTS.write_text(dev)
     print(REQUIREMENTS_LOCK)
+    print(DEV_CONSTRAINTS)
     return 0
 
 

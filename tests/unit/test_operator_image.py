@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from devcluster import images
 from devcluster.images import (
     DEFAULT_PATH,
+    DEV_CONSTRAINTS,
     NONROOT_GROUP,
     NONROOT_PASSWD,
     NONROOT_UID,
@@ -108,19 +110,44 @@ def test_both_run_sparkop_as_the_same_non_root_user_with_the_same_env() -> None:
     assert OPERATOR_LAUNCHER.read_text().startswith("#!/usr/bin/python3\n")
 
 
+def _requirement_name(requirement: str) -> str:
+    return canonical_name(re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0])
+
+
 def test_the_lock_pins_every_runtime_dependency_at_the_version_the_tests_run_with() -> None:
     locked = locked_versions(REQUIREMENTS_LOCK.read_text())
     for requirement in images.runtime_requirements():
-        name = canonical_name(re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0])
+        name = _requirement_name(requirement)
         assert name in locked, f"{name} is not in {REQUIREMENTS_LOCK}: run python -m devcluster.images lock"
+    pinned = locked_versions(DEV_CONSTRAINTS.read_text())
     for name, version in locked.items():
-        installed = importlib.metadata.version(name)
-        assert installed == version, (
-            f"{name} is {installed} here but {version} in the lock: run python -m devcluster.images lock"
+        assert pinned.get(name) == version, (
+            f"{name} is {version} in {REQUIREMENTS_LOCK} but {pinned.get(name)} in {DEV_CONSTRAINTS}:"
+            " run python -m devcluster.images lock, which writes both"
         )
     for line in REQUIREMENTS_LOCK.read_text().splitlines():
         if line and not line.startswith("#"):
             assert re.fullmatch(r"[a-z0-9-]+==\S+ --hash=sha256:[0-9a-f]{64}", line), line
+
+
+def test_the_dev_venv_is_installed_at_the_pinned_versions() -> None:
+    # A release upstream between two runs must not change what a fresh clone tests: the Makefile
+    # installs .venv held to DEV_CONSTRAINTS, and this holds the venv the tests run in to it.
+    pinned = locked_versions(DEV_CONSTRAINTS.read_text())
+    extras = tomllib.loads((images.REPO_DIR / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for requirement in [*images.runtime_requirements(), *extras["test"]]:
+        name = _requirement_name(requirement)
+        assert name in pinned, f"{name} is not in {DEV_CONSTRAINTS}: run python -m devcluster.images lock"
+    for name, version in pinned.items():
+        installed = importlib.metadata.version(name)
+        assert installed == version, (
+            f"{name} is {installed} here but {version} in {DEV_CONSTRAINTS}: `make test` reinstalls .venv"
+            f" held to it; to move {name}, .venv/bin/pip install --upgrade {name}, then"
+            " python -m devcluster.images lock"
+        )
+    for line in DEV_CONSTRAINTS.read_text().splitlines():
+        if line and not line.startswith("#"):
+            assert re.fullmatch(r"[a-z0-9-]+==\S+", line), line
 
 
 def test_the_lock_and_every_source_file_are_part_of_the_keys() -> None:
