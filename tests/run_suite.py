@@ -22,6 +22,8 @@ from pathlib import Path
 
 PARTS = (("everything else", "not realnode"), ("real nodes", "realnode"))
 NO_TESTS_COLLECTED = 5
+# Each part's summary lists its slowest tests: what a run that nears CI's budget should look at first.
+SLOWEST = "--durations=25"
 
 
 def main(argv: list[str]) -> int:
@@ -37,7 +39,7 @@ def main(argv: list[str]) -> int:
         try:
             for name, selection in PARTS:
                 with logs[name].open("wb") as out:
-                    command = [*pytest, "-m", selection, *argv]
+                    command = [*pytest, "-m", selection, SLOWEST, *argv]
                     runs[name] = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
             print(f"running the suite in two parts side by side: {', '.join(runs)} (output when both end)", flush=True)
             codes = {name: run.wait() for name, run in runs.items()}
