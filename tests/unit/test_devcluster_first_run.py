@@ -190,6 +190,8 @@ needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="no make on
 def make_demo(workdir: Path, python: Path) -> subprocess.CompletedProcess[str]:
     shutil.copy(REPO / "Makefile", workdir / "Makefile")
     (workdir / "pyproject.toml").write_text("")
+    (workdir / "tests").mkdir(exist_ok=True)
+    (workdir / "tests" / "constraints.txt").write_text("")
     return subprocess.run(
         ["make", "demo", f"PYTHON={python}"], cwd=workdir, capture_output=True, text=True, timeout=60, check=False
     )
