@@ -109,8 +109,8 @@ def pytest_runtest_makereport(
 
 def _diagnose(item: pytest.Item) -> str:
     funcargs: dict[str, object] = getattr(item, "funcargs", {})
-    handle = funcargs.get("crds") or funcargs.get("cluster")
-    if not isinstance(handle, ClusterHandle):
+    handle = next((value for value in funcargs.values() if isinstance(value, ClusterHandle)), None)
+    if handle is None:
         return ""
     parts: list[str] = []
     namespace = funcargs.get("namespace")
@@ -123,10 +123,17 @@ def _diagnose(item: pytest.Item) -> str:
         parts.append(f"events in {namespace}:\n{_tail(events.stdout or events.stderr)}")
     nodes = handle.kubectl("get", "nodes", "--no-headers", check=False, timeout=20)
     parts.append(f"nodes:\n{_tail(nodes.stdout or nodes.stderr)}")
+    kueue_log = handle.cluster.directory / "kueue-manager.log" if handle.cluster is not None else None
+    if kueue_log is not None and kueue_log.exists() and isinstance(namespace, str):
+        workloads = handle.kubectl(
+            "get", "workloads.kueue.x-k8s.io", "-n", namespace, "-o", "wide", "--no-headers", check=False, timeout=20
+        )
+        parts.append(f"Kueue's Workloads in {namespace}:\n{_tail(workloads.stdout or workloads.stderr)}")
     if handle.cluster is not None:
-        simulator_log = handle.cluster.directory / "sparksim.log"
-        if simulator_log.exists():
-            parts.append(f"sparksim.log:\n{_tail(simulator_log.read_text(errors='replace'))}")
+        for log in ("sparksim.log", "kueue-manager.log"):
+            path = handle.cluster.directory / log
+            if path.exists():
+                parts.append(f"{log}:\n{_tail(path.read_text(errors='replace'))}")
     for value in funcargs.values():
         if isinstance(value, OperatorProcess):
             parts.append(f"operator log:\n{_tail(value.logs())}")
