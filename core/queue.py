@@ -145,7 +145,8 @@ class WorkQueue(Generic[K]):
     _waiting: set[K] = field(default_factory=set, init=False)
     _active: set[K] = field(default_factory=set, init=False)
     _again: set[K] = field(default_factory=set, init=False)
-    # A delayed ask per key, with when (the loop's clock) it was asked for.
+    # A delayed ask per key, with when (the loop's clock) it was last asked for: asks merged into one
+    # timer are all covered only by a pass that began after the latest of them.
     _timers: dict[K, tuple[asyncio.TimerHandle, float]] = field(default_factory=dict, init=False)
     _failures: dict[K, int] = field(default_factory=dict, init=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
@@ -178,6 +179,7 @@ class WorkQueue(Generic[K]):
             now = loop.time()
             due = now + after
             if asked is not None and asked[0].when() <= due:
+                self._timers[key] = (asked[0], now)
                 return
             if asked is not None:
                 asked[0].cancel()
@@ -260,7 +262,8 @@ class WorkQueue(Generic[K]):
         self._ok.inc()
         asked = self._timers.get(key)
         if asked is not None and asked[1] <= began:
-            # Asked for before this pass read the caches: what it was for, this pass has decided on.
+            # Every ask it holds came before this pass read the caches: what they were for, this pass
+            # has decided on.
             asked[0].cancel()
             del self._timers[key]
         if requeue_after is not None:

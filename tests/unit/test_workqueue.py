@@ -302,6 +302,41 @@ async def test_a_pass_that_succeeds_supersedes_what_was_asked_before_it_began_bu
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_change_while_a_pass_runs_gets_its_pass_though_an_earlier_ask_is_still_due() -> None:
+    """A change asked for soon, then a pass that begins before that ask is due (it decides on the
+    change), then another change while the pass runs: the second change's ask joins the first's
+    timer, which the pass's success must not cancel, since the pass read the caches before it."""
+    passes: list[float] = []
+    running = asyncio.Event()
+    release = asyncio.Event()
+    second = asyncio.Event()
+
+    async def reconcile(key: str) -> Result:
+        passes.append(asyncio.get_running_loop().time())
+        if len(passes) == 1:
+            running.set()
+            await release.wait()
+        else:
+            second.set()
+        return Result.done()
+
+    queue: WorkQueue[str] = WorkQueue("t", reconcile)
+    task = asyncio.create_task(queue.run())
+    try:
+        queue.enqueue_soon("a", 0.3)  # a change of something "a" owns (a Workload's creation)
+        queue.enqueue("a")  # "a" itself changed: a pass now, which sees that change too
+        async with asyncio.timeout(5):
+            await running.wait()
+        queue.enqueue_soon("a", 0.3)  # a change the running pass did not see (Kueue admits)
+        release.set()
+        async with asyncio.timeout(5):
+            await second.wait()
+        assert len(passes) == 2 and not queue._timers and not queue._waiting
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_passes_that_never_suspend_still_let_the_rest_of_the_loop_run_between_them() -> None:
     """A restart enqueues every key, and a pass over a finished object makes no request: the workers
     must still hand the loop to the watches, the metrics endpoint and the lease renewals."""
