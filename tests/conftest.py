@@ -123,17 +123,25 @@ def _diagnose(item: pytest.Item) -> str:
         parts.append(f"events in {namespace}:\n{_tail(events.stdout or events.stderr)}")
     nodes = handle.kubectl("get", "nodes", "--no-headers", check=False, timeout=20)
     parts.append(f"nodes:\n{_tail(nodes.stdout or nodes.stderr)}")
-    kueue_log = handle.cluster.directory / "kueue-manager.log" if handle.cluster is not None else None
-    if kueue_log is not None and kueue_log.exists() and isinstance(namespace, str):
-        workloads = handle.kubectl(
-            "get", "workloads.kueue.x-k8s.io", "-n", namespace, "-o", "wide", "--no-headers", check=False, timeout=20
-        )
-        parts.append(f"Kueue's Workloads in {namespace}:\n{_tail(workloads.stdout or workloads.stderr)}")
     if handle.cluster is not None:
+        directory = handle.cluster.directory
+        if (directory / "kueue-manager.log").exists() and isinstance(namespace, str):
+            # Whether Kueue admitted what the operator queued: its Workloads say.
+            workloads = handle.kubectl(
+                "get",
+                "workloads.kueue.x-k8s.io",
+                "-n",
+                namespace,
+                "-o",
+                "wide",
+                "--no-headers",
+                check=False,
+                timeout=20,
+            )
+            parts.append(f"Kueue's Workloads in {namespace}:\n{_tail(workloads.stdout or workloads.stderr)}")
         for log in ("sparksim.log", "kueue-manager.log"):
-            path = handle.cluster.directory / log
-            if path.exists():
-                parts.append(f"{log}:\n{_tail(path.read_text(errors='replace'))}")
+            if (directory / log).exists():
+                parts.append(f"{log}:\n{_tail((directory / log).read_text(errors='replace'))}")
     for value in funcargs.values():
         if isinstance(value, OperatorProcess):
             parts.append(f"operator log:\n{_tail(value.logs())}")

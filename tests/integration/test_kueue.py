@@ -157,23 +157,6 @@ def running_with_executors(cluster: ClusterHandle, namespace: str, app: str, exe
     return state == "RUNNING" and len(executors_running) == executors
 
 
-def wait_running(cluster: ClusterHandle, namespace: str, app: str, queue: Queue) -> None:
-    """Until the app runs with its 2 executors; on a timeout the failure shows what Kueue saw: the
-    app's Workload, its ClusterQueue and the end of Kueue's log."""
-    try:
-        wait_for(lambda: running_with_executors(cluster, namespace, app, 2), timeout=120, interval=0.2,
-                 message=f"{app} running with its executors")  # fmt: skip
-    except TimeoutError as timeout:
-        workload = get(cluster, namespace, WORKLOADS, naming.workload_name(naming.driver_name(app, 1)))
-        cluster_queue = cluster.kubectl_json("get", "clusterqueues.v1beta2.kueue.x-k8s.io", queue.cluster_queue)
-        kueue_log = cluster.cluster.directory / "kueue-manager.log" if cluster.cluster else None
-        tail = kueue_log.read_text().splitlines()[-60:] if kueue_log and kueue_log.is_file() else []
-        raise AssertionError(
-            f"{timeout}\nthe app's status: {status(cluster, namespace, app)}\nits Workload: {workload}"
-            f"\nthe ClusterQueue's status: {cluster_queue.get('status')}\nKueue's log:\n" + "\n".join(tail)
-        ) from timeout
-
-
 def test_two_apps_that_do_not_fit_the_quota_run_one_after_the_other(
     gang_cluster: ClusterHandle, namespace: str, queue: Queue, operator: OperatorProcess
 ) -> None:
@@ -227,11 +210,13 @@ def test_a_higher_priority_app_preempts_a_lower_one_which_completes_after_it(
     gang_cluster: ClusterHandle, namespace: str, queue: Queue, operator: OperatorProcess
 ) -> None:
     gang_cluster.apply(queued_app("low", run_seconds=20, priority_class=f"low-{namespace}"), namespace)
-    wait_running(gang_cluster, namespace, "low", queue)
+    wait_for(lambda: running_with_executors(gang_cluster, namespace, "low", 2), timeout=120, interval=0.2,
+             message="low running with its executors")  # fmt: skip
     low_pod = naming.driver_pod_name(naming.driver_name("low", 1), 1)
     applied = time.monotonic()
     gang_cluster.apply(queued_app("high", run_seconds=5, priority_class=f"high-{namespace}"), namespace)
-    wait_running(gang_cluster, namespace, "high", queue)
+    wait_for(lambda: running_with_executors(gang_cluster, namespace, "high", 2), timeout=120, interval=0.2,
+             message="high running with its executors")  # fmt: skip
     print(f"\nhigh running {time.monotonic() - applied:.1f}s after its apply (low preempted)")
     # The low one was stopped whole (none of its first incarnation's pods is left) and its quota handed back.
     assert not [p for p in pods_of(gang_cluster, namespace, "low") if p["metadata"]["name"] == low_pod]
