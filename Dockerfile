@@ -11,7 +11,8 @@ WORKDIR /src
 COPY deploy/requirements.lock deploy/requirements.lock
 RUN pip install --quiet --disable-pip-version-check --no-deps --no-compile --target /deps \
       --require-hashes --only-binary=:all: -r deploy/requirements.lock
-# The operator's packages only (pyproject's packages.find): devcluster/, tests/ and bench/ stay out.
+# The one package, sparkop, and the layer folders its symlinks (sparkop/core -> ../core, ...) stand
+# for: devcluster/, tests/ and bench/ stay out.
 COPY pyproject.toml README.md ./
 COPY api api
 COPY apps_controller apps_controller

@@ -1,4 +1,4 @@
-"""``python -m api crds [DIR]`` and ``python -m api validate FILE...`` (wired by the lead as
+"""``python -m sparkop.api crds [DIR]`` and ``python -m sparkop.api validate FILE...`` (wired by the lead as
 ``sparkop crds`` / ``sparkop validate``)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sys
 
 from . import crds, validate
 
-USAGE = "usage: python -m api {crds [DIR] [--check] | validate FILE...}"
+USAGE = "usage: python -m sparkop.api {crds [DIR] [--check] | validate FILE...}"
 
 
 def main(argv: list[str] | None = None) -> int:

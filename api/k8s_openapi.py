@@ -1,7 +1,7 @@
 """Extract the Kubernetes object schemas sparkop embeds (Volume, Container, PodTemplateSpec, ...) from
 Kubernetes' own published OpenAPI v3 into ``api/k8s_schemas.json``.
 
-    python -m api.k8s_openapi --refresh [--source DIR]
+    python -m sparkop.api.k8s_openapi --refresh [--source DIR]
 
 Each definition is written fully inlined (no ``$ref``) and made a *structural* CRD schema:
 
@@ -212,7 +212,7 @@ def extract(source: Path = DEFAULT_SOURCE) -> dict[str, Any]:
     out["ResourceList"] = {"type": "object", "additionalProperties": dict(QUANTITY)}
     return {
         "source": f"kubernetes {K8S_VERSION} api/openapi-spec/v3 ({', '.join(SOURCE_FILES)})",
-        "generator": "python -m api.k8s_openapi --refresh",
+        "generator": "python -m sparkop.api.k8s_openapi --refresh",
         "openRecursions": ex.open_recursions,
         "definitions": out,
     }
@@ -230,7 +230,7 @@ def schemas() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m api.k8s_openapi", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sparkop.api.k8s_openapi", description=__doc__.split("\n\n")[0])
     parser.add_argument("--refresh", action="store_true", help=f"regenerate {OUTPUT.name}")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="Kubernetes openapi-spec/v3 directory")
     args = parser.parse_args(argv)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from domain.labels import API_VERSION
+from sparkop.domain.labels import API_VERSION
 
 from . import spark_lines
 from .types import (

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from core.jsontypes import JSON
+from sparkop.core.jsontypes import JSON
 
 from . import spark_lines
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema
 
-from core.times import format_time, parse_time
+from sparkop.core.times import format_time, parse_time
 
 K8S_MARKER: Final = "x-sparkop-k8s"
 

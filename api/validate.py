@@ -39,7 +39,7 @@ import jsonschema  # type: ignore[import-untyped]
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore[import-untyped]
 
-from domain import labels
+from sparkop.domain import labels
 
 from . import connect, crds, manifests, scheduled, spark_lines
 from .manifests import clip, one_line, quote

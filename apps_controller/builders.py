@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from apps_controller import ui
-from apps_controller.observed import AppView, UIConfig, run_spec
-from core.jsontypes import JSON
-from domain import labels, naming
+from sparkop.apps_controller import ui
+from sparkop.apps_controller.observed import AppView, UIConfig, run_spec
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import labels, naming
 
 KUEUE_LABELS = frozenset({labels.KUEUE_QUEUE_NAME, labels.KUEUE_PRIORITY_CLASS})
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from api.models import ApplicationState, AttemptOutcome, Condition
-from apps_controller.draft import Draft
-from apps_controller.observed import DriverView
-from apps_controller.status import (
+from sparkop.api.models import ApplicationState, AttemptOutcome, Condition
+from sparkop.apps_controller.draft import Draft
+from sparkop.apps_controller.observed import DriverView
+from sparkop.apps_controller.status import (
     CONDITION_COMPLETED,
     CONDITION_FAILED,
     CONDITION_QUEUED,
@@ -24,8 +24,8 @@ from apps_controller.status import (
     driver_info,
     error_message,
 )
-from apps_controller.ui import ACTIVE_STATES
-from core.conditions import transition_time
+from sparkop.apps_controller.ui import ACTIVE_STATES
+from sparkop.core.conditions import transition_time
 
 Truth = Literal["True", "False", "Unknown"]
 

@@ -26,11 +26,18 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Final
 
-from api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError, SparkApplicationStatus
-from apps_controller import conditions, events, policy, ui_steps
-from apps_controller.draft import APP_EXPIRED, Draft, delete_driver
-from apps_controller.observed import Observed
-from apps_controller.runs import (
+from sparkop.api.models import (
+    ApplicationState,
+    AttemptOutcome,
+    AttemptRecord,
+    DriverPhase,
+    LastError,
+    SparkApplicationStatus,
+)
+from sparkop.apps_controller import conditions, events, policy, ui_steps
+from sparkop.apps_controller.draft import APP_EXPIRED, Draft, delete_driver
+from sparkop.apps_controller.observed import Observed
+from sparkop.apps_controller.runs import (
     count_execution,
     driver_message,
     enter_outcome,
@@ -39,7 +46,7 @@ from apps_controller.runs import (
     missing_driver,
     outcome_of,
 )
-from apps_controller.status import (
+from sparkop.apps_controller.status import (
     NO_EXECUTORS,
     TERMINAL_STATES,
     error_message,
@@ -47,10 +54,10 @@ from apps_controller.status import (
     first_sight_only,
     progress_only,
 )
-from apps_controller.status import state as state_of
-from apps_controller.transitions import transitions
-from core.reconciler import Delete, Event, Plan
-from domain import labels, naming
+from sparkop.apps_controller.status import state as state_of
+from sparkop.apps_controller.transitions import transitions
+from sparkop.core.reconciler import Delete, Event, Plan
+from sparkop.domain import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from api.models import ApplicationState, AttemptRecord, SparkApplicationStatus
-from apps_controller import events
-from apps_controller import status as st
-from apps_controller.builders import DRIVER_KIND, build_driver
-from apps_controller.observed import DriverView, Observed
-from core.reconciler import Action, Create, Delete, Event, Plan
-from domain import labels
+from sparkop.api.models import ApplicationState, AttemptRecord, SparkApplicationStatus
+from sparkop.apps_controller import events
+from sparkop.apps_controller import status as st
+from sparkop.apps_controller.builders import DRIVER_KIND, build_driver
+from sparkop.apps_controller.observed import DriverView, Observed
+from sparkop.core.reconciler import Action, Create, Delete, Event, Plan
+from sparkop.domain import labels
 
 # Why each action is taken (the decision line's reason).
 RUN_CREATED: Final = "CreateRun"

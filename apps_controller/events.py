@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from api.models import ApplicationState
+from sparkop.api.models import ApplicationState
 
 EventType = Literal["Normal", "Warning"]
 NORMAL: Final[EventType] = "Normal"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from api.models import SparkApplicationStatus
-from apps_controller import metrics
-from apps_controller.decide import decide
-from apps_controller.observed import (
+from sparkop.api.models import SparkApplicationStatus
+from sparkop.apps_controller import metrics
+from sparkop.apps_controller.decide import decide
+from sparkop.apps_controller.observed import (
     AppView,
     DriverView,
     Key,
@@ -23,15 +23,15 @@ from apps_controller.observed import (
     own_key,
     owner_keys,
 )
-from apps_controller.status import read_status, status_json
-from apps_controller.transitions import TRANSITIONS
-from apps_controller.ui import UI_SELECTOR
-from core import kube
-from core.controller import Controller, Source, start
-from core.jsontypes import JSON
-from core.reconciler import Learnt
-from core.runtime import Runtime
-from domain import kinds
+from sparkop.apps_controller.status import read_status, status_json
+from sparkop.apps_controller.transitions import TRANSITIONS
+from sparkop.apps_controller.ui import UI_SELECTOR
+from sparkop.core import kube
+from sparkop.core.controller import Controller, Source, start
+from sparkop.core.jsontypes import JSON
+from sparkop.core.reconciler import Learnt
+from sparkop.core.runtime import Runtime
+from sparkop.domain import kinds
 
 log = logging.getLogger(__name__)
 

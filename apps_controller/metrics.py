@@ -13,14 +13,14 @@ from typing import Final
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from api.models import ApplicationState
-from apps_controller import status as st
-from apps_controller.transitions import TRANSITIONS
-from core.caches import IndexKey
-from core.jsontypes import JSON
-from core.metrics import Transitions, kubeflow_labels, label_name
-from core.runtime import Runtime
-from domain import kinds
+from sparkop.api.models import ApplicationState
+from sparkop.apps_controller import status as st
+from sparkop.apps_controller.transitions import TRANSITIONS
+from sparkop.core.caches import IndexKey
+from sparkop.core.jsontypes import JSON
+from sparkop.core.metrics import Transitions, kubeflow_labels, label_name
+from sparkop.core.runtime import Runtime
+from sparkop.domain import kinds
 
 RUNNING_COUNT: Final = "spark_application_running_count"
 STUCK: Final = "sparkop_applications_stuck"

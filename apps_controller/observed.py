@@ -19,7 +19,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
-from api.models import (
+from sparkop.api.models import (
     Condition,
     DriverPhase,
     RestartPolicyType,
@@ -28,13 +28,13 @@ from api.models import (
     SparkApplicationStatus,
     unknown_fields,
 )
-from api.rules import SPEC_LEVEL_RETRIES
-from apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
-from core.jsontypes import JSON
-from core.owners import controller_of, copy_json, object_key
-from core.reconciler import Refusal
-from core.times import parse_time
-from domain import labels
+from sparkop.api.rules import SPEC_LEVEL_RETRIES
+from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import controller_of, copy_json, object_key
+from sparkop.core.reconciler import Refusal
+from sparkop.core.times import parse_time
+from sparkop.domain import labels
 
 E = TypeVar("E", bound=Enum)
 Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from api.models import ApplicationState, RestartPolicyType
-from apps_controller.observed import RestartPolicy
+from sparkop.api.models import ApplicationState, RestartPolicyType
+from sparkop.apps_controller.observed import RestartPolicy
 
 
 def should_retry(

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError
-from apps_controller import events, policy
-from apps_controller.draft import Draft
-from apps_controller.observed import DriverView
-from apps_controller.status import clip, counted, executor_counts
-from core.reconciler import Event, refused
+from sparkop.api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError
+from sparkop.apps_controller import events, policy
+from sparkop.apps_controller.draft import Draft
+from sparkop.apps_controller.observed import DriverView
+from sparkop.apps_controller.status import clip, counted, executor_counts
+from sparkop.core.reconciler import Event, refused
 
 # Outcomes of runs that got past submission: each is one execution attempt.
 _EXECUTED: Final = frozenset({AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.DELETED})

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from api.models import (
+from sparkop.api.models import (
     ApplicationState,
     ApplicationStateInfo,
     AttemptOutcome,
@@ -25,7 +25,7 @@ from api.models import (
     ExecutorCounts,
     SparkApplicationStatus,
 )
-from core.jsontypes import JSON
+from sparkop.core.jsontypes import JSON
 
 Status = SparkApplicationStatus
 

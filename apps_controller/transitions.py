@@ -13,11 +13,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from api.models import ApplicationState, SparkApplicationStatus
-from apps_controller import status as st
-from apps_controller.observed import Observed
-from core.metrics import MetricSpec, Transitions
-from core.reconciler import Observation
+from sparkop.api.models import ApplicationState, SparkApplicationStatus
+from sparkop.apps_controller import status as st
+from sparkop.apps_controller.observed import Observed
+from sparkop.core.metrics import MetricSpec, Transitions
+from sparkop.core.reconciler import Observation
 
 COUNT: Final = "spark_application_count"
 SUBMIT_COUNT: Final = "spark_application_submit_count"

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from api.models import ApplicationState
-from apps_controller.observed import AppView, OwnedObject, UIConfig
-from core import owners
-from core.jsontypes import JSON
-from domain import labels, naming
+from sparkop.api.models import ApplicationState
+from sparkop.apps_controller.observed import AppView, OwnedObject, UIConfig
+from sparkop.core import owners
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import labels, naming
 
 DEFAULT_UI_PORT: Final = 4040
 UI_PORT_NAME: Final = "spark-driver-ui-port"

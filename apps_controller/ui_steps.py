@@ -5,11 +5,11 @@ themselves come from the pure builders of :mod:`apps_controller.ui`.
 
 from __future__ import annotations
 
-from api.models import DriverInfo, LastError
-from apps_controller import events
-from apps_controller.draft import Draft
-from apps_controller.status import driver_info
-from apps_controller.ui import (
+from sparkop.api.models import DriverInfo, LastError
+from sparkop.apps_controller import events
+from sparkop.apps_controller.draft import Draft
+from sparkop.apps_controller.status import driver_info
+from sparkop.apps_controller.ui import (
     ACTIVE_STATES,
     COMPONENT_DRIVER_INGRESS,
     COMPONENT_UI,
@@ -29,8 +29,8 @@ from apps_controller.ui import (
     service_address,
     ui_url,
 )
-from core.reconciler import Delete, Ensure, Event, Patch, refused
-from domain import labels, naming
+from sparkop.core.reconciler import Delete, Ensure, Event, Patch, refused
+from sparkop.domain import labels, naming
 
 
 def spark_ui(d: Draft) -> None:

@@ -21,11 +21,11 @@ from typing import Any
 
 import orjson
 
-from api.models import DriverPhase
-from core.informer import INITIAL_EVENTS_END, Informer
-from core.jsontypes import JSON
-from core.runtime import Options, Runtime, register_namespaces
-from domain import kinds, labels
+from sparkop.api.models import DriverPhase
+from sparkop.core.informer import INITIAL_EVENTS_END, Informer
+from sparkop.core.jsontypes import JSON
+from sparkop.core.runtime import Options, Runtime, register_namespaces
+from sparkop.domain import kinds, labels
 from sparkop.operator import DEFAULT_CONTROLLERS, controller_registrations
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC

@@ -16,10 +16,10 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from driver_controller.decide import Observed, decide
-from driver_controller.observe import summarize_object, summarize_pod
-from driver_controller.render import parse, render
-from driver_controller.status import status_json
+from sparkop.driver_controller.decide import Observed, decide
+from sparkop.driver_controller.observe import summarize_object, summarize_pod
+from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.status import status_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -42,12 +42,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import kube as k8s  # noqa: E402
-from core.informer import Informer  # noqa: E402
 from devcluster import components  # noqa: E402
 from devcluster.cluster import Cluster  # noqa: E402
 from devcluster.ports import free_ports  # noqa: E402
-from domain import kinds, labels  # noqa: E402
+from sparkop.core import kube as k8s  # noqa: E402
+from sparkop.core.informer import Informer  # noqa: E402
+from sparkop.domain import kinds, labels  # noqa: E402
 
 APPS_NAMESPACE = "bench-apps"
 NOISE_NAMESPACES = [f"noise-{i}" for i in range(10)]

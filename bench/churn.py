@@ -20,9 +20,9 @@ from typing import Any
 
 from harness import ROOT, BenchCluster, Operator, bounded, cpu_seconds, log, run_alone
 
-from core import kube as k8s
-from core.jsontypes import JSON
 from devcluster import components
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
 
 NAMESPACE = "bench"
 NODE = "kwok-churn"

@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core import kube as k8s  # noqa: E402
-from core.informer import EventType, Informer  # noqa: E402
-from core.jsontypes import JSON  # noqa: E402
 from devcluster.cluster import Cluster  # noqa: E402
 from devcluster.ports import free_ports  # noqa: E402
-from domain import labels  # noqa: E402
-from driver_controller.decide import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
+from sparkop.core import kube as k8s  # noqa: E402
+from sparkop.core.informer import EventType, Informer  # noqa: E402
+from sparkop.core.jsontypes import JSON  # noqa: E402
+from sparkop.domain import labels  # noqa: E402
+from sparkop.driver_controller.decide import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
 
 # The benchmark's own client is told apart from the operator (user agent "sparkop/<version>") in the
 # audit log and in the API server's priority-and-fairness accounting.

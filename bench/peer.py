@@ -74,12 +74,12 @@ from harness import (
 from submit_cost import wait_default_service_account
 from throughput import CEILING_NAMESPACE, CpuSplit, _write_kind, ceiling_app, ceiling_bodies
 
-from core import kube as k8s
-from core.jsontypes import JSON
 from devcluster import build, scheduler_crds
 from devcluster.paths import GOBUILD_DIR
 from devcluster.ports import free_ports
-from domain import kinds, labels
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import kinds, labels
 from tests.support import conformance
 
 RESULTS = ROOT / "bench" / "results"

@@ -30,9 +30,9 @@ from harness import (
     stamping,
 )
 
-from core import kube as k8s
-from core.jsontypes import JSON
-from domain import kinds, labels, naming
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import kinds, labels, naming
 
 NAMESPACE = "bench"
 

@@ -57,10 +57,10 @@ from harness import (
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from core import kube as k8s
-from core.jsontypes import JSON
 from devcluster.ports import free_ports
-from domain import kinds, labels, naming
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import kinds, labels, naming
 
 NAMESPACE: Final = "scale"
 # Four templates that succeed and one that fails: both kinds of finished app are cloned.

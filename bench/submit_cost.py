@@ -47,7 +47,7 @@ from typing import Any
 
 from harness import ROOT, BenchCluster, log, percentile, write_result
 
-from domain import naming
+from sparkop.domain import naming
 from tests.support import conformance
 
 NAMESPACE = "submit"

@@ -49,9 +49,9 @@ from harness import (
     write_result,
 )
 
-from core import kube as k8s
-from core.jsontypes import JSON
-from domain import kinds, labels
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import kinds, labels
 from sparkop.render_cli import PLACEHOLDER_APP_UID, PLACEHOLDER_DRIVER_UID, render_document
 
 SPARKOP_NAMESPACE = "bench"

@@ -23,10 +23,10 @@ from typing import Any
 from harness import BenchCluster, Operator, app_manifest, log, now_utc, stamping
 from throughput import _write_kind
 
-from core.informer import EventType, Informer
-from core.jsontypes import JSON
-from core.kube import Kube, Resource
-from domain import kinds
+from sparkop.core.informer import EventType, Informer
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import Kube, Resource
+from sparkop.domain import kinds
 
 NAMESPACE = "writes"
 

@@ -23,11 +23,11 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
-from api import connect, spark_lines
-from connect_controller.observed import ConnectView
-from core.jsontypes import JSON
-from core.owners import owner_reference
-from domain import labels, naming
+from sparkop.api import connect, spark_lines
+from sparkop.connect_controller.observed import ConnectView
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import owner_reference
+from sparkop.domain import labels, naming
 
 DRIVER_KIND: Final = "SparkDriver"
 SPARK_DRIVER_CONTAINER: Final = "spark-kubernetes-driver"

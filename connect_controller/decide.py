@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from api.connect import (
+from sparkop.api.connect import (
     DEFAULT_RETRIES,
     DEFAULT_RETRY_INTERVAL,
     MAX_RETRY_INTERVAL,
@@ -42,12 +42,12 @@ from api.connect import (
     ServerRun,
     SparkConnectStatus,
 )
-from api.models import Condition, DriverPhase, ExecutorCounts, LastError
-from connect_controller import build
-from connect_controller.observed import ConnectView, Observed, ServerView
-from core.conditions import transition_time
-from core.reconciler import Action, Create, Delete, Ensure, Event, Observation, Plan, refused
-from domain import labels, naming
+from sparkop.api.models import Condition, DriverPhase, ExecutorCounts, LastError
+from sparkop.connect_controller import build
+from sparkop.connect_controller.observed import ConnectView, Observed, ServerView
+from sparkop.core.conditions import transition_time
+from sparkop.core.reconciler import Action, Create, Delete, Ensure, Event, Observation, Plan, refused
+from sparkop.domain import labels, naming
 
 # Events (reasons), CamelCase as Kubernetes' own.
 SERVER_STARTED: Final = "ServerStarted"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from api.connect import SparkConnectStatus
-from connect_controller import metrics
-from connect_controller.decide import decide
-from connect_controller.observed import (
+from sparkop.api.connect import SparkConnectStatus
+from sparkop.connect_controller import metrics
+from sparkop.connect_controller.decide import decide
+from sparkop.connect_controller.observed import (
     ConnectView,
     Key,
     Observed,
@@ -22,13 +22,13 @@ from connect_controller.observed import (
     read_status,
     status_json,
 )
-from core import kube
-from core.controller import Controller, Source, start
-from core.jsontypes import JSON
-from core.owners import snapshot
-from core.reconciler import Learnt
-from core.runtime import Runtime
-from domain import kinds, labels
+from sparkop.core import kube
+from sparkop.core.controller import Controller, Source, start
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import snapshot
+from sparkop.core.reconciler import Learnt
+from sparkop.core.runtime import Runtime
+from sparkop.domain import kinds, labels
 
 log = logging.getLogger(__name__)
 

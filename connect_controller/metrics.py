@@ -10,12 +10,12 @@ from typing import Final
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from connect_controller.decide import METRIC_RESTARTS
-from core.caches import IndexKey
-from core.jsontypes import JSON
-from core.metrics import MetricSpec, Transitions
-from core.runtime import Runtime
-from domain import kinds
+from sparkop.connect_controller.decide import METRIC_RESTARTS
+from sparkop.core.caches import IndexKey
+from sparkop.core.jsontypes import JSON
+from sparkop.core.metrics import MetricSpec, Transitions
+from sparkop.core.runtime import Runtime
+from sparkop.domain import kinds
 
 SERVERS: Final = "sparkop_connect_servers"
 GAUGES_INDEX: Final = "sparkop_connect_gauges"

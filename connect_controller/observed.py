@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from api.connect import KIND, SparkConnectStatus
-from api.models import DriverPhase
-from core.jsontypes import JSON
-from core.owners import controller_keys, controller_of, object_key
-from core.reconciler import Refusal
-from core.times import parse_time
-from domain import labels
+from sparkop.api.connect import KIND, SparkConnectStatus
+from sparkop.api.models import DriverPhase
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import controller_keys, controller_of, object_key
+from sparkop.core.reconciler import Refusal
+from sparkop.core.times import parse_time
+from sparkop.domain import labels
 
 Key = tuple[str, str]  # (namespace, SparkConnect name)
 

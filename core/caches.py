@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-from core.informer import Handler, Informer, ResourceLike, Stored, Transform, decode, drop_managed_fields
-from core.jsontypes import JSON
-from core.memo import Memo
-from core.requester import Requester
+from sparkop.core.informer import Handler, Informer, ResourceLike, Stored, Transform, decode, drop_managed_fields
+from sparkop.core.jsontypes import JSON
+from sparkop.core.memo import Memo
+from sparkop.core.requester import Requester
 
 log = logging.getLogger(__name__)
 

@@ -35,15 +35,15 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast
 
-from core import logs
-from core.caches import IndexKey
-from core.informer import EventType, Transform
-from core.jsontypes import JSON
-from core.kube import Resource, Rules
-from core.queue import Result, WorkQueue
-from core.reconciler import Applied, Applier, Learned, Learnt, Plan, Record
-from core.runtime import Ours, Runtime
-from core.times import utc_now
+from sparkop.core import logs
+from sparkop.core.caches import IndexKey
+from sparkop.core.informer import EventType, Transform
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import Resource, Rules
+from sparkop.core.queue import Result, WorkQueue
+from sparkop.core.reconciler import Applied, Applier, Learned, Learnt, Plan, Record
+from sparkop.core.runtime import Ours, Runtime
+from sparkop.core.times import utc_now
 
 # A refused create is decided on again at once; a pass that keeps learning ends, and the queue retries.
 MAX_DECISIONS_PER_PASS: Final = 4

@@ -55,9 +55,9 @@ from typing import Any, Final, Literal, NamedTuple, Protocol
 import aiohttp
 import orjson
 
-from core.jsontypes import JSON
-from core.owners import controller_of
-from core.requester import Requester, Response
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import controller_of
+from sparkop.core.requester import Requester, Response
 
 log = logging.getLogger(__name__)
 

@@ -30,13 +30,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import Counter
 from yarl import URL
 
-from core import names
-from core.jsontypes import JSON
-from core.leader import default_namespace
-from core.owners import controller_of
-from core.reconciler import Refusal
-from core.requester import NO_TIMEOUT
-from core.times import format_time
+from sparkop.core import names
+from sparkop.core.jsontypes import JSON
+from sparkop.core.leader import default_namespace
+from sparkop.core.owners import controller_of
+from sparkop.core.reconciler import Refusal
+from sparkop.core.requester import NO_TIMEOUT
+from sparkop.core.times import format_time
 
 log = logging.getLogger(__name__)
 

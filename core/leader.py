@@ -43,9 +43,9 @@ from typing import Final, NamedTuple, Protocol
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from core.jsontypes import JSON
-from core.requester import Requester
-from core.times import format_micro_time, parse_time
+from sparkop.core.jsontypes import JSON
+from sparkop.core.requester import Requester
+from sparkop.core.times import format_micro_time, parse_time
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 
-from core.reconciler import JSON, Observation
+from sparkop.core.reconciler import JSON, Observation
 
 MetricKind = Literal["counter", "summary", "histogram", "exact counter"]
 UNKNOWN_LABEL_VALUE = "Unknown"

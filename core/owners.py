@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from core.jsontypes import JSON
+from sparkop.core.jsontypes import JSON
 
 # Kept apart from ``core.kube`` so that the pure renderers can use it without importing the client
 # layer (kubernetes_asyncio would double their import time).

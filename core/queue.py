@@ -34,8 +34,8 @@ from typing import Final, Generic, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from core.caches import NotCurrent
-from core.kube import Conflict, NamespaceTerminating, Occupied, transient_error
+from sparkop.core.caches import NotCurrent
+from sparkop.core.kube import Conflict, NamespaceTerminating, Occupied, transient_error
 
 log = logging.getLogger(__name__)
 

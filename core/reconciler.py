@@ -51,7 +51,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
-from core.jsontypes import JSON
+from sparkop.core.jsontypes import JSON
 
 S = TypeVar("S")
 K = TypeVar("K", bound=Hashable)

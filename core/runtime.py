@@ -14,12 +14,12 @@ from typing import Any, Final, TypeVar
 
 from prometheus_client.registry import Collector
 
-from core.caches import CacheIndex, Caches, IndexKey, NotCurrent
-from core.informer import EventType, Informer, Transform
-from core.jsontypes import JSON
-from core.kube import NAMESPACES, Kube, Resource
-from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
-from core.queue import Reconcile, WorkQueue
+from sparkop.core.caches import CacheIndex, Caches, IndexKey, NotCurrent
+from sparkop.core.informer import EventType, Informer, Transform
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import NAMESPACES, Kube, Resource
+from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
+from sparkop.core.queue import Reconcile, WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -34,11 +34,11 @@ import tempfile
 import time
 import tomllib
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from devcluster.build import read_versions
 from devcluster.locks import held
@@ -486,25 +486,57 @@ def operator_refs(version: str, key: str) -> tuple[str, ...]:
 
 
 def project_packages(repo: Path = REPO_DIR) -> list[str]:
-    """The top-level packages the sparkop wheel holds (pyproject's packages.find include): the
-    operator's, never devcluster (this module's own package, a development tool)."""
+    """The top-level packages the sparkop wheel holds (pyproject's packages.find include): sparkop
+    alone, never devcluster (this module's own package, a development tool)."""
     patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     names = {pattern.rstrip("*") for pattern in patterns["include"]}
     return sorted(name for name in names if (repo / name / "__init__.py").is_file())
 
 
+def project_folders(repo: Path = REPO_DIR) -> list[str]:
+    """The repository folders the wheel is built from: each package's own, and the layer folders its
+    symlinks stand for (sparkop/core links to core/)."""
+    folders = set(project_packages(repo))
+    for package in project_packages(repo):
+        for entry in (repo / package).iterdir():
+            if entry.is_symlink() and entry.is_dir():
+                folders.add(entry.resolve().relative_to(repo.resolve()).as_posix())
+    return sorted(folders)
+
+
+# How project_sources gives a symlink: this mark, then its target.
+LINK_MARK: Final = b"symlink -> "
+
+
 def project_sources(repo: Path = REPO_DIR) -> list[tuple[str, bytes]]:
-    """Everything the sparkop wheel is built from, and the launcher: the operator layer's inputs."""
+    """Everything the sparkop wheel is built from, and the launcher: the operator layer's inputs (a
+    file by its content, a symlink by LINK_MARK and its target; write_sources lays them out)."""
     found = [
         ("pyproject.toml", (repo / "pyproject.toml").read_bytes()),
         ("README.md", (repo / "README.md").read_bytes()),
     ]
-    for package in project_packages(repo):
-        for path in sorted((repo / package).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                found.append((path.relative_to(repo).as_posix(), path.read_bytes()))
+    for folder in project_folders(repo):
+        for path in sorted((repo / folder).rglob("*")):
+            name = path.relative_to(repo).as_posix()
+            if path.is_symlink():
+                found.append((name, LINK_MARK + os.readlink(path).encode()))
+            elif path.is_file() and "__pycache__" not in path.parts:
+                found.append((name, path.read_bytes()))
     found.append(("launcher", OPERATOR_LAUNCHER.read_bytes()))
     return found
+
+
+def write_sources(sources: Iterable[tuple[str, bytes]], into: Path) -> None:
+    """Lay project_sources out as a source tree the wheel builds from (the launcher aside)."""
+    for name, content in sources:
+        if name == "launcher":
+            continue
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if content.startswith(LINK_MARK):
+            target.symlink_to(content[len(LINK_MARK) :].decode())
+        else:
+            target.write_bytes(content)
 
 
 def spark_image_files() -> list[tuple[str, bytes]]:
@@ -857,11 +889,7 @@ def _ensure_dependencies_layer(root: Path, key: str, log: Log) -> Layer:
 def _operator_layer(work: Path, base_layer: Layer, log: Log) -> Layer:
     """The sparkop wheel installed under SITE_PACKAGES, its launcher, and the nonroot account."""
     source = work / "src"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO_DIR / name, source / name)
-    for package in project_packages():
-        shutil.copytree(REPO_DIR / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    write_sources(project_sources(), source)
     wheels = work / "wheels"
     # Built in isolation with pyproject's build-system (setuptools>=69), as in the Dockerfile.
     _run(

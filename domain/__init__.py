@@ -4,4 +4,4 @@ names it gives what it creates (:mod:`domain.naming`). ``core`` below it knows n
 """
 
 # Imported with the package, so that the client layer knows sparkop's kinds wherever its vocabulary is.
-from domain import kinds as kinds
+from sparkop.domain import kinds as kinds

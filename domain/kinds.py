@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.kube import Resource, register_kinds
-from domain.labels import GROUP, VERSION
+from sparkop.core.kube import Resource, register_kinds
+from sparkop.domain.labels import GROUP, VERSION
 
 SPARK_APPLICATIONS: Final = Resource(GROUP, VERSION, "sparkapplications", "SparkApplication")
 SPARK_DRIVERS: Final = Resource(GROUP, VERSION, "sparkdrivers", "SparkDriver")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.names import DNS_LABEL_MAX, HASH_LEN, bounded, digest, dns_label, event_name, label_value
+from sparkop.core.names import DNS_LABEL_MAX, HASH_LEN, bounded, digest, dns_label, event_name, label_value
 
 # The longest suffix sparkop puts after an incarnation's prefix; every name it makes stays a DNS label.
 _LONGEST_SUFFIX: Final = "-podspec-conf-map"

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from api.models import Condition
-from core.conditions import transition_time
-from driver_controller.observe import PodGroupSummary, PodSummary
-from driver_controller.status import MAX_MESSAGE
+from sparkop.api.models import Condition
+from sparkop.core.conditions import transition_time
+from sparkop.driver_controller.observe import PodGroupSummary, PodSummary
+from sparkop.driver_controller.status import MAX_MESSAGE
 
 CONDITION_STUCK: Final = "Stuck"
 CONDITION_UNSCHEDULABLE: Final = "Unschedulable"  # the Stuck condition's reason for a pod not scheduled

@@ -40,7 +40,7 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
-from api.models import (
+from sparkop.api.models import (
     DriverPhase,
     DriverPodInfo,
     ExecutorCounts,
@@ -51,13 +51,13 @@ from api.models import (
     Termination,
     unknown_fields,
 )
-from core.jsontypes import JSON
-from core.kube import NETWORK_POLICIES
-from core.owners import controller_of
-from core.reconciler import Create, Ensure, Patch, Plan, Refusal, refused
-from domain import kinds, labels, naming
-from driver_controller import conditions, kueue
-from driver_controller.draft import (
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import NETWORK_POLICIES
+from sparkop.core.owners import controller_of
+from sparkop.core.reconciler import Create, Ensure, Patch, Plan, Refusal, refused
+from sparkop.domain import kinds, labels, naming
+from sparkop.driver_controller import conditions, kueue
+from sparkop.driver_controller.draft import (
     DRIVER_ENDED,
     POLICY_RESTORED,
     STALE_INCARNATION,
@@ -67,7 +67,7 @@ from driver_controller.draft import (
     release,
     release_orphans,
 )
-from driver_controller.observe import (
+from sparkop.driver_controller.observe import (
     DISRUPTION_REASONS,
     ObjectSummary,
     PodGroupSummary,
@@ -75,8 +75,8 @@ from driver_controller.observe import (
     PolicySummary,
     Terminated,
 )
-from driver_controller.podbuild import RenderOptions
-from driver_controller.render import (
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.render import (
     IncarnationNames,
     InvalidSpec,
     names,
@@ -85,7 +85,7 @@ from driver_controller.render import (
     render,
     spark_release,
 )
-from driver_controller.status import (
+from sparkop.driver_controller.status import (
     ended,
     first_pod_only,
     progress_only,
@@ -93,8 +93,8 @@ from driver_controller.status import (
     with_record,
     with_submission_failed,
 )
-from driver_controller.submission import owner_reference
-from driver_controller.transitions import transitions
+from sparkop.driver_controller.submission import owner_reference
+from sparkop.driver_controller.transitions import transitions
 
 # Event reasons (on the SparkDriver).
 REASON_INCARNATION_CREATED: Final = "DriverPodCreated"

@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from api.models import SparkDriverStatus
-from core.jsontypes import JSON
-from core.kube import merge_patch
-from core.reconciler import Create, Delete, Ensure, Event, Observation, Patch, Plan
-from domain import labels
-from driver_controller.observe import PodSummary, PolicySummary
+from sparkop.api.models import SparkDriverStatus
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import merge_patch
+from sparkop.core.reconciler import Create, Delete, Ensure, Event, Observation, Patch, Plan
+from sparkop.domain import labels
+from sparkop.driver_controller.observe import PodSummary, PolicySummary
 
 # Why a pod, ConfigMap, Service or NetworkPolicy is deleted (the decision line's reason).
 STALE_INCARNATION: Final = "StaleIncarnation"

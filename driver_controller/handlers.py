@@ -11,14 +11,14 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from api.models import SparkDriverStatus
-from core.controller import Controller, Source, start
-from core.jsontypes import JSON
-from core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
-from core.reconciler import Learnt
-from core.runtime import COALESCE_SECONDS, Runtime
-from domain import labels
-from domain.kinds import (
+from sparkop.api.models import SparkDriverStatus
+from sparkop.core.controller import Controller, Source, start
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
+from sparkop.core.reconciler import Learnt
+from sparkop.core.runtime import COALESCE_SECONDS, Runtime
+from sparkop.domain import labels
+from sparkop.domain.kinds import (
     COSCHEDULING_POD_GROUPS,
     KUEUE_PRIORITY_CLASSES,
     KUEUE_RESOURCE_FLAVORS,
@@ -26,9 +26,9 @@ from domain.kinds import (
     SPARK_DRIVERS,
     VOLCANO_POD_GROUPS,
 )
-from driver_controller import kueue, metrics
-from driver_controller.decide import Observed, Settings, decide
-from driver_controller.observe import (
+from sparkop.driver_controller import kueue, metrics
+from sparkop.driver_controller.decide import Observed, Settings, decide
+from sparkop.driver_controller.observe import (
     Key,
     own_key,
     owner_key,
@@ -43,9 +43,9 @@ from driver_controller.observe import (
     trim_pod_group,
     trim_policy,
 )
-from driver_controller.podbuild import RenderOptions
-from driver_controller.status import status_json
-from driver_controller.transitions import TRANSITIONS
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.status import status_json
+from sparkop.driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)
 

@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from api.models import SparkDriver
-from core.jsontypes import JSON
-from core.owners import owner_references
-from core.reconciler import Patch
-from core.times import format_time
-from domain import labels, naming
-from driver_controller.schedulers import PodSetRequests, pod_group_labels
-from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from sparkop.api.models import SparkDriver
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import owner_references
+from sparkop.core.reconciler import Patch
+from sparkop.core.times import format_time
+from sparkop.domain import labels, naming
+from sparkop.driver_controller.schedulers import PodSetRequests, pod_group_labels
+from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
 API_VERSION: Final = "kueue.x-k8s.io/v1beta2"
 DRIVER_POD_SET: Final = "driver"

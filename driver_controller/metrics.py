@@ -13,13 +13,13 @@ from typing import Final
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from core.caches import IndexKey
-from core.jsontypes import JSON
-from core.kube import PODS
-from core.metrics import Transitions, kubeflow_labels, label_name
-from core.runtime import Runtime
-from domain import labels
-from driver_controller.transitions import TRANSITIONS
+from sparkop.core.caches import IndexKey
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import PODS
+from sparkop.core.metrics import Transitions, kubeflow_labels, label_name
+from sparkop.core.runtime import Runtime
+from sparkop.domain import labels
+from sparkop.driver_controller.transitions import TRANSITIONS
 
 EXECUTOR_RUNNING_COUNT: Final = "spark_executor_running_count"
 EXECUTORS_INDEX: Final = "sparkop_running_executors"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from core.jsontypes import JSON
+from sparkop.core.jsontypes import JSON
 
 NODE_LOSS_TAINTS: Final = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from core.jsontypes import JSON
-from core.owners import owner_references
-from core.times import parse_time
-from domain import labels, naming
-from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import owner_references
+from sparkop.core.times import parse_time
+from sparkop.domain import labels, naming
+from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
 Body = Mapping[str, Any]
 Key = tuple[str, str]

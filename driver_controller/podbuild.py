@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from api.spark_lines import Feature, SparkRelease
-from core.jsontypes import JSON
-from domain import labels, naming
-from driver_controller import nodeloss, podsecurity, schedulers, sparkconf
-from driver_controller.submission import IN_CLUSTER_MASTER, InvalidSpec, Submission
+from sparkop.api.spark_lines import Feature, SparkRelease
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import labels, naming
+from sparkop.driver_controller import nodeloss, podsecurity, schedulers, sparkconf
+from sparkop.driver_controller.submission import IN_CLUSTER_MASTER, InvalidSpec, Submission
 
 SPARK_CONF_DIR: Final = "/opt/spark/conf"
 SPARK_CONF_FILE: Final = "spark.properties"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from core.jsontypes import JSON
+from sparkop.core.jsontypes import JSON
 
 RESTRICTED: Final = "restricted"
 PROFILES: Final = (RESTRICTED,)

@@ -26,14 +26,14 @@ from typing import Any, Final
 
 import orjson
 
-from api import spark_lines
-from api.models import SparkDriver
-from api.spark_lines import SparkRelease
-from core.jsontypes import JSON
-from core.memo import Memo
-from domain import naming
-from driver_controller import schedulers
-from driver_controller.podbuild import (
+from sparkop.api import spark_lines
+from sparkop.api.models import SparkDriver
+from sparkop.api.spark_lines import SparkRelease
+from sparkop.core.jsontypes import JSON
+from sparkop.core.memo import Memo
+from sparkop.domain import naming
+from sparkop.driver_controller import schedulers
+from sparkop.driver_controller.podbuild import (
     EXCLUDED_STEPS_KEY,
     DriverObjects,
     RenderOptions,
@@ -43,7 +43,7 @@ from driver_controller.podbuild import (
     network_policy_manifest,
     own,
 )
-from driver_controller.submission import (
+from sparkop.driver_controller.submission import (
     InvalidSpec,
     Submission,
     metrics_files,

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
-from api.models import SparkDriver
-from core.jsontypes import JSON
-from domain import labels, naming
-from driver_controller import sparkconf
-from driver_controller.submission import InvalidSpec
+from sparkop.api.models import SparkDriver
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import labels, naming
+from sparkop.driver_controller import sparkconf
+from sparkop.driver_controller.submission import InvalidSpec
 
 VOLCANO: Final = "volcano"
 YUNIKORN: Final = "yunikorn"

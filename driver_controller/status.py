@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
-from core.jsontypes import JSON
+from sparkop.api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
+from sparkop.core.jsontypes import JSON
 
 HISTORY_MAX: Final = 10  # status.incarnations keeps the last ten
 MAX_RECORD_MESSAGE: Final = 4096  # an incarnation record's message is cut to this

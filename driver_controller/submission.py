@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from api import spark_lines
-from api.models import (
+from sparkop.api import spark_lines
+from sparkop.api.models import (
     DynamicAllocation,
     MonitoringSpec,
     NameKey,
@@ -30,10 +30,10 @@ from api.models import (
     SparkDriverSpec,
     SparkPodSpec,
 )
-from api.rules import NAMED_SCHEDULERS
-from core import owners
-from core.jsontypes import JSON
-from domain import labels, naming
+from sparkop.api.rules import NAMED_SCHEDULERS
+from sparkop.core import owners
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import labels, naming
 
 ROLES: Final = ("driver", "executor")
 DRIVER_CONTAINER: Final = "spark-kubernetes-driver"

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from api.models import ExecutorCounts, IncarnationOutcome, SparkDriverStatus
-from core.metrics import MetricSpec, Transitions
-from core.reconciler import Observation
+from sparkop.api.models import ExecutorCounts, IncarnationOutcome, SparkDriverStatus
+from sparkop.core.metrics import MetricSpec, Transitions
+from sparkop.core.reconciler import Observation
 
 EXECUTOR_SUCCESS_COUNT: Final = "spark_executor_success_count"
 EXECUTOR_FAILURE_COUNT: Final = "spark_executor_failure_count"

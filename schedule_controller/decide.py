@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final
 
-from api.scheduled import (
+from sparkop.api.scheduled import (
     ConcurrencyPolicy,
     Schedule,
     ScheduledSparkApplicationStatus,
@@ -30,12 +30,12 @@ from api.scheduled import (
     ScheduleState,
     parse_schedule,
 )
-from core.jsontypes import JSON
-from core.owners import copy_json, owner_reference
-from core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refused
-from core.times import format_time
-from domain import labels, naming
-from schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import copy_json, owner_reference
+from sparkop.core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refused
+from sparkop.core.times import format_time
+from sparkop.domain import labels, naming
+from sparkop.schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
 
 # Events (reasons), CamelCase as Kubernetes' own.
 RUN_STARTED: Final = "RunStarted"

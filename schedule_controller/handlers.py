@@ -14,16 +14,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Final
 
-from api.scheduled import ScheduledSparkApplicationStatus
-from core.controller import Controller, Source, start
-from core.jsontypes import JSON
-from core.owners import snapshot
-from core.reconciler import Learnt
-from core.runtime import Runtime
-from core.times import utc_now
-from domain import kinds
-from schedule_controller.decide import decide
-from schedule_controller.observed import (
+from sparkop.api.scheduled import ScheduledSparkApplicationStatus
+from sparkop.core.controller import Controller, Source, start
+from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import snapshot
+from sparkop.core.reconciler import Learnt
+from sparkop.core.runtime import Runtime
+from sparkop.core.times import utc_now
+from sparkop.domain import kinds
+from sparkop.schedule_controller.decide import decide
+from sparkop.schedule_controller.observed import (
     Key,
     Observed,
     RunView,

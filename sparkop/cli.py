@@ -7,12 +7,22 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from core import logs
-from core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
+from sparkop.core import logs
+from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     pass
+
+
+def _version() -> str:
+    """The installed distribution's version (the wheel's, or the checkout's editable install)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sparkop")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         epilog="Start here:  sparkop demo        (a local cluster, three apps, a live table)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser(
@@ -346,11 +357,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         return _run(args)
     if args.command == "crds":
-        from api.crds import main as crds_main
+        from sparkop.api.crds import main as crds_main
 
         return crds_main(args.out, check=args.check)
     if args.command == "validate":
-        from api.validate import main as validate_main
+        from sparkop.api.validate import main as validate_main
 
         return validate_main(args.files)
     if args.command == "render":
@@ -389,8 +400,8 @@ def _stop_quietly(signum: int, frame: object) -> None:
 def _run(args: argparse.Namespace) -> int:
     # A stop that arrives while the operator is still importing is a clean stop too.
     signal.signal(signal.SIGTERM, _stop_quietly)
-    from core.leader import ElectionConfig, default_identity, default_namespace
-    from core.runtime import Options
+    from sparkop.core.leader import ElectionConfig, default_identity, default_namespace
+    from sparkop.core.runtime import Options
     from sparkop.operator import LeadershipLost, Serving, run_blocking
 
     logs.configure(args.log_format)

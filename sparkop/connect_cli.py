@@ -19,12 +19,12 @@ from typing import Any, Final, TextIO
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from api import connect as connect_api
-from core import kube as k8s
-from core.jsontypes import JSON
-from domain import kinds
 from sparkop import daily_cli
+from sparkop.api import connect as connect_api
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
 from sparkop.daily_cli import Target, Unavailable
+from sparkop.domain import kinds
 
 DEFAULT_ADDRESS: Final = "127.0.0.1"
 CHUNK: Final = 64 * 1024

@@ -20,11 +20,11 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from core import kube as k8s
-from core.jsontypes import JSON
-from core.times import parse_time
-from domain import kinds, labels, naming
-from driver_controller.submission import EXECUTOR_CONTAINER
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
+from sparkop.core.times import parse_time
+from sparkop.domain import kinds, labels, naming
+from sparkop.driver_controller.submission import EXECUTOR_CONTAINER
 
 LAST_ERROR_WIDTH = 60
 # kubectl's own default-container annotation: a pod template may name the container to read.

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import kube as k8s
-from core.jsontypes import JSON
-from domain import kinds
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import kinds
 
 DEMO_APPS = Path(__file__).resolve().parent.parent / "examples" / "demo"
 REAL_DEMO_APPS = DEMO_APPS.parent / "demo-real"
@@ -95,7 +95,7 @@ def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         source = CRDS
         if not any(CRDS.glob("*.yaml")):
-            from api.crds import write_crds
+            from sparkop.api.crds import write_crds
 
             write_crds(Path(tmp))
             source = Path(tmp)

@@ -17,10 +17,10 @@ from typing import Any
 import pydantic
 import yaml
 
-from api import manifests, validate
-from api.manifests import clip, one_line, quote
-from core.jsontypes import JSON
-from domain import labels
+from sparkop.api import manifests, validate
+from sparkop.api.manifests import clip, one_line, quote
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import labels
 
 # Objects that do not exist yet have no uid; these stand in for them, visibly.
 PLACEHOLDER_APP_UID = "00000000-0000-0000-0000-00000000a001"
@@ -43,7 +43,7 @@ def _with_identity(body: JSON, uid: str, namespace: str | None) -> JSON:
 
 
 def render_driver_objects(driver: JSON) -> Iterator[JSON]:
-    from driver_controller.render import parse, render
+    from sparkop.driver_controller.render import parse, render
 
     objects = render(parse(driver), incarnation=1)
     yield objects.config_map
@@ -60,22 +60,22 @@ def render_driver_objects(driver: JSON) -> Iterator[JSON]:
 def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
     """What sparkop creates for one SparkApplication, SparkDriver, ScheduledSparkApplication or SparkConnect. Raises
     RenderError for another kind, InvalidSpec for a spec Spark would refuse."""
-    from apps_controller.builders import build_driver
-    from apps_controller.observed import AppView
+    from sparkop.apps_controller.builders import build_driver
+    from sparkop.apps_controller.observed import AppView
 
     if doc.get("apiVersion") != labels.API_VERSION:
         raise RenderError(f"apiVersion must be {labels.API_VERSION} (got {quote(doc.get('apiVersion'))})")
     if doc.get("kind") == "ScheduledSparkApplication":
-        from schedule_controller.decide import build_run
-        from schedule_controller.observed import ScheduledView
+        from sparkop.schedule_controller.decide import build_run
+        from sparkop.schedule_controller.observed import ScheduledView
 
         scheduled = _with_identity(doc, PLACEHOLDER_SCHEDULED_UID, namespace)
         run = build_run(ScheduledView.from_body(scheduled), scheduled, PLACEHOLDER_SCHEDULED_TIME)
         run = _with_identity(run, PLACEHOLDER_APP_UID, namespace)
         return [run, *render_document(run, namespace)]
     if doc.get("kind") == "SparkConnect":
-        from connect_controller import build
-        from connect_controller.observed import ConnectView
+        from sparkop.connect_controller import build
+        from sparkop.connect_controller.observed import ConnectView
 
         sc = _with_identity(doc, PLACEHOLDER_CONNECT_UID, namespace)
         view = ConnectView.from_body(sc)
@@ -123,7 +123,7 @@ def _document_name(body: Any) -> str:
 
 def _first_problem(exc: Exception) -> str:
     """One line for an error the renderer raised on a document that passed validation."""
-    from driver_controller.render import InvalidSpec
+    from sparkop.driver_controller.render import InvalidSpec
 
     if isinstance(exc, pydantic.ValidationError):
         first = exc.errors()[0]

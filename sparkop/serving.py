@@ -30,9 +30,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from core.caches import Caches
-from core.informer import Informer
-from core.leader import Elector
+from sparkop.core.caches import Caches
+from sparkop.core.informer import Informer
+from sparkop.core.leader import Elector
 
 # Slack over the longest an informer may legitimately stay silent, beyond its own timeouts.
 STALL_MARGIN_SECONDS = 60.0

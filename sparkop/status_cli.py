@@ -6,10 +6,10 @@ import asyncio
 import sys
 from datetime import UTC, datetime
 
-from api import spark_lines
-from core import kube as k8s
-from core.jsontypes import JSON
-from domain import kinds, labels, naming
+from sparkop.api import spark_lines
+from sparkop.core import kube as k8s
+from sparkop.core.jsontypes import JSON
+from sparkop.domain import kinds, labels, naming
 
 
 def _age(stamp: str | None, now: datetime) -> str:

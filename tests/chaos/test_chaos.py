@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, RealNodeClusters, wait_for
-from domain import labels
+from sparkop.domain import labels
 from tests.support.spark_e2e import (
     JOBS_DIR,
     OLDEST_VERSION,

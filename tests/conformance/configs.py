@@ -306,8 +306,8 @@ def _connect_server() -> dict[str, Any]:
     """The SparkDriver a SparkConnect runs its server as (connect_controller.build): Spark's
     SparkConnectServer with no primary resource (spark-internal), the gRPC port declared and probed,
     the server template's labels."""
-    from connect_controller import build
-    from connect_controller.observed import ConnectView
+    from sparkop.connect_controller import build
+    from sparkop.connect_controller.observed import ConnectView
 
     body: dict[str, Any] = {
         "apiVersion": "sparkop.io/v1alpha1",

@@ -24,10 +24,10 @@ import pytest
 
 from devcluster import images
 from devcluster.testing import ClusterHandle, temporary_namespace
-from domain import labels
-from driver_controller.podbuild import POD_TEMPLATE_VOLUME, SPARK_CONF_VOLUME
-from driver_controller.render import DriverObjects, parse, render
-from driver_controller.submission import DRIVER_CONTAINER, submission
+from sparkop.domain import labels
+from sparkop.driver_controller.podbuild import POD_TEMPLATE_VOLUME, SPARK_CONF_VOLUME
+from sparkop.driver_controller.render import DriverObjects, parse, render
+from sparkop.driver_controller.submission import DRIVER_CONTAINER, submission
 from tests.conformance.configs import CONFIGS
 from tests.support import conformance as harness
 

@@ -18,7 +18,7 @@ import pytest
 
 from devcluster.procs import log_tail
 from devcluster.testing import wait_for
-from domain import labels, naming
+from sparkop.domain import labels, naming
 from tests.support.spark_e2e import SparkNamespace, spark_pi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]

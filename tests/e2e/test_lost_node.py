@@ -22,7 +22,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.testing import RealNodeClusters, wait_for
-from domain import labels
+from sparkop.domain import labels
 from tests.support.spark_e2e import OLDEST_VERSION, STAGES_JOB, SparkNamespace, long_job, spark_versions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]

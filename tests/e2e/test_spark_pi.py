@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from api import spark_lines
-from api.spark_lines import Feature
 from devcluster.testing import wait_for
-from domain import labels, naming
-from driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from sparkop.api import spark_lines
+from sparkop.api.spark_lines import Feature
+from sparkop.domain import labels, naming
+from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 from tests.support.spark_e2e import PodWatch, SeenPod, SparkNamespace, smoke_versions, spark_pi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]

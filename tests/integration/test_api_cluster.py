@@ -13,9 +13,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import api
-from api import crds, rules, spark_lines, validate
 from devcluster.testing import ClusterHandle, temporary_namespace
+from sparkop import api
+from sparkop.api import crds, rules, spark_lines, validate
 from tests.support import testcases
 
 pytestmark = pytest.mark.cluster

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from core.reconciler import SETTLE_SECONDS
 from devcluster.ports import free_ports
 from devcluster.testing import ClusterHandle, wait_for
+from sparkop.core.reconciler import SETTLE_SECONDS
 from tests.support.cluster_apps import get
 from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV, FAULT_KINDS_ENV
 from tests.support.faults import MODULE as FAULT_MODULE

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from core.reconciler import SETTLE_SECONDS
 from devcluster.testing import ClusterHandle, wait_for
-from domain import labels
+from sparkop.core.reconciler import SETTLE_SECONDS
+from sparkop.domain import labels
 from tests.support.cluster_drivers import driver_manifest, executors_owned, get, operator, pods, status, wait_phase
 from tests.support.operator import OperatorProcess
 

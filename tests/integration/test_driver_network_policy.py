@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from domain import labels
+from sparkop.domain import labels
 
 # The driver-controller-only operator fixture too.
 from tests.support.cluster_drivers import driver_manifest, executors_owned, get, operator, wait_phase

@@ -34,7 +34,7 @@ import yaml
 from devcluster import images, nodes, realnodes
 from devcluster.cluster import Cluster
 from devcluster.testing import REAL_SESSION_PREFIX, ClusterHandle, RealNodeClusters, wait_for
-from domain import naming
+from sparkop.domain import naming
 from tests.support.cluster_apps import DriverWatch, app_manifest, assert_no_duplicates
 from tests.support.helm import CHART, Release, install
 from tests.support.spark_e2e import DRIVER_CONTAINER, OLDEST_VERSION, spark_pi

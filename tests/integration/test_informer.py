@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from core.informer import BY_CONTROLLER_UID, EventType, Informer, controller_uid
-from core.jsontypes import JSON
-from core.kube import CONFIGMAPS, Kube
 from devcluster.testing import ClusterHandle
+from sparkop.core.informer import BY_CONTROLLER_UID, EventType, Informer, controller_uid
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import CONFIGMAPS, Kube
 from tests.support.gap import compact_etcd_and_restart_apiserver
 
 pytestmark = pytest.mark.cluster

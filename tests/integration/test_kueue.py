@@ -27,7 +27,7 @@ import pytest
 
 from devcluster.components import FAKE_NODE_LABEL
 from devcluster.testing import ClusterHandle, wait_for
-from domain import labels, naming
+from sparkop.domain import labels, naming
 from tests.support import gangs
 from tests.support.cluster_apps import app_manifest, get, status, wait_state
 from tests.support.operator import OperatorProcess

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from domain import labels
+from sparkop.domain import labels
 from tests.support.operator import OperatorProcess, release_driver_pods
 from tests.support.readme import ROOT, tour_steps
 

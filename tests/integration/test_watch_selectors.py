@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from core.kube import USER_AGENT
 from devcluster.testing import ClusterHandle, wait_for
+from sparkop.core.kube import USER_AGENT
 from tests.support.operator import OperatorProcess
 from tests.support.specs import PYTHON_PI_SPEC
 

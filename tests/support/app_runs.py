@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.models import DriverPhase
+from sparkop.api.models import DriverPhase
 from tests.support.simulation import SimCluster
 
 BASE_SPEC: dict[str, Any] = {

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from domain import labels, naming
+from sparkop.domain import labels, naming
 from tests.support.operator import OperatorProcess
 
 Obj = dict[str, Any]

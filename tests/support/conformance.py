@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.jsontypes import JSON
 from devcluster.images import ensure_pyspark, scala_version
 from devcluster.paths import cache_root
-from driver_controller.sparkconf import parse_properties
+from sparkop.core.jsontypes import JSON
+from sparkop.driver_controller.sparkconf import parse_properties
 
 CACHE = cache_root()
 # Properties only the submitting client uses; they never reach a driver we create.
@@ -94,7 +94,7 @@ def kubeflow_args(
 ) -> list[str]:
     """spark-submit arguments for a SparkDriver manifest, after kubeflow's buildSparkSubmitArgs
     (only the fields the conformance configurations use)."""
-    from domain import naming
+    from sparkop.domain import naming
 
     meta, spec = driver["metadata"], _with_monitoring(driver)
     name, ns = meta["name"], meta["namespace"]

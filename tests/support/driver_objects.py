@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from core.reconciler import Plan
-from domain import labels
-from driver_controller.observe import summarize_object
-from driver_controller.render import parse, render
+from sparkop.core.reconciler import Plan
+from sparkop.domain import labels
+from sparkop.driver_controller.observe import summarize_object
+from sparkop.driver_controller.render import parse, render
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000001"

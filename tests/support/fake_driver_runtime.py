@@ -9,11 +9,11 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from core.controller import Loop
-from core.runtime import Options, Runtime
-from driver_controller import handlers
-from driver_controller.handlers import driver_controller
-from driver_controller.observe import summarize_pod
+from sparkop.core.controller import Loop
+from sparkop.core.runtime import Options, Runtime
+from sparkop.driver_controller import handlers
+from sparkop.driver_controller.handlers import driver_controller
+from sparkop.driver_controller.observe import summarize_pod
 from tests.support.driver_objects import objects
 from tests.support.fake_index import FakeIndex
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-from core import reconciler
+from sparkop.core import reconciler
 
 FAULT_EXIT_ENV: Final = "SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS"
 FAULT_KINDS_ENV: Final = "SPARKOP_FAULT_KINDS"

@@ -18,7 +18,7 @@ import pytest
 
 from devcluster.cluster import Cluster
 from devcluster.testing import SESSION_PREFIX, ClusterHandle, temporary_namespace, wait_for
-from domain import labels, naming
+from sparkop.domain import labels, naming
 from tests.support.cluster_apps import app_manifest, status, wait_state
 from tests.support.crds import install_crds
 from tests.support.operator import OperatorProcess

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 
 from devcluster.testing import ClusterHandle
-from domain import labels
+from sparkop.domain import labels
 
 
 class OperatorProcess:

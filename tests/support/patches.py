@@ -6,7 +6,7 @@ from typing import Any
 
 import jsonpatch
 
-from core.reconciler import Patch
+from sparkop.core.reconciler import Patch
 
 
 def patched(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
-from core.times import utc_now
+from sparkop.core.times import utc_now
 
 CLOCK_OFFSET_ENV: Final = "SPARKOP_TEST_CLOCK_OFFSET_FILE"
 MODULE: Final = "tests.support.shifted_clock"  # OperatorProcess(module=MODULE)
@@ -30,7 +30,7 @@ def shifted(path: Path) -> datetime:
 
 
 if __name__ == "__main__":
-    from schedule_controller import handlers
+    from sparkop.schedule_controller import handlers
 
     offset_file = Path(os.environ[CLOCK_OFFSET_ENV])
     handlers.CLOCK = lambda: shifted(offset_file)

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
-from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus
-from apps_controller.decide import decide
-from apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
-from apps_controller.status import counted, finished, read_status, state, status_json
-from core import kube
-from core.jsontypes import JSON
-from core.reconciler import SETTLE_SECONDS, Applier, Event, Learned, Plan, Refusal
-from domain import labels
+from sparkop.api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus
+from sparkop.apps_controller.decide import decide
+from sparkop.apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
+from sparkop.apps_controller.status import counted, finished, read_status, state, status_json
+from sparkop.core import kube
+from sparkop.core.jsontypes import JSON
+from sparkop.core.reconciler import SETTLE_SECONDS, Applier, Event, Learned, Plan, Refusal
+from sparkop.domain import labels
 
 T = TypeVar("T")
 

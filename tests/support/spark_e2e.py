@@ -22,7 +22,7 @@ from _pytest.mark.structures import ParameterSet
 
 from devcluster import images
 from devcluster.testing import ClusterHandle, temporary_namespace, wait_for
-from domain import labels
+from sparkop.domain import labels
 from tests.support.crds import install_crds
 from tests.support.operator import OperatorProcess
 

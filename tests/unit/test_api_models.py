@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-import api
-from api import crds, k8s_openapi, rules, validate
-from api.connect import SparkConnect
-from api.scheduled import ScheduledSparkApplication
+from sparkop import api
+from sparkop.api import crds, k8s_openapi, rules, validate
+from sparkop.api.connect import SparkConnect
+from sparkop.api.scheduled import ScheduledSparkApplication
 from tests.support import testcases
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,14 +100,14 @@ def test_status_lists_are_bounded() -> None:
 
 
 def test_crds_are_not_stale() -> None:
-    assert crds.stale() == [], "crds/ is stale: run `python -m api crds` (sparkop crds) and commit"
+    assert crds.stale() == [], "crds/ is stale: run `python -m sparkop.api crds` (sparkop crds) and commit"
 
 
 def test_k8s_schemas_are_fresh() -> None:
     if not (k8s_openapi.DEFAULT_SOURCE / k8s_openapi.SOURCE_FILES[0]).exists():
         pytest.skip("Kubernetes OpenAPI source not on this machine")
     committed = json.loads(k8s_openapi.OUTPUT.read_text())
-    assert committed == json.loads(json.dumps(k8s_openapi.extract())), "run python -m api.k8s_openapi --refresh"
+    assert committed == json.loads(json.dumps(k8s_openapi.extract())), "run python -m sparkop.api.k8s_openapi --refresh"
 
 
 def _walk(node: Any, path: str = "") -> Any:

@@ -9,13 +9,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from api.models import DriverPhase
-from apps_controller import transitions as at
-from apps_controller.metrics import AppCollector
-from core import kube
-from core.metrics import Transitions
-from core.reconciler import Applier, Observation
-from driver_controller import transitions as dt
+from sparkop.api.models import DriverPhase
+from sparkop.apps_controller import transitions as at
+from sparkop.apps_controller.metrics import AppCollector
+from sparkop.core import kube
+from sparkop.core.metrics import Transitions
+from sparkop.core.reconciler import Applier, Observation
+from sparkop.driver_controller import transitions as dt
 from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import EPOCH, SimCluster
 

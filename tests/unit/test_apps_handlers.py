@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from apps_controller import status as apps_status
-from apps_controller.decide import decide as reconcile
-from apps_controller.handlers import APPS_INDEX, apps_controller
-from apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_key
-from core import kube
-from core.caches import NotCurrent
-from core.controller import Loop
-from core.reconciler import Learned, Plan
-from core.runtime import Runtime
+from sparkop.apps_controller import status as apps_status
+from sparkop.apps_controller.decide import decide as reconcile
+from sparkop.apps_controller.handlers import APPS_INDEX, apps_controller
+from sparkop.apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_key
+from sparkop.core import kube
+from sparkop.core.caches import NotCurrent
+from sparkop.core.controller import Loop
+from sparkop.core.reconciler import Learned, Plan
+from sparkop.core.runtime import Runtime
 from tests.support.fake_index import FakeIndex
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC

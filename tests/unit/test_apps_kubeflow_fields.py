@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.models import DriverPhase
-from apps_controller import ui
-from apps_controller.builders import build_driver
-from apps_controller.observed import AppView
-from domain import labels
+from sparkop.api.models import DriverPhase
+from sparkop.apps_controller import ui
+from sparkop.apps_controller.builders import build_driver
+from sparkop.apps_controller.observed import AppView
+from sparkop.domain import labels
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 
@@ -120,7 +120,7 @@ def test_driver_ingress_objects_live_with_the_run_and_are_restored() -> None:
 
 
 def test_driver_ingress_objects_stay_without_an_operator_ui_service() -> None:
-    from apps_controller.observed import UIConfig
+    from sparkop.apps_controller.observed import UIConfig
 
     c = SimCluster(spec={**SPEC, "driverIngressOptions": [OPTION]}, name="pi", ui=UIConfig(service=False))
     c.run_until_quiet()

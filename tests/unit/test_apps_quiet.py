@@ -11,14 +11,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.models import Condition, DriverPhase
-from apps_controller import events
-from apps_controller import status as apps_status
-from apps_controller.decide import decide as reconcile
-from apps_controller.observed import DriverView, OwnedObject, owner_keys
-from core.reconciler import Create as CreateDriver
-from core.reconciler import Delete as DeleteObject
-from core.reconciler import Ensure as EnsureObject
+from sparkop.api.models import Condition, DriverPhase
+from sparkop.apps_controller import events
+from sparkop.apps_controller import status as apps_status
+from sparkop.apps_controller.decide import decide as reconcile
+from sparkop.apps_controller.observed import DriverView, OwnedObject, owner_keys
+from sparkop.core.reconciler import Create as CreateDriver
+from sparkop.core.reconciler import Delete as DeleteObject
+from sparkop.core.reconciler import Ensure as EnsureObject
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 

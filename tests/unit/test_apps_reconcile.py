@@ -8,16 +8,23 @@ from typing import Any
 
 import pytest
 
-from api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus, SparkDriver
-from apps_controller import events
-from apps_controller import status as apps_status
-from apps_controller.decide import decide as reconcile
-from apps_controller.observed import Observed, SpecError, UIConfig
-from core.reconciler import Create as CreateDriver
-from core.reconciler import Delete as DeleteApp
-from core.reconciler import Delete as DeleteObject
-from core.reconciler import Ensure as EnsureObject
-from domain import labels
+from sparkop.api.models import (
+    ApplicationState,
+    AttemptOutcome,
+    Condition,
+    DriverPhase,
+    SparkApplicationStatus,
+    SparkDriver,
+)
+from sparkop.apps_controller import events
+from sparkop.apps_controller import status as apps_status
+from sparkop.apps_controller.decide import decide as reconcile
+from sparkop.apps_controller.observed import Observed, SpecError, UIConfig
+from sparkop.core.reconciler import Create as CreateDriver
+from sparkop.core.reconciler import Delete as DeleteApp
+from sparkop.core.reconciler import Delete as DeleteObject
+from sparkop.core.reconciler import Ensure as EnsureObject
+from sparkop.domain import labels
 from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import SimCluster
 

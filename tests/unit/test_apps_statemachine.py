@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from api.models import (
+from sparkop.api.models import (
     ApplicationState,
     AttemptOutcome,
     Condition,
@@ -38,8 +38,8 @@ from api.models import (
     RestartPolicyType,
     SparkApplicationStatus,
 )
-from apps_controller import status as apps_status
-from apps_controller.observed import UIConfig
+from sparkop.apps_controller import status as apps_status
+from sparkop.apps_controller.observed import UIConfig
 from tests.support.simulation import EPOCH, SimCluster, Snapshot
 from tests.support.specs import PYTHON_PI_SPEC
 

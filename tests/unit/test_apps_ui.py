@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from api.models import DriverPhase, SparkApplicationStatus, SparkDriver
-from apps_controller import events, ui
-from apps_controller.builders import build_driver
-from apps_controller.observed import AppView, UIConfig
-from domain import labels
+from sparkop.api.models import DriverPhase, SparkApplicationStatus, SparkDriver
+from sparkop.apps_controller import events, ui
+from sparkop.apps_controller.builders import build_driver
+from sparkop.apps_controller.observed import AppView, UIConfig
+from sparkop.domain import labels
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 

@@ -8,11 +8,11 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from api.models import DriverPhase
-from apps_controller.decide import decide
-from apps_controller.observed import Observed, OwnedObject, UIConfig
-from apps_controller.ui import UI_RESTORED
-from core.reconciler import Ensure, Patch
+from sparkop.api.models import DriverPhase
+from sparkop.apps_controller.decide import decide
+from sparkop.apps_controller.observed import Observed, OwnedObject, UIConfig
+from sparkop.apps_controller.ui import UI_RESTORED
+from sparkop.core.reconciler import Ensure, Patch
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 

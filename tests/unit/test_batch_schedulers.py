@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from api.models import SparkDriver
-from core.reconciler import Create, Refusal, refusal_key
-from driver_controller import schedulers
-from driver_controller.decide import Observed, decide
-from driver_controller.render import DriverObjects, names, render
+from sparkop.api.models import SparkDriver
+from sparkop.core.reconciler import Create, Refusal, refusal_key
+from sparkop.driver_controller import schedulers
+from sparkop.driver_controller.decide import Observed, decide
+from sparkop.driver_controller.render import DriverObjects, names, render
 from tests.support.batch_schedulers import parse_task_groups
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from core.caches import Caches, NotCurrent
-from core.informer import Informer
-from core.jsontypes import JSON
-from core.kube import NAMESPACES, PODS
-from domain.kinds import SPARK_DRIVERS
+from sparkop.core.caches import Caches, NotCurrent
+from sparkop.core.informer import Informer
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import NAMESPACES, PODS
+from sparkop.domain.kinds import SPARK_DRIVERS
 
 
 def pod(namespace: str, name: str, driver: str) -> JSON:
@@ -84,7 +84,7 @@ async def test_a_reconcile_that_met_caches_relisting_runs_again_shortly_without_
 ) -> None:
     import asyncio
 
-    from core.queue import Result, WorkQueue
+    from sparkop.core.queue import Result, WorkQueue
 
     runs: list[str] = []
     done = asyncio.Event()

@@ -23,8 +23,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api import validate
 from sparkop import render_cli
+from sparkop.api import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_FILES = sorted(ROOT.glob("examples/*.yaml"))

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from core import kube as k8s
 from sparkop import cli, connect_cli
+from sparkop.core import kube as k8s
 
 READY: dict[str, Any] = {
     "apiVersion": "sparkop.io/v1alpha1",

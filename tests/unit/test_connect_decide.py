@@ -11,11 +11,11 @@ from typing import Any
 
 import yaml
 
-from api import connect, validate
-from api.connect import ConnectState, ServerOutcome, SparkConnectStatus
-from api.models import DriverPhase
-from connect_controller import build
-from connect_controller.decide import (
+from sparkop.api import connect, validate
+from sparkop.api.connect import ConnectState, ServerOutcome, SparkConnectStatus
+from sparkop.api.models import DriverPhase
+from sparkop.connect_controller import build
+from sparkop.connect_controller.decide import (
     CONDITION_READY,
     SERVER_EXITED,
     SERVER_READY,
@@ -25,10 +25,10 @@ from connect_controller.decide import (
     backoff,
     decide,
 )
-from connect_controller.observed import ConnectView, Observed, ServerView, ServiceView, read_status, spec_hash
-from core.reconciler import Create, Delete, Ensure, Plan, Refusal, refusal_key
-from domain import labels, naming
-from driver_controller.render import parse, render
+from sparkop.connect_controller.observed import ConnectView, Observed, ServerView, ServiceView, read_status, spec_hash
+from sparkop.core.reconciler import Create, Delete, Ensure, Plan, Refusal, refusal_key
+from sparkop.domain import labels, naming
+from sparkop.driver_controller.render import parse, render
 
 NOW = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
 UID = "c0ffee00-0000-4000-8000-000000000001"

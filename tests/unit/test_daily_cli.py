@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from core import kube as k8s
-from domain import labels
 from sparkop import cli, daily_cli
+from sparkop.core import kube as k8s
 from sparkop.daily_cli import Unavailable
+from sparkop.domain import labels
 
 NOW = datetime(2025, 1, 2, 12, 0, 0, tzinfo=UTC)
 Obj = dict[str, Any]

@@ -13,7 +13,7 @@ from devcluster import components, procs
 from devcluster.build import TOOL_BUILDS, cache_key, go_builds, kueue_binaries, read_versions
 from devcluster.certs import CertPaths, write_pki, write_serving_pair
 from devcluster.paths import GOBUILD_DIR
-from domain import kinds, labels
+from sparkop.domain import kinds, labels
 
 
 def test_kueue_is_built_from_its_pinned_module_apart_from_the_cluster(tmp_path: Path) -> None:

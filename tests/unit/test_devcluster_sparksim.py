@@ -16,7 +16,7 @@ from devcluster.sparksim import (
     executor_name_prefix,
     parse_size_mib,
 )
-from driver_controller.render import parse, render
+from sparkop.driver_controller.render import parse, render
 
 
 def driver(**overrides: Any) -> dict[str, Any]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from core import kube
-from core.kube import transient_error
-from core.queue import Result
-from core.reconciler import ApplyFailed as Failed
-from driver_controller import handlers
+from sparkop.core import kube
+from sparkop.core.kube import transient_error
+from sparkop.core.queue import Result
+from sparkop.core.reconciler import ApplyFailed as Failed
+from sparkop.driver_controller import handlers
 from tests.support.driver_objects import UID, driver, objects, running
 from tests.support.fake_driver_runtime import KEY, FakeKube, FakeRuntime, api_error, controller
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from core.reconciler import Create, Patch, Plan, Refusal, refusal_key
-from domain import labels
-from driver_controller import kueue
-from driver_controller.decide import Observed, decide
-from driver_controller.observe import summarize_object, summarize_pod
-from driver_controller.render import parse, render
-from driver_controller.status import status_json
+from sparkop.core.reconciler import Create, Patch, Plan, Refusal, refusal_key
+from sparkop.domain import labels
+from sparkop.driver_controller import kueue
+from sparkop.driver_controller.decide import Observed, decide
+from sparkop.driver_controller.observe import summarize_object, summarize_pod
+from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, driver, kinds, running, terminated
 
 WORKLOAD = "pi-workload"

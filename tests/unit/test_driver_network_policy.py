@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from core.reconciler import Delete, Ensure, Patch, Plan, Refusal, refusal_key
-from domain import labels
-from driver_controller.decide import Observed, decide
-from driver_controller.draft import policy_restore_patch
-from driver_controller.observe import (
+from sparkop.core.reconciler import Delete, Ensure, Patch, Plan, Refusal, refusal_key
+from sparkop.domain import labels
+from sparkop.driver_controller.decide import Observed, decide
+from sparkop.driver_controller.draft import policy_restore_patch
+from sparkop.driver_controller.observe import (
     PolicySummary,
     policy_view,
     summarize_object,
@@ -22,9 +22,9 @@ from driver_controller.observe import (
     summarize_policy,
     trim_policy,
 )
-from driver_controller.podbuild import EXCLUDED_STEPS_KEY, FEATURE_STEP_PACKAGE
-from driver_controller.render import names, network_policy, parse, render
-from driver_controller.status import status_json
+from sparkop.driver_controller.podbuild import EXCLUDED_STEPS_KEY, FEATURE_STEP_PACKAGE
+from sparkop.driver_controller.render import names, network_policy, parse, render
+from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, UID, deleting, driver, executor, kinds, running, terminated
 from tests.support.fake_driver_runtime import KEY, FakeKube, controller
 from tests.support.simulation import _merge_patch as merge_patched
@@ -158,7 +158,7 @@ def test_nothing_is_written_when_it_is_as_wanted(monkeypatch: pytest.MonkeyPatch
     def no_render(*_: Any) -> Any:
         raise AssertionError("rendered although nothing is missing")
 
-    monkeypatch.setattr("driver_controller.decide.render", no_render)
+    monkeypatch.setattr("sparkop.driver_controller.decide.render", no_render)
     again = plan_for(settled, pods, cms, svcs, [policy])
     assert again.status is None and again.actions == () and again.events == ()
     # Others' labels and annotations are theirs: still nothing to write.
@@ -170,7 +170,7 @@ def test_nothing_is_written_when_it_is_as_wanted(monkeypatch: pytest.MonkeyPatch
 def test_restored_when_missing_without_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
     body = spark("4.3.0", running_status())
     pods, cms, svcs, _deleted = present(body)
-    monkeypatch.setattr("driver_controller.decide.render", lambda *_: pytest.fail("rendered"))
+    monkeypatch.setattr("sparkop.driver_controller.decide.render", lambda *_: pytest.fail("rendered"))
     plan = plan_for(body, pods, cms, svcs, [])
     assert kinds(plan) == ["NetworkPolicy/pi-1-policy"]
     (ensure,) = plan.before_status
@@ -380,7 +380,7 @@ async def test_the_shell_creates_it_with_the_configmaps_and_service_then_the_pod
 
 
 async def test_the_shell_deletes_it_once_the_driver_ended_without_a_status_write() -> None:
-    from driver_controller import handlers
+    from sparkop.driver_controller import handlers
 
     body = spark("4.3.0", {**running_status(), "phase": "Succeeded", "completionTime": "2026-01-01T11:30:00Z",
                            "observedGeneration": 1})  # fmt: skip

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from domain import labels
-from driver_controller.podbuild import RenderOptions
-from driver_controller.render import parse, render
+from sparkop.domain import labels
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.render import parse, render
 from tests.support.driver_objects import spark_pi_driver
 
 UID = "0b4c3d9e-0000-4000-8000-00000000bdb1"

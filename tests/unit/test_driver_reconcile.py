@@ -10,12 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from core.kube import merge_patch
-from core.reconciler import Plan
-from driver_controller.decide import EXECUTOR_CLEANUP_GRACE_SECONDS, Observed, Settings, decide, submission_failed
-from driver_controller.observe import summarize_object, summarize_pod
-from driver_controller.render import parse, render
-from driver_controller.status import status_json
+from sparkop.core.kube import merge_patch
+from sparkop.core.reconciler import Plan
+from sparkop.driver_controller.decide import (
+    EXECUTOR_CLEANUP_GRACE_SECONDS,
+    Observed,
+    Settings,
+    decide,
+    submission_failed,
+)
+from sparkop.driver_controller.observe import summarize_object, summarize_pod
+from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import (
     NOW,
     deleting,
@@ -321,7 +327,7 @@ def test_steady_state_does_not_render(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_render(*_: Any) -> Any:
         raise AssertionError("rendered although nothing is missing")
 
-    monkeypatch.setattr("driver_controller.decide.render", no_render)
+    monkeypatch.setattr("sparkop.driver_controller.decide.render", no_render)
     again = plan_for(driver(status_json(first.status)), [running(pod)], cms, svcs)
     assert again.status is None and again.creates == ()
     assert first.status.webUIAddress == "pi-1-driver-svc.ns.svc:4040"

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain import labels, naming
-from driver_controller import sparkconf
-from driver_controller.observe import summarize_pod
-from driver_controller.podbuild import app_name_label, driver_memory_mib
-from driver_controller.render import (
+from sparkop.domain import labels, naming
+from sparkop.driver_controller import sparkconf
+from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.podbuild import app_name_label, driver_memory_mib
+from sparkop.driver_controller.render import (
     CONFIGMAP_DATA_LIMIT,
     InvalidSpec,
     SpecTooLarge,
@@ -464,7 +464,7 @@ def test_metrics_properties_without_prometheus() -> None:
 def test_default_prometheus_config_reads_sparks_jmx_names() -> None:
     import yaml
 
-    from driver_controller.submission import DEFAULT_PROMETHEUS_CONFIG
+    from sparkop.driver_controller.submission import DEFAULT_PROMETHEUS_CONFIG
 
     rules = yaml.safe_load(DEFAULT_PROMETHEUS_CONFIG)["rules"]
 

@@ -17,11 +17,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from core.reconciler import Plan
-from domain import labels
-from driver_controller.decide import Observed, Settings, decide
-from driver_controller.observe import summarize_pod
-from driver_controller.status import status_json
+from sparkop.core.reconciler import Plan
+from sparkop.domain import labels
+from sparkop.driver_controller.decide import Observed, Settings, decide
+from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated, with_status
 
 # What can happen to a SparkDriver's pods between two passes.

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from domain import labels
-from driver_controller.decide import Observed, decide
-from driver_controller.observe import summarize_pod
-from driver_controller.render import parse, render
+from sparkop.domain import labels
+from sparkop.driver_controller.decide import Observed, decide
+from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.render import parse, render
 from tests.support.patches import patched
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

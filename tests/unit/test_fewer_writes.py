@@ -8,14 +8,14 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from api.models import ApplicationState, DriverPhase, DriverPodInfo, ExecutorCounts
-from apps_controller import status as apps_status
-from apps_controller import ui
-from apps_controller.decide import decide as reconcile
-from apps_controller.observed import AppView, UIConfig
-from driver_controller.decide import Observed, decide
-from driver_controller.observe import summarize_pod
-from driver_controller.status import first_pod_only, progress_only, read_status, status_json
+from sparkop.api.models import ApplicationState, DriverPhase, DriverPodInfo, ExecutorCounts
+from sparkop.apps_controller import status as apps_status
+from sparkop.apps_controller import ui
+from sparkop.apps_controller.decide import decide as reconcile
+from sparkop.apps_controller.observed import AppView, UIConfig
+from sparkop.driver_controller.decide import Observed, decide
+from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.status import first_pod_only, progress_only, read_status, status_json
 from tests.support.driver_objects import NOW, driver, objects, running, terminated
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC

@@ -8,12 +8,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from apps_controller import metrics as app_metrics
-from core.jsontypes import JSON
-from core.kube import PODS
-from core.runtime import Runtime
-from domain.kinds import SPARK_APPLICATIONS
-from driver_controller import metrics as driver_metrics
+from sparkop.apps_controller import metrics as app_metrics
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import PODS
+from sparkop.core.runtime import Runtime
+from sparkop.domain.kinds import SPARK_APPLICATIONS
+from sparkop.driver_controller import metrics as driver_metrics
 
 
 def app(name: str, state: str, stuck: str | None = None, app_type: str | None = None) -> JSON:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from api import spark_lines
 from devcluster import images
 from devcluster.images import (
     BASE_RECIPE,
@@ -28,6 +27,7 @@ from devcluster.images import (
     spark_refs,
     write_docker_archive,
 )
+from sparkop.api import spark_lines
 
 CONFIG = ImageConfig(
     entrypoint=("/bin/tool",), cmd=("--help",), env=("PATH=/bin", "A=1"), working_dir="/work", user="185"

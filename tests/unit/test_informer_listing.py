@@ -18,10 +18,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from core import informer as informer_module
-from core.informer import ABSENT_POLL_S, INITIAL_EVENTS_END, MIN_BACKOFF_S, Informer
-from core.jsontypes import JSON
-from core.kube import CONFIGMAPS, Resource
+from sparkop.core import informer as informer_module
+from sparkop.core.informer import ABSENT_POLL_S, INITIAL_EVENTS_END, MIN_BACKOFF_S, Informer
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import CONFIGMAPS, Resource
 
 
 def config_map(name: str, rv: str) -> JSON:
@@ -189,7 +189,7 @@ async def test_a_slow_first_listing_says_where_its_time_went(
     monkeypatch.setattr(informer_module, "SLOW_LISTING_S", 0.0)  # every listing is slow here
     api = Api(Response(200, chunks=[line("ADDED", config_map("a", "3")), END]))
     informer = Informer(api, CONFIGMAPS, namespace="ns")
-    with caplog.at_level(logging.INFO, logger="core.informer"):
+    with caplog.at_level(logging.INFO, logger="sparkop.core.informer"):
         task = await synced(informer)
     task.cancel()
     (said,) = [r.getMessage() for r in caplog.records if "listed" in r.getMessage()]

@@ -7,8 +7,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from core import kube as kube_module
-from core.kube import Kube, RateLimit
+from sparkop.core import kube as kube_module
+from sparkop.core.kube import Kube, RateLimit
 
 pytestmark = pytest.mark.asyncio
 

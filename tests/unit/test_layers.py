@@ -55,9 +55,26 @@ ALLOWED: Mapping[str, set[str]] = {
 }
 
 
+# The layers the one installed package, sparkop, holds as sparkop.<layer> (sparkop/<layer> links
+# to the repository's folder <layer>/): everything shipped is imported through sparkop.
+LINKED = {path.name for path in (ROOT / "sparkop").iterdir() if path.is_symlink()}
+
+
 def module_name(path: Path) -> str:
+    """The name a shipped file is imported by: core/kube.py is sparkop.core.kube."""
     parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[0] in LINKED:
+        parts = ("sparkop", *parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(name: str) -> str:
+    """The layer (a folder of the repository) a module name belongs to: sparkop.core.kube is core's,
+    sparkop.cli the entry points'."""
+    parts = name.split(".")
+    if parts[0] == "sparkop" and len(parts) > 1 and parts[1] in LINKED:
+        return parts[1]
+    return parts[0]
 
 
 @cache
@@ -154,10 +171,27 @@ def strongly_connected(graph: Mapping[str, set[str]]) -> list[list[str]]:
 def test_the_import_graph_is_read_from_the_source() -> None:
     """The graph sees function-level and relative imports (a lazy import is still an edge)."""
     graph = import_graph()
-    assert "core.kube" in graph["core.queue"]
-    assert "api.models" in graph["api.crds"]  # from .models import ...
+    assert "sparkop.core.kube" in graph["sparkop.core.queue"]
+    assert "sparkop.api.models" in graph["sparkop.api.crds"]  # from .models import ...
     assert "sparkop.demo" in graph["sparkop.cli"]  # imported inside a function
-    assert {"apps_controller.handlers", "driver_controller.handlers"} <= graph["sparkop.operator"]
+    assert {"sparkop.apps_controller.handlers", "sparkop.driver_controller.handlers"} <= graph["sparkop.operator"]
+
+
+def test_the_wheel_has_one_top_level_package_and_each_layer_is_imported_through_it() -> None:
+    """Every shipped layer is a folder of its own linked under sparkop/, and no module imports a
+    layer by its bare folder name (which, from a checkout, would load a second copy of it)."""
+    assert set(SHIPPED) - {"sparkop", "devcluster"} == LINKED
+    for name in LINKED:
+        assert (ROOT / "sparkop" / name).resolve() == ROOT / name
+    bare = [
+        f"{path.relative_to(ROOT)}:{line} imports {imported}"
+        for top in sorted(FIRST_PARTY)
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if "gobuild" not in path.parts
+        for imported, line in imported_names(path)
+        if imported.split(".")[0] in LINKED
+    ]
+    assert not bare, "import the layers through sparkop:\n" + "\n".join(sorted(set(bare)))
 
 
 def test_no_import_cycle_between_shipped_modules() -> None:
@@ -168,10 +202,12 @@ def test_no_import_cycle_between_shipped_modules() -> None:
 def test_each_package_imports_only_the_layers_below_it() -> None:
     wrong: list[str] = []
     for name, path in shipped_modules().items():
-        layer = name.split(".")[0]
+        layer = layer_of(name)
         allowed = ALLOWED[layer] | {layer}
         for imported, line in imported_names(path):
-            top = imported.split(".")[0]
+            top = layer_of(imported)
+            if imported in ("sparkop", "sparkop.__init__"):
+                continue  # the package itself: its __init__ imports nothing
             if top in FIRST_PARTY and top not in allowed:
                 wrong.append(f"{path.relative_to(ROOT)}:{line} ({layer}) imports {top}")
     assert not wrong, "imports against the layers:\n" + "\n".join(sorted(set(wrong)))

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from core.kube import Fenced, Kube
-from core.leader import Election, ElectionConfig, Elector, LeaseConflict, LeaseRecord
-from domain.kinds import SPARK_APPLICATIONS
+from sparkop.core.kube import Fenced, Kube
+from sparkop.core.leader import Election, ElectionConfig, Elector, LeaseConflict, LeaseRecord
+from sparkop.domain.kinds import SPARK_APPLICATIONS
 
 WALL = datetime(2025, 1, 1, tzinfo=UTC)
 

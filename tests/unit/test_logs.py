@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from core import logs
+from sparkop.core import logs
 
 
 @pytest.fixture(autouse=True)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from core.controller import Controller, Loop, Source, _ours
-from core.jsontypes import JSON
-from core.kube import PODS, Rules
-from core.reconciler import Applier, Learnt, Plan
-from core.runtime import Runtime
-from domain import kinds
+from sparkop.core.controller import Controller, Loop, Source, _ours
+from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import PODS, Rules
+from sparkop.core.reconciler import Applier, Learnt, Plan
+from sparkop.core.runtime import Runtime
+from sparkop.domain import kinds
 from tests.support.fake_index import FakeIndex
 
 KEY = ("ns", "pi")

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.memo import Memo
-from driver_controller.render import parse
+from sparkop.core.memo import Memo
+from sparkop.driver_controller.render import parse
 
 
 def test_a_value_read_once_is_not_kept() -> None:

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.validate import validate_document
-from driver_controller import nodeloss
-from driver_controller.podbuild import RenderOptions
-from driver_controller.render import parse, render
+from sparkop.api.validate import validate_document
+from sparkop.driver_controller import nodeloss
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.render import parse, render
 from tests.support.driver_objects import spark_pi_driver
 
 UNREACHABLE, NOT_READY = "node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"

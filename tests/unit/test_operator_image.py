@@ -34,7 +34,7 @@ from devcluster.images import (
     dependencies_key,
     locked_versions,
     operator_key,
-    project_packages,
+    project_folders,
     read_archive,
 )
 
@@ -86,7 +86,7 @@ def test_both_install_the_locked_wheels_and_the_sparkop_wheel_into_the_same_plac
     assert "--no-deps" in deps and "--no-deps" in app and app.split("&&")[0].rstrip().endswith(" .")
     assert f"{lock} {lock}" in _all(builder, "COPY")
     copied = {arguments.split()[0] for arguments in _all(builder, "COPY")}
-    assert copied - {lock, "pyproject.toml"} == {*project_packages()}, "the Dockerfile copies every package"
+    assert copied - {lock, "pyproject.toml"} == {*project_folders()}, "every wheel folder"
     assert _all(final, "COPY")[:2] == [f"--from=install /deps {SITE_PACKAGES}", f"--from=install /app {SITE_PACKAGES}"]
     assert f"{_relative(OPERATOR_LAUNCHER)} {OPERATOR_CONFIG.entrypoint[0]}" in _all(final, "COPY")
     (compile_run,) = [run for run in _all(final, "RUN") if "compileall" in run]
@@ -218,7 +218,7 @@ def test_the_image_runs_sparkop_as_nonroot_from_a_read_only_tree_with_its_byteco
     assert writable == []
     env = {"PATH": DEFAULT_PATH, **dict(e.split("=", 1) for e in OPERATOR_CONFIG.env)}
     check = (
-        "import importlib.metadata, os, sys, sparkop.operator, core.kube;"
+        "import importlib.metadata, os, sys, sparkop.operator, sparkop.core.kube;"
         "print(os.getuid(), importlib.metadata.version('sparkop'), sys.version_info[:2],"
         " sparkop.operator.__cached__ is not None and os.path.exists(sparkop.operator.__cached__))"
     )

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 from types import SimpleNamespace
 
-from core.informer import Informer
-from core.runtime import Runtime
-from sparkop.operator import YOUNG_COLLECTION_ALLOTMENT, controller_registrations, run_when_synced
+import pytest
+
+from sparkop.core.informer import Informer
+from sparkop.core.runtime import Runtime
+from sparkop.operator import YOUNG_COLLECTION_ALLOTMENT, controller_registrations, event_loop_factory, run_when_synced
 
 
 def runtime_with(*controllers: str) -> Runtime:
@@ -95,3 +98,14 @@ def test_the_operator_process_sets_its_collector_for_a_long_run() -> None:
     threshold, frozen = json.loads(done.stdout)
     assert threshold[0] == YOUNG_COLLECTION_ALLOTMENT > 700
     assert frozen > 10_000  # the controllers' modules, classes and functions, loaded before the run
+
+
+def test_the_operator_runs_on_asyncios_loop_where_uvloop_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """uvloop is an optional dependency (it does not build everywhere): without it, `sparkop run`
+    starts on asyncio's own event loop and says so."""
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what an absent package looks like to import
+    with caplog.at_level(logging.INFO, logger="sparkop.operator"):
+        assert event_loop_factory() is asyncio.new_event_loop
+    assert "uvloop is not installed" in caplog.text

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from driver_controller.podbuild import RenderOptions
-from driver_controller.podsecurity import SPARK_UID
-from driver_controller.render import parse, render
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.podsecurity import SPARK_UID
+from sparkop.driver_controller.render import parse, render
 from tests.support.driver_objects import spark_pi_driver
 
 UID = "0b4c3d9e-0000-4000-8000-00000000c0de"

@@ -24,10 +24,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from core.kube import PORT_FORWARD_PROTOCOL, Kube, PortForwardError
 from devcluster import certs
-from domain import kinds
 from sparkop import connect_cli
+from sparkop.core.kube import PORT_FORWARD_PROTOCOL, Kube, PortForwardError
+from sparkop.domain import kinds
 
 pytestmark = pytest.mark.asyncio
 

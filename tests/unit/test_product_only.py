@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.images import project_packages, project_sources
+from devcluster.images import project_folders, project_packages, project_sources, write_sources
 from sparkop import cli, demo
 
 DEVELOPMENT_ONLY = ("devcluster", "tests", "bench")
@@ -21,10 +21,7 @@ DEVELOPMENT_ONLY = ("devcluster", "tests", "bench")
 
 def test_the_wheel_holds_the_operator_packages_only_and_requires_no_cryptography(tmp_path: Path) -> None:
     source = tmp_path / "src"
-    for name, content in project_sources():  # what the image's wheel is built from, the launcher aside
-        if name != "launcher":
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            (source / name).write_bytes(content)
+    write_sources(project_sources(), source)  # what the image's wheel is built from
     built = subprocess.run(
         [
             sys.executable,
@@ -49,7 +46,10 @@ def test_the_wheel_holds_the_operator_packages_only_and_requires_no_cryptography
         (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
         requires = Parser().parsestr(archive.read(metadata).decode()).get_all("Requires-Dist") or []
     tops = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
-    assert tops == set(project_packages()), tops
+    assert tops == set(project_packages()) == {"sparkop"}, tops
+    # Each layer folder the package links to is in it, as real files under sparkop/.
+    for folder in set(project_folders()) - {"sparkop"}:
+        assert f"sparkop/{folder}/__init__.py" in names, folder
     assert not [name for name in names if name.split("/", 1)[0] in DEVELOPMENT_ONLY]
     assert set(project_packages()).isdisjoint(DEVELOPMENT_ONLY)
     runtime = [requirement for requirement in requires if "extra ==" not in requirement]

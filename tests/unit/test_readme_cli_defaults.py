@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from importlib.metadata import version
+
+import pytest
 
 from sparkop import cli
 from sparkop.operator import DEFAULT_CONTROLLERS
@@ -48,3 +51,10 @@ def test_the_controllers_flag_names_every_controller_its_default_runs() -> None:
 
 def test_sparkop_run_runs_every_controller_by_default() -> None:
     assert run_parser().get_default("controllers") == ",".join(DEFAULT_CONTROLLERS)
+
+
+def test_sparkop_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"sparkop {version('sparkop')}\n"

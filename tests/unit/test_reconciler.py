@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from core import kube
-from core.reconciler import (
+from sparkop.core import kube
+from sparkop.core.reconciler import (
     AWAITING_CACHE_SECONDS,
     CREATED_RECENTLY_SECONDS,
     SETTLE_SECONDS,

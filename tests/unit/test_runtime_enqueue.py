@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from core.informer import Informer
-from core.kube import PODS
-from core.runtime import COALESCE_SECONDS, Runtime
-from driver_controller.handlers import EXECUTOR_CHANGE_SECONDS, pod_change_window
-from driver_controller.observe import owner_key, pod_view
+from sparkop.core.informer import Informer
+from sparkop.core.kube import PODS
+from sparkop.core.runtime import COALESCE_SECONDS, Runtime
+from sparkop.driver_controller.handlers import EXECUTOR_CHANGE_SECONDS, pod_change_window
+from sparkop.driver_controller.observe import owner_key, pod_view
 
 
 class Queue:

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.scheduled import ScheduleError, ScheduleState, parse_schedule
-from core.reconciler import Create, Delete, Refusal, refusal_key
-from core.times import format_time
-from domain import labels
-from schedule_controller.decide import RUN_MISSED, RUN_REFUSED, RUN_SKIPPED, decide, run_name
-from schedule_controller.observed import Observed, RunView, ScheduledView, read_status
+from sparkop.api.scheduled import ScheduleError, ScheduleState, parse_schedule
+from sparkop.core.reconciler import Create, Delete, Refusal, refusal_key
+from sparkop.core.times import format_time
+from sparkop.domain import labels
+from sparkop.schedule_controller.decide import RUN_MISSED, RUN_REFUSED, RUN_SKIPPED, decide, run_name
+from sparkop.schedule_controller.observed import Observed, RunView, ScheduledView, read_status
 
 CREATED = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
 UID = "sched-uid"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from core.caches import Caches
-from core.kube import PODS
-from core.leader import ElectionConfig, Elector, LeaseRecord
-from domain.kinds import SPARK_APPLICATIONS
+from sparkop.core.caches import Caches
+from sparkop.core.kube import PODS
+from sparkop.core.leader import ElectionConfig, Elector, LeaseRecord
+from sparkop.domain.kinds import SPARK_APPLICATIONS
 from sparkop.serving import Health, stall_seconds
 
 

@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api import crds, rules, spark_lines, validate
-from api.spark_lines import SparkLine, image_release, spec_warnings
+from sparkop.api import crds, rules, spark_lines, validate
+from sparkop.api.spark_lines import SparkLine, image_release, spec_warnings
 from sparkop.status_cli import render_status
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.times import format_micro_time, format_time, parse_time
+from sparkop.core.times import format_micro_time, format_time, parse_time
 
 stamps = st.datetimes(
     min_value=datetime(1970, 1, 1),

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from api import crds, manifests, rules, validate
 from sparkop import render_cli
+from sparkop.api import crds, manifests, rules, validate
 from tests.support import testcases
 
 ROOT = Path(__file__).resolve().parents[2]

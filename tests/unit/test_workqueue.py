@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from core.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
-from core.queue import NEW_IN_A_ROW, Result, WorkQueue
-from core.runtime import Runtime
+from sparkop.core.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
+from sparkop.core.queue import NEW_IN_A_ROW, Result, WorkQueue
+from sparkop.core.runtime import Runtime
 
 
 async def _run_briefly(queue: WorkQueue[str], seconds: float) -> None:
@@ -172,7 +172,7 @@ async def test_a_terminating_namespace_ends_the_reconcile_quietly_and_is_remembe
 
     queue: WorkQueue[str] = WorkQueue("t", reconcile, base_backoff=0.001, on_namespace_terminating=learned.append)
     queue.enqueue("gone/app")
-    with caplog.at_level(logging.DEBUG, logger="core.queue"):
+    with caplog.at_level(logging.DEBUG, logger="sparkop.core.queue"):
         await _run_briefly(queue, 0.1)
     assert calls == Counter({"gone/app": 1}) and learned == ["gone"]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -226,7 +226,7 @@ async def test_a_name_on_its_way_out_is_waited_for_with_a_bounded_backoff_and_no
     queue: WorkQueue[str] = WorkQueue("t", reconcile, base_backoff=0.001)
     queue.enqueue("plain")
     queue.enqueue("wrapped")
-    with caplog.at_level(logging.DEBUG, logger="core.queue"):
+    with caplog.at_level(logging.DEBUG, logger="sparkop.core.queue"):
         await _run_briefly(queue, 0.3)
     assert Counter(seen) == Counter({"plain": 4, "wrapped": 4})
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -400,7 +400,7 @@ async def test_an_error_a_retry_may_mend_is_one_warning_line_and_a_bug_keeps_its
     for key in failures:
         queue.enqueue(key)
     task = asyncio.create_task(queue.run())
-    with caplog.at_level(logging.INFO, logger="core.queue"):
+    with caplog.at_level(logging.INFO, logger="sparkop.core.queue"):
         await asyncio.wait_for(retried.wait(), timeout=10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
