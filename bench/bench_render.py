@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observe import summarize_object, summarize_pod
+from sparkop.driver_controller.observed import summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from sparkop.driver_controller.status import status_json
 

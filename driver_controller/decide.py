@@ -1,6 +1,6 @@
 """decide(observed, now) -> Plan: what to do for one SparkDriver, decided without I/O.
 
-The handler (:mod:`driver_controller.handlers`) builds ``Observed``, calls ``decide`` and applies
+The handler (:mod:`driver_controller.controller`) builds ``Observed``, calls ``decide`` and applies
 the :class:`core.reconciler.Plan` in its fixed order: the creates before the status write
 (ConfigMaps and Service before the pod that mounts them: status names a driver pod only once it was
 accepted), then the status write (guarded by resourceVersion), then the events of that write, then
@@ -67,7 +67,7 @@ from sparkop.driver_controller.draft import (
     release,
     release_orphans,
 )
-from sparkop.driver_controller.observe import (
+from sparkop.driver_controller.observed import (
     DISRUPTION_REASONS,
     ObjectSummary,
     PodGroupSummary,

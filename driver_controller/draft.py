@@ -14,7 +14,7 @@ from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import merge_patch
 from sparkop.core.reconciler import Create, Delete, Ensure, Event, Observation, Patch, Plan
 from sparkop.domain import labels
-from sparkop.driver_controller.observe import PodSummary, PolicySummary
+from sparkop.driver_controller.observed import PodSummary, PolicySummary
 
 # Why a pod, ConfigMap, Service or NetworkPolicy is deleted (the decision line's reason).
 STALE_INCARNATION: Final = "StaleIncarnation"

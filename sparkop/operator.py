@@ -20,16 +20,16 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sparkop.apps_controller.handlers import register as register_apps
-from sparkop.connect_controller.handlers import register as register_connect
+from sparkop.apps_controller.controller import register as register_apps
+from sparkop.connect_controller.controller import register as register_connect
 from sparkop.core.caches import Caches
 from sparkop.core.kube import Kube, RateLimit, Resource
 from sparkop.core.leader import ElectionConfig, Elector, KubeLeaseStore
 from sparkop.core.queue import WorkQueue
 from sparkop.core.runtime import Options, Register, Runtime, register_namespaces
 from sparkop.domain.kinds import SCHEDULED_SPARK_APPLICATIONS, SPARK_APPLICATIONS, SPARK_CONNECTS, SPARK_DRIVERS
-from sparkop.driver_controller.handlers import register as register_driver
-from sparkop.schedule_controller.handlers import register as register_scheduled
+from sparkop.driver_controller.controller import register as register_driver
+from sparkop.schedule_controller.controller import register as register_scheduled
 from sparkop.serving import Health, WhileLeading, serve
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """A SparkDriver and its pods, ConfigMaps and Service as the driver controller sees them, for its unit
 tests: the objects of an incarnation as rendered, pods in each state, executors adopted or not
-(tests/unit/test_driver_reconcile.py, test_driver_handlers.py, test_driver_network_policy.py)."""
+(tests/unit/test_driver_reconcile.py, test_driver_loop.py, test_driver_network_policy.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from sparkop.core.reconciler import Plan
 from sparkop.domain import labels
-from sparkop.driver_controller.observe import summarize_object
+from sparkop.driver_controller.observed import summarize_object
 from sparkop.driver_controller.render import parse, render
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -1,6 +1,6 @@
 """The driver controller's shell without a cluster: a fake API client recording every call (and raising
 the errors a test queues), a runtime over in-memory indexes, and the driver controller's Loop on them
-(tests/unit/test_driver_handlers.py, test_driver_network_policy.py)."""
+(tests/unit/test_driver_loop.py, test_driver_network_policy.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from sparkop.core.controller import Loop
 from sparkop.core.runtime import Options, Runtime
-from sparkop.driver_controller import handlers
-from sparkop.driver_controller.handlers import driver_controller
-from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller import controller as declaration
+from sparkop.driver_controller.controller import driver_controller
+from sparkop.driver_controller.observed import summarize_pod
 from tests.support.driver_objects import objects
 from tests.support.fake_index import FakeIndex
 
@@ -69,16 +69,16 @@ class FakeRuntime:
         self.indexes: dict[str, FakeIndex] = {
             name: FakeIndex()
             for name in (
-                handlers.INDEX_DRIVERS,
-                handlers.INDEX_PODS,
-                handlers.INDEX_CONFIGMAPS,
-                handlers.INDEX_SERVICES,
-                handlers.INDEX_NETWORK_POLICIES,
-                handlers.INDEX_VOLCANO_POD_GROUPS,
-                handlers.INDEX_COSCHEDULING_POD_GROUPS,
-                handlers.INDEX_WORKLOADS,
-                handlers.INDEX_FLAVORS,
-                handlers.INDEX_PRIORITY_CLASSES,
+                declaration.INDEX_DRIVERS,
+                declaration.INDEX_PODS,
+                declaration.INDEX_CONFIGMAPS,
+                declaration.INDEX_SERVICES,
+                declaration.INDEX_NETWORK_POLICIES,
+                declaration.INDEX_VOLCANO_POD_GROUPS,
+                declaration.INDEX_COSCHEDULING_POD_GROUPS,
+                declaration.INDEX_WORKLOADS,
+                declaration.INDEX_FLAVORS,
+                declaration.INDEX_PRIORITY_CLASSES,
             )
         }
 
@@ -97,10 +97,10 @@ class FakeRuntime:
 def controller(fake: FakeKube, body: dict[str, Any], pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
                with_objects: bool = False) -> tuple[Loop[Any, Any], FakeRuntime]:  # fmt: skip
     runtime = FakeRuntime(fake)
-    runtime.indexes[handlers.INDEX_DRIVERS][KEY] = [body]
-    runtime.indexes[handlers.INDEX_PODS][KEY] = [summarize_pod(p) for p in pods]
+    runtime.indexes[declaration.INDEX_DRIVERS][KEY] = [body]
+    runtime.indexes[declaration.INDEX_PODS][KEY] = [summarize_pod(p) for p in pods]
     if with_objects:
         _, cms, svcs = objects()
-        runtime.indexes[handlers.INDEX_CONFIGMAPS][KEY] = cms
-        runtime.indexes[handlers.INDEX_SERVICES][KEY] = svcs
+        runtime.indexes[declaration.INDEX_CONFIGMAPS][KEY] = cms
+        runtime.indexes[declaration.INDEX_SERVICES][KEY] = svcs
     return Loop(runtime, driver_controller(runtime)), runtime  # type: ignore[arg-type]

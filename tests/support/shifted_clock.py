@@ -30,10 +30,10 @@ def shifted(path: Path) -> datetime:
 
 
 if __name__ == "__main__":
-    from sparkop.schedule_controller import handlers
+    from sparkop.schedule_controller import controller as declaration
 
     offset_file = Path(os.environ[CLOCK_OFFSET_ENV])
-    handlers.CLOCK = lambda: shifted(offset_file)
+    declaration.CLOCK = lambda: shifted(offset_file)
     from sparkop.cli import main
 
     raise SystemExit(main())

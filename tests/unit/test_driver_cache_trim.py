@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkop.driver_controller.observe import summarize_object, summarize_pod, trim_owned, trim_pod
+from sparkop.driver_controller.observed import summarize_object, summarize_pod, trim_owned, trim_pod
 from sparkop.render_cli import render_document
 
 ROOT = Path(__file__).resolve().parents[2]

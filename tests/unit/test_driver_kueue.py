@@ -14,7 +14,7 @@ from sparkop.core.reconciler import Create, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller import kueue
 from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observe import summarize_object, summarize_pod
+from sparkop.driver_controller.observed import summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, driver, kinds, running, terminated

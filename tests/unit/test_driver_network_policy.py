@@ -14,7 +14,7 @@ from sparkop.core.reconciler import Delete, Ensure, Patch, Plan, Refusal, refusa
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import Observed, decide
 from sparkop.driver_controller.draft import policy_restore_patch
-from sparkop.driver_controller.observe import (
+from sparkop.driver_controller.observed import (
     PolicySummary,
     policy_view,
     summarize_object,
@@ -380,15 +380,15 @@ async def test_the_shell_creates_it_with_the_configmaps_and_service_then_the_pod
 
 
 async def test_the_shell_deletes_it_once_the_driver_ended_without_a_status_write() -> None:
-    from sparkop.driver_controller import handlers
+    from sparkop.driver_controller import controller as declaration
 
     body = spark("4.3.0", {**running_status(), "phase": "Succeeded", "completionTime": "2026-01-01T11:30:00Z",
                            "observedGeneration": 1})  # fmt: skip
     _, cms, svcs, policy = present(body)
     fake = FakeKube()
     ctrl, runtime = controller(fake, body)
-    runtime.indexes[handlers.INDEX_CONFIGMAPS][KEY] = cms
-    runtime.indexes[handlers.INDEX_SERVICES][KEY] = svcs
-    runtime.indexes[handlers.INDEX_NETWORK_POLICIES][KEY] = [summarize_policy(policy)]
+    runtime.indexes[declaration.INDEX_CONFIGMAPS][KEY] = cms
+    runtime.indexes[declaration.INDEX_SERVICES][KEY] = svcs
+    runtime.indexes[declaration.INDEX_NETWORK_POLICIES][KEY] = [summarize_policy(policy)]
     await ctrl.reconcile(KEY)
     assert fake.calls == ["delete NetworkPolicy pi-1-policy"]

@@ -19,7 +19,7 @@ from sparkop.driver_controller.decide import (
     decide,
     submission_failed,
 )
-from sparkop.driver_controller.observe import summarize_object, summarize_pod
+from sparkop.driver_controller.observed import summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import (

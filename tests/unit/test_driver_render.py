@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import sparkconf
-from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.observed import summarize_pod
 from sparkop.driver_controller.podbuild import app_name_label, driver_memory_mib
 from sparkop.driver_controller.render import (
     CONFIGMAP_DATA_LIMIT,

@@ -20,7 +20,7 @@ from hypothesis import strategies as hst
 from sparkop.core.reconciler import Plan
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import Observed, Settings, decide
-from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.observed import summarize_pod
 from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated, with_status
 

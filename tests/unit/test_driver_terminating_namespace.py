@@ -9,7 +9,7 @@ from typing import Any
 
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.observed import summarize_pod
 from sparkop.driver_controller.render import parse, render
 from tests.support.patches import patched
 

@@ -14,7 +14,7 @@ from sparkop.apps_controller import ui
 from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import AppView, UIConfig
 from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observe import summarize_pod
+from sparkop.driver_controller.observed import summarize_pod
 from sparkop.driver_controller.status import first_pod_only, progress_only, read_status, status_json
 from tests.support.driver_objects import NOW, driver, objects, running, terminated
 from tests.support.simulation import SimCluster

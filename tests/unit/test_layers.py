@@ -174,7 +174,7 @@ def test_the_import_graph_is_read_from_the_source() -> None:
     assert "sparkop.core.kube" in graph["sparkop.core.queue"]
     assert "sparkop.api.models" in graph["sparkop.api.crds"]  # from .models import ...
     assert "sparkop.demo" in graph["sparkop.cli"]  # imported inside a function
-    assert {"sparkop.apps_controller.handlers", "sparkop.driver_controller.handlers"} <= graph["sparkop.operator"]
+    assert {"sparkop.apps_controller.controller", "sparkop.driver_controller.controller"} <= graph["sparkop.operator"]
 
 
 def test_the_wheel_has_one_top_level_package_and_each_layer_is_imported_through_it() -> None:

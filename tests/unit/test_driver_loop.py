@@ -10,15 +10,15 @@ from sparkop.core import kube
 from sparkop.core.kube import transient_error
 from sparkop.core.queue import Result
 from sparkop.core.reconciler import ApplyFailed as Failed
-from sparkop.driver_controller import handlers
+from sparkop.driver_controller import controller as declaration
 from tests.support.driver_objects import UID, driver, objects, running
 from tests.support.fake_driver_runtime import KEY, FakeKube, FakeRuntime, api_error, controller
 
 
 def see_status(runtime: FakeRuntime, fake: FakeKube) -> None:
     """The watch delivers the SparkDriver with the status just written."""
-    body = runtime.indexes[handlers.INDEX_DRIVERS][KEY][0]
-    runtime.indexes[handlers.INDEX_DRIVERS][KEY] = [{**body, "status": fake.statuses[-1]}]
+    body = runtime.indexes[declaration.INDEX_DRIVERS][KEY][0]
+    runtime.indexes[declaration.INDEX_DRIVERS][KEY] = [{**body, "status": fake.statuses[-1]}]
 
 
 async def test_configmaps_and_service_then_pod_then_status_then_events() -> None:

@@ -1,7 +1,7 @@
 """The driver controller's declaration for the skeleton (``core.controller``): the caches it reads
 (the SparkDrivers, and the pods, ConfigMaps, Services, NetworkPolicies and batch schedulers'
 PodGroups labelled for one, keys:
-:data:`driver_controller.observe.Key`), an ``observe`` over them, and the pure ``decide``. Registered
+:data:`driver_controller.observed.Key`), an ``observe`` over them, and the pure ``decide``. Registered
 by ``sparkop run --controllers driver``.
 """
 
@@ -28,7 +28,7 @@ from sparkop.domain.kinds import (
 )
 from sparkop.driver_controller import kueue, metrics
 from sparkop.driver_controller.decide import Observed, Settings, decide
-from sparkop.driver_controller.observe import (
+from sparkop.driver_controller.observed import (
     Key,
     own_key,
     owner_key,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sparkop.apps_controller import status as apps_status
+from sparkop.apps_controller.controller import APPS_INDEX, apps_controller
 from sparkop.apps_controller.decide import decide as reconcile
-from sparkop.apps_controller.handlers import APPS_INDEX, apps_controller
 from sparkop.apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_key
 from sparkop.core import kube
 from sparkop.core.caches import NotCurrent
