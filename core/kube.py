@@ -101,8 +101,10 @@ SERVICES: Final = Resource("", "v1", "services", "Service")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
-# Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service.
-NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+# Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service. Optional: an operator
+# installed without rights on NetworkPolicies (the chart's controller.networkPolicy.enable: false)
+# still starts; only an app that needs one fails, at submission, with the API server's refusal.
+NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", optional=True)
 POD_DISRUPTION_BUDGETS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 # Every kind a client of this module writes: the built-in ones here, the operator's own
