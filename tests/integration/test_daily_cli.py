@@ -144,7 +144,7 @@ def test_kubectl_runs_sparkop_as_a_plugin(crds: ClusterHandle, namespace: str, t
     crds.apply(app_manifest("plugged", run_seconds=1), namespace=namespace)
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["PATH"] = f"{plugin.parent}{os.pathsep}{env.get('PATH', '')}"
-    kubectl = [str(crds.kubectl_binary), f"--kubeconfig={crds.kubeconfig}"]
+    kubectl = [str(crds.kubectl_binary)]  # kubectl passes every flag after the plugin's name to it
     plugins = subprocess.run([*kubectl, "plugin", "list"], env=env, capture_output=True, text=True, check=False)
     assert str(plugin) in plugins.stdout, plugins.stdout + plugins.stderr
     listed = subprocess.run(
