@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,21 @@ from devcluster.build import (
 )
 from devcluster.paths import GOBUILD_DIR
 from sparkop.cli import _parser
+from tests.support.chart_render import (
+    RELEASE_NAMESPACE,
+    Manifest,
+    container,
+    deployment,
+    of_kind,
+    render,
+    resources_of,
+    run_helm,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "sparkop"
 DEPLOY = REPO / "deploy" / "sparkop.yaml"
 UPDATE = os.environ.get("SPARKOP_UPDATE_SNAPSHOTS") == "1"
-RELEASE_NAMESPACE = "sparkop-system"
 # What the operator's own objects need in any namespace it serves; never cluster-wide in namespaced mode.
 NAMESPACED_RESOURCES = {
     "pods",
@@ -65,46 +73,10 @@ KUEUE_READ_RULE = {
     "verbs": ["get", "list", "watch"],
 }
 
-Manifest = dict[str, Any]
-
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
     return helm_binary(lambda line: None)
-
-
-def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120, check=False)
-
-
-def render(
-    helm: Path, tmp_path: Path, values: dict[str, Any] | None = None, release: str = "sparkop"
-) -> list[Manifest]:
-    values_file = tmp_path / "values.yaml"
-    values_file.write_text(yaml.safe_dump(values or {}))
-    result = run_helm(helm, "template", release, str(CHART), "-n", RELEASE_NAMESPACE, "-f", str(values_file))
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-def of_kind(objects: list[Manifest], kind: str) -> list[Manifest]:
-    return [o for o in objects if o["kind"] == kind]
-
-
-def deployment(objects: list[Manifest]) -> Manifest:
-    (found,) = of_kind(objects, "Deployment")
-    return found
-
-
-def container(objects: list[Manifest]) -> Manifest:
-    """The operator's container (a sidecar may follow it)."""
-    found = deployment(objects)["spec"]["template"]["spec"]["containers"][0]
-    assert found["name"] == "sparkop"
-    return dict(found)
-
-
-def resources_of(role: Manifest) -> set[str]:
-    return {resource for rule in role["rules"] for resource in rule["resources"]}
 
 
 # ------------------------------------------------------------------------------------- helm

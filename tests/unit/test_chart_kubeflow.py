@@ -16,7 +16,8 @@ import yaml
 
 from devcluster.build import helm_binary, read_versions
 from devcluster.scheduler_crds import module_dir
-from tests.unit.test_chart import CHART, container, deployment, of_kind, resources_of
+from tests.support.chart_render import container, deployment, of_kind, resources_of
+from tests.support.helm import CHART
 
 KUBEFLOW_MODULE = "github.com/kubeflow/spark-operator/v2"
 CUSTOM = Path(__file__).resolve().parents[1] / "support" / "kubeflow" / "custom-values.yaml"
