@@ -1,21 +1,31 @@
 """`helm install` of the chart on the devcluster's control plane (kwok nodes: nothing of the operator
 runs here; tests/integration/test_helm_releases.py runs it on real nodes): two releases in one
 namespace and an existing `spark` ServiceAccount do not collide; a misspelt value is refused by the
-schema, naming it; `helm uninstall` keeps the drivers' ServiceAccount, Role and RoleBinding and
+schema, naming it; kubeflow's own default values.yaml installs (its webhook values accepted, the NOTES
+saying they do nothing); `helm uninstall` keeps the drivers' ServiceAccount, Role and RoleBinding and
 deletes everything else of the release; installing the release again adopts what was kept."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from devcluster.build import read_versions
+from devcluster.scheduler_crds import module_dir
 from devcluster.testing import ClusterHandle, temporary_namespace, unique_name
 from tests.support.helm import Release, install
 
 pytestmark = pytest.mark.cluster
 
 KEPT = ("serviceaccount", "role", "rolebinding")
+KUBEFLOW_MODULE = "github.com/kubeflow/spark-operator/v2"
+
+
+def kubeflow_default_values() -> Path:
+    module = module_dir(KUBEFLOW_MODULE, read_versions()["KUBEFLOW_SPARK_OPERATOR_VERSION"])
+    return module / "charts" / "spark-operator-chart" / "values.yaml"
 
 
 @pytest.fixture
@@ -46,7 +56,12 @@ def test_two_releases_beside_a_spark_account_uninstall_keeps_the_drivers_account
     try:
         notes = install(first, values).stdout
         assert f'Spark drivers run as ServiceAccount "{first.name}-sparkop-spark" in {jobs}' in notes, notes
-        install(second, values)  # the same namespaces: no name in common
+        # The second from kubeflow's own default values.yaml, with sparkop's image: its webhook values
+        # are accepted, and its NOTES say they do nothing.
+        image = {"registry": "", "repository": "sparkop.io/sparkop"}
+        notes = install(second, {**values, "image": image}, "-f", str(kubeflow_default_values())).stdout
+        assert "WARNING: these kubeflow values are accepted and have no effect in sparkop:" in notes, notes
+        assert "webhook.*: nothing in sparkop needs a webhook" in notes, notes
         assert sorted(first.helm_run("list", "-q").stdout.split()) == sorted([first.name, second.name])
         assert cluster.kubectl_json("get", "serviceaccount", "spark", "-n", jobs)["metadata"] == spark_before
         for release in (first, second):
