@@ -5,11 +5,12 @@ running as the chart's drivers' ServiceAccount `sparkop-spark`.
 The cluster has two real nodes (kubelet, containerd; the operator's pod runs there) and kwok nodes with
 the Spark-driver simulator. Where the driver's own rights matter, real Spark runs: spark-pi.yaml
 (Scala) and python-pi.yaml (PySpark) on the real nodes, their drivers creating and deleting their
-executors with the chart's Role, and printing "Pi is roughly 3.1". The others run on the kwok nodes
+executors with the chart's Role, and printing "Pi is roughly 3.1"; and pod-template.yaml (its driver
+template asks for ephemeral storage, which kwok nodes do not have). The others run on the kwok nodes
 (their sim.sparkop.io annotations; the API server still refuses a driver pod whose ServiceAccount is
 missing): their point is what the operator does with them (retries, a schedule, a Connect server,
-volumes, templates), and dynamic-allocation (up to 5 executors of 1 CPU), pod-template (a busybox
-sidecar the nodes have no image of) and spark-connect (three 1 GiB JVMs) would not fit on two cores.
+volumes), and dynamic-allocation (up to 5 executors of 1 CPU) and spark-connect (three 1 GiB JVMs)
+would not fit on two cores.
 Each manifest is applied as it is but for a node selector that picks the real or the kwok nodes.
 """
 
@@ -59,7 +60,8 @@ EXPECTED: dict[str, Expected] = {
     "spark-pi-4.3.yaml": Expected(False, "SparkApplication", "COMPLETED"),
     "python-pi-4.3.yaml": Expected(False, "SparkApplication", "COMPLETED"),
     "dynamic-allocation.yaml": Expected(False, "SparkApplication", "COMPLETED"),
-    "pod-template.yaml": Expected(False, "SparkApplication", "COMPLETED"),
+    # Real: its driver template limits ephemeral-storage, which kwok nodes do not have.
+    "pod-template.yaml": Expected(True, "SparkApplication", "COMPLETED"),
     "volumes-configmaps.yaml": Expected(False, "SparkApplication", "COMPLETED"),
     # Its simulated driver fails: three retries, then FAILED after four runs.
     "restart-on-failure.yaml": Expected(False, "SparkApplication", "FAILED"),
