@@ -92,6 +92,8 @@ def _unchanged(observed: Observed, status: SparkApplicationStatus) -> bool:
 def register(runtime: Runtime) -> None:
     """The apps controller's caches, change handlers and work queue, and its metrics."""
     opts = runtime.options
-    ui = UIConfig(ingress_url_format=opts.ingress_url_format, ingress_class_name=opts.ingress_class_name)
+    ui = UIConfig(
+        service=opts.ui_service, ingress_url_format=opts.ingress_url_format, ingress_class_name=opts.ingress_class_name
+    )
     start(runtime, apps_controller(runtime, ui))
     runtime.collectors.append(metrics.collector(runtime, metrics.GAUGES_INDEX, opts.metrics_labels))

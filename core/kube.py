@@ -101,8 +101,10 @@ SERVICES: Final = Resource("", "v1", "services", "Service")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
-# Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service.
-NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+# Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service. Optional: an operator
+# installed without rights on NetworkPolicies (the chart's controller.networkPolicy.enable: false)
+# still starts; only an app that needs one fails, at submission, with the API server's refusal.
+NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", optional=True)
 POD_DISRUPTION_BUDGETS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 # Every kind a client of this module writes: the built-in ones here, the operator's own
@@ -524,19 +526,68 @@ class Kube:
         self, resource: Resource, namespace: str | None, *, selector: str | None = None, fields: str | None = None
     ) -> list[JSON]:
         """For tools and tests. Controllers read from the informer caches instead."""
+        return list((await self.listing(resource, namespace, selector=selector, fields=fields)).get("items", []))
+
+    async def listing(
+        self, resource: Resource, namespace: str | None, *, selector: str | None = None, fields: str | None = None
+    ) -> JSON:
+        """The List object itself (its items and the resourceVersion a watch starts from), for tools."""
         query = [("labelSelector", selector)] if selector else []
         if fields:
             query.append(("fieldSelector", fields))
-        return list((await self._call("GET", resource.path(namespace), query=query)).get("items", []))
+        return await self._call("GET", resource.path(namespace), query=query)
+
+    async def watch(
+        self, resource: Resource, namespace: str | None, resource_version: str, *, selector: str | None = None
+    ) -> AsyncIterator[JSON]:
+        """The watch events after ``resource_version`` ({"type": ..., "object": ...}), as they arrive,
+        until the server ends the watch; for tools (``sparkop list -w``). The controllers' watches are
+        core.informer's. ApiException when the watch is refused."""
+        query = [("watch", "true"), ("resourceVersion", resource_version)]
+        if selector:
+            query.append(("labelSelector", selector))
+        response = await self.request("GET", resource.path(namespace), query)
+        try:
+            if not 200 <= response.status < 300:
+                error = ApiException(status=response.status, reason=response.reason)
+                error.body = await response.read()
+                raise error
+            pending = b""
+            # One event per line; a line may be longer than aiohttp's readline allows, so split here.
+            async for chunk in response.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        event = orjson.loads(line)
+                        if isinstance(event, dict):
+                            yield event
+        finally:
+            response.release()
 
     async def pod_log(
-        self, namespace: str, name: str, *, container: str | None = None, follow: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        timestamps: bool = False,
     ) -> AsyncIterator[bytes]:
         """A pod container's log from the API server's pods/log endpoint, in chunks as they arrive;
-        with ``follow`` until the container ends. ApiException when the log cannot be read."""
+        with ``follow`` until the container ends; kubectl logs' --tail, --since and --timestamps as
+        the endpoint's tailLines, sinceSeconds and timestamps. ApiException when the log cannot be read."""
         query = [("follow", "true")] if follow else []
         if container:
             query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if since_seconds is not None:
+            query.append(("sinceSeconds", str(since_seconds)))
+        if timestamps:
+            query.append(("timestamps", "true"))
         response = await self.request("GET", PODS.path(namespace, name, "log"), query, accept="*/*")
         try:
             # Unread, the response is not checked by the client: an error status is ours to raise.

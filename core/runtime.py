@@ -56,6 +56,8 @@ class Options:
     node_loss_toleration_seconds: int | None = None
     # A Pod Security Standards profile whose requirements the Spark pods get where their spec is silent.
     pod_security: str = ""
+    # Whether an app's Spark UI may get a Service of its own (kubeflow's --enable-ui-service).
+    ui_service: bool = True
 
 
 @dataclass

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import math
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -25,9 +28,17 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _parser() -> argparse.ArgumentParser:
+# Where `sparkop run --log-level` sets the root logger.
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+# `sparkop list -o`: kubectl get's output formats (sparkop.daily_cli prints them).
+LIST_OUTPUTS = ("json", "yaml", "wide", "name")
+# The shells `sparkop completion` writes a script for (shtab's).
+SHELLS = ("bash", "zsh", "tcsh")
+
+
+def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sparkop",
+        prog=prog,
         description="sparkop: a level-triggered Kubernetes operator for Apache Spark.",
         formatter_class=_Formatter,
         epilog="Start here:  sparkop demo        (a local cluster, three apps, a live table)",
@@ -37,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="run the operator (both controllers, or one)",
+        help="run the operator (all four controllers, or some)",
         formatter_class=_Formatter,
         description="Run the operator against the cluster in --kubeconfig (or in-cluster config).",
         epilog="Example:\n  sparkop run --kubeconfig ~/.kube/config --namespace spark-jobs --log-format json",
@@ -108,9 +119,35 @@ def _parser() -> argparse.ArgumentParser:
         "driverPodDisruptionBudget: false, so kubectl drain waits for running drivers",
     )
     run.add_argument(
+        "--no-ui-service",
+        dest="ui_service",
+        action="store_false",
+        help="never give an app's Spark UI a Service of its own (<app>-ui-svc, made for an Ingress or "
+        "spec.sparkUIOptions); the driver's Service still serves the UI port (kubeflow's --enable-ui-service=false)",
+    )
+    run.add_argument(
         "--metrics-port", type=int, default=0, help="serve /metrics, /healthz and /readyz on this port (0: none)"
     )
     run.add_argument("--metrics-address", default="127.0.0.1", help="address for --metrics-port (in a pod: 0.0.0.0)")
+    run.add_argument(
+        "--metrics-endpoint",
+        default="/metrics",
+        metavar="PATH",
+        type=_path,
+        help="the path the metrics are served at on --metrics-port (default /metrics)",
+    )
+    run.add_argument(
+        "--metrics-prefix",
+        default="",
+        metavar="PREFIX",
+        help="prepended to the name of every application, executor and SparkConnect metric (default none)",
+    )
+    run.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        help="serve only the probes (/healthz, /readyz) on --metrics-port, no metrics",
+    )
     run.add_argument(
         "--metrics-labels",
         default="",
@@ -144,7 +181,15 @@ def _parser() -> argparse.ArgumentParser:
             metavar="SECONDS",
             help=f"{meaning} (default {default:g}s)",
         )
-    run.add_argument("--log-format", choices=["text", "json"], default="text")
+    run.add_argument(
+        "--log-format", choices=["text", "json"], default="text", help="text (default) or json: one line per decision"
+    )
+    run.add_argument(
+        "--log-level",
+        choices=list(LOG_LEVELS),
+        default="info",
+        help="the least severe messages logged (default info; debug adds each watch's and reconcile's detail)",
+    )
 
     crds = sub.add_parser(
         "crds",
@@ -165,6 +210,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  sparkop validate examples/*.yaml\n  kubectl get sparkapp -o yaml | sparkop validate -",
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="YAML files ('-' for stdin)")
+    _complete_files(validate)
 
     render = sub.add_parser(
         "render",
@@ -176,17 +222,19 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Example:\n  sparkop render examples/spark-pi.yaml | less",
     )
     render.add_argument("file", metavar="FILE", help="a manifest ('-' for stdin)")
-    render.add_argument("--namespace", default=None, help="namespace to assume (default: the manifest's)")
+    render.add_argument(
+        "--namespace", "-n", default=None, help="namespace to assume (default: the manifest's, else default)"
+    )
+    _complete_files(render)
 
     status = sub.add_parser(
         "status",
+        parents=[_connection_flags()],
         help="a human summary of one SparkApplication",
         formatter_class=_Formatter,
-        epilog="Example:\n  sparkop status spark-pi -n default",
+        epilog="Example:\n  sparkop status spark-pi -n spark-jobs",
     )
-    status.add_argument("name")
-    status.add_argument("--namespace", "-n", default="default")
-    status.add_argument("--kubeconfig")
+    status.add_argument("name", metavar="APP", help="SparkApplication name")
 
     _daily_commands(sub)
 
@@ -204,7 +252,26 @@ def _parser() -> argparse.ArgumentParser:
         "--real", action="store_true", help="real nodes and real Spark 3.5 instead of KWOK and the simulator (root)"
     )
     demo.add_argument("--name", default="sparkop-demo", help="devcluster name")
+
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or tcsh)",
+        formatter_class=_Formatter,
+        description="The script completes every command and flag of this sparkop, generated from its parser\n"
+        "(by shtab), so it never lags behind a new flag.",
+        epilog="Examples:\n  source <(sparkop completion bash)                  # this shell\n"
+        "  sparkop completion bash > /etc/bash_completion.d/sparkop\n"
+        '  sparkop completion zsh > "${fpath[1]}/_sparkop"',
+    )
+    completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     return parser
+
+
+def _complete_files(command: argparse.ArgumentParser) -> None:
+    """Shell completion offers file names for a command's FILE arguments."""
+    for action in command._actions:
+        if action.metavar == "FILE":
+            action.complete = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}  # type: ignore[attr-defined]
 
 
 def _connection_flags() -> argparse.ArgumentParser:
@@ -226,9 +293,22 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=_Formatter,
         description="Like kubectl get sparkapplications, plus DURATION (of the current or last run) and\n"
         "LAST ERROR (status.lastError, cut to one line).",
-        epilog="Examples:\n  sparkop list -n spark-jobs\n  sparkop list -A",
+        epilog="Examples:\n  sparkop list -n spark-jobs\n  sparkop list -A -o wide\n"
+        "  sparkop list -l team=analytics -w\n  sparkop list -o json | jq '.items[].status.applicationState'",
     )
     listing.add_argument("--all-namespaces", "-A", action="store_true", help="list the apps of every namespace")
+    listing.add_argument(
+        "--output",
+        "-o",
+        choices=LIST_OUTPUTS,
+        help="json or yaml: the objects (a v1 List); wide: more columns; name: kind.group/name (default: a table)",
+    )
+    listing.add_argument(
+        "--selector", "-l", metavar="SELECTOR", help="label selector, as kubectl's (e.g. team=a,tier!=b)"
+    )
+    listing.add_argument(
+        "--watch", "-w", action="store_true", help="after the list, print each change as it happens, until Ctrl-C"
+    )
 
     logs_cmd = sub.add_parser(
         "logs",
@@ -253,6 +333,16 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="run N of the app, as sparkop status numbers them (default: current)",
     )
     logs_cmd.add_argument("--container", "-c", help="container (default: the Spark container)")
+    logs_cmd.add_argument(
+        "--tail", type=int, default=-1, metavar="N", help="the last N lines only (default -1: all of the log)"
+    )
+    logs_cmd.add_argument(
+        "--since",
+        type=_duration,
+        metavar="DURATION",
+        help="only lines newer than this, e.g. 30s, 5m, 1h30m (default: all)",
+    )
+    logs_cmd.add_argument("--timestamps", action="store_true", help="start each line with its RFC3339 timestamp")
 
     events = sub.add_parser(
         "events",
@@ -326,7 +416,8 @@ def _daily(args: argparse.Namespace) -> int:
 
     target = daily_cli.Target(args.kubeconfig, args.context, args.namespace)
     if args.command == "list":
-        return daily_cli.list_main(target, all_namespaces=args.all_namespaces)
+        options = daily_cli.ListOptions(args.all_namespaces, args.output, args.selector, args.watch)
+        return daily_cli.list_main(target, options)
     if args.command == "logs":
         return daily_cli.logs_main(
             target,
@@ -336,6 +427,9 @@ def _daily(args: argparse.Namespace) -> int:
             incarnation=args.incarnation,
             run=args.attempt,
             container=args.container,
+            reading=daily_cli.LogOptions(
+                tail=None if args.tail < 0 else args.tail, since_seconds=args.since, timestamps=args.timestamps
+            ),
         )
     if args.command == "events":
         return daily_cli.events_main(target, args.app)
@@ -352,8 +446,8 @@ def _daily(args: argparse.Namespace) -> int:
     return daily_cli.suspend_main(target, args.app, suspend=args.command == "suspend")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "sparkop") -> int:
+    args = _parser(prog).parse_args(argv)
     if args.command == "run":
         return _run(args)
     if args.command == "crds":
@@ -369,16 +463,53 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return render_main(args.file, namespace=args.namespace)
     if args.command == "status":
-        from sparkop.status_cli import main as status_main
+        from sparkop import daily_cli, status_cli
 
-        return status_main(args.name, namespace=args.namespace, kubeconfig=args.kubeconfig)
+        return status_cli.main(daily_cli.Target(args.kubeconfig, args.context, args.namespace), args.name)
     if args.command in ("list", "logs", "events", "suspend", "resume", "connect"):
         return _daily(args)
     if args.command == "demo":
         from sparkop.demo import main as demo_main
 
         return demo_main(name=args.name, keep=args.keep, real=args.real)
+    if args.command == "completion":
+        return _completion(args.shell, prog)
     raise AssertionError(args.command)
+
+
+def kubectl_main() -> int:
+    """``kubectl-sparkop``: kubectl runs an executable of that name on PATH as ``kubectl sparkop``."""
+    return main(prog="kubectl sparkop")
+
+
+def _completion(shell: str, prog: str) -> int:
+    import shtab
+
+    # A function name cannot hold the space of "kubectl sparkop": that script completes kubectl-sparkop.
+    print(shtab.complete(_parser(prog.replace(" ", "-")), shell=shell), end="")
+    return 0
+
+
+def _path(text: str) -> str:
+    if not text.startswith("/"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a path; write one that starts with /, e.g. /metrics")
+    return text
+
+
+# kubectl's --since: a Go duration of hours, minutes and seconds.
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+
+
+def _duration(text: str) -> int:
+    """Whole seconds (rounded up, as the API server's sinceSeconds takes them) of 30s, 5m, 1h30m."""
+    match = _DURATION.fullmatch(text)
+    if not text or match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write e.g. 30s, 5m or 1h30m")
+    hours, minutes, seconds = (float(part or 0) for part in match.groups())
+    total = math.ceil(hours * 3600 + minutes * 60 + seconds)
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration must be positive")
+    return total
 
 
 def _seconds(text: str) -> float:
@@ -404,7 +535,7 @@ def _run(args: argparse.Namespace) -> int:
     from sparkop.core.runtime import Options
     from sparkop.operator import LeadershipLost, Serving, run_blocking
 
-    logs.configure(args.log_format)
+    logs.configure(args.log_format, LOG_LEVELS[args.log_level])
     election = None
     if args.leader_elect:
         try:
@@ -436,9 +567,19 @@ def _run(args: argparse.Namespace) -> int:
                 kube_api_qps=args.kube_api_qps,
                 kube_api_burst=args.kube_api_burst,
                 metrics_labels=tuple(name.strip() for name in args.metrics_labels.split(",") if name.strip()),
+                ui_service=args.ui_service,
             ),
             election=election,
-            serving=Serving(args.metrics_port, args.metrics_address) if args.metrics_port else None,
+            serving=(
+                Serving(
+                    args.metrics_port,
+                    args.metrics_address,
+                    endpoint=args.metrics_endpoint if args.metrics else None,
+                    prefix=args.metrics_prefix,
+                )
+                if args.metrics_port
+                else None
+            ),
         )
     except LeadershipLost as exc:
         # Logged where it happened; a restart makes this replica a standby again.

@@ -285,8 +285,8 @@ def main(target: Target, name: str, *, port_forward: bool, local_port: int | Non
         if address is not None:
             print("sparkop connect: --address is for --port-forward", file=sys.stderr)
             return 2
-        return daily_cli._run("connect", target, lambda kube: _show(kube, target, name))
+        return daily_cli.run_command("connect", target, lambda kube: _show(kube, target, name))
     listen_on = address or DEFAULT_ADDRESS
-    return daily_cli._run(
+    return daily_cli.run_command(
         "connect", target, lambda kube: _forward(kube, target, name, address=listen_on, port=local_port)
     )

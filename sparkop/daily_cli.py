@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 import aiohttp
+import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
@@ -42,6 +44,15 @@ class Target:
     kubeconfig: str | None
     context: str | None
     namespace: str | None  # None: the context's namespace
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """kubectl logs' --tail, --since and --timestamps: what part of the log the API server sends."""
+
+    tail: int | None = None  # the last N lines; None (kubectl's -1): all
+    since_seconds: int | None = None
+    timestamps: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,28 +129,72 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_list(apps: Iterable[JSON], now: datetime, *, all_namespaces: bool) -> str:
-    """``sparkop list``'s table: kubectl get spark's columns plus the run's duration and last error."""
+# The columns `sparkop list -o wide` adds.
+WIDE_HEADERS: Final = ("SPARK", "DRIVER POD", "SPARK APP ID")
+
+
+def list_headers(*, all_namespaces: bool, wide: bool) -> list[str]:
     headers = ["NAME", "STATE", "ATTEMPTS", "EXECUTORS", "DURATION", "AGE", "LAST ERROR"]
+    if wide:
+        headers[-1:-1] = WIDE_HEADERS  # LAST ERROR stays last: it is the column that may hold spaces
     if all_namespaces:
         headers.insert(0, "NAMESPACE")
-    rows = []
-    ordered = sorted(apps, key=lambda a: (a["metadata"].get("namespace", ""), a["metadata"]["name"]))
-    for app in ordered:
-        meta, status = app["metadata"], app.get("status") or {}
-        row = [
-            meta["name"],
-            state_of(app),
-            str(status.get("executionAttempts", 0)),
-            str((status.get("executors") or {}).get("running", 0)),
-            run_duration(app, now),
-            _since(meta.get("creationTimestamp"), now),
-            last_error(app),
+    return headers
+
+
+def list_row(app: JSON, now: datetime, *, all_namespaces: bool, wide: bool) -> list[str]:
+    meta, status = app["metadata"], app.get("status") or {}
+    row = [
+        meta["name"],
+        state_of(app),
+        str(status.get("executionAttempts", 0)),
+        str((status.get("executors") or {}).get("running", 0)),
+        run_duration(app, now),
+        _since(meta.get("creationTimestamp"), now),
+    ]
+    if wide:
+        row += [
+            str((app.get("spec") or {}).get("sparkVersion") or "-"),
+            str((status.get("driverInfo") or {}).get("podName") or "-"),
+            str(status.get("sparkApplicationId") or "-"),
         ]
-        if all_namespaces:
-            row.insert(0, meta.get("namespace", ""))
-        rows.append(row)
-    return render_table(headers, rows)
+    row.append(last_error(app))
+    if all_namespaces:
+        row.insert(0, meta.get("namespace", ""))
+    return row
+
+
+def render_list(apps: Iterable[JSON], now: datetime, *, all_namespaces: bool, wide: bool = False) -> str:
+    """``sparkop list``'s table: kubectl get spark's columns plus the run's duration and last error;
+    ``wide`` (``-o wide``) adds the Spark version, the driver pod and the Spark application id."""
+    ordered = sorted(apps, key=lambda a: (a["metadata"].get("namespace", ""), a["metadata"]["name"]))
+    rows = [list_row(app, now, all_namespaces=all_namespaces, wide=wide) for app in ordered]
+    return render_table(list_headers(all_namespaces=all_namespaces, wide=wide), rows)
+
+
+def object_name(obj: JSON) -> str:
+    """kubectl's ``-o name``: ``<kind>.<group>/<name>``, e.g. ``sparkapplication.sparkop.io/spark-pi``."""
+    group = str(obj.get("apiVersion") or kinds.SPARK_APPLICATIONS.api_version).rpartition("/")[0]
+    kind = str(obj.get("kind") or kinds.SPARK_APPLICATIONS.kind).lower()
+    return f"{kind}.{group}/{obj['metadata']['name']}" if group else f"{kind}/{obj['metadata']['name']}"
+
+
+def render_objects(apps: Sequence[JSON], output: str) -> str:
+    """``-o json``/``-o yaml`` of a listing, as kubectl prints one: a v1 List of the objects as the API
+    server sent them; ``-o name``: one name a line."""
+    if output == "name":
+        return "\n".join(object_name(app) for app in apps)
+    listing = {"apiVersion": "v1", "items": list(apps), "kind": "List", "metadata": {"resourceVersion": ""}}
+    return render_object(listing, output)
+
+
+def render_object(obj: JSON, output: str) -> str:
+    """One object in ``-o json|yaml|name``, as kubectl prints each one of a watch."""
+    if output == "name":
+        return object_name(obj)
+    if output == "json":
+        return json.dumps(obj, indent=4, ensure_ascii=False)
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True).rstrip("\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,10 +411,20 @@ async def _app(kube: k8s.Kube, namespace: str, name: str) -> JSON:
     return app
 
 
-async def _list(kube: k8s.Kube, target: Target, all_namespaces: bool) -> int:
-    namespace = None if all_namespaces else (target.namespace or kube.namespace)
+@dataclass(frozen=True)
+class ListOptions:
+    """``sparkop list``'s kubectl flags: -A, -o, -l and -w."""
+
+    all_namespaces: bool = False
+    output: str | None = None  # None: the table
+    selector: str | None = None
+    watch: bool = False
+
+
+async def _list(kube: k8s.Kube, target: Target, options: ListOptions) -> int:
+    namespace = None if options.all_namespaces else (target.namespace or kube.namespace)
     try:
-        apps = await kube.list(kinds.SPARK_APPLICATIONS, namespace)
+        listing = await kube.listing(kinds.SPARK_APPLICATIONS, namespace, selector=options.selector)
     except ApiException as exc:
         if exc.status == 404:
             raise Unavailable(
@@ -367,12 +432,52 @@ async def _list(kube: k8s.Kube, target: Target, all_namespaces: bool) -> int:
                 "sparkop crds --out crds && kubectl apply --server-side -f crds/"
             ) from None
         raise
-    if not apps:
+    apps: list[JSON] = list(listing.get("items") or [])
+    table = options.output in (None, "wide")
+    wide = options.output == "wide"
+    if apps:
+        if table:
+            print(render_list(apps, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide))
+        elif options.watch:  # kubectl get -w prints each object of the listing by itself, then each change
+            for app in apps:
+                print(render_object(app, str(options.output)))
+        else:
+            print(render_objects(apps, str(options.output)))
+    elif options.output in ("json", "yaml") and not options.watch:
+        print(render_objects([], options.output))  # kubectl prints the empty List, and nothing on stderr
+    elif table:
         where = "any namespace" if namespace is None else f"namespace {namespace!r}"
         print(f"No SparkApplications in {where}.", file=sys.stderr)
+    if not options.watch:
         return 0
-    print(render_list(apps, datetime.now(UTC), all_namespaces=all_namespaces))
-    return 0
+    version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+    return await _watch(kube, namespace, version, options, header=table and not apps)
+
+
+async def _watch(kube: k8s.Kube, namespace: str | None, version: str, options: ListOptions, *, header: bool) -> int:
+    """kubectl get -w: a line (or object) per change, until Ctrl-C; a watch the server ends is
+    started again from the last version seen."""
+    wide = options.output == "wide"
+    while True:
+        async for event in kube.watch(kinds.SPARK_APPLICATIONS, namespace, version, selector=options.selector):
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                if obj.get("code") == 410:  # the version is too old to watch from: list again
+                    listing = await kube.listing(kinds.SPARK_APPLICATIONS, namespace, selector=options.selector)
+                    version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+                    break
+                raise Unavailable(f"the watch ended: {obj.get('message') or obj}")
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            if event.get("type") == "BOOKMARK":
+                continue
+            if options.output in (None, "wide"):
+                row = list_row(obj, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide)
+                headers = list_headers(all_namespaces=options.all_namespaces, wide=wide)
+                lines = render_table(headers, [row]).splitlines()
+                print("\n".join(lines if header else lines[1:]), flush=True)
+                header = False
+            else:
+                print(render_object(obj, str(options.output)), flush=True)
 
 
 async def _logs(
@@ -385,6 +490,7 @@ async def _logs(
     incarnation: int | None,
     run: int | None,
     container: str | None,
+    reading: LogOptions,
 ) -> int:
     namespace = target.namespace or kube.namespace
     app = await _app(kube, namespace, name)
@@ -398,7 +504,15 @@ async def _logs(
     print(f"sparkop logs: pod {namespace}/{pod_name}" + (f", container {chosen}" if chosen else ""), file=sys.stderr)
     out = sys.stdout.buffer
     try:
-        async for chunk in kube.pod_log(namespace, pod_name, container=chosen, follow=follow):
+        async for chunk in kube.pod_log(
+            namespace,
+            pod_name,
+            container=chosen,
+            follow=follow,
+            tail_lines=reading.tail,
+            since_seconds=reading.since_seconds,
+            timestamps=reading.timestamps,
+        ):
             out.write(chunk)
             out.flush()
     except ApiException as exc:
@@ -441,7 +555,7 @@ def _api_message(exc: ApiException) -> str:
     return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
 
 
-def _run(command: str, target: Target, work: Callable[[k8s.Kube], Awaitable[int]]) -> int:
+def run_command(command: str, target: Target, work: Callable[[k8s.Kube], Awaitable[int]]) -> int:
     """Run one command against the API server; every failure is one line on stderr, exit 1."""
 
     async def connected() -> int:
@@ -469,8 +583,8 @@ def _run(command: str, target: Target, work: Callable[[k8s.Kube], Awaitable[int]
     return 1
 
 
-def list_main(target: Target, *, all_namespaces: bool) -> int:
-    return _run("list", target, lambda kube: _list(kube, target, all_namespaces))
+def list_main(target: Target, options: ListOptions) -> int:
+    return run_command("list", target, lambda kube: _list(kube, target, options))
 
 
 def logs_main(
@@ -482,8 +596,9 @@ def logs_main(
     incarnation: int | None = None,
     run: int | None = None,
     container: str | None = None,
+    reading: LogOptions | None = None,
 ) -> int:
-    return _run(
+    return run_command(
         "logs",
         target,
         lambda kube: _logs(
@@ -495,13 +610,14 @@ def logs_main(
             incarnation=incarnation,
             run=run,
             container=container,
+            reading=reading or LogOptions(),
         ),
     )
 
 
 def events_main(target: Target, name: str) -> int:
-    return _run("events", target, lambda kube: _events(kube, target, name))
+    return run_command("events", target, lambda kube: _events(kube, target, name))
 
 
 def suspend_main(target: Target, name: str, *, suspend: bool) -> int:
-    return _run("suspend" if suspend else "resume", target, lambda kube: _suspend(kube, target, name, suspend))
+    return run_command("suspend" if suspend else "resume", target, lambda kube: _suspend(kube, target, name, suspend))

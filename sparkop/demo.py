@@ -102,6 +102,39 @@ def install_crds(kubectl_path: Path, kubeconfig: Path) -> None:
         kubectl(kubectl_path, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(source))
 
 
+# What the chart (charts/sparkop) creates in each job namespace for a release named sparkop: the
+# ServiceAccount Spark drivers run as, with a Role on what a driver creates for its executors. The
+# demo cluster gets the same, so every file in examples/ (which names it) runs there as on a chart install.
+DRIVER_ACCOUNT = "sparkop-spark"
+
+
+def driver_account_manifests(namespace: str) -> list[JSON]:
+    meta = {"name": DRIVER_ACCOUNT, "namespace": namespace}
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+            "verbs": ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"],
+        }
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DRIVER_ACCOUNT},
+            "subjects": [{"kind": "ServiceAccount", "name": DRIVER_ACCOUNT, "namespace": namespace}],
+        },
+    ]
+
+
+def create_driver_account(kubectl_path: Path, kubeconfig: Path, namespace: str) -> None:
+    listing = {"apiVersion": "v1", "kind": "List", "items": driver_account_manifests(namespace)}
+    kubectl(kubectl_path, kubeconfig, "apply", "-f", "-", stdin=json.dumps(listing))
+
+
 CRD_NAMES = (
     "sparkapplications.sparkop.io",
     "sparkdrivers.sparkop.io",
@@ -269,6 +302,7 @@ def main(*, name: str, keep: bool, real: bool = False) -> int:
             )
         wait_for_crds(cluster.kubectl, cluster.kubeconfig)
         say(f"    operator log: {log_path}")
+        create_driver_account(cluster.kubectl, cluster.kubeconfig, NAMESPACE)
         rows = run_scenario(cluster.kubectl, cluster.kubeconfig, NAMESPACE, started, real=real)
         say(summary(rows, cluster.kubeconfig, time.monotonic() - started))
         if real:

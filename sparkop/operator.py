@@ -85,10 +85,13 @@ class LeadershipLost(Exception):
 
 @dataclass(frozen=True)
 class Serving:
-    """Where to serve /metrics, /healthz and /readyz (``sparkop.serving``)."""
+    """Where to serve the probes and the metrics (``sparkop.serving``): /healthz and /readyz on
+    ``port``, the metrics at ``endpoint`` (None: none), their names behind ``prefix``."""
 
     port: int
     address: str = "127.0.0.1"
+    endpoint: str | None = "/metrics"
+    prefix: str = ""
 
 
 async def run_operator(
@@ -130,7 +133,9 @@ async def run_operator(
             if elector is not None:
                 leading = elector.fence
                 collectors = [WhileLeading(c, leading) for c in collectors]
-            server = await serve(serving.address, serving.port, health, collectors)
+            server = await serve(
+                serving.address, serving.port, health, collectors, endpoint=serving.endpoint, prefix=serving.prefix
+            )
         served = (
             SPARK_APPLICATIONS,
             SPARK_DRIVERS,

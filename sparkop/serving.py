@@ -116,9 +116,33 @@ class _Collectors(CollectorRegistry):
             self.register(collector)
 
 
-async def serve(address: str, port: int, health: Health, collectors: Sequence[Collector] = ()) -> web.AppRunner:
-    """Start serving; stop with ``await runner.cleanup()``."""
-    own = _Collectors(collectors)
+class Prefixed(Collector):
+    """A collector whose metric names start with ``prefix`` (kubeflow's --metrics-prefix)."""
+
+    def __init__(self, inner: Collector, prefix: str) -> None:
+        self.inner = inner
+        self.prefix = prefix
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self.inner.collect():
+            renamed = Metric(self.prefix + metric.name, metric.documentation, metric.type, metric.unit)
+            renamed.samples = [sample._replace(name=self.prefix + sample.name) for sample in metric.samples]
+            yield renamed
+
+
+async def serve(
+    address: str,
+    port: int,
+    health: Health,
+    collectors: Sequence[Collector] = (),
+    *,
+    endpoint: str | None = "/metrics",
+    prefix: str = "",
+) -> web.AppRunner:
+    """Start serving: the probes, and the metrics at ``endpoint`` unless it is None, the names of
+    ``collectors``' metrics (the application, executor and SparkConnect ones) behind ``prefix``. Stop
+    with ``await runner.cleanup()``."""
+    own = _Collectors([Prefixed(c, prefix) for c in collectors] if prefix else collectors)
 
     async def metrics(_: web.Request) -> web.Response:
         body = generate_latest(REGISTRY) + generate_latest(own)
@@ -132,7 +156,8 @@ async def serve(address: str, port: int, health: Health, collectors: Sequence[Co
         return answer
 
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
+    if endpoint is not None:
+        app.router.add_get(endpoint, metrics)
     app.router.add_get("/healthz", probe(health.live, 500))
     app.router.add_get("/readyz", probe(health.ready, 503))
     runner = web.AppRunner(app, access_log=None, handle_signals=False)

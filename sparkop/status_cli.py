@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from datetime import UTC, datetime
 
 from sparkop.api import spark_lines
 from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
+from sparkop.daily_cli import Target, Unavailable, run_command
 from sparkop.domain import kinds, labels, naming
 
 
@@ -123,20 +122,16 @@ def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
     return "\n".join(lines)
 
 
-async def _fetch(name: str, namespace: str, kubeconfig: str | None) -> tuple[JSON | None, list[JSON]]:
-    kube = await k8s.Kube.connect(kubeconfig)
-    try:
-        app = await kube.get(kinds.SPARK_APPLICATIONS, namespace, name)
-        drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=f"{labels.APP}={naming.label_value(name)}")
-    finally:
-        await kube.close()
-    return app, drivers
-
-
-def main(name: str, *, namespace: str, kubeconfig: str | None) -> int:
-    app, drivers = asyncio.run(_fetch(name, namespace, kubeconfig))
+async def _status(kube: k8s.Kube, target: Target, name: str) -> int:
+    namespace = target.namespace or kube.namespace
+    app = await kube.get(kinds.SPARK_APPLICATIONS, namespace, name)
     if app is None:
-        print(f"sparkop: no SparkApplication {namespace}/{name}", file=sys.stderr)
-        return 1
+        raise Unavailable(f"no SparkApplication {name!r} in namespace {namespace!r}; sparkop list -n {namespace}")
+    drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=f"{labels.APP}={naming.label_value(name)}")
     print(render_status(app, drivers, datetime.now(UTC)))
     return 0
+
+
+def main(target: Target, name: str) -> int:
+    """``sparkop status NAME``: in the context's namespace unless -n says otherwise, as kubectl."""
+    return run_command("status", target, lambda kube: _status(kube, target, name))

@@ -9,6 +9,7 @@ test streams a real container's output with `-f`, when the machine's real-node c
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -117,6 +118,47 @@ def test_list_shows_state_attempts_duration_and_last_error_in_the_contexts_names
     elsewhere = sparkop(Path(crds.kubeconfig), "list", "-n", "kube-public")
     assert (elsewhere.returncode, elsewhere.stdout) == (0, "")
     assert elsewhere.stderr == "No SparkApplications in namespace 'kube-public'.\n"
+
+    # kubectl's habits: -o json is the API server's objects in a v1 List, -o name, -l.
+    as_json = sparkop(kubeconfig, "list", "-o", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    listed = json.loads(as_json.stdout)
+    assert listed["kind"] == "List" and sorted(a["metadata"]["name"] for a in listed["items"]) == ["broken", "fine"]
+    assert {a["status"]["applicationState"]["state"] for a in listed["items"]} == {"COMPLETED", "FAILED"}
+    crds.kubectl("label", "sparkapplication", "fine", "team=a", "-n", namespace)
+    named = sparkop(kubeconfig, "list", "-o", "name", "-l", "team=a")
+    assert (named.returncode, named.stdout) == (0, "sparkapplication.sparkop.io/fine\n"), named.stderr
+    wide = table(sparkop(kubeconfig, "list", "-o", "wide").stdout)
+    assert wide[0][6:] == ["SPARK", "DRIVER POD", "SPARK APP ID", "LAST ERROR"]
+
+    # sparkop status without -n: the context's namespace too (it used to be `default`).
+    status = sparkop(kubeconfig, "status", "fine")
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith(f"SparkApplication {namespace}/fine: COMPLETED\n"), status.stdout
+
+
+def test_kubectl_runs_sparkop_as_a_plugin(crds: ClusterHandle, namespace: str, tmp_path: Path) -> None:
+    """`kubectl sparkop list -o json`: kubectl finds the kubectl-sparkop entry point on PATH."""
+    plugin = Path(sys.executable).parent / "kubectl-sparkop"
+    assert plugin.is_file(), "pip install puts kubectl-sparkop beside sparkop (pyproject's scripts)"
+    crds.apply(app_manifest("plugged", run_seconds=1), namespace=namespace)
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env["PATH"] = f"{plugin.parent}{os.pathsep}{env.get('PATH', '')}"
+    kubectl = [str(crds.kubectl_binary)]  # kubectl passes every flag after the plugin's name to it
+    plugins = subprocess.run([*kubectl, "plugin", "list"], env=env, capture_output=True, text=True, check=False)
+    assert str(plugin) in plugins.stdout, plugins.stdout + plugins.stderr
+    listed = subprocess.run(
+        [*kubectl, "sparkop", "list", "-o", "json", "-n", namespace, "--kubeconfig", str(crds.kubeconfig)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [a["metadata"]["name"] for a in json.loads(listed.stdout)["items"]] == ["plugged"]
+    helped = subprocess.run([*kubectl, "sparkop", "--help"], env=env, capture_output=True, text=True, check=False)
+    assert helped.stdout.startswith("usage: kubectl sparkop "), helped.stdout
 
 
 def test_logs_reads_the_current_driver_pod_or_an_executor_by_its_labels(

@@ -111,10 +111,13 @@ def test_the_standby_takes_over_from_a_killed_leader_while_20_apps_run(mixed_clu
         release,
         {
             "image": {"tag": operator_image.key, "pullPolicy": "Never"},
-            "replicaCount": 2,
-            "nodeSelector": {"type": "real"},
-            "logFormat": "text",
-            "leaderElection": {"leaseDuration": LEASE_DURATION_S, "retryPeriod": RETRY_PERIOD_S},
+            "controller": {
+                "replicas": 2,
+                "nodeSelector": {"type": "real"},
+                "logEncoder": "console",
+                "leaderElection": {"leaseDuration": LEASE_DURATION_S, "retryPeriod": RETRY_PERIOD_S},
+            },
+            "spark": {"jobNamespaces": [NAMESPACE]},
         },
     )
     try:

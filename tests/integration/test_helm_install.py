@@ -83,8 +83,8 @@ def test_a_namespaced_release_runs_spark_pi_in_its_namespace_and_leaves_others_a
     values = {
         # The exact image built above, never pulled: there is no registry.
         "image": {"tag": operator_image.key, "pullPolicy": "Never"},
-        "watchNamespaces": [watched],
-        "logFormat": "text",
+        "spark": {"jobNamespaces": [watched]},
+        "controller": {"logEncoder": "console"},
     }
     install(release, values)
     try:
@@ -117,11 +117,11 @@ def test_a_namespaced_release_runs_spark_pi_in_its_namespace_and_leaves_others_a
         assert can_i(real_cluster, operator, "list", "sparkapplications.sparkop.io", "-n", other) == "no"
         assert can_i(real_cluster, operator, "get", f"namespace/{watched}") == "yes"
         assert can_i(real_cluster, operator, "get", f"namespace/{other}") == "no"
-        driver_account = f"system:serviceaccount:{watched}:spark"
+        driver_account = f"system:serviceaccount:{watched}:{fullname}-spark"
         assert can_i(real_cluster, driver_account, "create", "pods", "-n", watched) == "yes"
         assert can_i(real_cluster, driver_account, "create", "pods", "-n", other) == "no"
 
-        real_cluster.apply(spark_pi("pi", "spark"), namespace=watched)
+        real_cluster.apply(spark_pi("pi", f"{fullname}-spark"), namespace=watched)
         real_cluster.apply(spark_pi("pi-elsewhere", "default"), namespace=other)
         try:
             finished = wait_for(

@@ -46,7 +46,8 @@ NAMESPACE = "apps"
 RELEASE_NAMESPACE = "sparkop-system"
 RELEASE_NAME = "sparkop"
 DEPLOYMENT = f"deployment/{RELEASE_NAME}"
-LEASE_NAME = "sparkop-leader"
+LEASE_NAME = "sparkop-leader"  # the chart's: <fullname>-leader
+DRIVER_ACCOUNT = "sparkop-spark"  # the chart's drivers' ServiceAccount: <fullname>-spark
 REPLICAS = 2
 LEASE_DURATION_S = 15.0
 RETRY_PERIOD_S = 2.0
@@ -97,7 +98,8 @@ def apply_batch(cluster: ClusterHandle, apps: dict[str, Expected], run_seconds: 
 def real_pi(name: str) -> dict[str, Any]:
     """A SparkPi on the real node, small enough to share its ~2 CPUs with the operator's pods."""
     small = {"coreRequest": "300m", "nodeSelector": REAL_ONLY}
-    return spark_pi(name, OLDEST_VERSION, slices=PI_SLICES, driver=small, executor={"instances": 1, **small})
+    driver = {**small, "serviceAccount": DRIVER_ACCOUNT}
+    return spark_pi(name, OLDEST_VERSION, slices=PI_SLICES, driver=driver, executor={"instances": 1, **small})
 
 
 @dataclass
@@ -134,11 +136,13 @@ def installed(real_node_clusters: RealNodeClusters) -> Iterator[Setup]:
             release,
             {
                 "image": {"tag": operator_image.key, "pullPolicy": "Never"},
-                "replicaCount": REPLICAS,
-                "nodeSelector": REAL_ONLY,
-                "logFormat": "text",
-                "leaderElection": {"leaseDuration": LEASE_DURATION_S, "retryPeriod": RETRY_PERIOD_S},
-                # The `spark` ServiceAccount and its Role for the real driver.
+                "controller": {
+                    "replicas": REPLICAS,
+                    "nodeSelector": REAL_ONLY,
+                    "logEncoder": "console",
+                    "leaderElection": {"leaseDuration": LEASE_DURATION_S, "retryPeriod": RETRY_PERIOD_S},
+                },
+                # The watched namespace, with the drivers' ServiceAccount (sparkop-spark) and its Role.
                 "spark": {"jobNamespaces": [NAMESPACE]},
             },
         )
@@ -473,7 +477,7 @@ def test_helm_upgrade_and_rollback_mid_run_lose_and_duplicate_nothing(installed:
             "--set",
             f"image.tag={next_tag}",
             "--set",
-            f"workers={NEW_WORKERS}",
+            f"controller.workers={NEW_WORKERS}",
         ),
         installed.next_image,
         NEW_WORKERS,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
+from sparkop import demo
 from sparkop.domain import labels
 from tests.support.operator import OperatorProcess, release_driver_pods
 from tests.support.readme import ROOT, tour_steps
@@ -28,6 +29,8 @@ DRAIN_STEP = "kubectl delete pod -l spark-role=driver"
 
 @pytest.fixture
 def tour_operator(crds: ClusterHandle, tmp_path: Path) -> Iterator[OperatorProcess]:
+    # What `sparkop demo` (and the chart, in each job namespace) gives the examples' drivers.
+    demo.create_driver_account(crds.kubectl_binary, crds.kubeconfig, "default")
     with OperatorProcess(crds.kubeconfig, namespaces=["default"], log_dir=tmp_path) as proc:
         yield proc
         # While the operator runs: it lets the driver pods go (its finalizer) as their app goes.

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster.build import helm_binary
-from devcluster.testing import ClusterHandle
+from devcluster.testing import ClusterHandle, wait_for
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "sparkop"
 
@@ -47,14 +47,38 @@ class Release:
         return json.dumps([p.get("status", {}) for p in pods], indent=1)[-3000:] + "\n" + "\n".join(logs)[-4000:]
 
 
-def install(release: Release, values: dict[str, Any]) -> None:
+def install(
+    release: Release, values: dict[str, Any], *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`helm install` of the chart with ``values`` (after any ``-f FILE`` among ``args``, so they win);
+    its output holds the rendered NOTES.txt."""
     argv = [str(release.helm), f"--kubeconfig={release.cluster.kubeconfig}", "-n", release.namespace]
     result = subprocess.run(
-        [*argv, "install", release.name, str(CHART), "--values", "-"],
+        [*argv, "install", release.name, str(CHART), *args, "--values", "-"],
         input=json.dumps(values),
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def wait_ready(release: Release, deployment: str, replicas: int = 1) -> None:
+    """Until the release's Deployment has ``replicas`` pods passing /readyz."""
+    try:
+        wait_for(
+            lambda: (
+                release.cluster.kubectl_json("get", f"deployment/{deployment}", "-n", release.namespace)
+                .get("status", {})
+                .get("readyReplicas")
+                == replicas
+            ),
+            timeout=READY_S,
+            interval=1.0,
+            message=f"{replicas} pod(s) of {deployment} to pass /readyz",
+        )
+    except TimeoutError as err:
+        raise AssertionError(f"{err}\n{release.diagnostics()}") from None

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,21 @@ from devcluster.build import (
 )
 from devcluster.paths import GOBUILD_DIR
 from sparkop.cli import _parser
+from tests.support.chart_render import (
+    RELEASE_NAMESPACE,
+    Manifest,
+    container,
+    deployment,
+    of_kind,
+    render,
+    resources_of,
+    run_helm,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "sparkop"
 DEPLOY = REPO / "deploy" / "sparkop.yaml"
 UPDATE = os.environ.get("SPARKOP_UPDATE_SNAPSHOTS") == "1"
-RELEASE_NAMESPACE = "sparkop-system"
 # What the operator's own objects need in any namespace it serves; never cluster-wide in namespaced mode.
 NAMESPACED_RESOURCES = {
     "pods",
@@ -40,9 +48,7 @@ NAMESPACED_RESOURCES = {
     "services",
     "events",
     "ingresses",
-    "networkpolicies",  # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child
-    "podgroups",  # the batch schedulers' (volcano, scheduler-plugins)
-    "workloads",  # Kueue's, a queued run's
+    "networkpolicies",  # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child (on by default)
     "poddisruptionbudgets",  # a driver's, when asked (driverPodDisruptionBudget)
     "sparkapplications",
     "sparkdrivers",
@@ -54,7 +60,11 @@ STATUSES = {
     "sparkdrivers/status",
     "scheduledsparkapplications/status",
     "sparkconnects/status",
-    "workloads/status",  # admission handed back after an eviction, Finished
+}
+# Granted only with the feature on: each value and the resources it adds.
+FEATURE_RESOURCES = {
+    "batchScheduler": {"podgroups"},  # Volcano's and scheduler-plugins'
+    "kueue": {"workloads", "workloads/status"},  # a queued run's; admission handed back, Finished
 }
 # Kueue's cluster-scoped configuration, read (never written) whatever the namespaces.
 KUEUE_READ_RULE = {
@@ -63,44 +73,10 @@ KUEUE_READ_RULE = {
     "verbs": ["get", "list", "watch"],
 }
 
-Manifest = dict[str, Any]
-
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
     return helm_binary(lambda line: None)
-
-
-def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120, check=False)
-
-
-def render(
-    helm: Path, tmp_path: Path, values: dict[str, Any] | None = None, release: str = "sparkop"
-) -> list[Manifest]:
-    values_file = tmp_path / "values.yaml"
-    values_file.write_text(yaml.safe_dump(values or {}))
-    result = run_helm(helm, "template", release, str(CHART), "-n", RELEASE_NAMESPACE, "-f", str(values_file))
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-def of_kind(objects: list[Manifest], kind: str) -> list[Manifest]:
-    return [o for o in objects if o["kind"] == kind]
-
-
-def deployment(objects: list[Manifest]) -> Manifest:
-    (found,) = of_kind(objects, "Deployment")
-    return found
-
-
-def container(objects: list[Manifest]) -> Manifest:
-    (found,) = deployment(objects)["spec"]["template"]["spec"]["containers"]
-    return dict(found)
-
-
-def resources_of(role: Manifest) -> set[str]:
-    return {resource for rule in role["rules"] for resource in rule["resources"]}
 
 
 # ------------------------------------------------------------------------------------- helm
@@ -134,9 +110,14 @@ def test_pinning_a_tool_rebuilds_no_cluster_binaries(tmp_path: Path) -> None:
     "values",
     [
         {},
-        {"replicaCount": 3, "watchNamespaces": ["a", "b"], "metrics": {"serviceMonitor": {"enabled": True}}},
+        {
+            "controller": {"replicas": 3, "podDisruptionBudget": {"enable": True}, "podAntiAffinity": "soft"},
+            "spark": {"jobNamespaces": ["a", "b"]},
+            "prometheus": {"serviceMonitor": {"create": True}, "podMonitor": {"create": True}},
+        },
+        {"spark": {"jobNamespaces": []}, "controller": {"kueue": {"enable": True}}},
     ],
-    ids=["defaults", "namespaced-ha-servicemonitor"],
+    ids=["defaults", "ha-pdb-monitors", "cluster-wide-kueue"],
 )
 def test_helm_lint_strict(helm: Path, tmp_path: Path, values: dict[str, Any]) -> None:
     values_file = tmp_path / "values.yaml"
@@ -163,24 +144,48 @@ def test_the_chart_carries_the_committed_crds_unchanged() -> None:
 # ---------------------------------------------------------------------------------- defaults
 
 
-def test_defaults_one_replica_cluster_wide_without_leader_election(helm: Path, tmp_path: Path) -> None:
+def test_defaults_watch_default_with_one_replica_electing_a_leader(helm: Path, tmp_path: Path) -> None:
+    """kubeflow's defaults: spark.jobNamespaces [default] is the watch scope, leader election on."""
     objects = render(helm, tmp_path)
     deploy = deployment(objects)
     args = container(objects)["args"]
     assert deploy["spec"]["replicas"] == 1
-    assert deploy["spec"]["strategy"] == {"type": "Recreate"}, "two operators without an election must never overlap"
-    assert not any(arg.startswith("--leader-elect") for arg in args)
-    assert not any(arg.startswith("--namespace") for arg in args)
-    assert not [o for o in objects if "leases" in str(o.get("rules", ""))]
+    # A new pod stands by until the old one stops: one at a time, never two leaders.
+    assert deploy["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=default"]
+    assert {"--leader-elect", "--leader-elect-name=sparkop-leader", "--log-level=info"} <= set(args)
     (cluster_role,) = of_kind(objects, "ClusterRole")
-    assert NAMESPACED_RESOURCES | {"namespaces", "resourceflavors", "workloadpriorityclasses"} <= resources_of(
-        cluster_role
-    )
-    assert "customresourcedefinitions" not in resources_of(cluster_role), "CRDs are checked through discovery"
-    assert not of_kind(objects, "ServiceMonitor")
-    # The driver's ServiceAccount and Role in the default job namespace.
-    spark_objects = [o for o in objects if o["metadata"].get("namespace") == "default"]
-    assert sorted(o["kind"] for o in spark_objects) == ["Role", "RoleBinding", "ServiceAccount"]
+    assert cluster_role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["namespaces"],
+            "resourceNames": ["default"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    (operator_role,) = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
+    assert operator_role["metadata"]["namespace"] == "default"
+    assert resources_of(operator_role) == NAMESPACED_RESOURCES | STATUSES
+    assert "customresourcedefinitions" not in resources_of(operator_role), "CRDs are checked through discovery"
+    assert not of_kind(objects, "ServiceMonitor") and not of_kind(objects, "PodMonitor")
+    assert not of_kind(objects, "PodDisruptionBudget")
+    # The drivers' ServiceAccount, Role and RoleBinding in the job namespace, kept on uninstall.
+    spark_objects = [
+        o for o in objects if o["metadata"].get("namespace") == "default" and o["metadata"]["name"].endswith("-spark")
+    ]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in spark_objects) == [
+        ("Role", "sparkop-spark"),
+        ("RoleBinding", "sparkop-spark"),
+        ("ServiceAccount", "sparkop-spark"),
+    ]
+    for kept in spark_objects:
+        assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", kept["kind"]
+    # Nothing else is kept: the operator's own objects go with the release.
+    others = [o for o in objects if o not in spark_objects]
+    assert not [o for o in others if "helm.sh/resource-policy" in (o["metadata"].get("annotations") or {})]
 
 
 def test_the_pod_is_non_root_read_only_without_capabilities_and_probed(helm: Path, tmp_path: Path) -> None:
@@ -191,59 +196,119 @@ def test_the_pod_is_non_root_read_only_without_capabilities_and_probed(helm: Pat
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
     assert main["securityContext"] == {
         "runAsNonRoot": True,
+        "privileged": False,
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
     assert main["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
-    assert main["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    assert main["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-    assert {"--metrics-port=9090", "--metrics-address=0.0.0.0"} <= set(main["args"])
+    assert {"--metrics-port=8080", "--metrics-address=0.0.0.0", "--metrics-endpoint=/metrics"} <= set(main["args"])
     assert main["args"][0] == "run"
+    annotations = deployment(objects)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8080",
+        "prometheus.io/path": "/metrics",
+    }
     (service,) = of_kind(objects, "Service")
     assert service["spec"]["selector"] == deployment(objects)["spec"]["selector"]["matchLabels"]
-    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+# ------------------------------------------------------------------------------------- names
+
+
+def test_every_name_derives_from_the_release_so_two_releases_never_collide(helm: Path, tmp_path: Path) -> None:
+    def names(release: str) -> set[tuple[str, str, str]]:
+        objects = render(helm, tmp_path, release=release)
+        found = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in objects}
+        lease = next(a for a in container(objects)["args"] if a.startswith("--leader-elect-name="))
+        return found | {("Lease", RELEASE_NAMESPACE, lease.split("=", 1)[1])}
+
+    first, second = names("team-a"), names("team-b")
+    assert first & second == set()
+    assert ("ServiceAccount", "default", "team-a-sparkop-spark") in first
+    assert ("Lease", RELEASE_NAMESPACE, "team-b-sparkop-leader") in second
+    assert not [n for n in first | second if n[2] == "spark"], "never Spark's documented `spark` account"
+
+
+def test_the_spark_service_account_name_and_creation_follow_the_values(helm: Path, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path, {"spark": {"jobNamespaces": ["jobs"], "serviceAccount": {"name": "driver"}}})
+    (account,) = [o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["namespace"] == "jobs"]
+    assert account["metadata"]["name"] == "driver"
+    (binding,) = [o for o in of_kind(objects, "RoleBinding") if o["metadata"]["name"] == "sparkop-spark"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "driver", "namespace": "jobs"}]
+    without = render(helm, tmp_path, {"spark": {"serviceAccount": {"create": False}, "rbac": {"create": False}}})
+    assert not [o for o in without if o["metadata"]["name"].endswith("-spark")]
 
 
 # ------------------------------------------------------------------------------------------- HA
 
 
-def test_two_replicas_turn_leader_election_on_with_a_lease_in_the_release_namespace(helm: Path, tmp_path: Path) -> None:
-    objects = render(helm, tmp_path, {"replicaCount": 2})
+def test_more_replicas_elect_on_a_lease_named_after_the_release_and_may_spread(helm: Path, tmp_path: Path) -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}]
+    values = {
+        "controller": {
+            "replicas": 2,
+            "podAntiAffinity": "hard",
+            "topologySpreadConstraints": spread,
+            "podDisruptionBudget": {"enable": True},
+        }
+    }
+    objects = render(helm, tmp_path, values, release="batch")
     args = container(objects)["args"]
+    fullname = "batch-sparkop"
     assert deployment(objects)["spec"]["replicas"] == 2
-    assert deployment(objects)["spec"]["strategy"] == {"type": "RollingUpdate"}
-    assert "--leader-elect" in args
-    assert f"--leader-elect-namespace={RELEASE_NAMESPACE}" in args
-    assert "--leader-elect-name=sparkop-leader" in args
+    assert {
+        "--leader-elect",
+        f"--leader-elect-namespace={RELEASE_NAMESPACE}",
+        f"--leader-elect-name={fullname}-leader",
+    } <= set(args)
     lease_roles = [r for r in of_kind(objects, "Role") if "leases" in resources_of(r)]
     assert [r["metadata"]["namespace"] for r in lease_roles] == [RELEASE_NAMESPACE]
     rules = {(tuple(rule["verbs"]), tuple(rule.get("resourceNames", ()))) for rule in lease_roles[0]["rules"]}
-    assert rules == {(("create",), ()), (("get", "update"), ("sparkop-leader",))}
+    assert rules == {(("create",), ()), (("get", "update"), (f"{fullname}-leader",))}
     (binding,) = [
         b for b in of_kind(objects, "RoleBinding") if b["roleRef"]["name"] == lease_roles[0]["metadata"]["name"]
     ]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "sparkop", "namespace": RELEASE_NAMESPACE}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": fullname, "namespace": RELEASE_NAMESPACE}]
+    pod = deployment(objects)["spec"]["template"]["spec"]
+    selector = deployment(objects)["spec"]["selector"]["matchLabels"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}
+    assert pod["topologySpreadConstraints"] == [{**spread[0], "labelSelector": {"matchLabels": selector}}]
+    (budget,) = of_kind(objects, "PodDisruptionBudget")
+    assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
 
 
-def test_leader_election_can_be_forced_on_for_one_replica_and_never_off_for_two(helm: Path, tmp_path: Path) -> None:
-    args = container(render(helm, tmp_path, {"leaderElection": {"enabled": True}}))["args"]
-    assert "--leader-elect" in args
-    values_file = tmp_path / "off.yaml"
-    values_file.write_text(yaml.safe_dump({"replicaCount": 2, "leaderElection": {"enabled": False}}))
-    refused = run_helm(helm, "template", "sparkop", str(CHART), "-f", str(values_file))
-    assert refused.returncode != 0
-    assert "replicaCount > 1 needs leaderElection.enabled" in refused.stderr
+def test_without_leader_election_one_replica_is_recreated_and_more_are_refused(helm: Path, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path, {"controller": {"leaderElection": {"enable": False}}})
+    assert deployment(objects)["spec"]["strategy"] == {"type": "Recreate"}, "two operators must never overlap"
+    assert not [a for a in container(objects)["args"] if a.startswith("--leader-elect")]
+    assert not [o for o in objects if "leases" in str(o.get("rules", ""))]
+    refused = refusal(helm, tmp_path, {"controller": {"replicas": 2, "leaderElection": {"enable": False}}})
+    assert "controller.replicas > 1 needs controller.leaderElection.enable" in refused
 
 
-# ----------------------------------------------------------------------------------- namespaced
+def refusal(helm: Path, tmp_path: Path, values: dict[str, Any]) -> str:
+    values_file = tmp_path / "refused.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    result = run_helm(helm, "template", "sparkop", str(CHART), "-f", str(values_file))
+    assert result.returncode != 0, result.stdout[:2000]
+    return result.stderr
 
 
-def test_watched_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespace_objects(
+# ----------------------------------------------------------------------------------- namespaces
+
+
+def test_job_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespace_objects(
     helm: Path, tmp_path: Path
 ) -> None:
-    objects = render(helm, tmp_path, {"watchNamespaces": ["team-a", "team-b"]})
+    objects = render(helm, tmp_path, {"spark": {"jobNamespaces": ["team-a", "team-b"]}})
     args = container(objects)["args"]
     assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
     (cluster_role,) = of_kind(objects, "ClusterRole")
@@ -253,57 +318,119 @@ def test_watched_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespa
             "resources": ["namespaces"],
             "resourceNames": ["team-a", "team-b"],
             "verbs": ["get", "list", "watch"],
-        },
-        KUEUE_READ_RULE,
+        }
     ]
     operator_roles = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
     assert sorted(r["metadata"]["namespace"] for r in operator_roles) == ["team-a", "team-b"]
-    for role in operator_roles:
-        assert resources_of(role) == NAMESPACED_RESOURCES | STATUSES
     bindings = [b for b in of_kind(objects, "RoleBinding") if b["roleRef"]["name"] == "sparkop"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
-    # The Spark driver's ServiceAccount, Role and RoleBinding in each watched namespace, not in default.
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
-        spark = [o for o in of_kind(objects, kind) if o["metadata"]["name"] in ("spark", "sparkop-spark")]
+        spark = [o for o in of_kind(objects, kind) if o["metadata"]["name"] == "sparkop-spark"]
         assert sorted(o["metadata"]["namespace"] for o in spark) == ["team-a", "team-b"], kind
 
 
-def test_the_spark_service_account_name_and_creation_follow_the_values(helm: Path, tmp_path: Path) -> None:
-    objects = render(helm, tmp_path, {"spark": {"jobNamespaces": ["jobs"], "serviceAccount": {"name": "driver"}}})
-    (account,) = [o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["namespace"] == "jobs"]
-    assert account["metadata"]["name"] == "driver"
-    (binding,) = [o for o in of_kind(objects, "RoleBinding") if o["metadata"]["namespace"] == "jobs"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "driver", "namespace": "jobs"}]
-    without = render(helm, tmp_path, {"spark": {"serviceAccount": {"create": False}, "rbac": {"create": False}}})
-    assert not [o for o in without if o["metadata"].get("namespace") == "default"]
+@pytest.mark.parametrize("scope", [[], [""], ["a", ""]], ids=["empty", "empty-string", "with-empty-string"])
+def test_an_empty_scope_or_one_holding_an_empty_string_is_the_whole_cluster(
+    helm: Path, tmp_path: Path, scope: list[str]
+) -> None:
+    """kubeflow's meaning of spark.jobNamespaces: [] or [""] watches every namespace."""
+    objects = render(helm, tmp_path, {"spark": {"jobNamespaces": scope}})
+    assert not [a for a in container(objects)["args"] if a.startswith("--namespace")]
+    (cluster_role,) = of_kind(objects, "ClusterRole")
+    assert NAMESPACED_RESOURCES | STATUSES | {"namespaces"} <= resources_of(cluster_role)
+    assert not [r for r in of_kind(objects, "Role") if "leases" not in resources_of(r)]
+    assert not [o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["name"] == "sparkop-spark"]
+
+
+# --------------------------------------------------------------------------- rights per feature
+
+
+@pytest.mark.parametrize("scope", [["jobs"], []], ids=["namespaced", "cluster-wide"])
+def test_each_features_rights_are_granted_only_when_it_is_enabled(helm: Path, tmp_path: Path, scope: list[str]) -> None:
+    def granted(controller: dict[str, Any]) -> set[str]:
+        objects = render(helm, tmp_path, {"spark": {"jobNamespaces": scope}, "controller": controller})
+        roles = [
+            *of_kind(objects, "ClusterRole"),
+            *[r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"],
+        ]
+        return set().union(*(resources_of(r) for r in roles))
+
+    base = granted({})
+    assert "networkpolicies" in base and not (FEATURE_RESOURCES["batchScheduler"] | FEATURE_RESOURCES["kueue"]) & base
+    assert granted({"batchScheduler": {"enable": True}}) - base == FEATURE_RESOURCES["batchScheduler"]
+    kueue_cluster_reads = {"resourceflavors", "workloadpriorityclasses"}
+    assert granted({"kueue": {"enable": True}}) - base == FEATURE_RESOURCES["kueue"] | kueue_cluster_reads
+    assert base - granted({"networkPolicy": {"enable": False}}) == {"networkpolicies"}
+    objects = render(
+        helm, tmp_path, {"spark": {"jobNamespaces": scope}, "controller": {"batchScheduler": {"enable": True}}}
+    )
+    (podgroups,) = [
+        rule
+        for r in of_kind(objects, "ClusterRole") + of_kind(objects, "Role")
+        for rule in r["rules"]
+        if "podgroups" in rule["resources"]
+    ][:1]
+    assert podgroups["apiGroups"] == ["scheduling.volcano.sh", "scheduling.x-k8s.io"]
 
 
 # ------------------------------------------------------------------------------------ run flags
 
 # Every `sparkop run` flag, the values that set it and the argument the chart then passes.
 FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
-    "--namespace": ({"watchNamespaces": ["x"]}, "--namespace=x"),
-    "--controllers": ({"controllers": ["apps"]}, "--controllers=apps"),
-    "--workers": ({"workers": 3}, "--workers=3"),
-    "--kube-api-qps": ({"kubeApi": {"qps": 50}}, "--kube-api-qps=50"),
-    "--kube-api-burst": ({"kubeApi": {"burst": 80}}, "--kube-api-burst=80"),
-    "--ingress-url-format": ({"uiIngress": {"urlFormat": "{{$appName}}.ui"}}, "--ingress-url-format={{$appName}}.ui"),
-    "--ingress-class-name": ({"uiIngress": {"className": "nginx"}}, "--ingress-class-name=nginx"),
-    "--unschedulable-timeout": ({"unschedulableTimeout": 60}, "--unschedulable-timeout=60"),
-    "--driver-pod-disruption-budget": ({"driverPodDisruptionBudget": True}, "--driver-pod-disruption-budget"),
-    "--pod-security": ({"podSecurity": "restricted"}, "--pod-security=restricted"),
-    "--node-loss-toleration-seconds": ({"nodeLossTolerationSeconds": 30}, "--node-loss-toleration-seconds=30"),
-    "--metrics-port": ({"metrics": {"port": 8080}}, "--metrics-port=8080"),
-    "--metrics-address": ({"metrics": {"address": "::"}}, "--metrics-address=::"),
-    "--metrics-labels": ({"metrics": {"labels": ["app_type", "team"]}}, "--metrics-labels=app_type,team"),
-    "--leader-elect": ({"leaderElection": {"enabled": True}}, "--leader-elect"),
-    "--leader-elect-namespace": ({"leaderElection": {"namespace": "locks"}}, "--leader-elect-namespace=locks"),
-    "--leader-elect-name": ({"leaderElection": {"leaseName": "lock"}}, "--leader-elect-name=lock"),
-    "--leader-elect-identity": ({"leaderElection": {"identity": "me"}}, "--leader-elect-identity=me"),
-    "--leader-elect-lease-duration": ({"leaderElection": {"leaseDuration": 30}}, "--leader-elect-lease-duration=30"),
-    "--leader-elect-renew-deadline": ({"leaderElection": {"renewDeadline": 20}}, "--leader-elect-renew-deadline=20"),
-    "--leader-elect-retry-period": ({"leaderElection": {"retryPeriod": 4}}, "--leader-elect-retry-period=4"),
-    "--log-format": ({"logFormat": "text"}, "--log-format=text"),
+    "--namespace": ({"spark": {"jobNamespaces": ["x"]}}, "--namespace=x"),
+    "--controllers": ({"controller": {"controllers": ["apps"]}}, "--controllers=apps"),
+    "--workers": ({"controller": {"workers": 3}}, "--workers=3"),
+    "--kube-api-qps": ({"controller": {"kubeApi": {"qps": 50}}}, "--kube-api-qps=50"),
+    "--kube-api-burst": ({"controller": {"kubeApi": {"burst": 80}}}, "--kube-api-burst=80"),
+    "--ingress-url-format": (
+        {"controller": {"uiIngress": {"enable": True, "urlFormat": "{{$appName}}.ui"}}},
+        "--ingress-url-format={{$appName}}.ui",
+    ),
+    "--ingress-class-name": (
+        {"controller": {"uiIngress": {"ingressClassName": "nginx"}}},
+        "--ingress-class-name=nginx",
+    ),
+    "--no-ui-service": ({"controller": {"uiService": {"enable": False}}}, "--no-ui-service"),
+    "--unschedulable-timeout": ({"controller": {"unschedulableTimeout": 60}}, "--unschedulable-timeout=60"),
+    "--driver-pod-disruption-budget": (
+        {"controller": {"driverPodDisruptionBudget": True}},
+        "--driver-pod-disruption-budget",
+    ),
+    "--pod-security": ({"controller": {"podSecurity": "restricted"}}, "--pod-security=restricted"),
+    "--node-loss-toleration-seconds": (
+        {"controller": {"nodeLossTolerationSeconds": 30}},
+        "--node-loss-toleration-seconds=30",
+    ),
+    "--metrics-port": ({"prometheus": {"metrics": {"port": 8081}}}, "--metrics-port=8081"),
+    "--metrics-address": ({"prometheus": {"metrics": {"address": "::"}}}, "--metrics-address=::"),
+    "--metrics-labels": ({"prometheus": {"metrics": {"labels": "app_type,team"}}}, "--metrics-labels=app_type,team"),
+    "--metrics-endpoint": ({"prometheus": {"metrics": {"endpoint": "/m"}}}, "--metrics-endpoint=/m"),
+    "--metrics-prefix": ({"prometheus": {"metrics": {"prefix": "team_"}}}, "--metrics-prefix=team_"),
+    "--leader-elect": ({"controller": {"leaderElection": {"enable": True}}}, "--leader-elect"),
+    "--leader-elect-namespace": (
+        {"controller": {"leaderElection": {"namespace": "locks"}}},
+        "--leader-elect-namespace=locks",
+    ),
+    "--leader-elect-name": ({"controller": {"leaderElection": {"leaseName": "lock"}}}, "--leader-elect-name=lock"),
+    "--leader-elect-identity": ({"controller": {"leaderElection": {"identity": "me"}}}, "--leader-elect-identity=me"),
+    "--leader-elect-lease-duration": (
+        {"controller": {"leaderElection": {"leaseDuration": "30s"}}},
+        "--leader-elect-lease-duration=30s",
+    ),
+    "--leader-elect-renew-deadline": (
+        {"controller": {"leaderElection": {"renewDeadline": 20}}},
+        "--leader-elect-renew-deadline=20",
+    ),
+    "--leader-elect-retry-period": (
+        {"controller": {"leaderElection": {"retryPeriod": "4s"}}},
+        "--leader-elect-retry-period=4s",
+    ),
+    "--log-format": ({"controller": {"logEncoder": "console"}}, "--log-format=text"),
+    "--log-level": ({"controller": {"logLevel": "debug"}}, "--log-level=debug"),
+}
+# Flags a value sets apart from FLAG_VALUES' combination (it turns the metrics off).
+SEPARATE_FLAGS: dict[str, tuple[dict[str, Any], str]] = {
+    "--no-metrics": ({"prometheus": {"metrics": {"enable": False}}}, "--no-metrics"),
 }
 # In a pod the operator uses its ServiceAccount (in-cluster config); a kubeconfig is for running it elsewhere.
 NOT_IN_A_POD = {"--kubeconfig", "--context"}
@@ -330,7 +457,9 @@ def _merge(into: dict[str, Any], values: dict[str, Any]) -> None:
 
 
 def test_every_run_flag_has_a_value(helm: Path, tmp_path: Path) -> None:
-    assert set(FLAG_VALUES) == run_flags() - NOT_IN_A_POD, "a `sparkop run` flag without a chart value (or gone)"
+    assert set(FLAG_VALUES) | set(SEPARATE_FLAGS) == run_flags() - NOT_IN_A_POD, (
+        "a `sparkop run` flag without a chart value (or gone)"
+    )
     values: dict[str, Any] = {}
     for fragment, _ in FLAG_VALUES.values():
         _merge(values, fragment)
@@ -340,21 +469,120 @@ def test_every_run_flag_has_a_value(helm: Path, tmp_path: Path) -> None:
     # The operator accepts what the chart passes.
     parsed = _parser().parse_args(args)
     assert (parsed.workers, parsed.leader_elect_lease_duration, parsed.namespace) == (3, 30.0, ["x"])
+    assert (parsed.metrics_endpoint, parsed.metrics_prefix, parsed.ui_service, parsed.log_level) == (
+        "/m",
+        "team_",
+        False,
+        "debug",
+    )
+    for fragment, expected in SEPARATE_FLAGS.values():
+        separate = container(render(helm, tmp_path, fragment))["args"]
+        assert expected in separate and not [a for a in separate if a.startswith("--metrics-endpoint")]
+        assert _parser().parse_args(separate).metrics is False
+
+
+# ------------------------------------------------------------------------------ the missing values
+
+
+def test_env_volumes_sidecars_labels_and_annotations_reach_the_pod_and_every_object(helm: Path, tmp_path: Path) -> None:
+    values = {
+        "commonLabels": {"team": "platform"},
+        "commonAnnotations": {"owner": "platform@example.com"},
+        "controller": {
+            "env": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+            "envFrom": [{"configMapRef": {"name": "proxy"}}],
+            "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "ca", "configMap": {"name": "corp-ca"}}],
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "ca", "mountPath": "/etc/ssl/corp"}],
+            "sidecars": [{"name": "proxy", "image": "envoy:1"}],
+            "labels": {"tier": "control"},
+            "annotations": {"checksum": "x"},
+            "hostUsers": False,
+            "revisionHistoryLimit": 3,
+            "serviceAccount": {"automountServiceAccountToken": True, "annotations": {"iam": "role"}},
+        },
+        "spark": {"serviceAccount": {"automountServiceAccountToken": False}},
+    }
+    objects = render(helm, tmp_path, values)
+    deploy = deployment(objects)
+    pod = deploy["spec"]["template"]
+    main = container(objects)
+    assert main["env"] == values["controller"]["env"] and main["envFrom"] == values["controller"]["envFrom"]
+    assert main["volumeMounts"][1] == {"name": "ca", "mountPath": "/etc/ssl/corp"}
+    assert pod["spec"]["volumes"][1] == {"name": "ca", "configMap": {"name": "corp-ca"}}
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["sparkop", "proxy"]
+    assert pod["metadata"]["labels"]["tier"] == "control" and pod["metadata"]["annotations"]["checksum"] == "x"
+    assert pod["spec"]["hostUsers"] is False and deploy["spec"]["revisionHistoryLimit"] == 3
+    for obj in objects:
+        assert obj["metadata"]["labels"]["team"] == "platform", obj["kind"]
+        assert obj["metadata"]["annotations"]["owner"] == "platform@example.com", obj["kind"]
+    (operator_account,) = [o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["name"] == "sparkop"]
+    assert operator_account["metadata"]["annotations"] == {"iam": "role", "owner": "platform@example.com"}
+    (driver_account,) = [o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["name"] == "sparkop-spark"]
+    assert driver_account["automountServiceAccountToken"] is False
 
 
 # -------------------------------------------------------------------------------- monitoring
 
 
-def test_the_service_monitor_is_optional_and_scrapes_the_metrics_service(helm: Path, tmp_path: Path) -> None:
-    objects = render(helm, tmp_path, {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}}})
-    (monitor,) = of_kind(objects, "ServiceMonitor")
+def test_the_monitors_are_optional_and_scrape_the_metrics_port(helm: Path, tmp_path: Path) -> None:
+    monitors = {
+        "serviceMonitor": {"create": True, "labels": {"release": "kps"}},
+        "podMonitor": {"create": True, "labels": {"release": "kps"}},
+        "metrics": {"endpoint": "/prom", "portName": "prom"},
+    }
+    objects = render(helm, tmp_path, {"prometheus": monitors})
+    (service_monitor,) = of_kind(objects, "ServiceMonitor")
+    (pod_monitor,) = of_kind(objects, "PodMonitor")
     (service,) = of_kind(objects, "Service")
-    assert monitor["metadata"]["labels"]["release"] == "kps"
-    selected = monitor["spec"]["selector"]["matchLabels"]
-    assert selected.items() <= service["metadata"]["labels"].items()
-    assert (
-        monitor["spec"]["endpoints"][0]["port"] == "metrics" and monitor["spec"]["endpoints"][0]["path"] == "/metrics"
-    )
+    assert service_monitor["metadata"]["labels"]["release"] == "kps" == pod_monitor["metadata"]["labels"]["release"]
+    assert service_monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert service_monitor["spec"]["endpoints"][0] | {"interval": 0, "scrapeTimeout": 0} == {
+        "port": "prom", "path": "/prom", "interval": 0, "scrapeTimeout": 0,
+    }  # fmt: skip
+    pod_labels = deployment(objects)["spec"]["template"]["metadata"]["labels"]
+    assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pod_monitor["spec"]["podMetricsEndpoints"] == [
+        {"port": "prom", "path": "/prom", "scheme": "http", "interval": "15s"}
+    ]
+    assert container(objects)["ports"][0]["name"] == "prom"
+
+
+def test_metrics_off_serves_the_probes_only(helm: Path, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path, {"prometheus": {"metrics": {"enable": False}, "service": {"create": False}}})
+    main = container(objects)
+    assert "--no-metrics" in main["args"] and "--metrics-port=8080" in main["args"]
+    assert main["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert "annotations" not in deployment(objects)["spec"]["template"]["metadata"]
+    assert not of_kind(objects, "Service")
+    refused = refusal(helm, tmp_path, {"prometheus": {"metrics": {"enable": False}, "podMonitor": {"create": True}}})
+    assert "need prometheus.metrics.enable" in refused
+
+
+# -------------------------------------------------------------------------------- the schema
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"controller": {"replica": 2}}, "at '/controller': additional properties 'replica' not allowed"),
+        ({"replicaCount": 2}, "additional properties 'replicaCount' not allowed"),
+        ({"spark": {"jobNamespace": ["a"]}}, "at '/spark': additional properties 'jobNamespace' not allowed"),
+        ({"controller": {"logLevel": "verbose"}}, "at '/controller/logLevel'"),
+        ({"controller": {"workers": "many"}}, "at '/controller/workers'"),
+        ({"prometheus": {"metrics": {"endpoint": "metrics"}}}, "at '/prometheus/metrics/endpoint'"),
+    ],
+    ids=["misspelt", "sparkop-0.1-name", "misspelt-nested", "choice", "type", "pattern"],
+)
+def test_the_schema_refuses_a_misspelt_or_wrong_value_naming_it(
+    helm: Path, tmp_path: Path, values: dict[str, Any], named: str
+) -> None:
+    refused = refusal(helm, tmp_path, values)
+    assert "values don't meet the specifications of the schema" in refused and named in refused, refused
+
+
+def test_helm_lint_is_clean_with_the_schema(helm: Path) -> None:
+    result = run_helm(helm, "lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # -------------------------------------------------------------------------------- deploy/

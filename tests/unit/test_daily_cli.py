@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sparkop import cli, daily_cli
 from sparkop.core import kube as k8s
@@ -334,3 +336,68 @@ def test_the_default_namespace_is_the_contexts_as_in_kubectl(
         return kube.namespace
 
     assert asyncio.run(connected_namespace()) == namespace
+
+
+# -- kubectl's habits: list -o/-l/-w, logs --tail/--since/--timestamps, status -n ----------------------
+
+
+def test_list_takes_kubectls_output_selector_and_watch_flags() -> None:
+    parser = cli._parser()
+    listing = parser.parse_args(["list", "-o", "json", "-l", "team=a,tier!=b", "-w"])
+    assert (listing.output, listing.selector, listing.watch) == ("json", "team=a,tier!=b", True)
+    assert parser.parse_args(["list", "--output=wide", "--selector", "x"]).output == "wide"
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+        parser.parse_args(["list", "-o", "jsonpath"])
+
+
+def test_list_json_and_yaml_are_a_v1_list_of_the_objects_as_served() -> None:
+    apps = [app("pi", applicationState={"state": "RUNNING"}), app("etl", namespace="other")]
+    listed = json.loads(daily_cli.render_objects(apps, "json"))
+    assert listed == {"apiVersion": "v1", "items": apps, "kind": "List", "metadata": {"resourceVersion": ""}}
+    assert yaml.safe_load(daily_cli.render_objects(apps, "yaml")) == listed
+    assert json.loads(daily_cli.render_objects([], "json"))["items"] == []
+
+
+def test_list_name_is_kind_dot_group_slash_name_as_kubectl_prints_it() -> None:
+    apps = [app("pi"), app("etl")]
+    assert daily_cli.render_objects(apps, "name") == ("sparkapplication.sparkop.io/pi\nsparkapplication.sparkop.io/etl")
+    assert daily_cli.render_object(app("pi"), "name") == "sparkapplication.sparkop.io/pi"
+
+
+def test_list_wide_adds_the_spark_version_driver_pod_and_app_id_before_the_last_error() -> None:
+    running = app(
+        "pi",
+        applicationState={"state": "RUNNING"},
+        driverInfo={"podName": "pi-1-1-driver"},
+        sparkApplicationId="spark-abc",
+    )
+    running["spec"]["sparkVersion"] = "3.5.9"
+    lines = daily_cli.render_list([running], NOW, all_namespaces=True, wide=True).splitlines()
+    assert lines[0].split() == [
+        "NAMESPACE", "NAME", "STATE", "ATTEMPTS", "EXECUTORS", "DURATION", "AGE",
+        "SPARK", "DRIVER", "POD", "SPARK", "APP", "ID", "LAST", "ERROR",
+    ]  # fmt: skip
+    assert lines[1].split()[7:] == ["3.5.9", "pi-1-1-driver", "spark-abc", "-"]
+
+
+def test_logs_take_kubectls_tail_since_and_timestamps() -> None:
+    parser = cli._parser()
+    read = parser.parse_args(["logs", "pi", "--tail", "20", "--since", "1h30m", "--timestamps"])
+    assert (read.tail, read.since, read.timestamps) == (20, 5400, True)
+    default = parser.parse_args(["logs", "pi"])
+    assert (default.tail, default.since, default.timestamps) == (-1, None, False)
+    assert parser.parse_args(["logs", "pi", "--since", "90s"]).since == 90
+    assert parser.parse_args(["logs", "pi", "--since", "0.5s"]).since == 1
+    for wrong, why in (("5", "write e.g. 30s, 5m or 1h30m"), ("1d", "write e.g."), ("0s", "must be positive")):
+        err = io.StringIO()
+        with pytest.raises(SystemExit), contextlib.redirect_stderr(err):
+            parser.parse_args(["logs", "pi", "--since", wrong])
+        assert "--since" in err.getvalue() and why in err.getvalue(), err.getvalue()
+
+
+def test_status_and_render_take_n_and_status_the_connection_flags() -> None:
+    parser = cli._parser()
+    status = parser.parse_args(["status", "pi", "-n", "jobs", "--context", "c", "--kubeconfig", "k"])
+    assert (status.name, status.namespace, status.context, status.kubeconfig) == ("pi", "jobs", "c", "k")
+    assert parser.parse_args(["status", "pi"]).namespace is None  # the context's, as kubectl
+    assert parser.parse_args(["render", "f.yaml", "-n", "jobs"]).namespace == "jobs"

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
+
+import aiohttp
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
 from sparkop.core.caches import Caches
 from sparkop.core.kube import PODS
 from sparkop.core.leader import ElectionConfig, Elector, LeaseRecord
 from sparkop.domain.kinds import SPARK_APPLICATIONS
-from sparkop.serving import Health, stall_seconds
+from sparkop.serving import Health, serve, stall_seconds
 
 
 class NoApi:
@@ -91,3 +95,52 @@ def test_leader_and_standby_are_ready_and_a_standby_that_cannot_read_the_lease_i
     elector.election.wrote(LeaseRecord("b", 15, None, None, 1, "2"), sent_at=clock[0], now=clock[0])
     assert health.ready() == (True, "ok: leader (b)")
     assert Health(caches(), unserved=(), synced=True).ready() == (True, "ok: running")
+
+
+class AppCount:
+    """An application collector as the controllers register one."""
+
+    def collect(self) -> Any:
+        count = CounterMetricFamily("spark_application_count", "apps", labels=["app_type"])
+        count.add_metric(["Scala"], 3)
+        yield count
+        yield HistogramMetricFamily("spark_application_start_latency_seconds_histogram", "h", [("30.0", 1)], 3.0)
+
+
+async def scrape(runner_port: int, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{runner_port}{path}") as answer:
+        return answer.status, await answer.text()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_the_metrics_endpoint_and_prefix_are_kubeflows_flags() -> None:
+    """--metrics-endpoint serves them elsewhere, --metrics-prefix renames every application metric
+    (its samples too); the process metrics keep their names; the probes stay where they are."""
+    port = free_port()
+    runner = await serve("127.0.0.1", port, Health(caches()), [AppCount()], endpoint="/custom", prefix="team_")
+    try:
+        assert (await scrape(port, "/metrics"))[0] == 404
+        status, text = await scrape(port, "/custom")
+        assert status == 200
+        assert 'team_spark_application_count_total{app_type="Scala"} 3.0' in text
+        assert 'team_spark_application_start_latency_seconds_histogram_bucket{le="30.0"} 1.0' in text
+        assert "\nspark_application" not in text
+        assert "\nprocess_cpu_seconds_total" in text or "python_info" in text
+        assert (await scrape(port, "/healthz"))[0] in (200, 500)
+    finally:
+        await runner.cleanup()
+
+
+async def test_without_metrics_only_the_probes_are_served() -> None:
+    port = free_port()
+    runner = await serve("127.0.0.1", port, Health(caches()), [AppCount()], endpoint=None)
+    try:
+        assert (await scrape(port, "/metrics"))[0] == 404
+        assert (await scrape(port, "/readyz"))[0] == 503
+    finally:
+        await runner.cleanup()
