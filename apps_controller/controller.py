@@ -28,8 +28,8 @@ from sparkop.apps_controller.transitions import TRANSITIONS
 from sparkop.apps_controller.ui import UI_SELECTOR
 from sparkop.core import kube
 from sparkop.core.controller import Controller, Source, start
+from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
-from sparkop.core.reconciler import Learnt
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
 

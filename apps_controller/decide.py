@@ -1,7 +1,7 @@
 """The SparkApplication state machine: ``decide(observed, now) -> Plan``.
 
 Pure: no clock reads, no I/O, no randomness. One pass takes *one* step from the state stored in
-status (docs/state-machine.md); ``core.reconciler`` writes the new status first, with the
+status (docs/state-machine.md); ``core.applier`` writes the new status first, with the
 resourceVersion the decision was made from, and only then runs ``plan.after_status``. Hence:
 
 * the SparkDriver of run ``n`` is only created by a pass whose status write recorded
@@ -56,7 +56,7 @@ from sparkop.apps_controller.status import (
 )
 from sparkop.apps_controller.status import state as state_of
 from sparkop.apps_controller.transitions import transitions
-from sparkop.core.reconciler import Delete, Event, Plan
+from sparkop.core.plan import Delete, Event, Plan
 from sparkop.domain import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
@@ -81,7 +81,7 @@ _CONCLUDED: Final = frozenset({ApplicationState.SUCCEEDING, ApplicationState.FAI
 # States from which the next run starts a new execution attempt (submissionAttempts starts again).
 _NEW_EXECUTION_ATTEMPT: Final = frozenset({ApplicationState.PENDING_RERUN, ApplicationState.RESUMING})
 # A run's own progress (its driver accepted, running, its counts): a write from one of these states to
-# another is settled by itself (core.reconciler.Plan.settled), and so is a run planned (plan_run: the
+# another is settled by itself (core.plan.Plan.settled), and so is a run planned (plan_run: the
 # write records it and its create follows in the same pass, which is all a decision on that status
 # plans), and an end (just_finished plans the finished app's clean-up and TTL with it). Every other
 # transition may be acted on by the next decision (an adoption, even within a live run, then the

@@ -1,7 +1,7 @@
 """The plan one pass draws up: the status arrived at so far, the actions and events, and the waits.
 
 Every step of ``decide`` (the state steps, the run records, the Spark UI, the conditions) works on one
-:class:`Draft`; :meth:`Draft.plan` hands the result to ``core.reconciler``.
+:class:`Draft`; :meth:`Draft.plan` hands the result to ``core.applier``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sparkop.apps_controller import events
 from sparkop.apps_controller import status as st
 from sparkop.apps_controller.builders import DRIVER_KIND, build_driver
 from sparkop.apps_controller.observed import DriverView, Observed
-from sparkop.core.reconciler import Action, Create, Delete, Event, Plan
+from sparkop.core.plan import Action, Create, Delete, Event, Plan
 from sparkop.domain import labels
 
 # Why each action is taken (the decision line's reason).
@@ -40,7 +40,7 @@ class Draft:
     after: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
-    # core.reconciler.Plan.settled where a step knows (None: as its states say, apps_controller.decide).
+    # core.plan.Plan.settled where a step knows (None: as its states say, apps_controller.decide).
     settles: bool | None = None
 
     # -- reading -----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_of, copy_json, object_key
-from sparkop.core.reconciler import Refusal
+from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 
@@ -347,7 +347,7 @@ class Observed:
     """Everything one reconcile pass decides from. ``drivers`` and ``ui_objects`` are the SparkDrivers
     and the Spark UI Services/Ingresses whose controller owner is this app (any stale entry owned by an
     older app of the same name is ignored). ``refusals`` are the creates of this app the API server
-    refused, by ``core.reconciler.refusal_key`` (remembered by the Applier; lost with the process, when
+    refused, by ``core.plan.refusal_key`` (remembered by the Applier; lost with the process, when
     the create is simply tried again). ``namespace_terminating``: the app's namespace is being deleted."""
 
     app: AppView

@@ -15,7 +15,7 @@ from sparkop.apps_controller import events, policy
 from sparkop.apps_controller.draft import Draft
 from sparkop.apps_controller.observed import DriverView
 from sparkop.apps_controller.status import clip, counted, executor_counts
-from sparkop.core.reconciler import Event, refused
+from sparkop.core.plan import Event, refused
 
 # Outcomes of runs that got past submission: each is one execution attempt.
 _EXECUTED: Final = frozenset({AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.DELETED})

@@ -154,7 +154,7 @@ def progress_only(old: Status, new: Status) -> bool:
     """Whether ``new`` differs from ``old`` only by the current run's progress as its SparkDriver
     reports it, in the same state: the driver pod's name, spark.app.id, executor counts. Every later
     pass copies these again from the SparkDriver, so their write may wait a moment and carry what
-    follows (core.reconciler.SETTLE_SECONDS). A state (RUNNING has its event and its start latency),
+    follows (core.applier.SETTLE_SECONDS). A state (RUNNING has its event and its start latency),
     a run counted, seen or ended, a new incarnation, an error, a Spark UI object or a condition is
     written at once."""
     if state(old) not in _ACTIVE or state(new) is not state(old):

@@ -3,7 +3,7 @@ v2's names, help texts, types and labels (``internal/metrics/sparkapplication_me
 sparkop's retries.
 
 ``decide`` compares the status it read with the one it decided (:func:`transitions`, pure) and adds an
-:class:`~core.reconciler.Observation` per transition to its plan; the Applier records them into
+:class:`~core.plan.Observation` per transition to its plan; the Applier records them into
 :data:`TRANSITIONS` only after that status write succeeded, so each is counted once. The gauges of
 current state are ``apps_controller.metrics``'.
 """
@@ -17,7 +17,7 @@ from sparkop.api.models import ApplicationState, SparkApplicationStatus
 from sparkop.apps_controller import status as st
 from sparkop.apps_controller.observed import Observed
 from sparkop.core.metrics import MetricSpec, Transitions
-from sparkop.core.reconciler import Observation
+from sparkop.core.plan import Observation
 
 COUNT: Final = "spark_application_count"
 SUBMIT_COUNT: Final = "spark_application_submit_count"

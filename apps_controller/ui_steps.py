@@ -29,7 +29,7 @@ from sparkop.apps_controller.ui import (
     service_address,
     ui_url,
 )
-from sparkop.core.reconciler import Delete, Ensure, Event, Patch, refused
+from sparkop.core.plan import Delete, Ensure, Event, Patch, refused
 from sparkop.domain import labels, naming
 
 

@@ -24,9 +24,9 @@ from sparkop.connect_controller.observed import (
 )
 from sparkop.core import kube
 from sparkop.core.controller import Controller, Source, start
+from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import snapshot
-from sparkop.core.reconciler import Learnt
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds, labels
 

@@ -46,7 +46,7 @@ from sparkop.api.models import Condition, DriverPhase, ExecutorCounts, LastError
 from sparkop.connect_controller import build
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView
 from sparkop.core.conditions import transition_time
-from sparkop.core.reconciler import Action, Create, Delete, Ensure, Event, Observation, Plan, refused
+from sparkop.core.plan import Action, Create, Delete, Ensure, Event, Observation, Plan, refused
 from sparkop.domain import labels, naming
 
 # Events (reasons), CamelCase as Kubernetes' own.

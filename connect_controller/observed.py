@@ -14,7 +14,7 @@ from sparkop.api.connect import KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_keys, controller_of, object_key
-from sparkop.core.reconciler import Refusal
+from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 

@@ -1,5 +1,6 @@
 """The floor of sparkop: the client layer (``kube``), informers and caches, the work queue, the
-reconciler skeleton (one ``Plan``, one ``Applier``), the runtime controllers register on, and the
+controller skeleton (one ``Plan``, one ``Applier`` and the expectations it keeps), the runtime
+controllers register on, and the
 names, labels, timestamps and log format every layer shares.
 
 Nothing here imports ``sparkop``, ``api``, ``apps_controller``, ``driver_controller`` or

@@ -13,7 +13,7 @@ only enqueue keys) and the work queue; the :class:`Loop` runs each pass:
 2. ``observe(key, body, learnt)``; None means nothing is left to do (the object is gone and so is
    everything the controller acts on for it): what was learnt is forgotten;
 3. ``decide`` at the controller's clock;
-4. apply the plan through the one :class:`core.reconciler.Applier` (creates only while the object is
+4. apply the plan through the one :class:`core.applier.Applier` (creates only while the object is
    still current in its cache: ``Runtime.ensure_holds``), handing it what the decision was told, so a
    transient error the status recorded is forgotten once a pass gets through;
 5. a create the API server refused is decided on again at once (the refusal is now an observation),
@@ -36,12 +36,14 @@ from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast
 
 from sparkop.core import logs
+from sparkop.core.applier import Applied, Applier, CreateRefused
 from sparkop.core.caches import IndexKey
+from sparkop.core.expectations import Expectations, Learnt
 from sparkop.core.informer import EventType, Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Resource, Rules
+from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
-from sparkop.core.reconciler import Applied, Applier, Learned, Learnt, Plan, Record
 from sparkop.core.runtime import Ours, Runtime
 from sparkop.core.times import utc_now
 
@@ -122,7 +124,7 @@ class Loop(Generic[O, S]):
         return next(iter(self.runtime.index(self.controller.own.index).get(key) or ()), None)
 
     def learnt(self, key: Key, body: JSON | None) -> Learnt:
-        return self.applier.learnt(key, _uid(body))
+        return self.applier.expectations.learnt(key, _uid(body))
 
     async def reconcile(self, key: Key) -> Result:
         body = self.body(key)
@@ -130,13 +132,13 @@ class Loop(Generic[O, S]):
             learnt = self.learnt(key, body)
             observed = self.controller.observe(key, body, learnt)
             if observed is None:
-                self.applier.forget(key)
+                self.applier.expectations.forget(key)
                 return Result.done()
             plan = self._unchanged_left_out(observed, self.controller.decide(observed, self.controller.clock()))
             try:
                 applied = await self.apply(key, body, plan, learnt)
-            except Learned:
-                if not self.applier.own_write(key, _uid(body), _version(body)):
+            except CreateRefused:
+                if not self.applier.expectations.own_write(key, _uid(body), _version(body)):
                     body = self.body(key)
                 continue
             if applied.gone:
@@ -160,10 +162,10 @@ class Loop(Generic[O, S]):
         if type_ != "MODIFIED":
             return False
         uid, version = _uid(obj), _version(obj)
-        return any(self.applier.own_write(cast(Key, key), uid, version) for key in keys)
+        return any(self.applier.expectations.own_write(cast(Key, key), uid, version) for key in keys)
 
     async def apply(self, key: Key, body: JSON | None, plan: Plan[S], learnt: Learnt | None = None) -> Applied:
-        """Apply ``plan`` decided on ``body`` (core.reconciler's order), creating only while the object
+        """Apply ``plan`` decided on ``body`` (core.applier's order), creating only while the object
         is still current in its cache. ``learnt``: what the decision was told. ``body`` is the pass's
         own copy (every read of an index is): it takes the written status and resourceVersion."""
         current = partial(self.runtime.ensure_holds, self.controller.own.index, key, _uid(body))
@@ -190,7 +192,7 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
             view=source.view,
             coalesce=owned,
             within=source.within,
-            ours=_ours(loop.applier, source) if owned else loop.echo,
+            ours=_ours(loop.applier.expectations, source) if owned else loop.echo,
         )
     for source in controller.reads:
         _index(runtime, source)
@@ -198,7 +200,7 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     return loop
 
 
-def _ours(applier: Applier[Key], source: Source) -> Ours:
+def _ours(expectations: Expectations[Key], source: Source) -> Ours:
     """Tells the Applier of each owner that its cache shows the object now (a create of the Applier's
     waits for that rather than being sent again); True for the creation the owner's pass made itself:
     that pass decided with the object there, so its arrival asks for no pass. And, where the source's
@@ -206,17 +208,17 @@ def _ours(applier: Applier[Key], source: Source) -> Ours:
     kind = source.resource.kind
 
     def ours(type_: EventType, obj: JSON, filed: Sequence[Any]) -> bool:
-        if not applier.remembers_any:
+        if not expectations.any:
             return False  # nothing of ours in flight (every start, while its listing streams in)
         meta = obj.get("metadata") or {}
         name = str(meta.get("name", ""))
         keys = [cast(Key, key) for key in filed]
-        answered = [applier.seen(key, kind, name) for key in keys]
+        answered = [expectations.creation_observed(key, kind, name) for key in keys]
         if type_ == "ADDED":
             return bool(answered) and all(answered)
         if type_ == "MODIFIED" and source.own_changes_settle and keys:
             version = str(meta.get("resourceVersion", ""))
-            return all(applier.own_change(key, kind, name, version) for key in keys)
+            return all(expectations.own_change(key, kind, name, version) for key in keys)
         return False
 
     return ours

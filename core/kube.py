@@ -34,7 +34,7 @@ from sparkop.core import names
 from sparkop.core.jsontypes import JSON
 from sparkop.core.leader import default_namespace
 from sparkop.core.owners import controller_of
-from sparkop.core.reconciler import Refusal
+from sparkop.core.plan import Refusal
 from sparkop.core.requester import NO_TIMEOUT
 from sparkop.core.times import format_time
 
@@ -210,7 +210,7 @@ def transient_error(exc: BaseException | None, doing: str) -> JSON | None:
 
 
 class Rules:
-    """sparkop's error rules for ``core.reconciler.Applier`` (a ``core.reconciler.Rules``)."""
+    """sparkop's error rules for ``core.applier.Applier`` (a ``core.applier.Rules``)."""
 
     def resource(self, api_version: str, kind: str) -> Resource:
         return resource_of({"apiVersion": api_version, "kind": kind})

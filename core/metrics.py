@@ -1,6 +1,6 @@
 """Metrics of transitions, counted once per status write.
 
-A controller's pure ``decide`` adds a :class:`core.reconciler.Observation` to its plan when the status
+A controller's pure ``decide`` adds a :class:`core.plan.Observation` to its plan when the status
 it decides makes a transition (a run submitted, an app completed); the Applier hands it to
 :meth:`Transitions.record` only after that status write succeeded. The write happens exactly once
 per transition (a Conflict or a crash before it means it did not happen, and the pass that gets
@@ -29,7 +29,8 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 
-from sparkop.core.reconciler import JSON, Observation
+from sparkop.core.jsontypes import JSON
+from sparkop.core.plan import Observation
 
 MetricKind = Literal["counter", "summary", "histogram", "exact counter"]
 UNKNOWN_LABEL_VALUE = "Unknown"

@@ -13,9 +13,9 @@ from typing import Any, Final
 
 from sparkop.api.models import SparkDriverStatus
 from sparkop.core.controller import Controller, Source, start
+from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
-from sparkop.core.reconciler import Learnt
 from sparkop.core.runtime import COALESCE_SECONDS, Runtime
 from sparkop.domain import labels
 from sparkop.domain.kinds import (

@@ -1,7 +1,7 @@
 """decide(observed, now) -> Plan: what to do for one SparkDriver, decided without I/O.
 
 The handler (:mod:`driver_controller.controller`) builds ``Observed``, calls ``decide`` and applies
-the :class:`core.reconciler.Plan` in its fixed order: the creates before the status write
+the :class:`core.plan.Plan` in its fixed order: the creates before the status write
 (ConfigMaps and Service before the pod that mounts them: status names a driver pod only once it was
 accepted), then the status write (guarded by resourceVersion), then the events of that write, then
 patches (finalizer removal) and deletes after it. Facts are written to status before
@@ -54,7 +54,7 @@ from sparkop.api.models import (
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import NETWORK_POLICIES
 from sparkop.core.owners import controller_of
-from sparkop.core.reconciler import Create, Ensure, Patch, Plan, Refusal, refused
+from sparkop.core.plan import Create, Ensure, Patch, Plan, Refusal, refused
 from sparkop.domain import kinds, labels, naming
 from sparkop.driver_controller import conditions, kueue
 from sparkop.driver_controller.draft import (
@@ -140,7 +140,7 @@ class Observed:
     transient_error: Mapping[str, Any] | None = None
     # The namespace is being deleted: only let its pods go (their finalizer would hold it up).
     namespace_terminating: bool = False
-    # Creates of this SparkDriver the API server refused, by core.reconciler.refusal_key.
+    # Creates of this SparkDriver the API server refused, by core.plan.refusal_key.
     refusals: Mapping[str, Refusal] = field(default_factory=dict)
     # The executors' NetworkPolicies (Spark 4.2+) labelled for this SparkDriver.
     network_policies: Sequence[PolicySummary] = ()

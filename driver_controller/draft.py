@@ -1,6 +1,6 @@
 """The plan one pass draws up (:class:`Draft`), and the actions it is made of: creates go before the
 status write, patches and deletes after it (:mod:`driver_controller.decide` says why).
-:meth:`Draft.plan` hands the result to ``core.reconciler``.
+:meth:`Draft.plan` hands the result to ``core.applier``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Final, Literal
 from sparkop.api.models import SparkDriverStatus
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import merge_patch
-from sparkop.core.reconciler import Create, Delete, Ensure, Event, Observation, Patch, Plan
+from sparkop.core.plan import Create, Delete, Ensure, Event, Observation, Patch, Plan
 from sparkop.domain import labels
 from sparkop.driver_controller.observed import PodSummary, PolicySummary
 
@@ -34,7 +34,7 @@ class Draft:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     observations: list[Observation] = field(default_factory=list)
-    status_can_wait: bool = False  # core.reconciler.Plan's: the change is progress only
+    status_can_wait: bool = False  # core.plan.Plan's: the change is progress only
 
     def requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)

@@ -30,7 +30,7 @@ from typing import Any, Final
 from sparkop.api.models import SparkDriver
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import owner_references
-from sparkop.core.reconciler import Patch
+from sparkop.core.plan import Patch
 from sparkop.core.times import format_time
 from sparkop.domain import labels, naming
 from sparkop.driver_controller.schedulers import PodSetRequests, pod_group_labels

@@ -68,7 +68,7 @@ def progress_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
     """Whether ``new`` differs from ``old`` only by the progress of the same driver pod in the same
     phase: the pod's uid, node, IP and start, its executors' counts. Every later pass derives
     these again from the pods it observes, so their write may wait a moment and carry what follows
-    (core.reconciler.SETTLE_SECONDS). A phase (Running is the app's RUNNING, its event and its start
+    (core.applier.SETTLE_SECONDS). A phase (Running is the app's RUNNING, its event and its start
     latency), an outcome, a new incarnation or pod name, a condition, a lastError or an acknowledged
     spec is written at once; so is the pod's readiness."""
     if old.phase not in _ACTIVE or new.phase not in _ACTIVE:
@@ -92,7 +92,7 @@ def first_pod_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
     later, its name) over a status no pass has written yet. Every later pass derives it again from
     that pod (decide._incarnation), so its write may wait like progress, and usually goes out with
     the pod's Running: the app counts its run then (one write each instead of two). A driver pod
-    that stays Pending is named in status within core.reconciler.SETTLE_SECONDS."""
+    that stays Pending is named in status within core.applier.SETTLE_SECONDS."""
     if old.phase is not None or old.incarnation != 0 or old.driverPod is not None:
         return False
     if new.phase is not DriverPhase.PENDING or new.incarnation < 1 or new.driverPod is None:

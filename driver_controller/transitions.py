@@ -2,7 +2,7 @@
 counters and sparkop's driver incarnations lost and replaced.
 
 ``decide`` compares the status it read with the one it decided (:func:`transitions`, pure) and adds
-an :class:`~core.reconciler.Observation` per transition to its plan; the Applier records them into
+an :class:`~core.plan.Observation` per transition to its plan; the Applier records them into
 :data:`TRANSITIONS` only after that status write succeeded, so each is counted once.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from sparkop.api.models import ExecutorCounts, IncarnationOutcome, SparkDriverStatus
 from sparkop.core.metrics import MetricSpec, Transitions
-from sparkop.core.reconciler import Observation
+from sparkop.core.plan import Observation
 
 EXECUTOR_SUCCESS_COUNT: Final = "spark_executor_success_count"
 EXECUTOR_FAILURE_COUNT: Final = "spark_executor_failure_count"

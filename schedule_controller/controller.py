@@ -16,9 +16,9 @@ from typing import Final
 
 from sparkop.api.scheduled import ScheduledSparkApplicationStatus
 from sparkop.core.controller import Controller, Source, start
+from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import snapshot
-from sparkop.core.reconciler import Learnt
 from sparkop.core.runtime import Runtime
 from sparkop.core.times import utc_now
 from sparkop.domain import kinds

@@ -32,7 +32,7 @@ from sparkop.api.scheduled import (
 )
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import copy_json, owner_reference
-from sparkop.core.reconciler import Action, Create, Delete, Event, Plan, Refusal, refused
+from sparkop.core.plan import Action, Create, Delete, Event, Plan, Refusal, refused
 from sparkop.core.times import format_time
 from sparkop.domain import labels, naming
 from sparkop.schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView

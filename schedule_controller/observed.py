@@ -11,7 +11,7 @@ from typing import Any, Final
 from sparkop.api.scheduled import KIND, ScheduledSparkApplicationStatus
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_keys, controller_of, object_key
-from sparkop.core.reconciler import Refusal
+from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 
@@ -92,7 +92,7 @@ class RunView:
 class Observed:
     """Everything one pass decides from. ``runs``: the SparkApplications filed under this key (only those
     whose controller is this object's uid count). ``refusals``: creates the API server refused, by
-    ``core.reconciler.refusal_key``. ``body``: the object as listed, for the runs' ownerReference."""
+    ``core.plan.refusal_key``. ``body``: the object as listed, for the runs' ownerReference."""
 
     scheduled: ScheduledView
     status: ScheduledSparkApplicationStatus

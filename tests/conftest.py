@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, RealNodeClusters, session_cluster, temporary_namespace
-from sparkop.core.reconciler import Applier
+from sparkop.core.applier import Applier
 from tests.support.crds import install_crds
 from tests.support.operator import OperatorProcess, release_driver_pods
 

@@ -16,7 +16,7 @@ import yaml
 
 from devcluster.ports import free_ports
 from devcluster.testing import ClusterHandle, wait_for
-from sparkop.core.reconciler import SETTLE_SECONDS
+from sparkop.core.applier import SETTLE_SECONDS
 from tests.support.cluster_apps import get
 from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV, FAULT_KINDS_ENV
 from tests.support.faults import MODULE as FAULT_MODULE

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from sparkop.core.reconciler import SETTLE_SECONDS
+from sparkop.core.applier import SETTLE_SECONDS
 from sparkop.domain import labels
 from tests.support.cluster_drivers import driver_manifest, executors_owned, get, operator, pods, status, wait_phase
 from tests.support.operator import OperatorProcess

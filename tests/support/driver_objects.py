@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sparkop.core.reconciler import Plan
+from sparkop.core.plan import Plan
 from sparkop.domain import labels
 from sparkop.driver_controller.observed import summarize_object
 from sparkop.driver_controller.render import parse, render

@@ -5,7 +5,7 @@ write that changes a SparkApplication's state, before that pass's events and aft
 worst moment). With ``SPARKOP_FAULT_KINDS=SparkConnect,SparkDriver`` it counts the steps of those kinds
 instead: each status write of theirs that changes what :data:`STEPS` reads (a SparkConnect's state, run
 or server pod; a SparkDriver's phase, incarnation or driver pod).
-The hook wraps ``core.reconciler.Applier._write_status`` in this process only: nothing of
+The hook wraps ``core.applier.Applier._write_status`` in this process only: nothing of
 it ships in the packages.
 """
 
@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-from sparkop.core import reconciler
+from sparkop.core import applier
 
 FAULT_EXIT_ENV: Final = "SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS"
 FAULT_KINDS_ENV: Final = "SPARKOP_FAULT_KINDS"
@@ -39,14 +39,14 @@ STEPS: Final = {"SparkApplication": _state, "SparkConnect": _connect_step, "Spar
 
 
 def install(after: int, kinds: tuple[str, ...] = ("SparkApplication",)) -> None:
-    original = reconciler.Applier._write_status
+    original = applier.Applier._write_status
     transitions = 0
 
     async def write_status(
-        self: reconciler.Applier[Any], body: dict[str, Any], old: Mapping[str, Any], new: dict[str, Any]
-    ) -> dict[str, Any] | None:
+        self: applier.Applier[Any], target: Any, body: dict[str, Any], old: Mapping[str, Any], new: dict[str, Any]
+    ) -> tuple[dict[str, Any], bool] | None:
         nonlocal transitions
-        written = await original(self, body, old, new)
+        written = await original(self, target, body, old, new)
         kind = str(body.get("kind"))
         step = STEPS.get(kind) if kind in kinds else None
         if written is not None and step is not None and step(old) != step(new):
@@ -56,7 +56,7 @@ def install(after: int, kinds: tuple[str, ...] = ("SparkApplication",)) -> None:
                 os._exit(FAULT_EXIT_CODE)
         return written
 
-    reconciler.Applier._write_status = write_status  # type: ignore[method-assign]
+    applier.Applier._write_status = write_status  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

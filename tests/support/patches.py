@@ -6,7 +6,7 @@ from typing import Any
 
 import jsonpatch
 
-from sparkop.core.reconciler import Patch
+from sparkop.core.plan import Patch
 
 
 def patched(obj: dict[str, Any], patch: Patch) -> dict[str, Any]:

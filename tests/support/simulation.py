@@ -1,5 +1,5 @@
 """An in-memory API server for one SparkApplication and its SparkDrivers, driven by the real
-``core.reconciler.Applier`` (status write with a resourceVersion precondition; 409 on create is
+``core.applier.Applier`` (status write with a resourceVersion precondition; 409 on create is
 success for our own object; 404 on delete is success; deletes carry a uid precondition). Used by the
 unit and property tests to run the pure state machine against crashes, stale observations and a
 simulated driver controller.
@@ -19,8 +19,9 @@ from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
 from sparkop.apps_controller.status import counted, finished, read_status, state, status_json
 from sparkop.core import kube
+from sparkop.core.applier import SETTLE_SECONDS, Applier, CreateRefused
 from sparkop.core.jsontypes import JSON
-from sparkop.core.reconciler import SETTLE_SECONDS, Applier, Event, Learned, Plan, Refusal
+from sparkop.core.plan import Event, Plan, Refusal
 from sparkop.domain import labels
 
 T = TypeVar("T")
@@ -163,7 +164,7 @@ class SimCluster:
     @property
     def refusals(self) -> dict[str, Refusal]:
         """What the (one) operator process learned."""
-        return dict(self.applier.learnt((self.namespace, self.name), self.uid).refusals)
+        return dict(self.applier.expectations.learnt((self.namespace, self.name), self.uid).refusals)
 
     # -- the user ----------------------------------------------------------------------------------
 
@@ -220,9 +221,9 @@ class SimCluster:
         self.history.append(fresh)
         obs, rv = self.observed(snap or fresh)
         for drv in obs.drivers:  # what the shell's caches show, it tells the Applier (core.controller)
-            self.applier.seen((self.namespace, self.name), "SparkDriver", drv.name)
+            self.applier.expectations.creation_observed((self.namespace, self.name), "SparkDriver", drv.name)
         for obj in obs.ui_objects:
-            self.applier.seen((self.namespace, self.name), obj.kind, obj.name)
+            self.applier.expectations.creation_observed((self.namespace, self.name), obj.kind, obj.name)
         plan = decide(obs, self.now)
         if decide(obs, self.now) != plan:
             raise InvariantError("decide is not a function of its inputs")
@@ -265,7 +266,7 @@ class SimCluster:
         except _Crash:
             self._applier = None  # the process died: what it learned is gone
             return False
-        except Learned:
+        except CreateRefused:
             self.learned += 1
             return False  # like the shell: remembered, and the key is reconciled again at once
         except kube.Conflict:
@@ -275,7 +276,7 @@ class SimCluster:
         self.held_for = applied.requeue_after if self.held else None
         return not applied.gone
 
-    # -- the simulated API server (a core.reconciler.Client) ----------------------------------------
+    # -- the simulated API server (a core.applier.Client) ----------------------------------------
 
     def _step(self) -> None:
         if self._steps <= 0:

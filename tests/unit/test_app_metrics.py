@@ -13,8 +13,9 @@ from sparkop.api.models import DriverPhase
 from sparkop.apps_controller import transitions as at
 from sparkop.apps_controller.metrics import AppCollector
 from sparkop.core import kube
+from sparkop.core.applier import Applier
 from sparkop.core.metrics import Transitions
-from sparkop.core.reconciler import Applier, Observation
+from sparkop.core.plan import Observation
 from sparkop.driver_controller import transitions as dt
 from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import EPOCH, SimCluster

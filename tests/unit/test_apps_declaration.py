@@ -13,9 +13,10 @@ from sparkop.apps_controller.controller import APPS_INDEX, apps_controller
 from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_key
 from sparkop.core import kube
+from sparkop.core.applier import CreateRefused
 from sparkop.core.caches import NotCurrent
 from sparkop.core.controller import Loop
-from sparkop.core.reconciler import Learned, Plan
+from sparkop.core.plan import Plan
 from sparkop.core.runtime import Runtime
 from tests.support.fake_index import FakeIndex
 from tests.support.simulation import EPOCH
@@ -91,7 +92,7 @@ async def apply(loop: Loop[Observed, Any], plan: Plan[Any], body: dict[str, Any]
 
 
 def refusals(loop: Loop[Observed, Any], uid: str) -> dict[str, Any]:
-    return dict(loop.applier.learnt(("ns", "pi"), uid).refusals)
+    return dict(loop.applier.expectations.learnt(("ns", "pi"), uid).refusals)
 
 
 def test_owner_key_follows_the_controller_reference_of_our_group_only() -> None:
@@ -193,7 +194,7 @@ async def test_a_refused_create_is_remembered_and_decided_by_the_next_pass() -> 
     ctl = controller(fake)
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
-    with pytest.raises(Learned):
+    with pytest.raises(CreateRefused):
         await apply(ctl, reconcile(observed, EPOCH), body)
     assert fake.calls[0] == "status rv=7"
     assert sorted(fake.calls[1:]) == ["create SparkDriver pi-1", "event SparkApplicationSubmitted"]

@@ -16,9 +16,9 @@ from sparkop.apps_controller import events
 from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import DriverView, OwnedObject, owner_keys
-from sparkop.core.reconciler import Create as CreateDriver
-from sparkop.core.reconciler import Delete as DeleteObject
-from sparkop.core.reconciler import Ensure as EnsureObject
+from sparkop.core.plan import Create as CreateDriver
+from sparkop.core.plan import Delete as DeleteObject
+from sparkop.core.plan import Ensure as EnsureObject
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 

@@ -20,10 +20,10 @@ from sparkop.apps_controller import events
 from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import Observed, SpecError, UIConfig
-from sparkop.core.reconciler import Create as CreateDriver
-from sparkop.core.reconciler import Delete as DeleteApp
-from sparkop.core.reconciler import Delete as DeleteObject
-from sparkop.core.reconciler import Ensure as EnsureObject
+from sparkop.core.plan import Create as CreateDriver
+from sparkop.core.plan import Delete as DeleteApp
+from sparkop.core.plan import Delete as DeleteObject
+from sparkop.core.plan import Ensure as EnsureObject
 from sparkop.domain import labels
 from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import SimCluster

@@ -12,7 +12,7 @@ from sparkop.api.models import DriverPhase
 from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.observed import Observed, OwnedObject, UIConfig
 from sparkop.apps_controller.ui import UI_RESTORED
-from sparkop.core.reconciler import Ensure, Patch
+from sparkop.core.plan import Ensure, Patch
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sparkop.api.models import SparkDriver
-from sparkop.core.reconciler import Create, Refusal, refusal_key
+from sparkop.core.plan import Create, Refusal, refusal_key
 from sparkop.driver_controller import schedulers
 from sparkop.driver_controller.decide import Observed, decide
 from sparkop.driver_controller.render import DriverObjects, names, render

@@ -26,7 +26,7 @@ from sparkop.connect_controller.decide import (
     decide,
 )
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView, ServiceView, read_status, spec_hash
-from sparkop.core.reconciler import Create, Delete, Ensure, Plan, Refusal, refusal_key
+from sparkop.core.plan import Create, Delete, Ensure, Plan, Refusal, refusal_key
 from sparkop.domain import labels, naming
 from sparkop.driver_controller.render import parse, render
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sparkop.core.reconciler import Create, Patch, Plan, Refusal, refusal_key
+from sparkop.core.plan import Create, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller import kueue
 from sparkop.driver_controller.decide import Observed, decide

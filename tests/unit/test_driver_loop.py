@@ -7,9 +7,9 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from sparkop.core import kube
+from sparkop.core.applier import ApplyFailed as Failed
 from sparkop.core.kube import transient_error
 from sparkop.core.queue import Result
-from sparkop.core.reconciler import ApplyFailed as Failed
 from sparkop.driver_controller import controller as declaration
 from tests.support.driver_objects import UID, driver, objects, running
 from tests.support.fake_driver_runtime import KEY, FakeKube, FakeRuntime, api_error, controller
@@ -38,13 +38,13 @@ async def test_transient_create_error_is_recorded_by_the_next_pass() -> None:
     with pytest.raises(Failed, match="creating Pod pi-1-driver"):
         await ctrl.reconcile(KEY)
     assert "status" not in fake.calls  # nothing written on a failed pass
-    assert (ctrl.applier.learnt(KEY, UID).transient or {}).get("reason") == "ServiceUnavailable"
+    assert (ctrl.applier.expectations.learnt(KEY, UID).transient or {}).get("reason") == "ServiceUnavailable"
     await ctrl.reconcile(KEY)  # the queue's retry: gets through and says why it was slow
     error = fake.statuses[-1]["lastError"]
     assert error["reason"] == "ServiceUnavailable"
     assert error["message"] == "creating Pod pi-1-driver: 503 ServiceUnavailable: etcd is unavailable"
     assert error["time"]
-    assert ctrl.applier.learnt(KEY, UID).transient is None
+    assert ctrl.applier.expectations.learnt(KEY, UID).transient is None
     # Nothing more to write while nothing changes.
     see_status(runtime, fake)
     writes = len(fake.statuses)
@@ -71,7 +71,7 @@ async def test_refused_pod_is_submission_failed_not_transient() -> None:
     assert fake.statuses[-1]["phase"] == "SubmissionFailed"
     assert fake.statuses[-1]["lastError"]["message"] == "exceeded quota"
     assert fake.calls[-1] == "event SubmissionFailed"
-    assert ctrl.applier.learnt(KEY, UID).transient is None
+    assert ctrl.applier.expectations.learnt(KEY, UID).transient is None
 
 
 async def test_a_name_held_by_a_foreign_object_is_submission_failed_naming_it() -> None:
@@ -100,7 +100,7 @@ async def test_conflicts_and_other_errors_are_not_transient() -> None:
     fake.fail["status"] = [api_error(401, "Unauthorized", "no")]
     with pytest.raises(Failed):
         await ctrl.reconcile(KEY)
-    assert ctrl.applier.learnt(KEY, UID).transient is None
+    assert ctrl.applier.expectations.learnt(KEY, UID).transient is None
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sparkop.core.reconciler import Delete, Ensure, Patch, Plan, Refusal, refusal_key
+from sparkop.core.plan import Delete, Ensure, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import Observed, decide
 from sparkop.driver_controller.draft import policy_restore_patch

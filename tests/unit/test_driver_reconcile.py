@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 
 from sparkop.core.kube import merge_patch
-from sparkop.core.reconciler import Plan
+from sparkop.core.plan import Plan
 from sparkop.driver_controller.decide import (
     EXECUTOR_CLEANUP_GRACE_SECONDS,
     Observed,

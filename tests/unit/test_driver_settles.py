@@ -1,5 +1,5 @@
 """The driver controller decides once per change: what a pass wrote to status leaves nothing for a
-second decision on the same view: every plan of its decide is ``settled`` (core.reconciler.Plan), which
+second decision on the same view: every plan of its decide is ``settled`` (core.plan.Plan), which
 lets a pass end at its status write instead of deciding again on what it wrote.
 
 Checked over any history of a SparkDriver's pods (the driver pod pending, scheduled, running, ended,
@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from sparkop.core.reconciler import Plan
+from sparkop.core.plan import Plan
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import Observed, Settings, decide
 from sparkop.driver_controller.observed import summarize_pod

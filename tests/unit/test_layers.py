@@ -239,7 +239,7 @@ def test_one_plan_and_one_applier_in_the_tree() -> None:
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.ClassDef) and node.name in defined:
                     defined[node.name].append(str(path.relative_to(ROOT)))
-    assert defined == {"Plan": ["core/reconciler.py"], "Applier": ["core/reconciler.py"]}
+    assert defined == {"Plan": ["core/plan.py"], "Applier": ["core/applier.py"]}
 
 
 def test_core_knows_nothing_of_spark() -> None:

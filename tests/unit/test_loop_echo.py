@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from sparkop.core.controller import Controller, Loop, Source, _ours
+from sparkop.core.expectations import Expectations, Learnt
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import PODS, Rules
-from sparkop.core.reconciler import Applier, Learnt, Plan
+from sparkop.core.kube import PODS
+from sparkop.core.plan import Plan
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
 from tests.support.fake_index import FakeIndex
@@ -143,16 +144,15 @@ async def test_a_plan_settled_by_its_write_ends_the_pass_there_and_its_echo_stil
 
 
 def test_the_echo_of_our_own_patch_or_delete_of_an_owned_object_asks_for_no_pass_where_the_source_says_so() -> None:
-    applier: Applier[Any] = Applier(FakeKube(), Rules(), lambda obj, what, reason: None)  # type: ignore[arg-type]
-    memory = applier._own(KEY, "u1")
-    memory.changed_to["Pod/pi-1-driver"] = "21"
+    expectations: Expectations[Any] = Expectations()
+    expectations.patched(KEY, "u1", "Pod/pi-1-driver", "20", "21")
 
     def pod(version: str) -> dict[str, Any]:
         return {"metadata": {"name": "pi-1-driver", "namespace": "ns", "resourceVersion": version}}
 
-    settled = _ours(applier, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj, own_changes_settle=True))
+    settled = _ours(expectations, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj, own_changes_settle=True))
     assert settled("MODIFIED", pod("21"), [KEY])  # exactly what our patch left
     assert not settled("MODIFIED", pod("22"), [KEY])  # anything after it
     assert not settled("DELETED", pod("21"), [KEY])  # a deletion always asks for a pass
-    plain = _ours(applier, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj))
+    plain = _ours(expectations, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj))
     assert not plain("MODIFIED", pod("21"), [KEY])  # a source that does not say so: every change asks

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkop.api.scheduled import ScheduleError, ScheduleState, parse_schedule
-from sparkop.core.reconciler import Create, Delete, Refusal, refusal_key
+from sparkop.core.plan import Create, Delete, Refusal, refusal_key
 from sparkop.core.times import format_time
 from sparkop.domain import labels
 from sparkop.schedule_controller.decide import RUN_MISSED, RUN_REFUSED, RUN_SKIPPED, decide, run_name

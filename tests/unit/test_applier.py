@@ -1,4 +1,4 @@
-"""core.reconciler's Applier without a cluster: the fixed apply order, 409 on create (ours: fine; not
+"""core.applier's Applier without a cluster: the fixed apply order, 409 on create (ours: fine; not
 ours: a refusal), a refusal remembered and seen by the next pure pass, a status Conflict."""
 
 from __future__ import annotations
@@ -10,21 +10,9 @@ from typing import Any
 import pytest
 
 from sparkop.core import kube
-from sparkop.core.reconciler import (
-    AWAITING_CACHE_SECONDS,
-    CREATED_RECENTLY_SECONDS,
-    SETTLE_SECONDS,
-    Applier,
-    ApplyFailed,
-    Create,
-    Delete,
-    Ensure,
-    Event,
-    Learned,
-    Learnt,
-    Patch,
-    Plan,
-)
+from sparkop.core.applier import AWAITING_CACHE_SECONDS, SETTLE_SECONDS, Applier, ApplyFailed, CreateRefused
+from sparkop.core.expectations import CREATED_RECENTLY_SECONDS, Learnt
+from sparkop.core.plan import Create, Delete, Ensure, Event, Patch, Plan
 
 KEY = ("ns", "owner")
 
@@ -140,12 +128,12 @@ async def test_a_refusal_is_remembered_and_decided_by_the_next_pass(refused: kub
     client = Client()
     client.create_errors["a"] = refused
     app = applier(client)
-    with pytest.raises(Learned):
-        await app.apply(KEY, body(), decide(app.learnt(KEY, "u1")), same, namespace="ns")
+    with pytest.raises(CreateRefused):
+        await app.apply(KEY, body(), decide(app.expectations.learnt(KEY, "u1")), same, namespace="ns")
     assert client.calls == ["create a"]  # nothing written on the pass that met it
-    learnt = app.learnt(KEY, "u1")
+    learnt = app.expectations.learnt(KEY, "u1")
     assert learnt.refusals["ConfigMap/a"].code == refused.status
-    assert app.learnt(KEY, "another-uid").refusals == {}  # a new object of the same name starts afresh
+    assert app.expectations.learnt(KEY, "another-uid").refusals == {}  # a new object of the same name starts afresh
     await app.apply(KEY, body(), decide(learnt), same, namespace="ns")
     assert client.calls[-1] == "status rv=7"  # the second pass records it and creates nothing
 
@@ -156,11 +144,11 @@ async def test_a_transient_error_is_remembered_until_a_pass_that_saw_it_gets_thr
     app = applier(client)
     with pytest.raises(ApplyFailed, match="creating ConfigMap a"):
         await app.apply(KEY, body(), decide(Learnt()), same, namespace="ns")
-    learnt = app.learnt(KEY, "u1")
+    learnt = app.expectations.learnt(KEY, "u1")
     assert learnt.transient is not None and learnt.transient["reason"] == "Timeout"
     del client.create_errors["a"]
     await app.apply(KEY, body(), decide(learnt), same, namespace="ns", seen=learnt)
-    assert app.learnt(KEY, "u1").transient is None
+    assert app.expectations.learnt(KEY, "u1").transient is None
 
 
 async def test_no_create_for_an_owner_no_longer_current() -> None:
@@ -232,7 +220,7 @@ async def test_the_first_error_of_a_concurrent_run_in_plan_order_ends_the_pass_a
         status={"phase": "Running"},
         before_status=tuple(Create(cm(n), concurrent=True) for n in "abcd"),
     )
-    with pytest.raises(Learned, match="ConfigMap b"):
+    with pytest.raises(CreateRefused, match="ConfigMap b"):
         await applier(client).apply(KEY, body(), plan, same, namespace="ns")
     assert sorted(client.calls) == ["create a", "create b", "create c", "create d"]  # no status write
 
@@ -289,17 +277,17 @@ async def test_the_version_our_own_patch_or_delete_left_is_known_as_ours_and_no_
         after_status=(Patch("v1", "Pod", "driver", [{"op": "test"}], "5"), Delete("v1", "Pod", "exec-1", "exec-uid"))
     )
     await the_applier.apply(KEY, body(), plan, same, namespace="ns")
-    assert the_applier.own_change(KEY, "Pod", "driver", "9")  # the patch's echo
-    assert the_applier.own_change(KEY, "Pod", "exec-1", "12")  # the graceful delete's echo
-    assert not the_applier.own_change(KEY, "Pod", "driver", "10")  # a change made after ours
-    assert not the_applier.own_change(KEY, "Pod", "exec-2", "12")
-    assert not the_applier.own_change(("ns", "other"), "Pod", "driver", "9")
+    assert the_applier.expectations.own_change(KEY, "Pod", "driver", "9")  # the patch's echo
+    assert the_applier.expectations.own_change(KEY, "Pod", "exec-1", "12")  # the graceful delete's echo
+    assert not the_applier.expectations.own_change(KEY, "Pod", "driver", "10")  # a change made after ours
+    assert not the_applier.expectations.own_change(KEY, "Pod", "exec-2", "12")
+    assert not the_applier.expectations.own_change(("ns", "other"), "Pod", "driver", "9")
     # A delete the API server answered with no object (gone already) leaves no echo to expect.
     client.deleted_version = None
     await the_applier.apply(
         KEY, body(), Plan(after_status=(Delete("v1", "Pod", "exec-3", "u3"),)), same, namespace="ns"
     )
-    assert not the_applier.own_change(KEY, "Pod", "exec-3", "")
+    assert not the_applier.expectations.own_change(KEY, "Pod", "exec-3", "")
 
 
 # -- a status change that can wait -------------------------------------------------------------------
@@ -378,14 +366,18 @@ async def test_a_create_of_ours_the_cache_has_yet_to_show_is_not_sent_again() ->
     shows the object, or after CREATED_RECENTLY_SECONDS, a create is decided on what is observed."""
     client, clock = Client(), Clock()
     a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
-    assert not a.remembers_any  # a start: every listed object's arrival is news (the handlers ask no more)
+    assert not a.expectations.any  # a start: every listed object's arrival is news (the handlers ask no more)
     again = Plan(status={"phase": "Pending"}, before_status=(Create(cm("a")),))
     await a.apply(KEY, body(), again, same, namespace="ns")
-    assert client.calls == ["create a", "status rv=7"] and a.remembers_any
+    assert client.calls == ["create a", "status rv=7"] and a.expectations.any
     skipped = await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
     assert client.calls[2:] == [] and skipped.requeue_after == AWAITING_CACHE_SECONDS
-    assert a.seen(KEY, "ConfigMap", "a")  # the cache showed it (our create's); it was deleted since: created again
-    assert not a.seen(KEY, "ConfigMap", "a") and not a.seen(KEY, "ConfigMap", "b")  # a later sight, or not ours
+    assert a.expectations.creation_observed(
+        KEY, "ConfigMap", "a"
+    )  # the cache showed it (our create's); it was deleted since: created again
+    assert not a.expectations.creation_observed(KEY, "ConfigMap", "a") and not a.expectations.creation_observed(
+        KEY, "ConfigMap", "b"
+    )  # a later sight, or not ours
     await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
     assert client.calls[2:] == ["create a"]
     clock.now += CREATED_RECENTLY_SECONDS  # never shown (deleted before the watch saw it): not forever
