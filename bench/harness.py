@@ -29,8 +29,9 @@ if str(ROOT) not in sys.path:
 from devcluster.cluster import Cluster  # noqa: E402
 from devcluster.ports import free_ports  # noqa: E402
 from sparkop.core import kube as k8s  # noqa: E402
-from sparkop.core.informer import EventType, Informer  # noqa: E402
+from sparkop.core.informer import Informer  # noqa: E402
 from sparkop.core.jsontypes import JSON  # noqa: E402
+from sparkop.core.store import EventType  # noqa: E402
 from sparkop.domain import labels  # noqa: E402
 from sparkop.driver_controller.decide import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
 

@@ -23,9 +23,10 @@ from typing import Any
 from harness import BenchCluster, Operator, app_manifest, log, now_utc, stamping
 from throughput import _write_kind
 
-from sparkop.core.informer import EventType, Informer
+from sparkop.core.informer import Informer
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Kube, Resource
+from sparkop.core.store import EventType
 from sparkop.domain import kinds
 
 NAMESPACE = "writes"

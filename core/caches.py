@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-from sparkop.core.informer import Handler, Informer, ResourceLike, Stored, Transform, decode, drop_managed_fields
+from sparkop.core.informer import Handler, Informer, ResourceLike, Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.memo import Memo
 from sparkop.core.requester import Requester
+from sparkop.core.store import Stored, decode, drop_managed_fields
 
 log = logging.getLogger(__name__)
 

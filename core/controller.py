@@ -39,12 +39,13 @@ from sparkop.core import logs
 from sparkop.core.applier import Applied, Applier, CreateRefused
 from sparkop.core.caches import IndexKey
 from sparkop.core.expectations import Expectations, Learnt
-from sparkop.core.informer import EventType, Transform
+from sparkop.core.informer import Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Resource, Rules
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
 from sparkop.core.runtime import Ours, Runtime
+from sparkop.core.store import EventType
 from sparkop.core.times import utc_now
 
 # A refused create is decided on again at once; a pass that keeps learning ends, and the queue retries.

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle
-from sparkop.core.informer import BY_CONTROLLER_UID, EventType, Informer, controller_uid
+from sparkop.core.informer import Informer
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import CONFIGMAPS, Kube
+from sparkop.core.store import BY_CONTROLLER_UID, EventType, controller_uid
 from tests.support.gap import compact_etcd_and_restart_apiserver
 
 pytestmark = pytest.mark.cluster

@@ -7,7 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkop.core.informer import (
+from sparkop.core.jsontypes import JSON
+from sparkop.core.store import (
     BY_CONTROLLER_UID,
     Delta,
     Key,
@@ -18,7 +19,6 @@ from sparkop.core.informer import (
     key_of,
     uid_of,
 )
-from sparkop.core.jsontypes import JSON
 
 APP_LABEL = "example.com/app"
 
