@@ -16,8 +16,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observed import summarize_object, summarize_pod
+from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.observed import Observed, summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from sparkop.driver_controller.status import status_json
 
@@ -100,17 +100,17 @@ def running(spec: dict[str, Any]) -> Observed:
     owned = [*out.config_maps, out.service]
     summaries = [summarize_object({**o, "metadata": {**o["metadata"], **uid}}) for o in owned]
     pods = [summarize_pod(p) for p in (pod, *executors)]
-    first = decide(Observed(body, pods, summaries[:-1], summaries[-1:]), NOW)
+    first = decide(Observed.of(body, pods, summaries[:-1], summaries[-1:]), NOW)
     assert first.status is not None
     body["status"] = status_json(first.status)
-    observed = Observed(body, pods, summaries[:-1], summaries[-1:])
+    observed = Observed.of(body, pods, summaries[:-1], summaries[-1:])
     again = decide(observed, NOW)
     assert again.status is None and not again.creates and not again.patches, "not a steady state"
     return observed
 
 
 def measure_reconcile(name: str, spec: dict[str, Any], n: int) -> None:
-    for label, observed in (("create", Observed(manifest(spec, 0))), ("steady", running(spec))):
+    for label, observed in (("create", Observed.of(manifest(spec, 0))), ("steady", running(spec))):
         xs = []
         for _ in range(n):
             t0 = time.perf_counter()

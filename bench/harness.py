@@ -33,7 +33,7 @@ from sparkop.core.informer import Informer  # noqa: E402
 from sparkop.core.jsontypes import JSON  # noqa: E402
 from sparkop.core.store import EventType  # noqa: E402
 from sparkop.domain import labels  # noqa: E402
-from sparkop.driver_controller.decide import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
+from sparkop.driver_controller.cleanup import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
 
 # The benchmark's own client is told apart from the operator (user agent "sparkop/<version>") in the
 # audit log and in the API server's priority-and-fairness accounting.

@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
+from sparkop.core.frozen import evolve
 from sparkop.core.jsontypes import JSON
 
 S = TypeVar("S")
@@ -203,29 +204,29 @@ class Plan(Generic[S]):
     # -- building (each returns a new plan) --------------------------------------------------------
 
     def with_status(self, status: S | None) -> Plan[S]:
-        return replace(self, status=status)
+        return evolve(self, status=status)
 
     def with_before(self, *actions: Action) -> Plan[S]:
         """``actions`` after those already planned before the status write."""
-        return replace(self, before_status=(*self.before_status, *actions)) if actions else self
+        return evolve(self, before_status=(*self.before_status, *actions)) if actions else self
 
     def with_after(self, *actions: Action) -> Plan[S]:
         """``actions`` after those already planned after the status write."""
-        return replace(self, after_status=(*self.after_status, *actions)) if actions else self
+        return evolve(self, after_status=(*self.after_status, *actions)) if actions else self
 
     def with_events(self, *events: Event) -> Plan[S]:
-        return replace(self, events=(*self.events, *events)) if events else self
+        return evolve(self, events=(*self.events, *events)) if events else self
 
     def with_event(self, type_: EventType, reason: str, message: str) -> Plan[S]:
         return self.with_events(Event(type_, reason, message))
 
     def with_observations(self, *observations: Observation) -> Plan[S]:
-        return replace(self, observations=(*self.observations, *observations)) if observations else self
+        return evolve(self, observations=(*self.observations, *observations)) if observations else self
 
     def requeue(self, seconds: float | None) -> Plan[S]:
         """Look again within ``seconds`` at the latest (the earliest of every requeue asked wins)."""
         sooner = earliest(self.requeue_after, seconds)
-        return self if sooner == self.requeue_after else replace(self, requeue_after=sooner)
+        return self if sooner == self.requeue_after else evolve(self, requeue_after=sooner)
 
     # -- reading -----------------------------------------------------------------------------------
 

@@ -26,22 +26,31 @@ from sparkop.domain.kinds import (
     SPARK_DRIVERS,
     VOLCANO_POD_GROUPS,
 )
-from sparkop.driver_controller import kueue, metrics
-from sparkop.driver_controller.decide import Observed, Settings, decide
+from sparkop.driver_controller import metrics
+from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import (
     Key,
+    Observed,
+    Settings,
     own_key,
     owner_key,
     pod_view,
     policy_view,
+    priority_value,
+    summarize_flavor,
     summarize_object,
     summarize_pod,
     summarize_pod_group,
     summarize_policy,
+    summarize_workload,
+    trim_flavor,
     trim_owned,
     trim_pod,
     trim_pod_group,
     trim_policy,
+    trim_priority_class,
+    trim_workload,
+    workload_view,
 )
 from sparkop.driver_controller.podbuild import RenderOptions
 from sparkop.driver_controller.status import status_json
@@ -97,7 +106,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
 
     def observe(key: Key, body: JSON | None, learnt: Learnt) -> Observed:
         # Never None: a SparkDriver that is gone may leave pods holding our finalizer to let go.
-        return Observed(
+        return Observed.of(
             body,
             values(INDEX_PODS, key),
             values(INDEX_CONFIGMAPS, key),
@@ -153,19 +162,13 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             # Optional kinds (domain.kinds): watched where their schedulers are installed.
             labelled(INDEX_VOLCANO_POD_GROUPS, VOLCANO_POD_GROUPS, *pod_group_parts),
             labelled(INDEX_COSCHEDULING_POD_GROUPS, COSCHEDULING_POD_GROUPS, *pod_group_parts),
-            labelled(
-                INDEX_WORKLOADS, KUEUE_WORKLOADS, kueue.summarize_workload, kueue.workload_view, kueue.trim_workload
-            ),
+            labelled(INDEX_WORKLOADS, KUEUE_WORKLOADS, summarize_workload, workload_view, trim_workload),
         ),
         # Kueue's cluster-scoped configuration (optional kinds): what an admission and a priority name.
         reads=(
-            Source(INDEX_FLAVORS, KUEUE_RESOURCE_FLAVORS, every, kueue.summarize_flavor, transform=kueue.trim_flavor),
+            Source(INDEX_FLAVORS, KUEUE_RESOURCE_FLAVORS, every, summarize_flavor, transform=trim_flavor),
             Source(
-                INDEX_PRIORITY_CLASSES,
-                KUEUE_PRIORITY_CLASSES,
-                every,
-                kueue.priority_value,
-                transform=kueue.trim_priority_class,
+                INDEX_PRIORITY_CLASSES, KUEUE_PRIORITY_CLASSES, every, priority_value, transform=trim_priority_class
             ),
         ),
         observe=observe,

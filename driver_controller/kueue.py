@@ -17,7 +17,10 @@ integrations keep it (its jobframework reconciler), for a SparkDriver labelled
   within the same run (not a failure, not counted against maxDriverPodReplacements);
 * the driver's end marks the Workload ``Finished`` (Succeeded or Failed): its quota is free.
 
-Pure: summaries of watched bodies, the Workload to create, the status patches to send.
+Pure: the Workload to create, where an admission puts the pods, the status patches to send (the
+Workload's summary is in :mod:`driver_controller.observed`), and the steps of a driver's decision that
+keep the contract: :func:`admission` (nothing of the run before Kueue admits it, and an eviction stops
+it) and :func:`workload_finished`; :func:`let_go` when the SparkDriver goes.
 """
 
 from __future__ import annotations
@@ -25,27 +28,41 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from sparkop.api.models import SparkDriver
+from sparkop.api.models import DriverPhase, IncarnationOutcome, SparkDriver
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import owner_references
-from sparkop.core.plan import Patch
+from sparkop.core.plan import Create, Patch, refused
 from sparkop.core.times import format_time
 from sparkop.domain import labels, naming
+from sparkop.driver_controller import conditions, events
+from sparkop.driver_controller.facts import (
+    INVALID_SPEC,
+    REFUSED,
+    WAITING_FOR_KUEUE,
+    Continue,
+    Facts,
+    Outcome,
+    Stop,
+)
+from sparkop.driver_controller.observed import (
+    ADMITTED,
+    EVICTED,
+    FINISHED,
+    QUOTA_RESERVED,
+    REQUEUED,
+    FlavorSummary,
+    Observed,
+    WorkloadSummary,
+)
+from sparkop.driver_controller.render import InvalidSpec
 from sparkop.driver_controller.schedulers import PodSetRequests, pod_group_labels
-from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER, owner_reference
 
 API_VERSION: Final = "kueue.x-k8s.io/v1beta2"
 DRIVER_POD_SET: Final = "driver"
 EXECUTOR_POD_SET: Final = "executor"
 
-# Workload condition types (kueue.x-k8s.io/v1beta2).
-QUOTA_RESERVED: Final = "QuotaReserved"
-ADMITTED: Final = "Admitted"
-EVICTED: Final = "Evicted"
-FINISHED: Final = "Finished"
-REQUEUED: Final = "Requeued"
 # Evictions after which Kueue's reconciler says the Workload was requeued (Requeued True); after the
 # others (a stopped ClusterQueue, a deactivated Workload) Requeued is False until something changes.
 REQUEUED_AFTER: Final = frozenset({"Preempted", "NodeFailures"})
@@ -55,148 +72,10 @@ MAX_MESSAGE: Final = 32768
 # its job or the Workload itself is going (Kueue's own reconciler does the same for its kinds).
 RESOURCE_IN_USE: Final = "kueue.x-k8s.io/resource-in-use"
 KUEUE_JOB_UID: Final = "kueue.x-k8s.io/job-uid"
-
-
-@dataclass(frozen=True)
-class WorkloadSummary:
-    """A Workload as a pass reads it: its conditions, and the ResourceFlavors its admission chose per
-    pod set (from the status Kueue writes)."""
-
-    name: str
-    uid: str
-    owner_uids: tuple[str, ...]
-    resource_version: str
-    generation: int
-    conditions: tuple[Mapping[str, Any], ...] = ()
-    flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pod set -> flavor names
-    cluster_queue: str | None = None
-    has_admission: bool = False
-    finalizers: tuple[str, ...] = ()
-    deleting: bool = False
-
-    def condition(self, kind: str) -> Mapping[str, Any] | None:
-        return next((c for c in self.conditions if c.get("type") == kind), None)
-
-    def true(self, kind: str) -> bool:
-        found = self.condition(kind)
-        return found is not None and found.get("status") == "True"
-
-    @property
-    def admitted(self) -> bool:
-        return self.true(ADMITTED)
-
-    @property
-    def evicted(self) -> bool:
-        return self.true(EVICTED)
-
-    @property
-    def finished(self) -> bool:
-        return self.true(FINISHED)
-
-    @property
-    def holds_quota(self) -> bool:
-        """Quota is reserved for it (Kueue's HasQuotaReservation), or an admission still says so."""
-        return self.true(QUOTA_RESERVED) or self.has_admission
-
-    def waiting_reason(self) -> tuple[str, str]:
-        """Why it is not admitted yet, as Kueue says it (the QuotaReserved condition: "couldn't assign
-        flavors to pod set driver: insufficient quota for cpu in flavor default, ..."), else why not."""
-        reserved = self.condition(QUOTA_RESERVED)
-        if reserved is not None and reserved.get("status") == "False":
-            return str(reserved.get("reason") or "Pending"), str(reserved.get("message") or "")
-        admitted = self.condition(ADMITTED)
-        if reserved is not None and admitted is not None and admitted.get("status") == "False":
-            return str(admitted.get("reason") or "Pending"), str(admitted.get("message") or "")
-        return "Pending", "waiting for Kueue to consider it"
-
-
-@dataclass(frozen=True)
-class FlavorSummary:
-    """A ResourceFlavor: where the pods admitted on it go."""
-
-    name: str
-    node_labels: Mapping[str, str]
-    tolerations: tuple[Mapping[str, Any], ...]
-
-
-def _kept_meta(body: Mapping[str, Any]) -> JSON:
-    return {k: v for k, v in (body.get("metadata") or {}).items() if k not in ("managedFields", "annotations")}
-
-
-def trim_workload(body: JSON) -> JSON:
-    """What the Workload cache keeps: metadata and status (the spec is ours)."""
-    return {
-        "apiVersion": body.get("apiVersion"),
-        "kind": body.get("kind"),
-        "metadata": _kept_meta(body),
-        "status": body.get("status") or {},
-    }
-
-
-def summarize_workload(body: Mapping[str, Any]) -> WorkloadSummary:
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    admission = status.get("admission") or {}
-    flavors = {
-        str(assignment.get("name")): tuple(sorted(set((assignment.get("flavors") or {}).values())))
-        for assignment in admission.get("podSetAssignments") or ()
-    }
-    return WorkloadSummary(
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
-        resource_version=str(meta.get("resourceVersion", "")),
-        generation=int(meta.get("generation") or 0),
-        conditions=tuple(dict(c) for c in status.get("conditions") or ()),
-        flavors=flavors,
-        cluster_queue=admission.get("clusterQueue") or None,
-        has_admission=bool(admission),
-        finalizers=tuple(meta.get("finalizers") or ()),
-        deleting=bool(meta.get("deletionTimestamp")),
-    )
-
-
-def workload_view(body: Mapping[str, Any]) -> WorkloadSummary:
-    """What a pass reads of a Workload, but for its resourceVersion and the conditions' times (Kueue
-    rewrites a pending Workload's QuotaReserved message as the queue changes; the times alone ask
-    for no pass)."""
-    summary = summarize_workload(body)
-    conditions = tuple({k: v for k, v in c.items() if k != "lastTransitionTime"} for c in summary.conditions)
-    return WorkloadSummary(**{**summary.__dict__, "resource_version": "", "conditions": conditions})
-
-
-def trim_flavor(body: JSON) -> JSON:
-    spec = body.get("spec") or {}
-    kept = {k: spec[k] for k in ("nodeLabels", "tolerations") if k in spec}
-    return {
-        "apiVersion": body.get("apiVersion"),
-        "kind": body.get("kind"),
-        "metadata": _kept_meta(body),
-        "spec": kept,
-    }
-
-
-def summarize_flavor(body: Mapping[str, Any]) -> FlavorSummary:
-    spec = body.get("spec") or {}
-    return FlavorSummary(
-        name=str((body.get("metadata") or {}).get("name", "")),
-        node_labels=dict(spec.get("nodeLabels") or {}),
-        tolerations=tuple(dict(t) for t in spec.get("tolerations") or ()),
-    )
-
-
-def trim_priority_class(body: JSON) -> JSON:
-    return {
-        "apiVersion": body.get("apiVersion"),
-        "kind": body.get("kind"),
-        "metadata": _kept_meta(body),
-        "value": body.get("value"),
-    }
-
-
-def priority_value(body: Mapping[str, Any]) -> tuple[str, int]:
-    """A WorkloadPriorityClass: (name, value)."""
-    return str((body.get("metadata") or {}).get("name", "")), int(body.get("value") or 0)
+CONDITION_QUEUED_ADMITTED: Final = "Admitted"
+# How soon to look again for what a watch will not bring back: a ResourceFlavor or WorkloadPriorityClass
+# named but not in the cache (they are read, not watched for changes).
+REFERENCE_RETRY_SECONDS: Final = 5.0
 
 
 # --- what a run asks ---------------------------------------------------------------------------------
@@ -381,3 +260,148 @@ def released_status(wl: WorkloadSummary, now: datetime) -> JSON:
         no_reservation = _condition(wl, ADMITTED, "False", "NoReservation", "The workload has no reservation")
         conditions = _set(conditions, no_reservation, now)
     return {"status": {"conditions": conditions, "admission": None}}
+
+
+# --- the steps of a driver's decision ---------------------------------------------------------------
+
+
+def admission(f: Facts) -> Outcome:
+    """Whether the run may have pods now: always without a Kueue queue; with one, once Kueue admitted
+    its Workload (created here first), the admission's placement then being what the pods render from
+    (``Facts.placed``). An evicted run's pods are stopped and its quota handed back; the next admission
+    starts a new incarnation."""
+    queue = queue_name(f.driver)
+    if queue is None:
+        return Continue(f)
+    wl = _workload(f)
+    if wl is None:
+        return _create_workload(f, queue)
+    if wl.evicted or wl.deleting:
+        return Stop(_evicted(f, wl), WAITING_FOR_KUEUE)
+    if not wl.admitted:
+        reason, message = wl.waiting_reason()
+        return Stop(
+            _queued(f, "True", reason, f"Workload {wl.name} waits in LocalQueue {queue}: {message}"), WAITING_FOR_KUEUE
+        )
+    where = placements(wl, f.observed.flavors)
+    if isinstance(where, str):
+        message = f"Workload {wl.name} was admitted on ResourceFlavor {where}, which this operator cannot read yet"
+        f = _queued(f, "True", "FlavorNotFound", message).requeue(REFERENCE_RETRY_SECONDS)
+        return Stop(f, WAITING_FOR_KUEUE)
+    f = f.admitted(placed(f.driver, where))
+    old = next((c for c in f.status.conditions or () if c.type == conditions.CONDITION_QUEUED), None)
+    if old is not None and old.status == "True":
+        message = f"Workload {wl.name} admitted by ClusterQueue {wl.cluster_queue}"
+        f = _queued(f, "False", CONDITION_QUEUED_ADMITTED, message)
+    return Continue(f)
+
+
+def workload_finished(f: Facts) -> Facts:
+    """The driver has ended: the Workload says so, and Kueue frees its quota (its finalizer goes once
+    Kueue has seen it Finished)."""
+    if not f.ended or queue_name(f.driver) is None:
+        return f
+    wl = _workload(f)
+    if wl is None:
+        return f
+    if wl.finished:
+        return f.after(*_let_go(wl))
+    succeeded = f.status.phase is DriverPhase.SUCCEEDED
+    message = f"SparkDriver {f.name} {f.status.phase.value.lower() if f.status.phase else 'ended'}"
+    body = finished_status(wl, succeeded, message, f.now)
+    return f.after(Patch(API_VERSION, "Workload", wl.name, body, wl.resource_version, "RunEnded", subresource="status"))
+
+
+def let_go_of_workloads(observed: Observed) -> tuple[Patch, ...]:
+    """The SparkDriver is gone or going: its Workloads' finalizers go too (the garbage collector, or
+    whoever deleted them, is waiting for that)."""
+    return tuple(patch for wl in observed.workloads for patch in _let_go(wl))
+
+
+def _workload(f: Facts) -> WorkloadSummary | None:
+    name = naming.workload_name(f.name)
+    return next((w for w in f.owned(f.observed.workloads) if w.name == name), None)
+
+
+def _queued(f: Facts, status: Literal["True", "False"], reason: str, message: str) -> Facts:
+    current = f.status.conditions or ()
+    return f.update(
+        conditions=conditions.set_condition(
+            current, conditions.CONDITION_QUEUED, status, reason, message, f.now, f.generation
+        )
+    )
+
+
+def _create_workload(f: Facts, queue: str) -> Outcome:
+    """The run's Workload, sized as its pods will ask (rendered here; nothing else of the run is
+    created before Kueue admits it)."""
+    expected = naming.workload_name(f.name)
+    refusal = refused(f.observed.refusals, Create({"kind": "Workload", "metadata": {"name": expected}}))
+    if refusal is not None:
+        message = refusal.message
+        if refusal.code == 404:
+            # The API server's answer is a bare "404 page not found": what it means says more.
+            message = (
+                f"the cluster does not serve Kueue's Workloads ({API_VERSION}): install Kueue v0.17 or "
+                f"later, or remove the label {labels.KUEUE_QUEUE_NAME}"
+            )
+        reason = refusal.reason if refusal.code == 409 else events.SUBMISSION_FAILED
+        f = f.refused(reason, message).event(
+            "Warning", events.SUBMISSION_FAILED, f"Workload {expected} refused: {message}"
+        )
+        return Stop(f, REFUSED)
+    priority: int | None = None
+    wanted_class = priority_class(f.driver)
+    if wanted_class is not None:
+        priority = f.observed.priority_classes.get(wanted_class)
+        if priority is None:
+            label = labels.KUEUE_PRIORITY_CLASS
+            message = f"WorkloadPriorityClass {wanted_class} ({label}) is not known to this operator yet"
+            f = _queued(f, "True", "PriorityClassNotFound", message).requeue(REFERENCE_RETRY_SECONDS)
+            return Stop(f, WAITING_FOR_KUEUE)
+    try:
+        f, objects = f.render()
+    except (InvalidSpec, ValueError) as exc:
+        return Stop(f.invalid_spec(str(exc)), INVALID_SPEC)
+    assert objects.pod_sets is not None  # the queue label asks for them
+    owner = owner_reference(f.driver, controller=True)
+    f = f.before(Create(workload(f.driver, objects.pod_sets, owner, priority), "QueuedInKueue"))
+    f = _queued(
+        f, "True", "Pending", f"Workload {expected} created in LocalQueue {queue}: waiting for Kueue to admit it"
+    )
+    return Stop(f.update(phase=DriverPhase.PENDING), WAITING_FOR_KUEUE)
+
+
+def _evicted(f: Facts, wl: WorkloadSummary) -> Facts:
+    """Kueue evicted the run (or its Workload is being deleted): stop its current driver pod (a new
+    incarnation, whose pod waits for the next admission; the stale one and its executors are deleted
+    by the closing steps), and once none of its pods is left, hand the quota back (a deleted Workload:
+    let it go; the next pass creates another)."""
+    evicted = wl.condition(EVICTED) or {}
+    if wl.deleting:
+        reason, why = "WorkloadDeleted", f"Workload {wl.name} is being deleted"
+    else:
+        reason, why = str(evicted.get("reason") or "Evicted"), str(evicted.get("message") or "")
+    pod_name = f.pod_name
+    known = f.status.driverPod
+    if f.driver_pod(f.incarnation) is not None or (known is not None and known.name == pod_name):
+        message = f"Kueue evicted Workload {wl.name} ({reason}: {why}); the driver pod and its executors are stopped"
+        f = f.record(f.incarnation, pod_name, IncarnationOutcome.LOST, f"Kueue{reason}", message)
+        f = f.update(queueEvictions=(f.status.queueEvictions or 0) + 1)
+        f = f.event("Warning", events.QUEUED, f"{message}; the run waits for Kueue to admit it again")
+        f = f.start_incarnation(f.incarnation + 1)
+    running = [pod for pod in f.owned_pods if pod.phase not in ("Succeeded", "Failed")]
+    if not running and wl.deleting:
+        f = f.after(*_let_go(wl))
+    elif not running and wl.holds_quota:
+        body = released_status(wl, f.now)
+        version = wl.resource_version
+        f = f.after(Patch(API_VERSION, "Workload", wl.name, body, version, "QuotaReleased", subresource="status"))
+    waiting = f"{len(running)} pod(s) still stopping" if running else "its quota handed back"
+    message = f"Workload {wl.name} evicted ({reason}: {why}); {waiting}; waiting for Kueue to admit it again"
+    return _queued(f, "True", f"Kueue{reason}", message).update(phase=DriverPhase.PENDING)
+
+
+def _let_go(wl: WorkloadSummary) -> tuple[Patch, ...]:
+    finalizer = let_go(wl)
+    return (finalizer,) if finalizer is not None else ()

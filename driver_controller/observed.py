@@ -1,4 +1,6 @@
-"""Summaries of the objects a SparkDriver owns, as the driver controller's indexes hand them out.
+"""What one pass of the driver controller decides from (:class:`Observed`): the SparkDriver as
+``observe`` reads it (:class:`DriverView`: its spec parsed, or what is wrong with it, and its status),
+and summaries of the objects it owns, as the driver controller's indexes hand them out.
 
 A summary holds only what reconcile reads, and reconcile never needs to LIST. Pure functions of a
 watched body.
@@ -6,15 +8,22 @@ watched body.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from pydantic import ValidationError
+
+from sparkop.api.models import SparkDriver, SparkDriverStatus
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import owner_references
+from sparkop.core.plan import Refusal
+from sparkop.core.specs import SpecError, lenient, unknown_fields
 from sparkop.core.times import parse_time
 from sparkop.domain import labels, naming
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.render import parse
 from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
 Body = Mapping[str, Any]
@@ -153,6 +162,12 @@ def _trimmed_meta(body: Body) -> JSON:
     return {k: v for k, v in meta.items() if k not in ("managedFields", "annotations")}
 
 
+def _kept(body: Body, **parts: Any) -> JSON:
+    """What a cache keeps of an object: its apiVersion, kind and metadata (but the managedFields and
+    annotations nothing reads), and ``parts``."""
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": _trimmed_meta(body), **parts}
+
+
 def trim_pod(body: JSON) -> JSON:
     """What the pod cache keeps: what :func:`summarize_pod` reads (a pod's spec, its volumes and
     environment, are most of it, and never read: 10,000 finished apps' driver pods stay cached)."""
@@ -172,28 +187,18 @@ def trim_pod(body: JSON) -> JSON:
 def trim_owned(body: JSON) -> JSON:
     """What the ConfigMap and Service caches keep: what :func:`summarize_object` reads (a driver's
     ConfigMaps hold its Spark properties and pod template: kilobytes each, never read back)."""
-    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": _trimmed_meta(body)}
+    return _kept(body)
 
 
 def trim_policy(body: JSON) -> JSON:
     """What the NetworkPolicy cache keeps: what :func:`summarize_policy` reads (its spec is a few
     hundred bytes, and a pass compares it with the wanted one)."""
-    return {
-        "apiVersion": body.get("apiVersion"),
-        "kind": body.get("kind"),
-        "metadata": _trimmed_meta(body),
-        "spec": body.get("spec") or {},
-    }
+    return _kept(body, spec=body.get("spec") or {})
 
 
 def trim_pod_group(body: JSON) -> JSON:
     """What the PodGroup caches keep: metadata and status (the spec is ours, never read back)."""
-    return {
-        "apiVersion": body.get("apiVersion"),
-        "kind": body.get("kind"),
-        "metadata": _trimmed_meta(body),
-        "status": body.get("status") or {},
-    }
+    return _kept(body, status=body.get("status") or {})
 
 
 def summarize_pod_group(body: Body) -> PodGroupSummary:
@@ -369,3 +374,213 @@ def owner_key(body: Body) -> list[Key]:
     meta = body.get("metadata") or {}
     value = (meta.get("labels") or {}).get(labels.DRIVER)
     return [(str(meta.get("namespace") or ""), str(value))] if value is not None else []
+
+
+# ---------------------------------------------------------------------------------------------------
+# Kueue's objects (where it is installed): a SparkDriver's Workload, and what an admission and a
+# priority name (driver_controller.kueue)
+
+# Workload condition types (kueue.x-k8s.io/v1beta2).
+QUOTA_RESERVED: Final = "QuotaReserved"
+ADMITTED: Final = "Admitted"
+EVICTED: Final = "Evicted"
+FINISHED: Final = "Finished"
+REQUEUED: Final = "Requeued"
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    """A Workload as a pass reads it: its conditions, and the ResourceFlavors its admission chose per
+    pod set (from the status Kueue writes)."""
+
+    name: str
+    uid: str
+    owner_uids: tuple[str, ...]
+    resource_version: str
+    generation: int
+    conditions: tuple[Mapping[str, Any], ...] = ()
+    flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pod set -> flavor names
+    cluster_queue: str | None = None
+    has_admission: bool = False
+    finalizers: tuple[str, ...] = ()
+    deleting: bool = False
+
+    def condition(self, kind: str) -> Mapping[str, Any] | None:
+        return next((c for c in self.conditions if c.get("type") == kind), None)
+
+    def true(self, kind: str) -> bool:
+        found = self.condition(kind)
+        return found is not None and found.get("status") == "True"
+
+    @property
+    def admitted(self) -> bool:
+        return self.true(ADMITTED)
+
+    @property
+    def evicted(self) -> bool:
+        return self.true(EVICTED)
+
+    @property
+    def finished(self) -> bool:
+        return self.true(FINISHED)
+
+    @property
+    def holds_quota(self) -> bool:
+        """Quota is reserved for it (Kueue's HasQuotaReservation), or an admission still says so."""
+        return self.true(QUOTA_RESERVED) or self.has_admission
+
+    def waiting_reason(self) -> tuple[str, str]:
+        """Why it is not admitted yet, as Kueue says it (the QuotaReserved condition: "couldn't assign
+        flavors to pod set driver: insufficient quota for cpu in flavor default, ..."), else why not."""
+        reserved = self.condition(QUOTA_RESERVED)
+        if reserved is not None and reserved.get("status") == "False":
+            return str(reserved.get("reason") or "Pending"), str(reserved.get("message") or "")
+        admitted = self.condition(ADMITTED)
+        if reserved is not None and admitted is not None and admitted.get("status") == "False":
+            return str(admitted.get("reason") or "Pending"), str(admitted.get("message") or "")
+        return "Pending", "waiting for Kueue to consider it"
+
+
+@dataclass(frozen=True)
+class FlavorSummary:
+    """A ResourceFlavor: where the pods admitted on it go."""
+
+    name: str
+    node_labels: Mapping[str, str]
+    tolerations: tuple[Mapping[str, Any], ...]
+
+
+def trim_workload(body: JSON) -> JSON:
+    """What the Workload cache keeps: metadata and status (the spec is ours)."""
+    return _kept(body, status=body.get("status") or {})
+
+
+def summarize_workload(body: Mapping[str, Any]) -> WorkloadSummary:
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    admission = status.get("admission") or {}
+    flavors = {
+        str(assignment.get("name")): tuple(sorted(set((assignment.get("flavors") or {}).values())))
+        for assignment in admission.get("podSetAssignments") or ()
+    }
+    return WorkloadSummary(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
+        resource_version=str(meta.get("resourceVersion", "")),
+        generation=int(meta.get("generation") or 0),
+        conditions=tuple(dict(c) for c in status.get("conditions") or ()),
+        flavors=flavors,
+        cluster_queue=admission.get("clusterQueue") or None,
+        has_admission=bool(admission),
+        finalizers=tuple(meta.get("finalizers") or ()),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def workload_view(body: Mapping[str, Any]) -> WorkloadSummary:
+    """What a pass reads of a Workload, but for its resourceVersion and the conditions' times (Kueue
+    rewrites a pending Workload's QuotaReserved message as the queue changes; the times alone ask
+    for no pass)."""
+    summary = summarize_workload(body)
+    conditions = tuple({k: v for k, v in c.items() if k != "lastTransitionTime"} for c in summary.conditions)
+    return WorkloadSummary(**{**summary.__dict__, "resource_version": "", "conditions": conditions})
+
+
+def trim_flavor(body: JSON) -> JSON:
+    spec = body.get("spec") or {}
+    return _kept(body, spec={k: spec[k] for k in ("nodeLabels", "tolerations") if k in spec})
+
+
+def summarize_flavor(body: Mapping[str, Any]) -> FlavorSummary:
+    spec = body.get("spec") or {}
+    return FlavorSummary(
+        name=str((body.get("metadata") or {}).get("name", "")),
+        node_labels=dict(spec.get("nodeLabels") or {}),
+        tolerations=tuple(dict(t) for t in spec.get("tolerations") or ()),
+    )
+
+
+def trim_priority_class(body: JSON) -> JSON:
+    return _kept(body, value=body.get("value"))
+
+
+def priority_value(body: Mapping[str, Any]) -> tuple[str, int]:
+    """A WorkloadPriorityClass: (name, value)."""
+    return str((body.get("metadata") or {}).get("name", "")), int(body.get("value") or 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# what a pass decides from
+
+DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    unschedulable_timeout: float = DEFAULT_UNSCHEDULABLE_TIMEOUT
+    render: RenderOptions = field(default_factory=RenderOptions)
+
+
+@dataclass(frozen=True)
+class DriverView:
+    """The SparkDriver a pass decides for: its spec parsed (or what is wrong with it) and its status read
+    leniently (a status written by another version never stops a pass)."""
+
+    name: str
+    uid: str
+    generation: int | None
+    deleting: bool
+    spec: SparkDriver | SpecError
+    status: SparkDriverStatus
+
+    @classmethod
+    def from_body(cls, body: Body) -> DriverView:
+        meta = body.get("metadata") or {}
+        spec: SparkDriver | SpecError
+        try:
+            spec = parse(body)
+        except ValueError as exc:
+            unknown = unknown_fields(exc) if isinstance(exc, ValidationError) else ()
+            spec = SpecError(f"the SparkDriver does not parse: {exc}", unknown)
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            generation=meta.get("generation"),
+            deleting=bool(meta.get("deletionTimestamp")),
+            spec=spec,
+            status=lenient(SparkDriverStatus, body.get("status")),
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One SparkDriver and what it owns, as the indexes see them. ``driver`` is None when the
+    SparkDriver is gone and only its leftovers (pods holding our finalizer) remain."""
+
+    driver: DriverView | None
+    pods: Sequence[PodSummary] = ()
+    config_maps: Sequence[ObjectSummary] = ()
+    services: Sequence[ObjectSummary] = ()
+    settings: Settings = field(default_factory=Settings)
+    # A transient error (5xx, timeout) the handler met applying an earlier plan, as a lastError
+    # {reason, message, time}: recorded in status by the next pass that gets through.
+    transient_error: Mapping[str, Any] | None = None
+    # The namespace is being deleted: only let its pods go (their finalizer would hold it up).
+    namespace_terminating: bool = False
+    # Creates of this SparkDriver the API server refused, by core.plan.refusal_key.
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    # The executors' NetworkPolicies (Spark 4.2+) labelled for this SparkDriver.
+    network_policies: Sequence[PolicySummary] = ()
+    # The batch scheduler's PodGroups labelled for this SparkDriver (where their kinds are served).
+    pod_groups: Sequence[PodGroupSummary] = ()
+    # Kueue (where it is installed): the Workloads labelled for this SparkDriver, and what the queue's
+    # admission and priority name: every ResourceFlavor and WorkloadPriorityClass value, by name.
+    workloads: Sequence[WorkloadSummary] = ()
+    flavors: Mapping[str, FlavorSummary] = field(default_factory=dict)
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, body: Body | None, *args: Any, **kwargs: Any) -> Observed:
+        """What ``observe`` makes of the SparkDriver ``body`` (None: gone) and the rest of the fields."""
+        return cls(DriverView.from_body(body) if body is not None else None, *args, **kwargs)

@@ -1,6 +1,6 @@
 """SparkDriver.status as the driver controller reads and writes it: ``api.models.SparkDriverStatus``,
-read leniently from the SparkDriver's body (:func:`read_status`) and written back as JSON
-(:func:`status_json`), the one place its timestamps are formatted.
+read leniently from the SparkDriver's body (``core.specs.lenient``, in ``observed.DriverView``) and
+written back as JSON (:func:`status_json`), the one place its timestamps are formatted.
 
 A pass works on the model itself: on its own copy of what it read, whose parts it replaces and never
 changes in place (the functions here return copies), so that it can compare what it arrived at with
@@ -10,11 +10,8 @@ models, so that a value the CRD would refuse is refused here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final
-
-from pydantic import ValidationError
+from typing import Final
 
 from sparkop.api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
 from sparkop.core.jsontypes import JSON
@@ -26,22 +23,6 @@ MAX_MESSAGE: Final = 32768  # a lastError's or a condition's
 
 # ---------------------------------------------------------------------------------------------------
 # the boundary
-
-
-def read_status(body: Mapping[str, Any]) -> SparkDriverStatus:
-    """status as stored in ``body``. Lenient: a field the schema rejects reads as absent, so that a
-    status written by another version never stops a pass."""
-    data = body.get("status")
-    raw = dict(data) if isinstance(data, Mapping) else {}
-    try:
-        return SparkDriverStatus.model_validate(raw)
-    except ValidationError as exc:
-        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
-    known = {k: v for k, v in raw.items() if k in SparkDriverStatus.model_fields and k not in bad}
-    try:
-        return SparkDriverStatus.model_validate(known)
-    except ValidationError:
-        return SparkDriverStatus()
 
 
 def status_json(status: SparkDriverStatus) -> JSON:

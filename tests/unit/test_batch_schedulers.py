@@ -14,7 +14,8 @@ import pytest
 from sparkop.api.models import SparkDriver
 from sparkop.core.plan import Create, Refusal, refusal_key
 from sparkop.driver_controller import schedulers
-from sparkop.driver_controller.decide import Observed, decide
+from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import DriverObjects, names, render
 from tests.support.batch_schedulers import parse_task_groups
 
@@ -215,7 +216,7 @@ def body(**spec: Any) -> dict[str, Any]:
 
 
 def test_the_pod_group_is_created_before_the_driver_pod() -> None:
-    plan = decide(Observed(body(batchScheduler="volcano")), NOW)
+    plan = decide(Observed.of(body(batchScheduler="volcano")), NOW)
     kinds = [a.kind for a in plan.before_status if isinstance(a, Create)]
     assert kinds[0] == "PodGroup" and kinds[-1] == "Pod"
 
@@ -223,7 +224,7 @@ def test_the_pod_group_is_created_before_the_driver_pod() -> None:
 def test_a_pod_group_kind_the_cluster_does_not_serve_fails_the_submission_and_says_what_to_do() -> None:
     key = refusal_key(Create({"kind": "PodGroup", "metadata": {"name": "pi-1-pg"}}))
     refusal = Refusal(404, "NotFound", "the server could not find the requested resource")
-    plan = decide(Observed(body(batchScheduler="volcano"), refusals={key: refusal}), NOW)
+    plan = decide(Observed.of(body(batchScheduler="volcano"), refusals={key: refusal}), NOW)
     assert plan.status is not None and plan.status.phase == "SubmissionFailed"
     assert plan.status.lastError is not None
     assert "install that scheduler's CRDs, or remove spec.batchScheduler" in (plan.status.lastError.message or "")

@@ -13,8 +13,15 @@ from typing import Any
 from sparkop.core.plan import Create, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller import kueue
-from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observed import summarize_object, summarize_pod
+from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.observed import (
+    FlavorSummary,
+    Observed,
+    WorkloadSummary,
+    summarize_object,
+    summarize_pod,
+    summarize_workload,
+)
 from sparkop.driver_controller.render import parse, render
 from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, driver, kinds, running, terminated
@@ -22,7 +29,7 @@ from tests.support.driver_objects import NOW, driver, kinds, running, terminated
 WORKLOAD = "pi-workload"
 QUEUE = "team-a"
 EARLIER = "2026-01-01T11:00:00Z"
-SPOT = kueue.FlavorSummary("spot", {"node.kubernetes.io/lifecycle": "spot"}, ({"key": "spot", "operator": "Exists"},))
+SPOT = FlavorSummary("spot", {"node.kubernetes.io/lifecycle": "spot"}, ({"key": "spot", "operator": "Exists"},))
 
 
 def queued(status: dict[str, Any] | None = None, *, priority_class: str | None = None) -> dict[str, Any]:
@@ -37,7 +44,7 @@ def condition(kind: str, status: str, reason: str, message: str = "") -> dict[st
     return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": EARLIER}
 
 
-def workload(*conditions: dict[str, Any], flavors: dict[str, str] | None = None) -> kueue.WorkloadSummary:
+def workload(*conditions: dict[str, Any], flavors: dict[str, str] | None = None) -> WorkloadSummary:
     status: dict[str, Any] = {"conditions": list(conditions)}
     if flavors is not None:
         assignments = [{"name": pod_set, "flavors": {"cpu": f, "memory": f}} for pod_set, f in flavors.items()]
@@ -45,7 +52,7 @@ def workload(*conditions: dict[str, Any], flavors: dict[str, str] | None = None)
     uid = driver()["metadata"]["uid"]
     owner = [{"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "name": "pi", "uid": uid, "controller": True}]
     meta = {"name": WORKLOAD, "uid": "wl-uid", "resourceVersion": "33", "generation": 1, "ownerReferences": owner}
-    return kueue.summarize_workload({"metadata": meta, "status": status})
+    return summarize_workload({"metadata": meta, "status": status})
 
 
 PENDING = workload(
@@ -63,7 +70,7 @@ EVICTED = workload(
 )
 
 
-def plan_for(body: dict[str, Any], *workloads: kueue.WorkloadSummary, pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
+def plan_for(body: dict[str, Any], *workloads: WorkloadSummary, pods: list[dict[str, Any]] = (),  # type: ignore[assignment]
              objects: bool = False, refusals: dict[str, Refusal] | None = None,
              priority_classes: dict[str, int] | None = None) -> Plan:  # fmt: skip
     cms, svcs = [], []
@@ -72,7 +79,7 @@ def plan_for(body: dict[str, Any], *workloads: kueue.WorkloadSummary, pods: list
         cms = [summarize_object({**cm, "metadata": {**cm["metadata"], "uid": "cm"}})
                for cm in (out.config_map, out.executor_template)]  # fmt: skip
         svcs = [summarize_object({**out.service, "metadata": {**out.service["metadata"], "uid": "svc"}})]
-    observed = Observed(
+    observed = Observed.of(
         body,
         [summarize_pod(p) for p in pods],
         cms,
@@ -218,7 +225,7 @@ def test_a_pod_lost_after_an_eviction_is_replaced_within_the_limit_the_eviction_
     assert plan.status is not None and plan.status.phase == "Pending" and plan.status.incarnation == 3
 
 
-def with_finalizer(wl: kueue.WorkloadSummary, *, deleting: bool = False) -> kueue.WorkloadSummary:
+def with_finalizer(wl: WorkloadSummary, *, deleting: bool = False) -> WorkloadSummary:
     return replace(wl, finalizers=(kueue.RESOURCE_IN_USE,), deleting=deleting)
 
 
@@ -230,7 +237,7 @@ def test_kueues_finalizer_goes_once_the_workload_is_finished_or_its_driver_is_go
         {"op": "test", "path": "/metadata/finalizers", "value": [kueue.RESOURCE_IN_USE]},
         {"op": "remove", "path": "/metadata/finalizers"},
     ]
-    gone = decide(Observed(None, workloads=[with_finalizer(ADMITTED)]), NOW)
+    gone = decide(Observed.of(None, workloads=[with_finalizer(ADMITTED)]), NOW)
     assert [p.kind for p in gone.patches] == ["Workload"]
 
 

@@ -12,9 +12,10 @@ import pytest
 
 from sparkop.core.plan import Delete, Ensure, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
-from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.draft import policy_restore_patch
+from sparkop.driver_controller.actions import policy_restore_patch
+from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import (
+    Observed,
     PolicySummary,
     policy_view,
     summarize_object,
@@ -67,7 +68,7 @@ def present(body: Obj, incarnation: int = 1) -> tuple[list[Obj], list[Any], list
 
 def plan_for(body: Obj, pods: list[Obj] = (), cms: list[Any] = (), svcs: list[Any] = (),  # type: ignore[assignment]
              policies: list[Obj] = (), refusals: dict[str, Refusal] | None = None) -> Plan[Any]:  # type: ignore[assignment]  # fmt: skip
-    observed = Observed(
+    observed = Observed.of(
         body, [summarize_pod(p) for p in pods], list(cms), list(svcs),
         network_policies=[summarize_policy(p) for p in policies], refusals=refusals or {},
     )  # fmt: skip
@@ -158,7 +159,7 @@ def test_nothing_is_written_when_it_is_as_wanted(monkeypatch: pytest.MonkeyPatch
     def no_render(*_: Any) -> Any:
         raise AssertionError("rendered although nothing is missing")
 
-    monkeypatch.setattr("sparkop.driver_controller.decide.render", no_render)
+    monkeypatch.setattr("sparkop.driver_controller.facts.render", no_render)
     again = plan_for(settled, pods, cms, svcs, [policy])
     assert again.status is None and again.actions == () and again.events == ()
     # Others' labels and annotations are theirs: still nothing to write.
@@ -170,7 +171,7 @@ def test_nothing_is_written_when_it_is_as_wanted(monkeypatch: pytest.MonkeyPatch
 def test_restored_when_missing_without_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
     body = spark("4.3.0", running_status())
     pods, cms, svcs, _deleted = present(body)
-    monkeypatch.setattr("sparkop.driver_controller.decide.render", lambda *_: pytest.fail("rendered"))
+    monkeypatch.setattr("sparkop.driver_controller.facts.render", lambda *_: pytest.fail("rendered"))
     plan = plan_for(body, pods, cms, svcs, [])
     assert kinds(plan) == ["NetworkPolicy/pi-1-policy"]
     (ensure,) = plan.before_status

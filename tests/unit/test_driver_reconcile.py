@@ -12,14 +12,10 @@ from hypothesis import strategies as hst
 
 from sparkop.core.kube import merge_patch
 from sparkop.core.plan import Plan
-from sparkop.driver_controller.decide import (
-    EXECUTOR_CLEANUP_GRACE_SECONDS,
-    Observed,
-    Settings,
-    decide,
-    submission_failed,
-)
-from sparkop.driver_controller.observed import summarize_object, summarize_pod
+from sparkop.driver_controller.cleanup import EXECUTOR_CLEANUP_GRACE_SECONDS
+from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.facts import refusal_status
+from sparkop.driver_controller.observed import Observed, Settings, summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import (
@@ -40,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def plan_for(body: dict[str, Any] | None, pods: list[dict[str, Any]] = (), cms: list[Any] = (),  # type: ignore[assignment]
              svcs: list[Any] = (), **settings: Any) -> Plan:  # type: ignore[assignment]  # fmt: skip
-    observed = Observed(body, [summarize_pod(p) for p in pods], list(cms), list(svcs), Settings(**settings))
+    observed = Observed.of(body, [summarize_pod(p) for p in pods], list(cms), list(svcs), Settings(**settings))
     return decide(observed, NOW)
 
 
@@ -298,8 +294,9 @@ def test_fields_only_a_newer_crd_has_wait_instead_of_failing() -> None:
 
 
 def test_submission_failed_status() -> None:
-    observed = Observed(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}))
-    status = submission_failed(observed, NOW, 1, "SubmissionFailed", "forbidden")
+    read = Observed.of(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}})).driver
+    assert read is not None
+    status = refusal_status(read.status, "pi", 1, NOW, 1, "SubmissionFailed", "forbidden")
     assert status.phase == "SubmissionFailed" and "driverPod" not in status_json(status)
     assert (status.incarnations or [])[-1].outcome == "SubmissionFailed"
 
@@ -327,7 +324,7 @@ def test_steady_state_does_not_render(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_render(*_: Any) -> Any:
         raise AssertionError("rendered although nothing is missing")
 
-    monkeypatch.setattr("sparkop.driver_controller.decide.render", no_render)
+    monkeypatch.setattr("sparkop.driver_controller.facts.render", no_render)
     again = plan_for(driver(status_json(first.status)), [running(pod)], cms, svcs)
     assert again.status is None and again.creates == ()
     assert first.status.webUIAddress == "pi-1-driver-svc.ns.svc:4040"
@@ -369,7 +366,7 @@ TRANSIENT = {
 
 def transient_plan(status: dict[str, Any], pods: list[dict[str, Any]], error: Any = TRANSIENT) -> Plan:
     _, cms, svcs = objects()
-    observed = Observed(driver(status), [summarize_pod(p) for p in pods], cms, svcs, transient_error=error)
+    observed = Observed.of(driver(status), [summarize_pod(p) for p in pods], cms, svcs, transient_error=error)
     return decide(observed, NOW)
 
 
@@ -445,12 +442,14 @@ def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_i
     assert plan.status.executors.running == 0 and plan.status.executors.succeeded == 0
     ended = status_json(plan.status)
     later = NOW + timedelta(seconds=EXECUTOR_CLEANUP_GRACE_SECONDS)
-    left = decide(Observed(driver(ended), [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later)
+    left = decide(
+        Observed.of(driver(ended), [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later
+    )
     assert left.status is None  # frozen
     assert sorted(d.name for d in left.deletes) == ["pi-1-exec-1", "pi-1-exec-2"]
     keep = driver(ended)
     keep["spec"]["executor"] = {"deleteOnTermination": False}
-    kept = decide(Observed(keep, [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later)
+    kept = decide(Observed.of(keep, [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later)
     assert [d.name for d in kept.deletes] == ["pi-1-exec-1"]
 
 

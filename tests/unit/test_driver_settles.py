@@ -19,8 +19,8 @@ from hypothesis import strategies as hst
 
 from sparkop.core.plan import Plan
 from sparkop.domain import labels
-from sparkop.driver_controller.decide import Observed, Settings, decide
-from sparkop.driver_controller.observed import summarize_pod
+from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.observed import Observed, Settings, summarize_pod
 from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated, with_status
 
@@ -62,7 +62,7 @@ class World:
     def observed(self, status: dict[str, Any] | None = None) -> Observed:
         """What a pass sees; ``status``: the SparkDriver's, if not the one the passes wrote."""
         body = driver(self.status if status is None else status, replacements=2)
-        return Observed(body, [summarize_pod(p) for p in self.pods.values()], self.cms, self.svcs, Settings())
+        return Observed.of(body, [summarize_pod(p) for p in self.pods.values()], self.cms, self.svcs, Settings())
 
     def driver_pod(self) -> str | None:
         return next((n for n, p in self.pods.items() if "-driver" in n and "exec" not in n), None)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sparkop.domain import labels
-from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observed import summarize_pod
+from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.observed import Observed, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from tests.support.patches import patched
 
@@ -45,13 +45,13 @@ RUNNING = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-dri
 
 def test_a_driver_pod_going_with_its_namespace_is_not_replaced() -> None:
     for pods in ([], [driver_pod(deleting=True)]):
-        plan = decide(Observed(driver(RUNNING), [summarize_pod(p) for p in pods], namespace_terminating=True), NOW)
+        plan = decide(Observed.of(driver(RUNNING), [summarize_pod(p) for p in pods], namespace_terminating=True), NOW)
         assert (plan.creates, plan.status, plan.events, plan.deletes) == ((), None, (), ())
         for patch, pod in zip(plan.patches, pods, strict=True):  # only our finalizer goes
             assert labels.DRIVER_OUTCOME_FINALIZER not in patched(pod, patch)["metadata"].get("finalizers", [])
     pod = summarize_pod(driver_pod(deleting=True))
     assert labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers
-    assert decide(Observed(driver(RUNNING), [pod], namespace_terminating=True), NOW).patches
+    assert decide(Observed.of(driver(RUNNING), [pod], namespace_terminating=True), NOW).patches
     # the same observation in a live namespace starts a replacement incarnation
-    lost = decide(Observed(driver(RUNNING), []), NOW)
+    lost = decide(Observed.of(driver(RUNNING), []), NOW)
     assert lost.creates and lost.status is not None and lost.status.incarnation == 2

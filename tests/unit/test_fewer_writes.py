@@ -8,14 +8,15 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from sparkop.api.models import ApplicationState, DriverPhase, DriverPodInfo, ExecutorCounts
+from sparkop.api.models import ApplicationState, DriverPhase, DriverPodInfo, ExecutorCounts, SparkDriverStatus
 from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller import ui
 from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import AppView, UIConfig
-from sparkop.driver_controller.decide import Observed, decide
-from sparkop.driver_controller.observed import summarize_pod
-from sparkop.driver_controller.status import first_pod_only, progress_only, read_status, status_json
+from sparkop.core.specs import lenient
+from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.observed import Observed, summarize_pod
+from sparkop.driver_controller.status import first_pod_only, progress_only, status_json
 from tests.support.driver_objects import NOW, driver, objects, running, terminated
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
@@ -30,7 +31,7 @@ def app_controlled(body: dict[str, Any]) -> dict[str, Any]:
 
 def plan_for(body: dict[str, Any], pods: list[dict[str, Any]] = ()) -> Any:  # type: ignore[assignment]
     _, cms, svcs = objects()
-    return decide(Observed(body, [summarize_pod(p) for p in pods], cms if pods else [], svcs if pods else []), NOW)
+    return decide(Observed.of(body, [summarize_pod(p) for p in pods], cms if pods else [], svcs if pods else []), NOW)
 
 
 # -- events: one controller states each fact --------------------------------------------------------
@@ -61,7 +62,7 @@ def test_what_only_the_driver_knows_is_still_posted_on_it() -> None:
 
 
 def test_only_progress_of_the_same_pod_can_wait() -> None:
-    pending = read_status({"status": {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}})
+    pending = lenient(SparkDriverStatus, {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}})
     scheduled = pending.model_copy(update={"driverPod": DriverPodInfo(name="pi-1-driver", uid="u", nodeName="n")})
     assert progress_only(pending, scheduled)
     running_ = scheduled.model_copy(update={"phase": DriverPhase.RUNNING})
@@ -96,8 +97,8 @@ def test_the_first_pods_acceptance_can_wait_and_the_next_pass_derives_it_again()
     direct = plan_for(driver())
     assert [e.reason for e in direct.events] == ["DriverPodCreated"] and not direct.status_can_wait
     # Only over a status no pass has written: a replacement's new incarnation is written at once.
-    replaced = read_status({"status": {**first, "incarnation": 1}}).model_copy(update={"incarnation": 2})
-    assert not first_pod_only(read_status({"status": first}), replaced)
+    replaced = lenient(SparkDriverStatus, {**first, "incarnation": 1}).model_copy(update={"incarnation": 2})
+    assert not first_pod_only(lenient(SparkDriverStatus, first), replaced)
 
 
 def test_an_apps_progress_can_wait_and_its_counting_cannot() -> None:

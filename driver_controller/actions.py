@@ -1,18 +1,15 @@
-"""The plan one pass draws up (:class:`Draft`), and the actions it is made of: creates go before the
-status write, patches and deletes after it (:mod:`driver_controller.decide` says why).
-:meth:`Draft.plan` hands the result to ``core.applier``.
+"""The actions a pass of the driver controller plans (``core.plan``'s vocabulary, built here): a
+deletion of what a SparkDriver owns, a pod's finalizer released, its NetworkPolicy put back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from collections.abc import Mapping
+from typing import Any, Final
 
-from sparkop.api.models import SparkDriverStatus
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import merge_patch
-from sparkop.core.plan import Create, Delete, Ensure, Event, Observation, Patch, Plan
+from sparkop.core.plan import Delete, Patch
 from sparkop.domain import labels
 from sparkop.driver_controller.observed import PodSummary, PolicySummary
 
@@ -21,57 +18,6 @@ STALE_INCARNATION: Final = "StaleIncarnation"
 DRIVER_ENDED: Final = "DriverEnded"  # the last incarnation's executors and NetworkPolicy, once the driver ended
 # Why a NetworkPolicy of ours is patched or created again: someone edited or deleted it.
 POLICY_RESTORED: Final = "NetworkPolicyRestored"
-
-
-@dataclass
-class Draft:
-    """The plan as a pass builds it: creates go before the status write, patches and deletes after."""
-
-    status: SparkDriverStatus | None = None  # the new status; None: unchanged
-    creates: list[Create | Ensure] = field(default_factory=list)
-    patches: list[Patch] = field(default_factory=list)
-    deletes: list[Delete] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    requeue_after: float | None = None
-    observations: list[Observation] = field(default_factory=list)
-    status_can_wait: bool = False  # core.plan.Plan's: the change is progress only
-
-    def requeue(self, seconds: float) -> None:
-        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
-
-    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        self.events.append(Event(type_, reason, message))
-
-    def release_orphans(self, pods: Sequence[PodSummary]) -> Draft:
-        """Let go of ``pods`` holding our finalizer: their SparkDriver is gone or being deleted, or
-        they are another's."""
-        for pod in pods:
-            if labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers:
-                self.patches.append(release(pod, "owner gone or deleting"))
-        return self
-
-    def plan(self) -> Plan[SparkDriverStatus]:
-        return Plan(
-            status=self.status,
-            before_status=tuple(self.creates),
-            events=tuple(self.events),
-            after_status=(*self.patches, *self.deletes),
-            requeue_after=self.requeue_after,
-            observations=tuple(self.observations),
-            status_can_wait=self.status_can_wait,
-            # Every driver decision is settled by its own status write: it decides the whole of what
-            # the view asks for at once (tests/unit/test_driver_settles.py).
-            settled=True,
-        )
-
-
-def release_orphans(pods: Sequence[PodSummary]) -> Plan[SparkDriverStatus]:
-    """The SparkDriver is gone or being deleted: let its pods go."""
-    return Draft().release_orphans(pods).plan()
-
-
-# ---------------------------------------------------------------------------------------------------
-# the actions
 
 
 def deletion(kind: str, name: str, uid: str, reason: str = STALE_INCARNATION, api_version: str = "v1") -> Delete:

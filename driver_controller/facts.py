@@ -1,0 +1,257 @@
+"""What one pass of the driver controller has established so far, as frozen :class:`Facts`, and the
+result of each step of its decision (:mod:`driver_controller.decide`): :class:`Continue` with the facts
+it adds, or :class:`Stop` with them and the reason the decision goes no further.
+
+A step never changes the facts it was given: every method here returns new facts. The status a pass
+decides is the status as read (``read``), copied with the parts a step replaces (``status``); the actions
+and events it plans accumulate in ``plan``. The spec (``driver``) is the one the pass parsed, for every
+step; where Kueue's admission places the pods, that is a fact of its own (``placed``), which only the
+renderer reads. The incarnation's objects are rendered at most once a pass (:meth:`Facts.rendered`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any, Final, Literal, TypeVar
+
+from sparkop.api.models import DriverPhase, IncarnationOutcome, SparkDriver, SparkDriverStatus
+from sparkop.core.frozen import evolve
+from sparkop.core.owners import controller_of
+from sparkop.core.plan import Action, Plan
+from sparkop.domain import kinds, labels, naming
+from sparkop.driver_controller import events
+from sparkop.driver_controller.observed import Observed, PodSummary
+from sparkop.driver_controller.render import DriverObjects, IncarnationNames, names, render
+from sparkop.driver_controller.status import ended, with_record, with_submission_failed
+
+T = TypeVar("T")
+
+# Why a decision went no further (a :class:`Stop`'s reason).
+ENDED: Final = "the driver has ended"
+WAITING_FOR_KUEUE: Final = "the run waits for Kueue"
+REFUSED: Final = "the API server refused an object of the incarnation"
+INVALID_SPEC: Final = "the spec cannot run"
+
+
+def owned_by(uid: str, items: Iterable[T]) -> list[T]:
+    """``items`` (summaries of what the indexes filed under the SparkDriver's key) that this SparkDriver
+    owns: an earlier SparkDriver of the same name may have left its own."""
+    return [item for item in items if uid in item.owner_uids]  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one pass knows of a SparkDriver that parsed."""
+
+    observed: Observed
+    driver: SparkDriver
+    now: datetime
+    read: SparkDriverStatus  # the status as observed
+    status: SparkDriverStatus  # as decided so far: ``read`` with the parts the steps replaced
+    owned_pods: tuple[PodSummary, ...]
+    plan: Plan[SparkDriverStatus]  # the actions and events decided so far (status: set at the end)
+    incarnation: int = 0
+    placed: SparkDriver | None = None  # the spec with Kueue's admission's placement: what pods render from
+    rendered: DriverObjects | None = None  # the incarnation's objects, once rendered
+
+    @classmethod
+    def first(cls, observed: Observed, driver: SparkDriver, now: datetime, plan: Plan[SparkDriverStatus]) -> Facts:
+        assert observed.driver is not None
+        uid, status = observed.driver.uid, observed.driver.status
+        return cls(observed, driver, now, status, status, tuple(owned_by(uid, observed.pods)), plan)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    @cached_property
+    def name(self) -> str:
+        return str(self.driver.metadata["name"])
+
+    @cached_property
+    def uid(self) -> str:
+        return str(self.driver.metadata["uid"])
+
+    @cached_property
+    def generation(self) -> int | None:
+        generation: int | None = self.driver.metadata.get("generation")
+        return generation
+
+    @property
+    def ended(self) -> bool:
+        return ended(self.status)
+
+    @cached_property
+    def names(self) -> IncarnationNames:
+        """What the current incarnation's objects are called (worked out once per incarnation)."""
+        return names(self.driver, self.incarnation)
+
+    @property
+    def pod_name(self) -> str:
+        """The current incarnation's driver pod's name."""
+        return naming.driver_pod_name(self.name, self.incarnation)
+
+    def driver_pod(self, incarnation: int) -> PodSummary | None:
+        name = naming.driver_pod_name(self.name, incarnation)
+        return next((p for p in self.owned_pods if p.name == name and p.role != labels.ROLE_EXECUTOR), None)
+
+    def owned(self, items: Iterable[T]) -> list[T]:
+        return owned_by(self.uid, items)
+
+    @cached_property
+    def app_controlled(self) -> bool:
+        """A SparkApplication controls this SparkDriver (and restates its run's events)."""
+        group, kind = labels.GROUP, kinds.SPARK_APPLICATIONS.kind
+        return controller_of({"metadata": self.driver.metadata}, group, kind) is not None
+
+    def _with(self, **changes: Any) -> Facts:
+        facts = evolve(self, **changes)
+        if "incarnation" in changes:
+            facts.__dict__.pop("names", None)  # worked out again for the new incarnation
+        return facts
+
+    # -- status (a copy with the parts replaced, never changed in place) -----------------------------
+
+    def update(self, **fields: Any) -> Facts:
+        """Status fields (by their JSON names) set."""
+        return self._with(status=self.status.model_copy(update=fields))
+
+    def record(self, incarnation: int, pod_name: str, outcome: IncarnationOutcome, reason: str, message: str) -> Facts:
+        """The incarnation's record in status.incarnations (once: an incarnation ends once)."""
+        status = with_record(self.status, incarnation, pod_name, outcome, reason, message, self.now)
+        return self._with(status=status)
+
+    def at_incarnation(self, incarnation: int) -> Facts:
+        """The current incarnation is ``incarnation`` (what is named after it follows)."""
+        if incarnation == self.incarnation:
+            return self
+        return self._with(incarnation=incarnation, rendered=None)
+
+    def admitted(self, placed: SparkDriver) -> Facts:
+        """Kueue admitted the run: its pods render from ``placed`` (the spec with the admission's placement)."""
+        return self._with(placed=placed, rendered=None)
+
+    def start_incarnation(self, incarnation: int) -> Facts:
+        """A new incarnation, Pending, with no driver pod yet."""
+        return self.at_incarnation(incarnation).update(
+            incarnation=incarnation,
+            phase=DriverPhase.PENDING,
+            driverPod=None,
+            termination=None,
+            startTime=self.status.startTime or self.now,
+            sparkApplicationId=naming.spark_app_id(self.uid, incarnation),
+        )
+
+    def invalid_spec(self, message: str) -> Facts:
+        """A spec spark-submit would refuse: SubmissionFailed, nothing created."""
+        status = with_submission_failed(
+            self.status, self.now, events.INVALID_SPEC, message, self.incarnation, self.pod_name
+        )
+        return self._with(status=status).event("Warning", events.INVALID_SPEC, message)
+
+    def refused(self, reason: str, message: str) -> Facts:
+        """The API server refused an object of the incarnation: SubmissionFailed over the status as read
+        (what this pass had worked out of the incarnation is not kept: a later pass of the stale one
+        records it), no driver pod; the apps controller decides whether to run again."""
+        status = refusal_status(self.read, self.name, self.generation, self.now, self.incarnation, reason, message)
+        return self._with(status=status)
+
+    # -- the plan ----------------------------------------------------------------------------------
+
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> Facts:
+        if reason in events.RESTATED_BY_APP and self.app_controlled:
+            return self
+        return self._with(plan=self.plan.with_event(type_, reason, message))
+
+    def before(self, *actions: Action) -> Facts:
+        """Actions before the status write (creates: status names only what the API server accepted)."""
+        return self._with(plan=self.plan.with_before(*actions)) if actions else self
+
+    def after(self, *actions: Action) -> Facts:
+        """Actions after the status write (patches, deletes: once status holds what they depend on)."""
+        return self._with(plan=self.plan.with_after(*actions)) if actions else self
+
+    def requeue(self, seconds: float) -> Facts:
+        return self._with(plan=self.plan.requeue(seconds))
+
+    def render(self) -> tuple[Facts, DriverObjects]:
+        """The current incarnation's objects, rendered once a pass (from ``placed`` once Kueue admitted
+        the run). Raises ``render.InvalidSpec`` (or ValueError) for a spec spark-submit would refuse."""
+        if self.rendered is None:
+            objects = render(self.placed or self.driver, self.incarnation, self.observed.settings.render)
+            return self._with(rendered=objects), objects
+        return self, self.rendered
+
+
+def refusal_status(
+    status: SparkDriverStatus,
+    name: str,
+    generation: int | None,
+    now: datetime,
+    incarnation: int,
+    reason: str,
+    message: str,
+) -> SparkDriverStatus:
+    """``status`` (as read) after the API server refused one of the incarnation's objects: the
+    incarnation SubmissionFailed, no driver pod."""
+    status = status.model_copy(update={"incarnation": incarnation, "driverPod": None})
+    if generation is not None:
+        status = status.model_copy(update={"observedGeneration": generation})
+    pod_name = naming.driver_pod_name(name, incarnation)
+    return with_submission_failed(status, now, reason, message, incarnation, pod_name)
+
+
+@dataclass(frozen=True)
+class Continue:
+    """The step is done: the next one runs on ``facts``."""
+
+    facts: Facts
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The decision goes no further than this step (why: ``reason``); the closing steps run on ``facts``."""
+
+    facts: Facts
+    reason: str
+
+
+Outcome = Continue | Stop
+Step = Callable[[Facts], Outcome]
+"""One row of the decision: the facts so far -> what it adds, and whether the next row runs."""
+Closing = Callable[[Facts], Facts]
+"""One row of what every pass that parsed ends with, however far its decision went."""
+
+
+def stop_if_ended(facts: Facts) -> Outcome:
+    """Continue, unless the driver has ended (its status is final: nothing more is started)."""
+    return Stop(facts, ENDED) if facts.ended else Continue(facts)
+
+
+def run(steps: Sequence[Step], facts: Facts) -> tuple[Facts, Stop | None]:
+    """Run ``steps`` in order until one stops: the facts they established, and the stop (None: all ran)."""
+    for step in steps:
+        outcome = step(facts)
+        facts = outcome.facts
+        if isinstance(outcome, Stop):
+            return facts, outcome
+    return facts, None
+
+
+__all__ = [
+    "ENDED",
+    "INVALID_SPEC",
+    "REFUSED",
+    "WAITING_FOR_KUEUE",
+    "Closing",
+    "Continue",
+    "Facts",
+    "Outcome",
+    "Step",
+    "Stop",
+    "owned_by",
+    "refusal_status",
+    "run",
+    "stop_if_ended",
+]

@@ -1,0 +1,136 @@
+"""The driver controller's decision as an ordered table of steps (driver_controller.decide): the rows
+in order, where each kind of pass stops, that no step changes the facts it was given, and that a pass
+renders the incarnation at most once."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from sparkop.api.models import SparkDriver
+from sparkop.core.plan import Create, Plan, Refusal, refusal_key
+from sparkop.domain import labels
+from sparkop.driver_controller import facts as facts_module
+from sparkop.driver_controller.decide import CLOSING, STEPS, decide
+from sparkop.driver_controller.facts import ENDED, REFUSED, WAITING_FOR_KUEUE, Facts, Stop, run
+from sparkop.driver_controller.observed import Observed, summarize_pod
+from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated
+
+
+def test_the_decision_reads_as_its_steps_in_order() -> None:
+    # Adding a step (a timeout, a history link) is adding a row here and in decide.STEPS.
+    assert [step.__name__ for step in STEPS] == [
+        "recover_incarnation",
+        "admission",
+        "follow_driver_pod",
+        "create_missing",
+    ]
+    assert [step.__name__ for step in CLOSING] == ["workload_finished", "executors", "stale_incarnations"]
+
+
+def first_facts(observed: Observed) -> Facts:
+    assert observed.driver is not None and isinstance(observed.driver.spec, SparkDriver)
+    return Facts.first(observed, observed.driver.spec, NOW, Plan())
+
+
+def stop_of(observed: Observed) -> tuple[str, str] | None:
+    """(the step that stopped, why), or None when every step ran."""
+    facts = first_facts(observed)
+    for step in STEPS:
+        outcome = step(facts)
+        if isinstance(outcome, Stop):
+            return step.__name__, outcome.reason
+        facts = outcome.facts
+    return None
+
+
+def test_a_new_driver_runs_every_step() -> None:
+    assert stop_of(Observed.of(driver())) is None
+
+
+def test_an_ended_driver_stops_at_its_incarnation() -> None:
+    ended = {"phase": "Succeeded", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+    assert stop_of(Observed.of(driver(ended))) == ("recover_incarnation", ENDED)
+
+
+def test_a_driver_pod_that_finished_stops_the_decision_where_it_is_followed() -> None:
+    pod, cms, svcs = objects()
+    status = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    observed = Observed.of(driver(status), [summarize_pod(terminated(pod, 0))], cms, svcs)
+    assert stop_of(observed) == ("follow_driver_pod", "the driver pod finished")
+
+
+def test_a_refused_create_is_a_visible_stop() -> None:
+    key = refusal_key(Create({"kind": "Pod", "metadata": {"name": "pi-1-driver"}}))
+    observed = Observed.of(driver(), refusals={key: Refusal(403, "Forbidden", "exceeded quota")})
+    assert stop_of(observed) == ("create_missing", REFUSED)
+
+
+def test_a_run_waiting_for_kueue_stops_at_its_admission() -> None:
+    body = driver()
+    body["metadata"]["labels"] = {labels.KUEUE_QUEUE_NAME: "team-a"}
+    assert stop_of(Observed.of(body)) == ("admission", WAITING_FOR_KUEUE)
+
+
+SCENARIOS: dict[str, Any] = {
+    "new": lambda: Observed.of(driver()),
+    "running": lambda: (
+        lambda pod, cms, svcs: Observed.of(
+            driver({"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}),
+            [summarize_pod(running(pod)), summarize_pod(executor(1))],
+            cms,
+            svcs,
+        )
+    )(*objects()),
+    "lost": lambda: (
+        lambda pod, cms, svcs: Observed.of(
+            driver({"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}),
+            [summarize_pod(deleting(running(pod)))],
+            cms,
+            svcs,
+        )
+    )(*objects()),
+    "queued": lambda: Observed.of(
+        {**driver(), "metadata": {**driver()["metadata"], "labels": {labels.KUEUE_QUEUE_NAME: "team-a"}}}
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_no_step_changes_the_facts_it_was_given(scenario: str) -> None:
+    facts = first_facts(SCENARIOS[scenario]())
+    for step in STEPS:
+        status, plan = copy.deepcopy(facts.status.model_dump()), copy.deepcopy(facts.plan)
+        outcome = step(facts)
+        assert facts.status.model_dump() == status and facts.plan == plan, step.__name__
+        facts = outcome.facts
+        if isinstance(outcome, Stop):
+            break
+    for closing in CLOSING:
+        status, plan = copy.deepcopy(facts.status.model_dump()), copy.deepcopy(facts.plan)
+        after = closing(facts)
+        assert facts.status.model_dump() == status and facts.plan == plan, closing.__name__
+        facts = after
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_a_pass_renders_its_incarnation_at_most_once(scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rendered: list[int] = []
+    real = facts_module.render
+
+    def counted(*args: Any) -> Any:
+        rendered.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(facts_module, "render", counted)
+    plan = decide(SCENARIOS[scenario](), NOW)
+    assert len(rendered) <= 1
+    assert bool(rendered) == bool(plan.creates)  # and only when something is created
+
+
+def test_run_stops_at_the_first_stop() -> None:
+    ended = {"phase": "Failed", "incarnation": 2, "driverPod": {"name": "pi-2-driver"}}
+    facts, stop = run(STEPS, first_facts(Observed.of(driver(ended))))
+    assert stop is not None and stop.reason == ENDED and facts.incarnation == 2
