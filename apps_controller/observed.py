@@ -31,7 +31,7 @@ from sparkop.api.models import (
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_of, copy_json, object_key
+from sparkop.core.owners import controller_keys, controller_of, copy_json, object_key
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
@@ -375,19 +375,10 @@ own_key = object_key
 """A SparkApplication's key."""
 
 
-def owner_key(body: Mapping[str, Any]) -> Key | None:
-    """The key of an object's controller owner, when it is a sparkop SparkApplication. Ownership, not
-    a label, links an app to its SparkDrivers and UI objects: a label can be edited away."""
-    ref = controller_of(body, labels.GROUP, "SparkApplication")
-    if ref is None:
-        return None
-    return (str(_map(body.get("metadata")).get("namespace", "")), str(ref.get("name", "")))
-
-
-def owner_keys(body: Mapping[str, Any]) -> list[Key]:
-    """The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under."""
-    key = owner_key(body)
-    return [key] if key else []
+owner_keys = controller_keys(labels.GROUP, "SparkApplication")
+"""The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under: its
+controller owner's, when that is a sparkop SparkApplication. Ownership, not a label, links an app to
+its SparkDrivers and UI objects: a label can be edited away."""
 
 
 def app_snapshot(body: Mapping[str, Any]) -> JSON:

@@ -3,7 +3,14 @@
 "Is this object ours" is always asked the same way: its controller reference (the one with
 ``controller: true``) names our API group and kind, and, where the owner is known, its uid. A kind
 alone is not enough (kubeflow's SparkApplication has our kind's name in another group), and a label is
-never proof of ownership (anyone can edit one onto an object).
+never proof of ownership (anyone can edit one onto an object). An object another object controls but
+ours owns too (an executor pod, which its driver pod controls and its SparkDriver owns) is ours by a
+plain reference, asked the same way (:func:`reference_to`).
+
+A controller's caches file what it owns under the owner's key by these references
+(:func:`controller_keys`, :func:`reference_keys`: group and kind), and a pass counts as its own only
+what names its owner's uid. Labels stay what the API server selects by (a watch's label selector),
+never what decides ownership.
 """
 
 from __future__ import annotations
@@ -58,6 +65,18 @@ def controller_of(
     return ref
 
 
+def reference_to(body: Mapping[str, Any], group: str, kind: str, uid: str | None = None) -> Mapping[str, Any] | None:
+    """The first ownerReference of an object that names ``group`` and ``kind`` (and ``uid``, when given),
+    whether it is the object's controller or not."""
+    ref: Mapping[str, Any]
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or ():
+        if not _is_mapping(ref) or ref.get("kind") != kind:
+            continue
+        if str(ref.get("apiVersion", "")).partition("/")[0] == group and (uid is None or ref.get("uid") == uid):
+            return ref
+    return None
+
+
 def _is_mapping(value: object) -> bool:
     # Decoded JSON holds dicts: the exact type check first spares the ABC's slower one.
     return type(value) is dict or isinstance(value, Mapping)
@@ -82,6 +101,24 @@ def controller_keys(group: str, kind: str) -> Callable[[Mapping[str, Any]], list
         ref = controller_of(body, group, kind)
         namespace = str((body.get("metadata") or {}).get("namespace") or "")
         return [(namespace, str(ref.get("name") or ""))] if ref else []
+
+    return keys
+
+
+def reference_keys(group: str, kind: str) -> Callable[[Mapping[str, Any]], list[ObjectKey]]:
+    """Source.keys for what a controller owns, its controller or not (an executor pod, which its driver
+    pod controls): the key of each owner of ``group`` and ``kind`` an object references."""
+
+    def keys(body: Mapping[str, Any]) -> list[ObjectKey]:
+        meta = body.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        return [
+            (namespace, str(ref.get("name") or ""))
+            for ref in meta.get("ownerReferences") or ()
+            if _is_mapping(ref)
+            and ref.get("kind") == kind
+            and str(ref.get("apiVersion", "")).partition("/")[0] == group
+        ]
 
     return keys
 

@@ -32,6 +32,7 @@ from sparkop.driver_controller.observed import (
     Key,
     Observed,
     Settings,
+    controller_key,
     own_key,
     owner_key,
     pod_view,
@@ -130,13 +131,15 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         trim: Any,
         within: Callable[[JSON], float] | None = None,
         own_changes_settle: bool = False,
+        keys: Callable[[JSON], list[Key]] = controller_key,
     ) -> Source:
-        # Selected on the server by the label's presence: nothing else of the kind is ever sent. Every
-        # SparkDriver has some of each: listed after the selections the other controllers read.
+        # Selected on the server by the label's presence: nothing else of the kind is ever sent; filed
+        # under the SparkDriver its ownerReference names. Every SparkDriver has some of each: listed after
+        # the selections the other controllers read.
         return Source(
             index,
             resource,
-            owner_key,
+            keys,
             summarize,
             selector=labels.DRIVER,
             transform=trim,
@@ -155,7 +158,16 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         owned=(
             # The only patch of a pod is our finalizer's release, and a delete is of a pod the pass is
             # done with: the echo of either asks for no pass.
-            labelled(INDEX_PODS, PODS, summarize_pod, pod_view, trim_pod, pod_change_window, own_changes_settle=True),
+            labelled(
+                INDEX_PODS,
+                PODS,
+                summarize_pod,
+                pod_view,
+                trim_pod,
+                pod_change_window,
+                own_changes_settle=True,
+                keys=owner_key,  # an executor: its driver pod controls it, the SparkDriver owns it
+            ),
             labelled(INDEX_CONFIGMAPS, CONFIGMAPS, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_SERVICES, SERVICES, summarize_object, summarize_object, trim_owned),
             labelled(INDEX_NETWORK_POLICIES, NETWORK_POLICIES, summarize_policy, policy_view, trim_policy),

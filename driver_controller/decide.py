@@ -66,7 +66,7 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
     if driver is None or driver.deleting or observed.namespace_terminating:
         return _settled(let_go(observed))
     # Pods filed under this name but owned by another (an earlier SparkDriver of the same name).
-    strangers = [p for p in observed.pods if driver.uid not in p.owner_uids]
+    strangers = [p for p in observed.pods if p.owner_uid != driver.uid]
     plan: Plan[SparkDriverStatus] = Plan().with_after(*_release(strangers))
     if isinstance(driver.spec, SpecError):
         return _settled(_spec_refused(plan, driver, driver.spec, now))

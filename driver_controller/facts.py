@@ -39,7 +39,7 @@ INVALID_SPEC: Final = "the spec cannot run"
 def owned_by(uid: str, items: Iterable[T]) -> list[T]:
     """``items`` (summaries of what the indexes filed under the SparkDriver's key) that this SparkDriver
     owns: an earlier SparkDriver of the same name may have left its own."""
-    return [item for item in items if uid in item.owner_uids]  # type: ignore[attr-defined]
+    return [item for item in items if item.owner_uid == uid]  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

@@ -17,21 +17,22 @@ from pydantic import ValidationError
 
 from sparkop.api.models import SparkDriver, SparkDriverStatus
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import owner_references
+from sparkop.core.owners import controller_keys, controller_of, object_key, reference_keys, reference_to
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, lenient, unknown_fields
 from sparkop.core.times import parse_time
-from sparkop.domain import labels, naming
+from sparkop.domain import kinds, labels
 from sparkop.driver_controller.podbuild import RenderOptions
 from sparkop.driver_controller.render import parse
 from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
 Body = Mapping[str, Any]
 Key = tuple[str, str]
-"""(namespace, sparkop.io/driver label value): the label every object a SparkDriver owns carries (the
+"""(namespace, SparkDriver name). Every object a SparkDriver owns carries the sparkop.io/driver label (the
 executor pod template puts it on executors too), so its pods, ConfigMaps and Services are watched with
-that label as a server-side selector, and an owned object's change maps to its SparkDriver without
-reading anything."""
+that label as a server-side selector; each is filed under its SparkDriver's key by its ownerReference to
+it (core.owners), and a pass counts as the SparkDriver's only what names its uid."""
+DRIVER_KIND: Final = kinds.SPARK_DRIVERS.kind
 
 # Container waiting reasons that mean "this will not start by itself".
 STUCK_WAITING: Final = frozenset(
@@ -81,7 +82,7 @@ class ObjectSummary:
     name: str
     uid: str
     incarnation: int
-    owner_uids: tuple[str, ...]
+    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
     deleting: bool
 
 
@@ -96,7 +97,7 @@ class PolicySummary:
     uid: str
     resource_version: str  # a restoring patch's precondition
     incarnation: int
-    owner_uids: tuple[str, ...]
+    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
     deleting: bool
     labels: Mapping[str, str]
     spec: Mapping[str, Any]
@@ -110,7 +111,7 @@ class PodSummary:
     resource_version: str
     role: str  # "driver" | "executor" | ""
     incarnation: int
-    owner_refs: tuple[Mapping[str, Any], ...]
+    owner_uid: str  # the uid of the SparkDriver that owns it: controls a driver pod, references an executor
     finalizers: tuple[str, ...]
     phase: str
     created: datetime | None
@@ -134,10 +135,6 @@ class PodSummary:
         return self.deletion_requested is not None
 
     @property
-    def owner_uids(self) -> tuple[str, ...]:
-        return tuple(str(ref.get("uid")) for ref in self.owner_refs)
-
-    @property
     def finished(self) -> bool:
         """The Spark container (or the pod) has ended."""
         return self.phase in ("Succeeded", "Failed") or self.terminated is not None
@@ -151,7 +148,7 @@ class PodGroupSummary:
     api_version: str
     name: str
     uid: str
-    owner_uids: tuple[str, ...]
+    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
     phase: str
     reason: str | None = None
     message: str | None = None
@@ -216,7 +213,7 @@ def summarize_pod_group(body: Body) -> PodGroupSummary:
         api_version=str(body.get("apiVersion", "")),
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
-        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
+        owner_uid=_controlling_driver(body),
         phase=str(status.get("phase") or "Pending"),
         reason=waiting.get("reason") or None,
         message=waiting.get("message") or None,
@@ -244,7 +241,7 @@ def summarize_object(body: Body) -> ObjectSummary:
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         incarnation=_incarnation(meta),
-        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
+        owner_uid=_controlling_driver(body),
         deleting=bool(meta.get("deletionTimestamp")),
     )
 
@@ -257,7 +254,7 @@ def summarize_policy(body: Body) -> PolicySummary:
         uid=meta.get("uid", ""),
         resource_version=str(meta.get("resourceVersion", "")),
         incarnation=_incarnation(meta),
-        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
+        owner_uid=_controlling_driver(body),
         deleting=bool(meta.get("deletionTimestamp")),
         # The body is the reader's own decoded copy (core.informer.Store): nothing else holds these.
         labels=dict(meta.get("labels") or {}),
@@ -342,7 +339,7 @@ def summarize_pod(body: Body) -> PodSummary:
         resource_version=str(meta.get("resourceVersion", "")),
         role=role,
         incarnation=_incarnation(meta),
-        owner_refs=tuple(dict(r) for r in owner_references(body)),
+        owner_uid=_owning_driver(body),
         finalizers=tuple(meta.get("finalizers") or ()),
         phase=status.get("phase") or "Pending",
         created=parse_time(meta.get("creationTimestamp")),
@@ -363,17 +360,21 @@ def summarize_pod(body: Body) -> PodSummary:
     )
 
 
-def own_key(body: Body) -> list[Key]:
-    """A SparkDriver's key."""
-    meta = body.get("metadata") or {}
-    return [(str(meta.get("namespace") or ""), naming.label_value(str(meta.get("name") or "")))]
+own_key = object_key
+"""A SparkDriver's key."""
+controller_key = controller_keys(labels.GROUP, DRIVER_KIND)
+"""The key of the SparkDriver that controls an object (its ConfigMaps, Services, driver pods, ...)."""
+owner_key = reference_keys(labels.GROUP, DRIVER_KIND)
+"""The keys of the SparkDrivers a pod belongs to: its driver pod's controller, or an executor's owner
+(its driver pod controls it; the executor pod template's reference names the SparkDriver)."""
 
 
-def owner_key(body: Body) -> list[Key]:
-    """The key of the SparkDriver an object belongs to, by its sparkop.io/driver label."""
-    meta = body.get("metadata") or {}
-    value = (meta.get("labels") or {}).get(labels.DRIVER)
-    return [(str(meta.get("namespace") or ""), str(value))] if value is not None else []
+def _controlling_driver(body: Body) -> str:
+    return str((controller_of(body, labels.GROUP, DRIVER_KIND) or {}).get("uid") or "")
+
+
+def _owning_driver(body: Body) -> str:
+    return str((reference_to(body, labels.GROUP, DRIVER_KIND) or {}).get("uid") or "")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -395,7 +396,7 @@ class WorkloadSummary:
 
     name: str
     uid: str
-    owner_uids: tuple[str, ...]
+    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
     resource_version: str
     generation: int
     conditions: tuple[Mapping[str, Any], ...] = ()
@@ -466,7 +467,7 @@ def summarize_workload(body: Mapping[str, Any]) -> WorkloadSummary:
     return WorkloadSummary(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
-        owner_uids=tuple(str(r.get("uid")) for r in owner_references(body)),
+        owner_uid=_controlling_driver(body),
         resource_version=str(meta.get("resourceVersion", "")),
         generation=int(meta.get("generation") or 0),
         conditions=tuple(dict(c) for c in status.get("conditions") or ()),

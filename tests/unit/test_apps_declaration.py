@@ -11,7 +11,7 @@ import pytest
 from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller.controller import APPS_INDEX, apps_controller
 from sparkop.apps_controller.decide import decide as reconcile
-from sparkop.apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_key
+from sparkop.apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_keys
 from sparkop.core import kube
 from sparkop.core.applier import CreateRefused
 from sparkop.core.caches import NotCurrent
@@ -98,11 +98,11 @@ def refusals(loop: Loop[Observed, Any], uid: str) -> dict[str, Any]:
 def test_owner_key_follows_the_controller_reference_of_our_group_only() -> None:
     ref = {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkApplication", "name": "pi", "controller": True}
     body = {"metadata": {"namespace": "ns", "ownerReferences": [ref]}}
-    assert owner_key(body) == ("ns", "pi")
+    assert owner_keys(body) == [("ns", "pi")]
     other = {**ref, "apiVersion": "sparkoperator.k8s.io/v1beta2"}
-    assert owner_key({"metadata": {"namespace": "ns", "ownerReferences": [other]}}) is None
+    assert owner_keys({"metadata": {"namespace": "ns", "ownerReferences": [other]}}) == []
     plain = {**ref, "controller": False}
-    assert owner_key({"metadata": {"namespace": "ns", "ownerReferences": [plain]}}) is None
+    assert owner_keys({"metadata": {"namespace": "ns", "ownerReferences": [plain]}}) == []
 
 
 def test_app_snapshot_is_a_copy() -> None:

@@ -360,7 +360,7 @@ def test_the_summary_of_a_trimmed_policy_is_that_of_the_whole_one() -> None:
     assert "managedFields" not in trim_policy(whole)["metadata"]
     summary = summarize_policy(whole)
     assert isinstance(summary, PolicySummary)
-    assert (summary.incarnation, summary.owner_uids, summary.deleting) == (1, (UID,), False)
+    assert (summary.incarnation, summary.owner_uid, summary.deleting) == (1, UID, False)
     # A write that changes neither labels nor spec asks for no pass.
     touched = {**whole, "metadata": {**whole["metadata"], "resourceVersion": "99"}}
     assert policy_view(touched) == policy_view(whole)
