@@ -13,9 +13,9 @@ the models do not enforce them, so that a controller can always read what the AP
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from sparkop.domain.labels import API_VERSION
 
@@ -106,24 +106,6 @@ class Model(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The manifest JSON of this object (camelCase, no unset optional fields)."""
         return self.model_dump(mode="json", exclude_none=True)
-
-    @classmethod
-    def lenient(cls, data: Any) -> Self:
-        """``data`` read as this model, or an empty one when it cannot be (a status a pass reads: an
-        unreadable one is replaced by the good one the pass writes)."""
-        try:
-            return cls.model_validate(data or {})
-        except ValidationError:
-            return cls()
-
-
-def unknown_fields(exc: ValidationError, prefix: str = "") -> tuple[str, ...]:
-    """The fields ``exc`` names as unknown (as ``prefix.a.b``) when that is all it says: every error is
-    an extra field, the fields of a newer CRD these models predate. Empty when anything else is wrong."""
-    errors = exc.errors()
-    if not errors or any(e["type"] != "extra_forbidden" for e in errors):
-        return ()
-    return tuple(".".join(str(part) for part in (prefix, *e["loc"]) if part != "") for e in errors)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ from sparkop.apps_controller.status import (
 )
 from sparkop.apps_controller.status import state as state_of
 from sparkop.apps_controller.transitions import transitions
-from sparkop.core.plan import Delete, Event, Plan
+from sparkop.core.plan import Delete, Plan
 from sparkop.domain import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
@@ -160,9 +160,11 @@ def conclude(d: Draft) -> None:
         ended = d.events[entered:]
         passed = [i for i, e in enumerate(d.events[:entered]) if e.reason == events.BY_STATE[state][1]]
         if len(ended) == 1 and passed:
-            first, last = d.events.pop(passed[-1]), d.events[-1]
+            said = list(d.events)
+            first, last = said.pop(passed[-1]), said[-1]
             if first.message != last.message:
-                d.events[-1] = replace(last, message=f"{first.message}; {last.message}")
+                said[-1] = replace(last, message=f"{first.message}; {last.message}")
+            d.restate(said)
 
 
 def retries(d: Draft, outcome: ApplicationState) -> bool:
@@ -209,7 +211,7 @@ def adopt(d: Draft) -> bool:
     )
     d.set_error_message(None)
     d.record(AttemptRecord(run=newest.run, driver=newest.name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
-    d.events.append(Event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}"))
+    d.event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}")
     d.transition(ApplicationState.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
     d.settles = False  # the next decision mirrors the adopted run's progress, counts it, may see it running
     return True
@@ -244,7 +246,7 @@ def submit(d: Draft) -> None:
 def invalid_spec(d: Draft, error: str) -> None:
     d.update(nextAttemptTime=None, lastError=LastError(reason=events.INVALID_SPEC, message=error, time=d.now))
     d.set_error_message(error)
-    d.events.append(Event(events.WARNING, events.INVALID_SPEC, error or ""))
+    d.event(events.WARNING, events.INVALID_SPEC, error or "")
     d.transition(ApplicationState.FAILED, f"invalid spec: {error}")
 
 
@@ -259,7 +261,7 @@ def wait_for_known_spec(d: Draft, unknown: tuple[str, ...]) -> None:
     last = d.status.lastError
     if last is None or (last.reason, last.message) != (events.UNKNOWN_SPEC_FIELDS, message):
         d.update(lastError=LastError(reason=events.UNKNOWN_SPEC_FIELDS, message=message, time=d.now))
-        d.events.append(Event(events.WARNING, events.UNKNOWN_SPEC_FIELDS, message))
+        d.event(events.WARNING, events.UNKNOWN_SPEC_FIELDS, message)
     d.set_error_message(message)
 
 
@@ -293,7 +295,7 @@ def plan_run(d: Draft) -> None:
     d.set_driver_info(podName=None)
     d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
     d.transition(ApplicationState.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
-    d.after.append(d.create_driver(run))
+    d.after(d.create_driver(run))
     d.settles = True
 
 
@@ -332,7 +334,7 @@ def stop_current(d: Draft, reason: str) -> bool:
         d.delete(drv)
     if cur is not None and not finished(cur) and not d.seen(cur) and d.driver(cur.run) is None:
         # Maybe created just before a crash and not indexed yet: delete it by its unique name.
-        d.after.append(delete_driver(cur.driver, None))
+        d.after(delete_driver(cur.driver, None))
     if left:
         return False
     if cur is not None and not finished(cur):
@@ -411,8 +413,8 @@ def finished_app(d: Draft) -> None:
     if expires is None:
         return
     if d.now >= expires:
-        d.events.append(Event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {app.ttl_seconds} elapsed"))
-        d.after.append(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
+        d.event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {app.ttl_seconds} elapsed")
+        d.after(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
     else:
         d.wait_until(expires)
 

@@ -1,4 +1,5 @@
-"""The plan one pass draws up: the status arrived at so far, the actions and events, and the waits.
+"""What one pass has decided so far: the status arrived at, and the plan (``core.plan.Plan``, which
+builds itself: the actions, the events and the earliest wait).
 
 Every step of ``decide`` (the state steps, the run records, the Spark UI, the conditions) works on one
 :class:`Draft`; :meth:`Draft.plan` hands the result to ``core.applier``.
@@ -6,6 +7,7 @@ Every step of ``decide`` (the state steps, the run records, the Spark UI, the co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -15,7 +17,8 @@ from sparkop.apps_controller import events
 from sparkop.apps_controller import status as st
 from sparkop.apps_controller.builders import DRIVER_KIND, build_driver
 from sparkop.apps_controller.observed import DriverView, Observed
-from sparkop.core.plan import Action, Create, Delete, Event, Plan
+from sparkop.core.frozen import evolve
+from sparkop.core.plan import Action, Create, Delete, Event, EventType, Plan
 from sparkop.domain import labels
 
 # Why each action is taken (the decision line's reason).
@@ -36,10 +39,7 @@ class Draft:
     obs: Observed
     now: datetime
     status: SparkApplicationStatus
-    before: list[Action] = field(default_factory=list)
-    after: list[Action] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    waits: list[float] = field(default_factory=list)
+    planned: Plan[SparkApplicationStatus] = field(default_factory=Plan)  # its status: set by plan()
     # core.plan.Plan.settled where a step knows (None: as its states say, apps_controller.decide).
     settles: bool | None = None
 
@@ -86,29 +86,42 @@ class Draft:
             return
         self.status = st.with_state(self.status, state)
         kind, reason = events.BY_STATE[state]
-        self.events.append(Event(kind, reason, message))
+        self.event(kind, reason, message)
         if state in st.TERMINAL_STATES:
             # The status written now is final: nothing of a finished app runs any more.
             self.update(executors=st.NO_EXECUTORS, terminationTime=self.status.terminationTime or self.now)
 
-    # -- actions -----------------------------------------------------------------------------------
+    # -- the plan ----------------------------------------------------------------------------------
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        return self.planned.events
+
+    def event(self, type_: EventType, reason: str, message: str) -> None:
+        self.planned = self.planned.with_event(type_, reason, message)
+
+    def restate(self, events: Sequence[Event]) -> None:
+        """The events said so far, as ``events`` (two of them merged into one)."""
+        self.planned = evolve(self.planned, events=tuple(events))
+
+    def before(self, *actions: Action) -> None:
+        """Actions before the status write (the Spark UI objects: status records them)."""
+        self.planned = self.planned.with_before(*actions)
+
+    def after(self, *actions: Action) -> None:
+        """Actions after the status write (a run's SparkDriver: counted first)."""
+        self.planned = self.planned.with_after(*actions)
 
     def wait_until(self, when: datetime) -> None:
-        self.waits.append(max(0.0, (when - self.now).total_seconds()))
+        self.planned = self.planned.requeue(max(0.0, (when - self.now).total_seconds()))
 
     def delete(self, drv: DriverView) -> None:
         action = delete_driver(drv.name, drv.uid)
-        if not drv.deleting and action not in self.after:
-            self.after.append(action)
+        if not drv.deleting and action not in self.planned.after_status:
+            self.after(action)
 
     def create_driver(self, run: int) -> Create:
         return Create(build_driver(self.obs.app, run, self.obs.ui), RUN_CREATED)
 
     def plan(self) -> Plan[SparkApplicationStatus]:
-        return Plan(
-            status=self.status,
-            before_status=tuple(self.before),
-            after_status=tuple(self.after),
-            events=tuple(self.events),
-            requeue_after=min(self.waits) if self.waits else None,
-        )
+        return self.planned.with_status(self.status)

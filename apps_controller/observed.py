@@ -26,13 +26,13 @@ from sparkop.api.models import (
     RunSpec,
     SparkApplicationSpec,
     SparkApplicationStatus,
-    unknown_fields,
 )
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_keys, controller_of, copy_json, object_key
 from sparkop.core.plan import Refusal
+from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 
@@ -403,16 +403,6 @@ def app_snapshot(body: Mapping[str, Any]) -> JSON:
         "spec": copy_json(body.get("spec") or {}),
         "status": copy_json(body.get("status") or {}),
     }
-
-
-@dataclass(frozen=True)
-class SpecError:
-    """Why an app's spec, accepted by the API server, cannot run here. ``unknown`` lists the fields
-    these models do not know when they are all that is wrong: a newer CRD's fields, which a newer
-    operator can run, so the app waits for it instead of failing."""
-
-    message: str
-    unknown: tuple[str, ...] = ()
 
 
 @dataclass

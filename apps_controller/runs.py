@@ -15,7 +15,7 @@ from sparkop.apps_controller import events, policy
 from sparkop.apps_controller.draft import Draft
 from sparkop.apps_controller.observed import DriverView
 from sparkop.apps_controller.status import clip, counted, executor_counts
-from sparkop.core.plan import Event, refused
+from sparkop.core.plan import refused
 
 # Outcomes of runs that got past submission: each is one execution attempt.
 _EXECUTED: Final = frozenset({AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.DELETED})
@@ -66,7 +66,7 @@ def mirror(d: Draft, drv: DriverView) -> None:
     s = d.status
     if drv.incarnation > max(1, s.driverIncarnations):
         message = f"driver pod of {drv.name} was replaced: incarnation {drv.incarnation}"
-        d.events.append(Event(events.NORMAL, events.DRIVER_POD_REPLACED, message))
+        d.event(events.NORMAL, events.DRIVER_POD_REPLACED, message)
     d.update(
         currentDriver=drv.name,
         sparkApplicationId=drv.spark_application_id or s.sparkApplicationId,
@@ -86,7 +86,7 @@ def missing_driver(d: Draft, cur: AttemptRecord) -> None:
     action = d.create_driver(cur.run)
     refusal = refused(d.obs.refusals, action)
     if refusal is None:
-        d.after.append(action)  # planned, not seen yet: (re)issue the create; 409 if it exists
+        d.after(action)  # planned, not seen yet: (re)issue the create; 409 if it exists
         return
     message = refusal.describe()  # the record's reason says what was refused: SparkDriverRefused
     enter_outcome(d, finish(d, cur, AttemptOutcome.SUBMISSION_FAILED, events.DRIVER_REFUSED, message))

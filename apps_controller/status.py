@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from sparkop.api.models import (
     ApplicationState,
     ApplicationStateInfo,
@@ -26,6 +24,7 @@ from sparkop.api.models import (
     SparkApplicationStatus,
 )
 from sparkop.core.jsontypes import JSON
+from sparkop.core.specs import lenient
 
 Status = SparkApplicationStatus
 
@@ -54,19 +53,13 @@ def clip(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
 
 def read_status(data: Any) -> Status:
     """status as stored, with what a pass needs always present (state NEW, observedGeneration 0, an
-    empty driverInfo, attempts oldest first). Lenient: a field the schema rejects reads as unknown (a
-    state no longer known as UNKNOWN), so that a status written by another version never stops a pass."""
-    raw = dict(data) if isinstance(data, Mapping) else {}
-    try:
-        status = Status.model_validate(raw)
-    except ValidationError as exc:
-        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
-        status = Status.model_validate({k: v for k, v in raw.items() if k not in bad})
-        stored_state = (raw.get("applicationState") or {}).get("state") if "applicationState" in bad else None
-        if stored_state:
-            status = status.model_copy(
-                update={"applicationState": ApplicationStateInfo(state=ApplicationState.UNKNOWN)}
-            )
+    empty driverInfo, attempts oldest first). Lenient (``core.specs.lenient``): a field the schema
+    rejects reads as unknown (a state no longer known as UNKNOWN), so that a status written by another
+    version never stops a pass."""
+    status = lenient(Status, data)
+    stored = data.get("applicationState") if isinstance(data, Mapping) else None
+    if status.applicationState is None and isinstance(stored, Mapping) and stored.get("state"):
+        status = status.model_copy(update={"applicationState": ApplicationStateInfo(state=ApplicationState.UNKNOWN)})
     return status.model_copy(
         update={
             "applicationState": status.applicationState or ApplicationStateInfo(state=ApplicationState.NEW),

@@ -29,7 +29,7 @@ from sparkop.apps_controller.ui import (
     service_address,
     ui_url,
 )
-from sparkop.core.plan import Delete, Ensure, Event, Patch, refused
+from sparkop.core.plan import Delete, Ensure, Patch, refused
 from sparkop.domain import labels, naming
 
 
@@ -94,7 +94,7 @@ def _driver_ingresses(d: Draft, app_id: str) -> None:
     for obj in d.obs.owned_ui:
         is_driver_ingress = obj.labels.get(labels.COMPONENT) == COMPONENT_DRIVER_INGRESS
         if is_driver_ingress and (obj.kind, obj.name) not in wanted and not obj.deleting:
-            d.before.append(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))
+            d.before(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))
 
 
 def _service(d: Draft, app_id: str, opts: UIOptions) -> bool:
@@ -129,10 +129,10 @@ def _converge(d: Draft, action: Ensure) -> None:
     back to this pass, which then creates it anew."""
     current = next((o for o in d.obs.owned_ui if (o.kind, o.name) == (action.kind, action.name)), None)
     if current is None:
-        d.before.append(action)
+        d.before(action)
     elif not current.deleting and (patch := restore_patch(current, action.manifest)) is not None:
         api_version = str(action.manifest["apiVersion"])
-        d.before.append(Patch(api_version, action.kind, action.name, patch, current.resource_version, UI_RESTORED))
+        d.before(Patch(api_version, action.kind, action.name, patch, current.resource_version, UI_RESTORED))
 
 
 def _refused(d: Draft, action: Ensure, what: str) -> bool:
@@ -145,7 +145,7 @@ def _refused(d: Draft, action: Ensure, what: str) -> bool:
     last = d.status.lastError
     if last is None or (last.reason, last.message) != (events.UI_REFUSED, text):
         d.update(lastError=LastError(reason=events.UI_REFUSED, message=text, time=d.now))
-        d.events.append(Event(events.WARNING, events.UI_REFUSED, text))
+        d.event(events.WARNING, events.UI_REFUSED, text)
     return True
 
 
@@ -160,4 +160,4 @@ def delete_ui_objects(d: Draft, kind: str | None = None, component: str | None =
     the status write)."""
     for obj in d.obs.owned_ui:
         if not obj.deleting and kind in (None, obj.kind) and component in (None, obj.labels.get(labels.COMPONENT)):
-            d.before.append(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))
+            d.before(Delete(obj.api_version, obj.kind, obj.name, obj.uid, UI_REMOVED))

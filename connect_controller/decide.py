@@ -46,7 +46,7 @@ from sparkop.api.models import Condition, DriverPhase, ExecutorCounts, LastError
 from sparkop.connect_controller import build
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView
 from sparkop.core.conditions import transition_time
-from sparkop.core.plan import Action, Create, Delete, Ensure, Event, Observation, Plan, refused
+from sparkop.core.plan import Action, Create, Delete, Ensure, Observation, Plan, refused
 from sparkop.domain import labels, naming
 
 # Events (reasons), CamelCase as Kubernetes' own.
@@ -79,11 +79,7 @@ class _Pass:
     o: Observed
     now: datetime
     status: SparkConnectStatus
-    before: list[Action] = field(default_factory=list)
-    after: list[Action] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    observations: list[Observation] = field(default_factory=list)
-    requeue: float | None = None
+    planned: Plan[SparkConnectStatus] = field(default_factory=Plan)  # its status: set at the end
     refused: bool = False  # a server's driver pod the API server refused: starting another cannot help
 
     @property
@@ -91,10 +87,21 @@ class _Pass:
         return self.o.connect
 
     def event(self, kind: str, reason: str, message: str) -> None:
-        self.events.append(Event("Normal" if kind == "Normal" else "Warning", reason, message[:MAX_MESSAGE]))
+        self.planned = self.planned.with_event(
+            "Normal" if kind == "Normal" else "Warning", reason, message[:MAX_MESSAGE]
+        )
 
     def wake(self, seconds: float) -> None:
-        self.requeue = seconds if self.requeue is None else min(self.requeue, seconds)
+        self.planned = self.planned.requeue(seconds)
+
+    def before(self, action: Action) -> None:
+        self.planned = self.planned.with_before(action)
+
+    def after(self, action: Action) -> None:
+        self.planned = self.planned.with_after(action)
+
+    def observe(self, observation: Observation) -> None:
+        self.planned = self.planned.with_observations(observation)
 
     def record(self, run: ServerRun) -> None:
         runs = [r for r in self.status.runs or () if r.run != run.run] + [run]
@@ -153,14 +160,7 @@ def decide(o: Observed, now: datetime) -> Plan[SparkConnectStatus]:
             if s is not target and s.run < target.run:
                 _stop(p, s, ServerOutcome.REPLACED, "Replaced", f"server {target.name} serves the current spec")
     _state(p, target)
-    return Plan(
-        status=p.status,
-        before_status=tuple(p.before),
-        events=tuple(p.events),
-        after_status=tuple(p.after),
-        requeue_after=p.requeue,
-        observations=tuple(p.observations),
-    )
+    return p.planned.with_status(p.status)
 
 
 def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
@@ -190,9 +190,7 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
             p.status.state = ConnectState.FAILED
             p.status.lastError = LastError(reason="SubmissionFailed", message=record.message, time=p.now)
             if not server.deleting:
-                p.after.append(
-                    Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, "SubmissionFailed")
-                )
+                p.after(Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, "SubmissionFailed"))
         elif server.finished:
             if record.outcome is ServerOutcome.RUNNING:
                 reason = server.reason or (f"ExitCode{server.exit_code}" if server.exit_code is not None else "Exited")
@@ -210,9 +208,9 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
                 p.status.failuresInARow = 1 if served else p.status.failuresInARow + 1
                 p.status.lastError = LastError(reason=reason, message=message[:MAX_MESSAGE], time=p.now)
                 p.event("Warning", SERVER_EXITED, message)
-                p.observations.append(Observation(METRIC_RESTARTS, labels=(("reason", "Exited"),)))
+                p.observe(Observation(METRIC_RESTARTS, labels=(("reason", "Exited"),)))
             if not server.deleting:
-                p.after.append(Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, SERVER_EXITED))
+                p.after(Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, SERVER_EXITED))
         p.record(record)
     pending: list[ServerView] = []
     for record in list(p.status.runs or ()):
@@ -230,7 +228,7 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
         )
         p.status.restarts += 1
         p.event("Warning", SERVER_DELETED, message + "; starting another")
-        p.observations.append(Observation(METRIC_RESTARTS, labels=(("reason", "Deleted"),)))
+        p.observe(Observation(METRIC_RESTARTS, labels=(("reason", "Deleted"),)))
     return pending
 
 
@@ -264,7 +262,7 @@ def _create(p: _Pass, run: int) -> bool:
                     )
                 )
         return False
-    p.after.append(create)
+    p.after(create)
     return True
 
 
@@ -341,7 +339,7 @@ def _service(p: _Pass, target: ServerView | None) -> None:
             p.event("Warning", SERVER_REFUSED, message)
         p.status.lastError = LastError(reason="ServiceRefused", message=message[:MAX_MESSAGE], time=p.now)
         return
-    p.before.append(ensure)
+    p.before(ensure)
     if service is not None and target is not None and service.selector.get(labels.DRIVER) != naming.label_value(driver):
         p.event("Normal", SERVICE_SWITCHED, f"Service {name} now selects server {driver}")
 
@@ -358,7 +356,7 @@ def _stop(p: _Pass, server: ServerView, outcome: ServerOutcome, reason: str, mes
             f"stopped server {server.name}: {message}",
         )
     if server.uid:
-        p.after.append(Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, reason))
+        p.after(Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, reason))
 
 
 def _state(p: _Pass, target: ServerView | None) -> None:

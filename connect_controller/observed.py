@@ -15,6 +15,7 @@ from sparkop.api.models import DriverPhase
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_keys, controller_of, object_key
 from sparkop.core.plan import Refusal
+from sparkop.core.specs import lenient
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 
@@ -183,8 +184,9 @@ class Observed:
 
 
 def read_status(data: Any) -> SparkConnectStatus:
-    """The status as written (an unreadable one reads as empty: the pass writes a good one)."""
-    return SparkConnectStatus.lenient(data)
+    """The status as written, read by ``core.specs.lenient`` (what the schema rejects reads as absent:
+    the pass writes a good status)."""
+    return lenient(SparkConnectStatus, data)
 
 
 def status_json(status: SparkConnectStatus) -> JSON:

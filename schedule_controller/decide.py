@@ -103,18 +103,15 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
     runs = list(observed.owned)
     status = observed.status.model_copy(deep=True)
     status.observedGeneration = sched.generation
-    before: list[Action] = []
-    after: list[Action] = []
-    events: list[Event] = []
-
     successful, deletes, pruned = _history(
         runs, COMPLETED, _int(spec.get("successfulRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched.name
     )
     failed, more_deletes, more_pruned = _history(
         runs, FAILED, _int(spec.get("failedRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched.name
     )
-    after += deletes + more_deletes
-    events += pruned + more_pruned
+    plan = (
+        Plan[ScheduledSparkApplicationStatus]().with_after(*deletes, *more_deletes).with_events(*pruned, *more_pruned)
+    )
     status.pastSuccessfulRunNames = successful or None
     status.pastFailedRunNames = failed or None
     active = [r for r in runs if not r.finished]
@@ -133,7 +130,7 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
         schedule = parse_schedule(str(spec.get("schedule") or ""), _str(spec.get("timeZone")), sched.created)
     except ScheduleError as exc:
         if status.scheduleState != ScheduleState.FAILED_VALIDATION or status.reason != str(exc):
-            events.append(Event("Warning", INVALID_SCHEDULE, str(exc)))
+            plan = plan.with_event("Warning", INVALID_SCHEDULE, str(exc))
         status.scheduleState, status.reason, status.nextRun = ScheduleState.FAILED_VALIDATION, str(exc), None
         schedule = None
     if schedule is not None and spec.get("suspend") is True:
@@ -142,7 +139,7 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
         status.scheduleState, status.reason = ScheduleState.SCHEDULED, None
         due = schedule.latest(now)
         if due is not None and due > last:
-            started = _act_on(observed, schedule, due, now, active, status, before, events)
+            started, plan = _act_on(observed, schedule, due, now, active, status, plan)
             if started is not None:
                 active = [r for r in active if r.name not in started] + [
                     RunView(run_name(sched.name, due), "", sched.uid, due, now, None)
@@ -150,13 +147,7 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
         status.nextRun = schedule.next_after(now)
         requeue = (status.nextRun - now).total_seconds() + WAKE_MARGIN_SECONDS
     status.activeRunNames = sorted(r.name for r in active) or None
-    return Plan(
-        status=status,
-        before_status=tuple(before),
-        events=tuple(events),
-        after_status=tuple(after),
-        requeue_after=requeue,
-    )
+    return plan.with_status(status).requeue(requeue)
 
 
 def _act_on(
@@ -166,10 +157,10 @@ def _act_on(
     now: datetime,
     active: list[RunView],
     status: ScheduledSparkApplicationStatus,
-    before: list[Action],
-    events: list[Event],
-) -> set[str] | None:
-    """Start, skip or miss the run of ``due``; the names of the runs it replaced when started, else None."""
+    plan: Plan[ScheduledSparkApplicationStatus],
+) -> tuple[set[str] | None, Plan[ScheduledSparkApplicationStatus]]:
+    """Start, skip or miss the run of ``due``: the names of the runs it replaced when started (else None),
+    and ``plan`` with what that takes."""
     spec = observed.scheduled.spec
     name = run_name(observed.scheduled.name, due)
     when = format_time(due)
@@ -177,39 +168,31 @@ def _act_on(
     deadline = _int(spec.get("startingDeadlineSeconds"), None)
     late = (now - due).total_seconds()
     if deadline is not None and late > deadline:
-        events.append(
-            Event(
-                "Warning",
-                RUN_MISSED,
-                f"run {name} scheduled at {when} not started: {late:.0f}s late, past startingDeadlineSeconds "
-                f"{deadline}",
-            )
+        message = (
+            f"run {name} scheduled at {when} not started: {late:.0f}s late, past startingDeadlineSeconds {deadline}"
         )
-        return None
+        return None, plan.with_event("Warning", RUN_MISSED, message)
     policy = spec.get("concurrencyPolicy") or ConcurrencyPolicy.ALLOW
     if policy == ConcurrencyPolicy.FORBID and active:
         running = ", ".join(r.name for r in active)
-        events.append(
-            Event("Normal", RUN_SKIPPED, f"run {name} scheduled at {when} skipped: {running} still active (Forbid)")
-        )
-        return None
+        message = f"run {name} scheduled at {when} skipped: {running} still active (Forbid)"
+        return None, plan.with_event("Normal", RUN_SKIPPED, message)
     manifest = build_run(observed.scheduled, observed.body, due)
     refusal: Refusal | None = refused(observed.refusals, Create(manifest))
     if refusal is not None:
-        events.append(Event("Warning", RUN_REFUSED, refusal.describe(f"run {name} scheduled at {when}")))
-        return None
+        return None, plan.with_event("Warning", RUN_REFUSED, refusal.describe(f"run {name} scheduled at {when}"))
     replaced: set[str] = set()
     if policy == ConcurrencyPolicy.REPLACE:
         for run in active:
             if run.name == name:
                 continue
-            before.append(Delete(labels.API_VERSION, "SparkApplication", run.name, run.uid, RUN_REPLACED))
-            events.append(Event("Normal", RUN_REPLACED, f"deleted active run {run.name} to start {name} (Replace)"))
+            plan = plan.with_before(Delete(labels.API_VERSION, "SparkApplication", run.name, run.uid, RUN_REPLACED))
+            plan = plan.with_event("Normal", RUN_REPLACED, f"deleted active run {run.name} to start {name} (Replace)")
             replaced.add(run.name)
-    before.append(Create(manifest, RUN_STARTED))
-    events.append(Event("Normal", RUN_STARTED, f"started run {name} scheduled at {when}"))
+    plan = plan.with_before(Create(manifest, RUN_STARTED))
+    plan = plan.with_event("Normal", RUN_STARTED, f"started run {name} scheduled at {when}")
     status.lastRun, status.lastRunName = due, name
-    return replaced
+    return replaced, plan
 
 
 def _str(value: Any) -> str | None:

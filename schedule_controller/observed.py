@@ -12,6 +12,7 @@ from sparkop.api.scheduled import KIND, ScheduledSparkApplicationStatus
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_keys, controller_of, object_key
 from sparkop.core.plan import Refusal
+from sparkop.core.specs import lenient
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 
@@ -108,8 +109,9 @@ class Observed:
 
 
 def read_status(data: Any) -> ScheduledSparkApplicationStatus:
-    """The status as written (an unreadable one reads as empty: the pass writes a good one)."""
-    return ScheduledSparkApplicationStatus.lenient(data)
+    """The status as written, read by ``core.specs.lenient`` (what the schema rejects reads as absent:
+    the pass writes a good status)."""
+    return lenient(ScheduledSparkApplicationStatus, data)
 
 
 def status_json(status: ScheduledSparkApplicationStatus) -> JSON:

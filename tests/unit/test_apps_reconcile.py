@@ -19,11 +19,12 @@ from sparkop.api.models import (
 from sparkop.apps_controller import events
 from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller.decide import decide as reconcile
-from sparkop.apps_controller.observed import Observed, SpecError, UIConfig
+from sparkop.apps_controller.observed import Observed, UIConfig
 from sparkop.core.plan import Create as CreateDriver
 from sparkop.core.plan import Delete as DeleteApp
 from sparkop.core.plan import Delete as DeleteObject
 from sparkop.core.plan import Ensure as EnsureObject
+from sparkop.core.specs import SpecError
 from sparkop.domain import labels
 from tests.support.app_runs import BASE_SPEC, POLICIES, drive, finish
 from tests.support.simulation import SimCluster
