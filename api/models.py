@@ -15,8 +15,9 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from sparkop.core.specs import Model as JsonModel
 from sparkop.domain.labels import API_VERSION
 
 from . import spark_lines
@@ -98,14 +99,11 @@ def _list_map(key: str) -> dict[str, Any]:
     return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]}
 
 
-class Model(BaseModel):
-    """Base of sparkop's own types: unknown fields are rejected."""
+class Model(JsonModel):
+    """Base of sparkop's own types: unknown fields are rejected; ``to_json`` is the manifest JSON of an
+    object (camelCase, no unset optional fields)."""
 
     model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
-
-    def to_json(self) -> dict[str, Any]:
-        """The manifest JSON of this object (camelCase, no unset optional fields)."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -980,6 +978,28 @@ class SparkApplicationStatus(Model):
         description="The last failure: of a run, a submission (with the API server's message), the spec, or "
         "the Spark UI objects. Kept after a later run succeeds; cleared when the spec changes.",
     )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON written to the API server: no None, no empty string, map or list (``kubectl get -o
+        yaml`` stays short), timestamps by core.times; ``executors`` as the current driver reported
+        them, absent when nothing runs."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        executors = self.executors.model_dump(mode="json", exclude_unset=True)
+        if executors:
+            data["executors"] = executors
+        else:
+            data.pop("executors", None)
+        compacted: dict[str, Any] = _compact(data)
+        return compacted
+
+
+def _compact(value: Any) -> Any:
+    if isinstance(value, dict):
+        pairs = ((k, _compact(v)) for k, v in value.items())
+        return {k: v for k, v in pairs if v is not None and v != "" and v != {} and v != []}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------------------------------------

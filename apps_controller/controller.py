@@ -14,22 +14,19 @@ from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.observed import (
     AppView,
     DriverView,
-    Key,
     Observed,
     OwnedObject,
     SpecErrors,
     UIConfig,
     app_snapshot,
-    own_key,
     owner_keys,
 )
-from sparkop.apps_controller.status import read_status, status_json
+from sparkop.apps_controller.status import as_read
 from sparkop.apps_controller.transitions import TRANSITIONS
 from sparkop.apps_controller.ui import UI_SELECTOR
 from sparkop.core import kube
-from sparkop.core.controller import Controller, Source, start
-from sparkop.core.expectations import Learnt
-from sparkop.core.jsontypes import JSON
+from sparkop.core.controller import Controller, Own, Source, start
+from sparkop.core.owners import object_key
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
 
@@ -46,15 +43,12 @@ def apps_controller(
     ui = ui or UIConfig()
     spec_error = spec_error or SpecErrors()
 
-    def observe(key: Key, body: JSON | None, learnt: Learnt) -> Observed | None:
-        if body is None:
-            return None  # deleted: the garbage collector removes what it owned
-        app = AppView.from_body(body, spec_error=spec_error(body))
-        drivers = tuple(runtime.index(DRIVERS_INDEX).get(key) or ())
-        ui_objects = tuple(o for index, _ in UI_INDEXES for o in runtime.index(index).get(key) or ())
-        terminating = runtime.namespace_terminating(app.namespace)
-        status = read_status(body.get("status"))
-        return Observed(app, status, drivers, ui, dict(learnt.refusals), ui_objects, terminating)
+    def observe(own: Own[SparkApplicationStatus]) -> Observed:
+        app = AppView.from_body(own.body, spec_error=spec_error(own.body))
+        drivers = tuple(runtime.index(DRIVERS_INDEX).get(own.key) or ())
+        ui_objects = tuple(o for index, _ in UI_INDEXES for o in runtime.index(index).get(own.key) or ())
+        status = as_read(own.status, own.body.get("status"))
+        return Observed(app, status, drivers, ui, dict(own.learnt.refusals), ui_objects, own.namespace_terminating)
 
     ui_sources = tuple(
         Source(index, resource, owner_keys, OwnedObject.from_body, selector=UI_SELECTOR, shared=True)
@@ -62,7 +56,7 @@ def apps_controller(
     )
     return Controller(
         name="apps",
-        own=Source(APPS_INDEX, kinds.SPARK_APPLICATIONS, own_key, app_snapshot),
+        own=Source(APPS_INDEX, kinds.SPARK_APPLICATIONS, object_key, app_snapshot),
         owned=(
             Source(
                 DRIVERS_INDEX,
@@ -76,7 +70,7 @@ def apps_controller(
         ),
         observe=observe,
         decide=decide,
-        status_json=status_json,
+        status=SparkApplicationStatus,
         log=log,
         record=TRANSITIONS.record,
         unchanged=_unchanged,

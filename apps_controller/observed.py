@@ -30,7 +30,7 @@ from sparkop.api.models import (
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of, copy_json, object_key
+from sparkop.core.owners import controller_keys, controller_of, copy_json
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
@@ -369,10 +369,6 @@ class Observed:
 
 # ---------------------------------------------------------------------------------------------------
 # what the shell's indexes file under an app's key
-
-
-own_key = object_key
-"""A SparkApplication's key."""
 
 
 owner_keys = controller_keys(labels.GROUP, "SparkApplication")

@@ -23,7 +23,6 @@ from sparkop.api.models import (
     ExecutorCounts,
     SparkApplicationStatus,
 )
-from sparkop.core.jsontypes import JSON
 from sparkop.core.specs import lenient
 
 Status = SparkApplicationStatus
@@ -52,13 +51,16 @@ def clip(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
 
 
 def read_status(data: Any) -> Status:
-    """status as stored, with what a pass needs always present (state NEW, observedGeneration 0, an
-    empty driverInfo, attempts oldest first). Lenient (``core.specs.lenient``): a field the schema
-    rejects reads as unknown (a state no longer known as UNKNOWN), so that a status written by another
-    version never stops a pass."""
-    status = lenient(Status, data)
-    stored = data.get("applicationState") if isinstance(data, Mapping) else None
-    if status.applicationState is None and isinstance(stored, Mapping) and stored.get("state"):
+    """``data`` (a stored status) as a pass reads it: ``core.specs.lenient``, then :func:`as_read`."""
+    return as_read(lenient(Status, data), data)
+
+
+def as_read(status: Status, stored: Any) -> Status:
+    """``status`` (read by ``core.specs.lenient`` from ``stored``) with what a pass needs always present
+    (state NEW, observedGeneration 0, an empty driverInfo, attempts oldest first); a stored state no
+    longer known reads as UNKNOWN, so that a status written by another version never stops a pass."""
+    stored_state = stored.get("applicationState") if isinstance(stored, Mapping) else None
+    if status.applicationState is None and isinstance(stored_state, Mapping) and stored_state.get("state"):
         status = status.model_copy(update={"applicationState": ApplicationStateInfo(state=ApplicationState.UNKNOWN)})
     return status.model_copy(
         update={
@@ -69,29 +71,6 @@ def read_status(data: Any) -> Status:
             "conditions": list(status.conditions or ()),
         }
     )
-
-
-def status_json(status: Status) -> JSON:
-    """The JSON written to the API server: no None, no empty string, map or list (``kubectl get -o
-    yaml`` stays short), timestamps by core.times; ``executors`` as the current driver reported
-    them, absent when nothing runs."""
-    data = status.model_dump(mode="json", exclude_none=True)
-    executors = status.executors.model_dump(mode="json", exclude_unset=True)
-    if executors:
-        data["executors"] = executors
-    else:
-        data.pop("executors", None)
-    compacted: JSON = _compact(data)
-    return compacted
-
-
-def _compact(value: Any) -> Any:
-    if isinstance(value, dict):
-        pairs = ((k, _compact(v)) for k, v in value.items())
-        return {k: v for k, v in pairs if v is not None and v != "" and v != {} and v != []}
-    if isinstance(value, list):
-        return [_compact(v) for v in value]
-    return value
 
 
 def executor_counts(counts: Mapping[str, int]) -> ExecutorCounts:

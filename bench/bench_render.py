@@ -19,7 +19,6 @@ from typing import Any
 from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import Observed, summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
-from sparkop.driver_controller.status import status_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -102,7 +101,7 @@ def running(spec: dict[str, Any]) -> Observed:
     pods = [summarize_pod(p) for p in (pod, *executors)]
     first = decide(Observed.of(body, pods, summaries[:-1], summaries[-1:]), NOW)
     assert first.status is not None
-    body["status"] = status_json(first.status)
+    body["status"] = first.status.to_json()
     observed = Observed.of(body, pods, summaries[:-1], summaries[-1:])
     again = decide(observed, NOW)
     assert again.status is None and not again.creates and not again.patches, "not a steady state"

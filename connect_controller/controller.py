@@ -13,20 +13,14 @@ from sparkop.connect_controller import metrics
 from sparkop.connect_controller.decide import decide
 from sparkop.connect_controller.observed import (
     ConnectView,
-    Key,
     Observed,
     ServerView,
     ServiceView,
-    own_key,
     owner_keys,
-    read_status,
-    status_json,
 )
 from sparkop.core import kube
-from sparkop.core.controller import Controller, Source, start
-from sparkop.core.expectations import Learnt
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import snapshot
+from sparkop.core.controller import Controller, Own, Source, start
+from sparkop.core.owners import object_key, snapshot
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds, labels
 
@@ -39,19 +33,15 @@ SERVICE_SELECTOR: Final = labels.CONNECT
 
 
 def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectStatus]:
-    def observe(key: Key, body: JSON | None, learnt: Learnt) -> Observed | None:
-        if body is None:
-            return None  # deleted: the garbage collector removes its servers and Service
-        view = ConnectView.from_body(body)
-        servers = tuple(runtime.index(SERVERS_INDEX).get(key) or ())
-        services = tuple(runtime.index(SERVICES_INDEX).get(key) or ())
-        terminating = runtime.namespace_terminating(view.namespace)
-        status = read_status(body.get("status"))
-        return Observed(view, status, body, servers, services, dict(learnt.refusals), terminating)
+    def observe(own: Own[SparkConnectStatus]) -> Observed:
+        servers = tuple(runtime.index(SERVERS_INDEX).get(own.key) or ())
+        services = tuple(runtime.index(SERVICES_INDEX).get(own.key) or ())
+        view, refusals = ConnectView.from_body(own.body), dict(own.learnt.refusals)
+        return Observed(view, own.status, own.body, servers, services, refusals, own.namespace_terminating)
 
     return Controller(
         name="connect",
-        own=Source(CONNECTS_INDEX, kinds.SPARK_CONNECTS, own_key, snapshot),
+        own=Source(CONNECTS_INDEX, kinds.SPARK_CONNECTS, object_key, snapshot),
         owned=(
             Source(
                 SERVERS_INDEX,
@@ -67,7 +57,7 @@ def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectSta
         ),
         observe=observe,
         decide=decide,
-        status_json=status_json,
+        status=SparkConnectStatus,
         log=log,
         record=metrics.TRANSITIONS.record,
     )

@@ -13,9 +13,8 @@ from typing import Any, Final
 from sparkop.api.connect import KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of, object_key
+from sparkop.core.owners import controller_keys, controller_of
 from sparkop.core.plan import Refusal
-from sparkop.core.specs import lenient
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 
@@ -183,21 +182,10 @@ class Observed:
         return next((s for s in self.services if s.name == name and s.owner_uid == self.connect.uid), None)
 
 
-def read_status(data: Any) -> SparkConnectStatus:
-    """The status as written, read by ``core.specs.lenient`` (what the schema rejects reads as absent:
-    the pass writes a good status)."""
-    return lenient(SparkConnectStatus, data)
-
-
-def status_json(status: SparkConnectStatus) -> JSON:
-    return status.to_json()
-
-
 def _connect_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return controller_of(body, labels.GROUP, KIND) or {}
 
 
-own_key = object_key
 owner_keys = controller_keys(labels.GROUP, KIND)
 
 

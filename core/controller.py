@@ -10,8 +10,10 @@ only enqueue keys) and the work queue; the :class:`Loop` runs each pass:
 1. read the object from its own cache and ask the Applier what earlier passes learnt about it (the
    API server's refusals and the last transient error), by key and uid (a new object of the same name
    starts afresh);
-2. ``observe(key, body, learnt)``; None means nothing is left to do (the object is gone and so is
-   everything the controller acts on for it): what was learnt is forgotten;
+2. ``observe(own)``: the object (:class:`Own`: its status read by the controller's status model, what
+   was learnt, whether its namespace is being deleted) -> the typed views the decision reads. A gone
+   object is decided on only where the controller says what that needs (``gone``); otherwise, or when
+   that is None, nothing is left to do and what was learnt is forgotten;
 3. ``decide`` at the controller's clock;
 4. apply the plan through the one :class:`core.applier.Applier` (creates only while the object is
    still current in its cache: ``Runtime.ensure_holds``), handing it what the decision was told, so a
@@ -45,6 +47,7 @@ from sparkop.core.kube import Resource, Rules
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
 from sparkop.core.runtime import Ours, Runtime
+from sparkop.core.specs import Model, lenient
 from sparkop.core.store import EventType
 from sparkop.core.times import utc_now
 
@@ -54,7 +57,7 @@ MAX_DECISIONS_PER_PASS: Final = 4
 Key = tuple[str, str]
 """(namespace, name) of the controller's own object."""
 O = TypeVar("O")  # noqa: E741 - what observe returns, decide reads
-S = TypeVar("S")  # the plan's status type
+S = TypeVar("S", bound=Model)  # the plan's status type
 
 
 @dataclass(frozen=True)
@@ -93,10 +96,13 @@ class Controller(Generic[O, S]):
     name: str
     own: Source
     owned: tuple[Source, ...]
-    observe: Callable[[Key, JSON | None, Learnt], O | None]
-    """What the decision needs for ``key``: ``body`` is the object as its cache holds it (None: gone)."""
+    observe: Callable[[Own[S]], O]
+    """What the decision needs of the object (:class:`Own`): typed views of it and of what it owns, read
+    from the caches."""
     decide: Callable[[O, datetime], Plan[S]]
-    status_json: Callable[[S], JSON]
+    status: type[S]
+    """The status model: read leniently from the object (``core.specs.lenient``) for ``observe``, and
+    written as its ``to_json``."""
     log: logging.Logger
     record: Record | None = None
     """Records the plan's observations (metrics of transitions) after the status write that makes them."""
@@ -108,6 +114,32 @@ class Controller(Generic[O, S]):
     """Reference data the decisions look up (a scheduler's configuration objects, filed by name): cached
     and waited for like the rest, but a change of it asks for no pass; a pass that misses what it looks
     for asks for another one later."""
+    gone: Callable[[Key, Learnt], O | None] | None = None
+    """What the decision needs once the object is gone (None, or no ``gone``: nothing; what was learnt
+    of it is forgotten). The garbage collector removes what it owned, unless something of it holds a
+    finalizer of ours."""
+
+    def read_status(self, body: JSON) -> S:
+        return lenient(self.status, body.get("status"))
+
+    def status_json(self, status: S) -> JSON:
+        return status.to_json()
+
+
+@dataclass(frozen=True)
+class Own(Generic[S]):
+    """The controller's own object as one pass reads it."""
+
+    key: Key
+    body: JSON  # the pass's own copy (its status write lands in it)
+    status: S  # read by the controller's status model
+    learnt: Learnt  # what applying earlier plans taught: the API server's refusals, a transient error
+    namespace_terminating: bool  # the namespace is being deleted: leave what is in it alone
+
+    @property
+    def meta(self) -> JSON:
+        meta: JSON = self.body.get("metadata") or {}
+        return meta
 
 
 class Loop(Generic[O, S]):
@@ -131,7 +163,7 @@ class Loop(Generic[O, S]):
         body = self.body(key)
         for _ in range(MAX_DECISIONS_PER_PASS):
             learnt = self.learnt(key, body)
-            observed = self.controller.observe(key, body, learnt)
+            observed = self.observe(key, body, learnt)
             if observed is None:
                 self.applier.expectations.forget(key)
                 return Result.done()
@@ -149,6 +181,14 @@ class Loop(Generic[O, S]):
             # ``body`` is now what the status write returned: decided on again here, so that the
             # write's own watch event asks for no pass (Loop.echo).
         return Result.now()
+
+    def observe(self, key: Key, body: JSON | None, learnt: Learnt) -> O | None:
+        """What the decision needs, from the caches (None: nothing is left to do)."""
+        controller = self.controller
+        if body is None:
+            return controller.gone(key, learnt) if controller.gone is not None else None
+        terminating = self.runtime.namespace_terminating(key[0])
+        return controller.observe(Own(key, body, controller.read_status(body), learnt, terminating))
 
     def _unchanged_left_out(self, observed: O, plan: Plan[S]) -> Plan[S]:
         unchanged = self.controller.unchanged
@@ -246,4 +286,4 @@ def _version(body: JSON | None) -> str:
     return str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
 
 
-__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Result", "Source", "start"]
+__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Own", "Result", "Source", "start"]

@@ -1,10 +1,9 @@
-"""What a controller's ``observe`` makes of an object's spec: the parsed spec, or a :class:`SpecError`
-saying why it cannot run here (and, for a spec that only sets fields the models do not know yet, which
-ones: a newer CRD's, which a newer operator can run, so the object waits for it rather than failing).
-
-And how a pass reads a status it did not write itself: :func:`lenient`, which never stops a pass on
-what another version or a hand edit left there.
-"""
+"""The models a controller reads and writes (:class:`Model`: one that knows its JSON form), what its
+``observe`` makes of an object's spec (the parsed spec, or a :class:`SpecError` saying why it cannot run
+here; for a spec that only sets fields the models do not know yet, which ones: a newer CRD's, which a
+newer operator can run, so the object waits for it rather than failing), and how a pass reads a status
+it did not write itself (:func:`lenient`, which never stops a pass on what another version or a hand
+edit left there)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,17 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from sparkop.core.jsontypes import JSON
+
 M = TypeVar("M", bound=BaseModel)
+
+
+class Model(BaseModel):
+    """A pydantic model that knows its JSON form: what a controller writes of a status (``to_json``)."""
+
+    def to_json(self) -> JSON:
+        """The manifest JSON of this object (camelCase, no unset optional fields)."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 @dataclass(frozen=True)
@@ -51,4 +60,4 @@ def lenient(model: type[M], data: Any) -> M:
         return model()
 
 
-__all__ = ["SpecError", "lenient", "unknown_fields"]
+__all__ = ["Model", "SpecError", "lenient", "unknown_fields"]

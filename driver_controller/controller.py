@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from sparkop.api.models import SparkDriverStatus
-from sparkop.core.controller import Controller, Source, start
+from sparkop.core.controller import Controller, Own, Source, start
 from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
+from sparkop.core.owners import object_key
 from sparkop.core.runtime import COALESCE_SECONDS, Runtime
 from sparkop.domain import labels
 from sparkop.domain.kinds import (
@@ -29,11 +30,11 @@ from sparkop.domain.kinds import (
 from sparkop.driver_controller import metrics
 from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import (
+    DriverView,
     Key,
     Observed,
     Settings,
     controller_key,
-    own_key,
     owner_key,
     pod_view,
     policy_view,
@@ -54,7 +55,6 @@ from sparkop.driver_controller.observed import (
     workload_view,
 )
 from sparkop.driver_controller.podbuild import RenderOptions
-from sparkop.driver_controller.status import status_json
 from sparkop.driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)
@@ -105,16 +105,15 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
     def values(index: str, key: Key) -> list[Any]:
         return list(runtime.index(index).get(key) or ())
 
-    def observe(key: Key, body: JSON | None, learnt: Learnt) -> Observed:
-        # Never None: a SparkDriver that is gone may leave pods holding our finalizer to let go.
-        return Observed.of(
-            body,
+    def owned(key: Key, driver: DriverView | None, learnt: Learnt, terminating: bool) -> Observed:
+        return Observed(
+            driver,
             values(INDEX_PODS, key),
             values(INDEX_CONFIGMAPS, key),
             values(INDEX_SERVICES, key),
             settings,
             transient_error=learnt.transient,
-            namespace_terminating=runtime.namespace_terminating(key[0]),
+            namespace_terminating=terminating,
             refusals=learnt.refusals,
             network_policies=values(INDEX_NETWORK_POLICIES, key),
             pod_groups=values(INDEX_VOLCANO_POD_GROUPS, key) + values(INDEX_COSCHEDULING_POD_GROUPS, key),
@@ -122,6 +121,14 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             flavors={f.name: f for f in values(INDEX_FLAVORS, EVERY)},
             priority_classes=dict(values(INDEX_PRIORITY_CLASSES, EVERY)),
         )
+
+    def observe(own: Own[SparkDriverStatus]) -> Observed:
+        driver = DriverView.read(own.body, own.status)
+        return owned(own.key, driver, own.learnt, own.namespace_terminating)
+
+    def gone(key: Key, learnt: Learnt) -> Observed:
+        # A SparkDriver that is gone may leave pods holding our finalizer to let go.
+        return owned(key, None, learnt, runtime.namespace_terminating(key[0]))
 
     def labelled(
         index: str,
@@ -154,7 +161,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
     return Controller(
         name="driver",
         # As read: every read of the cache is already a copy of its own (core.informer.Store).
-        own=Source(INDEX_DRIVERS, SPARK_DRIVERS, own_key, as_read),
+        own=Source(INDEX_DRIVERS, SPARK_DRIVERS, object_key, as_read),
         owned=(
             # The only patch of a pod is our finalizer's release, and a delete is of a pod the pass is
             # done with: the echo of either asks for no pass.
@@ -184,8 +191,9 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             ),
         ),
         observe=observe,
+        gone=gone,
         decide=decide,
-        status_json=status_json,
+        status=SparkDriverStatus,
         log=log,
         record=TRANSITIONS.record,
     )

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from sparkop.api.models import SparkDriver, SparkDriverStatus
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of, object_key, reference_keys, reference_to
+from sparkop.core.owners import controller_keys, controller_of, reference_keys, reference_to
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, lenient, unknown_fields
 from sparkop.core.times import parse_time
@@ -360,8 +360,6 @@ def summarize_pod(body: Body) -> PodSummary:
     )
 
 
-own_key = object_key
-"""A SparkDriver's key."""
 controller_key = controller_keys(labels.GROUP, DRIVER_KIND)
 """The key of the SparkDriver that controls an object (its ConfigMaps, Services, driver pods, ...)."""
 owner_key = reference_keys(labels.GROUP, DRIVER_KIND)
@@ -536,7 +534,8 @@ class DriverView:
     status: SparkDriverStatus
 
     @classmethod
-    def from_body(cls, body: Body) -> DriverView:
+    def read(cls, body: Body, status: SparkDriverStatus) -> DriverView:
+        """The SparkDriver ``body``, whose status the skeleton read (``core.controller.Own``)."""
         meta = body.get("metadata") or {}
         spec: SparkDriver | SpecError
         try:
@@ -550,7 +549,7 @@ class DriverView:
             generation=meta.get("generation"),
             deleting=bool(meta.get("deletionTimestamp")),
             spec=spec,
-            status=lenient(SparkDriverStatus, body.get("status")),
+            status=status,
         )
 
 
@@ -583,5 +582,7 @@ class Observed:
 
     @classmethod
     def of(cls, body: Body | None, *args: Any, **kwargs: Any) -> Observed:
-        """What ``observe`` makes of the SparkDriver ``body`` (None: gone) and the rest of the fields."""
-        return cls(DriverView.from_body(body) if body is not None else None, *args, **kwargs)
+        """What ``observe`` makes of the SparkDriver ``body`` (None: gone) and the rest of the fields (its
+        status read as the skeleton reads it)."""
+        driver = DriverView.read(body, lenient(SparkDriverStatus, body.get("status"))) if body is not None else None
+        return cls(driver, *args, **kwargs)

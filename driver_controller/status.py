@@ -1,6 +1,6 @@
 """SparkDriver.status as the driver controller reads and writes it: ``api.models.SparkDriverStatus``,
-read leniently from the SparkDriver's body (``core.specs.lenient``, in ``observed.DriverView``) and
-written back as JSON (:func:`status_json`), the one place its timestamps are formatted.
+read leniently from the SparkDriver's body and written back as its JSON (``to_json``) by the skeleton
+(``core.controller``: the driver controller declares the model).
 
 A pass works on the model itself: on its own copy of what it read, whose parts it replaces and never
 changes in place (the functions here return copies), so that it can compare what it arrived at with
@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Final
 
 from sparkop.api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
-from sparkop.core.jsontypes import JSON
 
 HISTORY_MAX: Final = 10  # status.incarnations keeps the last ten
 MAX_RECORD_MESSAGE: Final = 4096  # an incarnation record's message is cut to this
@@ -23,12 +22,6 @@ MAX_MESSAGE: Final = 32768  # a lastError's or a condition's
 
 # ---------------------------------------------------------------------------------------------------
 # the boundary
-
-
-def status_json(status: SparkDriverStatus) -> JSON:
-    """The JSON written to the API server: every field that is set (``incarnation`` and ``executors``
-    always), timestamps by core.times."""
-    return status.to_json()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -15,23 +15,17 @@ from datetime import datetime
 from typing import Final
 
 from sparkop.api.scheduled import ScheduledSparkApplicationStatus
-from sparkop.core.controller import Controller, Source, start
-from sparkop.core.expectations import Learnt
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import snapshot
+from sparkop.core.controller import Controller, Own, Source, start
+from sparkop.core.owners import object_key, snapshot
 from sparkop.core.runtime import Runtime
 from sparkop.core.times import utc_now
 from sparkop.domain import kinds
 from sparkop.schedule_controller.decide import decide
 from sparkop.schedule_controller.observed import (
-    Key,
     Observed,
     RunView,
     ScheduledView,
-    own_key,
     owner_keys,
-    read_status,
-    status_json,
 )
 
 log = logging.getLogger(__name__)
@@ -46,21 +40,18 @@ CLOCK: Clock = utc_now
 def schedule_controller(
     runtime: Runtime, clock: Clock | None = None
 ) -> Controller[Observed, ScheduledSparkApplicationStatus]:
-    def observe(key: Key, body: JSON | None, learnt: Learnt) -> Observed | None:
-        if body is None:
-            return None  # deleted: the garbage collector removes its runs
-        view = ScheduledView.from_body(body)
-        runs = tuple(runtime.index(RUNS_INDEX).get(key) or ())
-        terminating = runtime.namespace_terminating(view.namespace)
-        return Observed(view, read_status(body.get("status")), body, runs, dict(learnt.refusals), terminating)
+    def observe(own: Own[ScheduledSparkApplicationStatus]) -> Observed:
+        runs = tuple(runtime.index(RUNS_INDEX).get(own.key) or ())
+        view = ScheduledView.from_body(own.body)
+        return Observed(view, own.status, own.body, runs, dict(own.learnt.refusals), own.namespace_terminating)
 
     return Controller(
         name="scheduled",
-        own=Source(SCHEDULED_INDEX, kinds.SCHEDULED_SPARK_APPLICATIONS, own_key, snapshot),
+        own=Source(SCHEDULED_INDEX, kinds.SCHEDULED_SPARK_APPLICATIONS, object_key, snapshot),
         owned=(Source(RUNS_INDEX, kinds.SPARK_APPLICATIONS, owner_keys, RunView.from_body),),
         observe=observe,
         decide=decide,
-        status_json=status_json,
+        status=ScheduledSparkApplicationStatus,
         log=log,
         clock=clock or CLOCK,
     )

@@ -10,9 +10,8 @@ from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, ScheduledSparkApplicationStatus
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of, object_key
+from sparkop.core.owners import controller_keys, controller_of
 from sparkop.core.plan import Refusal
-from sparkop.core.specs import lenient
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 
@@ -108,20 +107,9 @@ class Observed:
         return tuple(sorted((r for r in self.runs if r.owner_uid == self.scheduled.uid), key=lambda r: r.when))
 
 
-def read_status(data: Any) -> ScheduledSparkApplicationStatus:
-    """The status as written, read by ``core.specs.lenient`` (what the schema rejects reads as absent:
-    the pass writes a good status)."""
-    return lenient(ScheduledSparkApplicationStatus, data)
-
-
-def status_json(status: ScheduledSparkApplicationStatus) -> JSON:
-    return status.to_json()
-
-
 def _schedule_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ScheduledSparkApplication controller reference of an object ({} when none)."""
     return controller_of(body, labels.GROUP, KIND) or {}
 
 
-own_key = object_key
 owner_keys = controller_keys(labels.GROUP, KIND)

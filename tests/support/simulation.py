@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 from sparkop.api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus
 from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
-from sparkop.apps_controller.status import counted, finished, read_status, state, status_json
+from sparkop.apps_controller.status import counted, finished, read_status, state
 from sparkop.core import kube
 from sparkop.core.applier import SETTLE_SECONDS, Applier, CreateRefused
 from sparkop.core.jsontypes import JSON
@@ -238,8 +238,8 @@ class SimCluster:
         again_seen = Snapshot(seen.app, copy.deepcopy(self.status), self.rv, seen.drivers, seen.ui_objects)
         obs, _ = self.observed(again_seen)
         again = decide(obs, self.now)
-        if again.status is not None and status_json(again.status) != self.status:
-            raise InvariantError(f"a settled write left a status change: {status_json(again.status)} != {self.status}")
+        if again.status is not None and again.status.to_json() != self.status:
+            raise InvariantError(f"a settled write left a status change: {again.status.to_json()} != {self.status}")
         if again.events:
             raise InvariantError(f"a settled write left events: {again.events}")
         if any(action not in plan.actions for action in again.actions):
@@ -256,12 +256,14 @@ class SimCluster:
             "apiVersion": labels.API_VERSION,
             "kind": "SparkApplication",
             "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid, "resourceVersion": str(rv)},
-            "status": status_json(seen),
+            "status": seen.to_json(),
         }
         self.held = False
         try:
             applied = _run(
-                self.applier.apply((self.namespace, self.name), body, plan, status_json, namespace=self.namespace)
+                self.applier.apply(
+                    (self.namespace, self.name), body, plan, SparkApplicationStatus.to_json, namespace=self.namespace
+                )
             )
         except _Crash:
             self._applier = None  # the process died: what it learned is gone
@@ -271,7 +273,7 @@ class SimCluster:
             return False  # like the shell: remembered, and the key is reconciled again at once
         except kube.Conflict:
             return False  # the decision was made from an old view
-        new = status_json(plan.status) if plan.status is not None else None
+        new = plan.status.to_json() if plan.status is not None else None
         self.held = plan.status_can_wait and new is not None and new != body["status"] and self.status == body["status"]
         self.held_for = applied.requeue_after if self.held else None
         return not applied.gone

@@ -175,11 +175,11 @@ async def test_nothing_is_written_when_nothing_changed() -> None:
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     plan = reconcile(observed, EPOCH)
-    suspended = app_body(apps_status.status_json(plan.status))
+    suspended = app_body(plan.status.to_json())
     suspended["status"]["applicationState"]["state"] = "SUSPENDED"
     suspended["spec"] = {**SPEC, "suspend": True}
     observed = Observed(AppView.from_body(suspended), apps_status.read_status(suspended["status"]))
-    settled = app_body(apps_status.status_json(reconcile(observed, EPOCH).status))  # its conditions now say so
+    settled = app_body(reconcile(observed, EPOCH).status.to_json())  # its conditions now say so
     settled["spec"] = suspended["spec"]
     observed = Observed(AppView.from_body(settled), apps_status.read_status(settled["status"]))
     again = reconcile(observed, EPOCH + timedelta(seconds=30))

@@ -445,7 +445,7 @@ def test_unknown_spec_fields_wait_for_an_operator_that_knows_them() -> None:
 def test_status_round_trips_through_json_and_the_api_model() -> None:
     c = make(POLICIES["OnFailure"], timeToLiveSeconds=5)
     drive(c, DriverPhase.FAILED, "Error", max_runs=5)
-    assert apps_status.status_json(apps_status.read_status(c.status)) == c.status
+    assert apps_status.read_status(c.status).to_json() == c.status
     SparkApplicationStatus.model_validate(c.status)
 
 

@@ -25,8 +25,9 @@ from sparkop.connect_controller.decide import (
     backoff,
     decide,
 )
-from sparkop.connect_controller.observed import ConnectView, Observed, ServerView, ServiceView, read_status, spec_hash
+from sparkop.connect_controller.observed import ConnectView, Observed, ServerView, ServiceView, spec_hash
 from sparkop.core.plan import Create, Delete, Ensure, Plan, Refusal, refusal_key
+from sparkop.core.specs import lenient
 from sparkop.domain import labels, naming
 from sparkop.driver_controller.render import parse, render
 
@@ -98,7 +99,7 @@ def observed(
 
 def written(plan: Plan[SparkConnectStatus]) -> SparkConnectStatus:
     assert plan.status is not None
-    return read_status(plan.status.to_json())  # what the next pass reads back
+    return lenient(SparkConnectStatus, plan.status.to_json())  # what the next pass reads back
 
 
 def creates(plan: Plan[SparkConnectStatus]) -> list[dict[str, Any]]:

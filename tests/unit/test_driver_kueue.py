@@ -23,7 +23,6 @@ from sparkop.driver_controller.observed import (
     summarize_workload,
 )
 from sparkop.driver_controller.render import parse, render
-from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, driver, kinds, running, terminated
 
 WORKLOAD = "pi-workload"
@@ -162,7 +161,7 @@ def test_an_eviction_stops_the_pods_then_hands_the_quota_back() -> None:
     assert not [p for p in stopping.patches if p.kind == "Workload"]  # its pod still runs: quota held
     assert stopping.creates == ()  # the next incarnation waits for the next admission
     # The pod is gone: the quota goes back, as Kueue's reconciler gives it back.
-    gone = plan_for(queued(status_json(stopping.status)), EVICTED)
+    gone = plan_for(queued(stopping.status.to_json()), EVICTED)
     (release,) = [p for p in gone.patches if p.kind == "Workload"]
     assert isinstance(release, Patch) and release.subresource == "status" and release.resource_version == "33"
     released = release.body["status"]
@@ -197,7 +196,7 @@ def test_the_end_of_the_driver_finishes_the_workload_once() -> None:
     finished = next(c for c in finish.body["status"]["conditions"] if c["type"] == "Finished")
     assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
     over = workload(*ADMITTED.conditions, condition("Finished", "True", "Succeeded"), flavors={"driver": "spot"})
-    again = plan_for(queued(status_json(plan.status)), over, pods=[done], objects=True)
+    again = plan_for(queued(plan.status.to_json()), over, pods=[done], objects=True)
     assert not [p for p in again.patches if p.kind == "Workload"]
 
 
@@ -249,9 +248,9 @@ def test_a_deleted_workload_stops_the_run_then_lets_go_and_is_made_anew() -> Non
     stopping = plan_for(queued(status), going, pods=[pod], objects=True)
     assert stopping.status is not None and stopping.status.incarnation == 2
     assert not [p for p in stopping.patches if p.kind == "Workload"]  # the pod first
-    stopped = plan_for(queued(status_json(stopping.status)), going)
+    stopped = plan_for(queued(stopping.status.to_json()), going)
     assert [p.reason for p in stopped.patches if p.kind == "Workload"] == ["ResourceNoLongerInUse"]
-    assert kinds(plan_for(queued(status_json(stopping.status)))) == [f"Workload/{WORKLOAD}"]
+    assert kinds(plan_for(queued(stopping.status.to_json()))) == [f"Workload/{WORKLOAD}"]
 
 
 def test_dynamic_allocation_that_could_outgrow_its_workload_is_refused_naming_the_fix() -> None:

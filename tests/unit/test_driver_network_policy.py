@@ -25,7 +25,6 @@ from sparkop.driver_controller.observed import (
 )
 from sparkop.driver_controller.podbuild import EXCLUDED_STEPS_KEY, FEATURE_STEP_PACKAGE
 from sparkop.driver_controller.render import names, network_policy, parse, render
-from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, UID, deleting, driver, executor, kinds, running, terminated
 from tests.support.fake_driver_runtime import KEY, FakeKube, controller
 from tests.support.simulation import _merge_patch as merge_patched
@@ -154,7 +153,7 @@ def test_nothing_is_written_when_it_is_as_wanted(monkeypatch: pytest.MonkeyPatch
     pods, cms, svcs, policy = present(body)
     first = plan_for(body, pods, cms, svcs, [policy])
     assert first.status is not None  # the pod's uid and IP recorded
-    settled = spark("4.3.0", status_json(first.status))
+    settled = spark("4.3.0", first.status.to_json())
 
     def no_render(*_: Any) -> Any:
         raise AssertionError("rendered although nothing is missing")
@@ -335,7 +334,7 @@ def test_an_unknown_line_is_said_once_with_the_driver_pod_created() -> None:
     assert "5.0.0" in warned.message and "rendered as spark-submit 4.3" in warned.message
     assert plan.status is not None
     # The create is retried while the index has not seen the pod: no second event.
-    assert plan_for(spark("5.0.0", status_json(plan.status))).events == ()
+    assert plan_for(spark("5.0.0", plan.status.to_json())).events == ()
     # The pod is there and running: none either.
     pods, cms, svcs, policy = present(body)
     assert plan_for(spark("5.0.0", running_status()), pods, cms, svcs, [policy]).events == ()

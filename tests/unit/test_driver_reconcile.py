@@ -17,7 +17,6 @@ from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.facts import refusal_status
 from sparkop.driver_controller.observed import Observed, Settings, summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
-from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import (
     NOW,
     deleting,
@@ -65,12 +64,12 @@ def test_everything_present_and_running() -> None:
     # The same pod scheduled, its executors: progress the Applier may hold a moment.
     first = plan_for(driver()).status
     assert first is not None
-    pending = plan_for(driver(status_json(first)), [pod], cms, svcs)
+    pending = plan_for(driver(first.to_json()), [pod], cms, svcs)
     assert pending.status is not None and pending.status_can_wait  # scheduled: uid, node
-    started = plan_for(driver(status_json(first)), [running(pod)], cms, svcs)
+    started = plan_for(driver(first.to_json()), [running(pod)], cms, svcs)
     assert started.status is not None and started.status.phase == "Running"
     assert not started.status_can_wait  # a phase: the app's RUNNING, its event, its start latency
-    progress = plan_for(driver(status_json(started.status)), [running(pod), executor(1)], cms, svcs)
+    progress = plan_for(driver(started.status.to_json()), [running(pod), executor(1)], cms, svcs)
     assert progress.status is not None and progress.status.executors.running == 1 and progress.status_can_wait
 
 
@@ -78,7 +77,7 @@ def test_unchanged_status_is_not_written() -> None:
     pod, cms, svcs = objects()
     first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}), [running(pod)], cms, svcs)
     assert first.status is not None
-    again = plan_for(driver(status_json(first.status)), [running(pod)], cms, svcs)
+    again = plan_for(driver(first.status.to_json()), [running(pod)], cms, svcs)
     assert again.status is None and again.events == () and again.creates == ()
 
 
@@ -97,7 +96,7 @@ def test_finished_driver_is_recorded_and_released(code: int, phase: str, reason:
     assert [p.reason for p in plan.patches] == ["OutcomeRecorded"]
     assert plan.creates == ()
     # Next pass: terminal, nothing more happens even if the pod disappears.
-    final = plan_for(driver(status_json(plan.status)), [], cms, svcs)
+    final = plan_for(driver(plan.status.to_json()), [], cms, svcs)
     assert final.creates == () and final.status is None
 
 
@@ -109,7 +108,7 @@ def test_a_terminated_driver_container_in_a_pod_still_running_is_the_outcome(cod
     exited = {**terminated(pod, code), "status": {**terminated(pod, code)["status"], "phase": "Running"}}
     plan = plan_for(driver(st), [exited], cms, svcs)
     assert plan.status is not None
-    assert plan.status.phase == phase and status_json(plan.status)["termination"]["exitCode"] == code
+    assert plan.status.phase == phase and plan.status.to_json()["termination"]["exitCode"] == code
     # The status is frozen from here: it must not say the driver pod still runs.
     assert plan.status.driverPod is not None and plan.status.driverPod.phase == phase
 
@@ -148,9 +147,9 @@ def test_lost_driver_pod_is_replaced(change: Any, reason: str) -> None:
     plan = plan_for(driver(st), [lost_pod, executor(1, adopted=True)], cms, svcs)
     assert plan.status is not None
     assert plan.status.incarnation == 2 and plan.status.phase == "Pending"
-    assert status_json(plan.status)["incarnations"] == [
+    assert plan.status.to_json()["incarnations"] == [
         {"incarnation": 1, "podName": "pi-1-driver", "outcome": "Lost", "reason": reason,
-         "message": status_json(plan.status)["incarnations"][0]["message"], "time": "2026-01-01T12:00:00Z"}
+         "message": plan.status.to_json()["incarnations"][0]["message"], "time": "2026-01-01T12:00:00Z"}
     ]  # fmt: skip
     assert "Pod/pi-2-driver" in kinds(plan)
     assert [e.reason for e in plan.events] == ["DriverPodLost", "DriverPodCreated"]
@@ -181,7 +180,7 @@ def test_created_but_not_yet_seen_is_created_again_not_lost() -> None:
     _, cms, svcs = objects()
     first = plan_for(driver())
     assert first.status is not None
-    plan = plan_for(driver(status_json(first.status)), [], cms, svcs)
+    plan = plan_for(driver(first.status.to_json()), [], cms, svcs)
     assert kinds(plan) == ["Pod/pi-1-driver"]  # idempotent: 409 if it exists
     assert plan.status is None and plan.events == ()
 
@@ -191,7 +190,7 @@ def test_replacements_are_bounded() -> None:
     st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st, replacements=0), [deleting(running(pod))], cms, svcs)
     assert plan.status is not None
-    assert plan.status.phase == "Failed" and status_json(plan.status)["termination"]["reason"] == "DriverPodLost"
+    assert plan.status.phase == "Failed" and plan.status.to_json()["termination"]["reason"] == "DriverPodLost"
     assert plan.creates == ()
     assert any(p.name == "pi-1-driver" for p in plan.patches)
 
@@ -285,7 +284,7 @@ def test_fields_only_a_newer_crd_has_wait_instead_of_failing() -> None:
     assert plan.status.lastError is not None and plan.status.lastError.reason == "UnknownSpecFields"
     assert "spec.upgradeNote" in plan.status.lastError.message
     assert [e.reason for e in plan.events] == ["UnknownSpecFields"]
-    again = plan_for(driver(status_json(plan.status)) | {"spec": body["spec"]})
+    again = plan_for(driver(plan.status.to_json()) | {"spec": body["spec"]})
     assert again.status is None and again.events == () and again.creates == ()
     body["spec"]["sparkConf"] = {"spark.driver.host": "nope"}
     body["spec"]["type"] = "Cobol"
@@ -297,7 +296,7 @@ def test_submission_failed_status() -> None:
     read = Observed.of(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}})).driver
     assert read is not None
     status = refusal_status(read.status, "pi", 1, NOW, 1, "SubmissionFailed", "forbidden")
-    assert status.phase == "SubmissionFailed" and "driverPod" not in status_json(status)
+    assert status.phase == "SubmissionFailed" and "driverPod" not in status.to_json()
     assert (status.incarnations or [])[-1].outcome == "SubmissionFailed"
 
 
@@ -325,7 +324,7 @@ def test_steady_state_does_not_render(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("rendered although nothing is missing")
 
     monkeypatch.setattr("sparkop.driver_controller.facts.render", no_render)
-    again = plan_for(driver(status_json(first.status)), [running(pod)], cms, svcs)
+    again = plan_for(driver(first.status.to_json()), [running(pod)], cms, svcs)
     assert again.status is None and again.creates == ()
     assert first.status.webUIAddress == "pi-1-driver-svc.ns.svc:4040"
     assert first.status.sparkApplicationId == render(parse(driver()), 1).properties["spark.app.id"]
@@ -375,16 +374,16 @@ def test_transient_error_is_recorded_once_and_kept_until_the_phase_changes() -> 
     pending = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
     first = transient_plan(pending, [])  # the pod create had failed: it is created again, and why is recorded
     assert kinds(first) == ["Pod/pi-1-driver"]
-    assert first.status is not None and status_json(first.status)["lastError"] == TRANSIENT
+    assert first.status is not None and first.status.to_json()["lastError"] == TRANSIENT
     # The same error again (the handler saw it once more): nothing to write, the first time stays.
-    again = transient_plan(status_json(first.status), [], {**TRANSIENT, "time": "2026-01-01T12:00:05Z"})
+    again = transient_plan(first.status.to_json(), [], {**TRANSIENT, "time": "2026-01-01T12:00:05Z"})
     assert again.status is None
     # A clean pass in the same phase keeps it: no write just to drop it.
-    quiet = transient_plan(status_json(first.status), [with_status(pod, "Pending")], None)
-    assert quiet.status is not None and status_json(quiet.status)["lastError"] == TRANSIENT  # (driverPod uid is new)
-    assert transient_plan(status_json(quiet.status), [with_status(pod, "Pending")], None).status is None
+    quiet = transient_plan(first.status.to_json(), [with_status(pod, "Pending")], None)
+    assert quiet.status is not None and quiet.status.to_json()["lastError"] == TRANSIENT  # (driverPod uid is new)
+    assert transient_plan(quiet.status.to_json(), [with_status(pod, "Pending")], None).status is None
     # The driver moves on: dropped in the write that records the new phase.
-    moved = transient_plan(status_json(quiet.status), [running(pod)], None)
+    moved = transient_plan(quiet.status.to_json(), [running(pod)], None)
     assert moved.status is not None and moved.status.phase == "Running" and moved.status.lastError is None
 
 
@@ -393,7 +392,7 @@ def test_a_different_transient_error_replaces_the_recorded_one() -> None:
     other = {"reason": "Timeout", "message": "writing the status: the API server did not answer in time",
              "time": "2026-01-01T12:00:00Z"}  # fmt: skip
     plan = transient_plan(st, [], other)
-    assert plan.status is not None and status_json(plan.status)["lastError"] == other
+    assert plan.status is not None and plan.status.to_json()["lastError"] == other
 
 
 def test_terminal_lasterror_is_not_replaced_by_a_transient_one() -> None:
@@ -425,7 +424,7 @@ def test_executors_of_the_last_incarnation_are_deleted_when_its_loss_fails_the_d
     assert plan.status is not None and plan.status.phase == "Failed"
     assert [(d.kind, d.name, d.uid, d.reason) for d in plan.deletes] == [("Pod", "pi-1-exec-1", "e1", "DriverEnded")]
     none = {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "unknown": 0}
-    assert status_json(plan.status)["executors"] == none
+    assert plan.status.to_json()["executors"] == none
 
 
 def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_if_asked() -> None:
@@ -440,7 +439,7 @@ def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_i
     # again once that had its moment, and the counts are already those that stay.
     assert plan.deletes == () and plan.requeue_after == EXECUTOR_CLEANUP_GRACE_SECONDS
     assert plan.status.executors.running == 0 and plan.status.executors.succeeded == 0
-    ended = status_json(plan.status)
+    ended = plan.status.to_json()
     later = NOW + timedelta(seconds=EXECUTOR_CLEANUP_GRACE_SECONDS)
     left = decide(
         Observed.of(driver(ended), [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later
@@ -476,7 +475,7 @@ def ended_status(phase: str) -> dict[str, Any]:
     }[phase]
     plan = plan_for(driver(st, replacements=0), ending, cms, svcs)
     assert plan.status is not None and plan.status.phase in ("Succeeded", "Failed")
-    return status_json(plan.status)
+    return plan.status.to_json()
 
 
 EXECUTOR_PHASES = hst.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"])
@@ -525,7 +524,7 @@ def test_an_ended_driver_acknowledges_a_spec_change_and_nothing_else() -> None:
     body["metadata"]["generation"] = 2
     pod, cms, svcs = objects()
     plan = plan_for(body, [deleting(terminated(pod, 0)), executor(1, adopted=True)], cms, svcs)
-    assert plan.status is not None and status_json(plan.status) == {**status, "observedGeneration": 2}
+    assert plan.status is not None and plan.status.to_json() == {**status, "observedGeneration": 2}
 
 
 def test_a_spec_too_large_for_its_configmap_fails_the_driver_once() -> None:
@@ -534,11 +533,11 @@ def test_a_spec_too_large_for_its_configmap_fails_the_driver_once() -> None:
     plan = plan_for(body)
     assert plan.creates == ()
     assert plan.status is not None and plan.status.phase == "SubmissionFailed"
-    error = status_json(plan.status)["lastError"]
+    error = plan.status.to_json()["lastError"]
     assert error["reason"] == "InvalidSpec"
     assert error["message"].startswith("spec.sparkConf / spec.hadoopConf: too large, ConfigMap ")
     assert [e.reason for e in plan.events] == ["InvalidSpec"]
-    again = plan_for({**body, "status": status_json(plan.status)})
+    again = plan_for({**body, "status": plan.status.to_json()})
     assert again.status is None and again.creates == () and again.events == ()
 
 

@@ -21,7 +21,6 @@ from sparkop.core.plan import Plan
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import Observed, Settings, summarize_pod
-from sparkop.driver_controller.status import status_json
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated, with_status
 
 # What can happen to a SparkDriver's pods between two passes.
@@ -106,7 +105,7 @@ class World:
         """A plan as the caches show it later: its status as written, its creates made, its patches
         (finalizers released) and deletes (pods being deleted; ConfigMaps and Services gone) done."""
         if plan.status is not None:
-            self.status = status_json(plan.status)
+            self.status = plan.status.to_json()
         for create in plan.creates:
             manifest = create.manifest
             if manifest["kind"] == "Pod":
@@ -140,9 +139,9 @@ def test_deciding_again_on_what_a_pass_wrote_changes_nothing(changes: list[str])
             world.change(what)
         first = decide(world.observed(), world.now)
         assert first.settled
-        written = status_json(first.status) if first.status is not None else world.status
+        written = first.status.to_json() if first.status is not None else world.status
         again = decide(world.observed(written), world.now)
-        assert again.status is None or status_json(again.status) == written, (what, written, again.status)
+        assert again.status is None or again.status.to_json() == written, (what, written, again.status)
         assert again.events == (), (what, again.events)
         # The very actions the pass took (same target, body and precondition): the Applier sends none again.
         assert all(action in first.actions for action in again.actions), (what, again.actions, first.actions)

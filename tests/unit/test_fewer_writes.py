@@ -16,7 +16,7 @@ from sparkop.apps_controller.observed import AppView, UIConfig
 from sparkop.core.specs import lenient
 from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import Observed, summarize_pod
-from sparkop.driver_controller.status import first_pod_only, progress_only, status_json
+from sparkop.driver_controller.status import first_pod_only, progress_only
 from tests.support.driver_objects import NOW, driver, objects, running, terminated
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
@@ -43,7 +43,7 @@ def test_a_driver_an_app_controls_leaves_the_facts_the_app_states_to_the_app() -
     owned = plan_for(app_controlled(driver()))
     assert owned.events == () and owned.status == direct.status  # SparkApplicationSubmitted says it
     pod, _, _ = objects()
-    st = status_json(direct.status)
+    st = direct.status.to_json()
     assert [e.reason for e in plan_for(driver(st), [terminated(pod, 1)]).events] == ["DriverFailed"]
     ended = plan_for(app_controlled(driver(st)), [terminated(pod, 1)])
     assert ended.status is not None and ended.status.phase == "Failed" and ended.events == ()
@@ -52,7 +52,7 @@ def test_a_driver_an_app_controls_leaves_the_facts_the_app_states_to_the_app() -
 def test_what_only_the_driver_knows_is_still_posted_on_it() -> None:
     """A lost driver pod's why (DriverPodLost) is the SparkDriver's to say; the app says it was replaced."""
     pod, _, _ = objects()
-    st = status_json(plan_for(driver()).status)
+    st = (plan_for(driver()).status).to_json()
     gone = {**running(pod), "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T11:59:30Z"}}
     plan = plan_for(app_controlled(driver({**st, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}})), [gone])
     assert [e.reason for e in plan.events] == ["DriverPodLost"]
@@ -85,8 +85,8 @@ def test_the_first_pods_acceptance_can_wait_and_the_next_pass_derives_it_again()
     pod, _, _ = objects()
     again = plan_for(app_controlled(driver()), [pod])
     assert again.status is not None and again.status_can_wait and again.before_status == ()
-    first = status_json(created.status)
-    assert {k: v for k, v in status_json(again.status).items() if k != "driverPod"} == {
+    first = created.status.to_json()
+    assert {k: v for k, v in again.status.to_json().items() if k != "driverPod"} == {
         k: v for k, v in first.items() if k != "driverPod"
     }
     assert again.status.driverPod is not None and again.status.driverPod.name == first["driverPod"]["name"]

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from sparkop.core.controller import Controller, Loop, Source, _ours
-from sparkop.core.expectations import Expectations, Learnt
+from sparkop.core.controller import Controller, Loop, Own, Source, _ours
+from sparkop.core.expectations import Expectations
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import PODS
 from sparkop.core.plan import Plan
 from sparkop.core.runtime import Runtime
+from sparkop.core.specs import Model
 from sparkop.domain import kinds
 from tests.support.fake_index import FakeIndex
 
@@ -51,6 +52,9 @@ class FakeRuntime:
     def index(self, name: str) -> FakeIndex:
         return FakeIndex({KEY: [dict(self.cached)]})
 
+    def namespace_terminating(self, namespace: str) -> bool:
+        return False
+
     ensure_holds = Runtime.ensure_holds
 
 
@@ -61,29 +65,31 @@ def loop(
     decided from are listed."""
     decided: list[int] = []
 
-    def observe(key: Any, body: JSON | None, learnt: Learnt) -> int | None:
-        return None if body is None else int(body["status"]["step"])
+    class Toy(Model):
+        step: int = 0
 
-    def decide(step: int, now: datetime) -> Plan[dict[str, Any]]:
+        def to_json(self) -> JSON:
+            if dumped is not None:
+                dumped.append(self.model_dump())
+            return super().to_json()
+
+    def observe(own: Own[Toy]) -> int:
+        return own.status.step
+
+    def decide(step: int, now: datetime) -> Plan[Toy]:
         decided.append(step)
-        return Plan(status={"step": min(step + 1, last_step)}, settled=settles)
+        return Plan(status=Toy(step=min(step + 1, last_step)), settled=settles)
 
     own = Source(INDEX, kinds.SPARK_APPLICATIONS, lambda obj: [KEY], lambda obj: obj)
-
-    def status_json(status: dict[str, Any]) -> JSON:
-        if dumped is not None:
-            dumped.append(status)
-        return status
-
-    controller: Controller[int, dict[str, Any]] = Controller(
+    controller: Controller[int, Toy] = Controller(
         "toy",
         own,
         (),
         observe,
         decide,
-        status_json,
+        Toy,
         logging.getLogger("toy"),
-        unchanged=lambda step, status: status == {"step": step},
+        unchanged=lambda step, status: status == Toy(step=step),
     )
     return Loop(FakeRuntime(fake, cached), controller), decided  # type: ignore[arg-type]
 

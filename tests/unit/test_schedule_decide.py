@@ -17,12 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkop.api.scheduled import ScheduleError, ScheduleState, parse_schedule
+from sparkop.api.scheduled import ScheduledSparkApplicationStatus, ScheduleError, ScheduleState, parse_schedule
 from sparkop.core.plan import Create, Delete, Refusal, refusal_key
+from sparkop.core.specs import lenient
 from sparkop.core.times import format_time
 from sparkop.domain import labels
 from sparkop.schedule_controller.decide import RUN_MISSED, RUN_REFUSED, RUN_SKIPPED, decide, run_name
-from sparkop.schedule_controller.observed import Observed, RunView, ScheduledView, read_status
+from sparkop.schedule_controller.observed import Observed, RunView, ScheduledView
 
 CREATED = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
 UID = "sched-uid"
@@ -50,7 +51,7 @@ def run(at: datetime, state: str | None = None, owner: str = UID) -> RunView:
 
 def observed(runs: tuple[RunView, ...] = (), status: dict[str, Any] | None = None, **spec: Any) -> Observed:
     b = body(**spec)
-    return Observed(ScheduledView.from_body(b), read_status(status), b, runs)
+    return Observed(ScheduledView.from_body(b), lenient(ScheduledSparkApplicationStatus, status), b, runs)
 
 
 def at(minute: int, second: int = 0) -> datetime:
