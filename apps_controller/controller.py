@@ -83,11 +83,13 @@ def _unchanged(observed: Observed, status: SparkApplicationStatus) -> bool:
     return status == old and status.executors.model_fields_set == old.executors.model_fields_set
 
 
-def register(runtime: Runtime) -> None:
+def register(runtime: Runtime) -> Controller[Observed, SparkApplicationStatus]:
     """The apps controller's caches, change handlers and work queue, and its metrics."""
     opts = runtime.options
     ui = UIConfig(
         service=opts.ui_service, ingress_url_format=opts.ingress_url_format, ingress_class_name=opts.ingress_class_name
     )
-    start(runtime, apps_controller(runtime, ui))
+    declared = apps_controller(runtime, ui)
+    start(runtime, declared)
     runtime.collectors.append(metrics.collector(runtime, metrics.GAUGES_INDEX, opts.metrics_labels))
+    return declared

@@ -63,7 +63,9 @@ def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectSta
     )
 
 
-def register(runtime: Runtime) -> None:
+def register(runtime: Runtime) -> Controller[Observed, SparkConnectStatus]:
     """The connect controller's caches, change handlers and work queue, and its metrics."""
-    start(runtime, connect_controller(runtime))
+    declared = connect_controller(runtime)
+    start(runtime, declared)
     runtime.collectors.append(metrics.collector(runtime))
+    return declared

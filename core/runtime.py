@@ -1,6 +1,6 @@
 """What a running operator's controllers share: the client, the informer caches and their indexes,
 the work queues, and the namespaces being deleted. A controller's ``register(runtime)`` adds its
-indexes, change handlers and queue here; ``sparkop.operator`` picks the controllers and runs them.
+indexes, change handlers and queue here; ``core.manager`` runs them.
 """
 
 from __future__ import annotations
@@ -238,6 +238,3 @@ def register_namespaces(runtime: Runtime) -> None:
         runtime.observe_namespace(name, None if type_ == "DELETED" else body)
 
     runtime.caches.on_change(NAMESPACES, on_namespace)
-
-
-Register = Callable[[Runtime], None]

@@ -199,8 +199,10 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
     )
 
 
-def register(runtime: Runtime) -> None:
+def register(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
     """``sparkop run --controllers driver``: the driver controller's caches, change handlers and work
     queue, and its metrics."""
-    start(runtime, driver_controller(runtime))
+    declared = driver_controller(runtime)
+    start(runtime, declared)
     runtime.collectors.append(metrics.collector(runtime, metrics.EXECUTORS_INDEX, runtime.options.metrics_labels))
+    return declared

@@ -57,6 +57,8 @@ def schedule_controller(
     )
 
 
-def register(runtime: Runtime) -> None:
+def register(runtime: Runtime) -> Controller[Observed, ScheduledSparkApplicationStatus]:
     """The schedule controller's caches, change handlers and work queue."""
-    start(runtime, schedule_controller(runtime))
+    declared = schedule_controller(runtime)
+    start(runtime, declared)
+    return declared

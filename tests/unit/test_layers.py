@@ -214,13 +214,11 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
 
 
 def test_sparkop_holds_only_entry_points() -> None:
-    # serving: the HTTP face of `sparkop run` (/metrics, /healthz, /readyz)
     entry_points = {
         "__init__",
         "__main__",
         "cli",
         "operator",
-        "serving",
         "demo",
         "status_cli",
         "render_cli",

@@ -13,8 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from sparkop.core.informer import Informer
+from sparkop.core.manager import run_when_synced, served_kinds
 from sparkop.core.runtime import Runtime
-from sparkop.operator import YOUNG_COLLECTION_ALLOTMENT, controller_registrations, event_loop_factory, run_when_synced
+from sparkop.operator import YOUNG_COLLECTION_ALLOTMENT, controller_registrations, event_loop_factory
 
 
 def runtime_with(*controllers: str) -> Runtime:
@@ -109,3 +110,21 @@ def test_the_operator_runs_on_asyncios_loop_where_uvloop_is_not_installed(
     with caplog.at_level(logging.INFO, logger="sparkop.operator"):
         assert event_loop_factory() is asyncio.new_event_loop
     assert "uvloop is not installed" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("controllers", "served"),
+    [
+        (("apps", "driver", "scheduled", "connect"),
+         ["SparkApplication", "SparkDriver", "ScheduledSparkApplication", "SparkConnect"]),
+        (("apps",), ["SparkApplication", "SparkDriver"]),  # its runs' kind is installed beside its own
+        (("driver",), ["SparkDriver"]),
+        (("scheduled",), ["ScheduledSparkApplication", "SparkApplication"]),
+    ],
+)  # fmt: skip
+def test_the_manager_waits_for_the_kinds_its_controllers_declare(
+    controllers: tuple[str, ...], served: list[str]
+) -> None:
+    runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
+    declared = [register(runtime) for register in controller_registrations(controllers)]
+    assert [r.kind for r in served_kinds(declared)] == served

@@ -1,4 +1,4 @@
-"""What /healthz and /readyz answer (sparkop/serving.py), state by state, on a fake clock."""
+"""What /healthz and /readyz answer (core/serving.py), state by state, on a fake clock."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from sparkop.core.caches import Caches
 from sparkop.core.kube import PODS
 from sparkop.core.leader import ElectionConfig, Elector, LeaseRecord
+from sparkop.core.serving import Health, serve, stall_seconds
 from sparkop.domain.kinds import SPARK_APPLICATIONS
-from sparkop.serving import Health, serve, stall_seconds
 
 
 class NoApi:

@@ -52,7 +52,7 @@ def _progress(informer: Informer) -> tuple[int, ...]:
 
 @dataclass
 class Health:
-    """What the probes report, kept up to date by ``sparkop.operator.run_operator``."""
+    """What the probes report, kept up to date by ``core.manager.run_operator``."""
 
     caches: Caches
     elector: Elector | None = None
