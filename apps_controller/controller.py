@@ -24,7 +24,7 @@ from sparkop.apps_controller.observed import (
 from sparkop.apps_controller.status import as_read
 from sparkop.apps_controller.transitions import TRANSITIONS
 from sparkop.apps_controller.ui import UI_SELECTOR
-from sparkop.core import kube
+from sparkop.core import resources
 from sparkop.core.controller import Controller, Own, Source, start
 from sparkop.core.owners import object_key
 from sparkop.core.runtime import Runtime
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 APPS_INDEX: Final = "apps_sparkapplications"
 DRIVERS_INDEX: Final = "apps_sparkdrivers"
-UI_INDEXES: Final = (("apps_ui_services", kube.SERVICES), ("apps_ui_ingresses", kube.INGRESSES))
+UI_INDEXES: Final = (("apps_ui_services", resources.SERVICES), ("apps_ui_ingresses", resources.INGRESSES))
 
 
 def apps_controller(

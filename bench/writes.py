@@ -25,7 +25,8 @@ from throughput import _write_kind
 
 from sparkop.core.informer import Informer
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import Kube, Resource
+from sparkop.core.kube import Kube
+from sparkop.core.resources import Resource
 from sparkop.core.store import EventType
 from sparkop.domain import kinds
 

@@ -18,7 +18,7 @@ from sparkop.connect_controller.observed import (
     ServiceView,
     owner_keys,
 )
-from sparkop.core import kube
+from sparkop.core import resources
 from sparkop.core.controller import Controller, Own, Source, start
 from sparkop.core.owners import object_key, snapshot
 from sparkop.core.runtime import Runtime
@@ -52,7 +52,12 @@ def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectSta
                 view=ServerView.from_body,
             ),
             Source(
-                SERVICES_INDEX, kube.SERVICES, owner_keys, ServiceView.from_body, selector=SERVICE_SELECTOR, shared=True
+                SERVICES_INDEX,
+                resources.SERVICES,
+                owner_keys,
+                ServiceView.from_body,
+                selector=SERVICE_SELECTOR,
+                shared=True,
             ),
         ),
         observe=observe,

@@ -43,9 +43,10 @@ from sparkop.core.caches import IndexKey
 from sparkop.core.expectations import Expectations, Learnt
 from sparkop.core.informer import Transform
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import Resource, Rules
+from sparkop.core.kube import Rules
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
+from sparkop.core.resources import Resource
 from sparkop.core.runtime import Ours, Runtime
 from sparkop.core.specs import Model, lenient
 from sparkop.core.store import EventType

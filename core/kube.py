@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import json
 import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from http import HTTPStatus
 from typing import Any, Final, Literal
 from urllib.parse import urlencode
 
@@ -31,12 +28,38 @@ from prometheus_client import Counter
 from yarl import URL
 
 from sparkop.core import names
+
+# What the API server's answers mean (core.errors), named here too for the client's callers.
+from sparkop.core.errors import Conflict as Conflict
+from sparkop.core.errors import Fenced as Fenced
+from sparkop.core.errors import NamespaceTerminating as NamespaceTerminating
+from sparkop.core.errors import Occupied as Occupied
+from sparkop.core.errors import Refused as Refused
+from sparkop.core.errors import Rules as Rules
+from sparkop.core.errors import Taken as Taken
+from sparkop.core.errors import describe_controller, namespace_terminating, refusal
+from sparkop.core.errors import transient_error as transient_error
 from sparkop.core.jsontypes import JSON
 from sparkop.core.leader import default_namespace
 from sparkop.core.owners import controller_of
-from sparkop.core.plan import Refusal
+
+# The client's vocabulary, defined beside it and named here too: the kinds it reads and writes, and what a
+# port-forward hands back (core.resources, core.portforward).
+from sparkop.core.portforward import PORT_FORWARD_PROTOCOL as PORT_FORWARD_PROTOCOL
+from sparkop.core.portforward import PortForward as PortForward
+from sparkop.core.portforward import PortForwardError as PortForwardError
+from sparkop.core.portforward import port_forward_refusal
 from sparkop.core.requester import NO_TIMEOUT
-from sparkop.core.times import format_time
+from sparkop.core.resources import CONFIGMAPS as CONFIGMAPS
+from sparkop.core.resources import EVENTS as EVENTS
+from sparkop.core.resources import INGRESSES as INGRESSES
+from sparkop.core.resources import NAMESPACES as NAMESPACES
+from sparkop.core.resources import NETWORK_POLICIES as NETWORK_POLICIES
+from sparkop.core.resources import POD_DISRUPTION_BUDGETS as POD_DISRUPTION_BUDGETS
+from sparkop.core.resources import PODS as PODS
+from sparkop.core.resources import SERVICES as SERVICES
+from sparkop.core.resources import Resource as Resource
+from sparkop.core.resources import known_kind, resource_of
 
 log = logging.getLogger(__name__)
 
@@ -61,179 +84,6 @@ _CONTENT_TYPES: Final[dict[PatchType, str]] = {
     "json": "application/json-patch+json",
     "strategic": "application/strategic-merge-patch+json",
 }
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A REST resource: enough to build its paths without discovery."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-    # A kind the cluster may not serve, or this operator may not be allowed to read (a batch
-    # scheduler's CRD): its informer takes a 404 or 403 for an empty, current cache and looks for the
-    # kind again now and then (core.informer.ABSENT_POLL_S), so that the controllers that read it
-    # still start, and see the kind once it is installed.
-    optional: bool = False
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        parts = [root]
-        if self.namespaced and namespace:
-            parts.append(f"namespaces/{namespace}")
-        parts.append(self.plural)
-        if name:
-            parts.append(name)
-        if sub:
-            parts.append(sub)
-        return "/".join(parts)
-
-
-PODS: Final = Resource("", "v1", "pods", "Pod")
-CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
-SERVICES: Final = Resource("", "v1", "services", "Service")
-EVENTS: Final = Resource("", "v1", "events", "Event")
-NAMESPACES: Final = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
-INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
-# Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child like its Service. Optional: an operator
-# installed without rights on NetworkPolicies (the chart's controller.networkPolicy.enable: false)
-# still starts; only an app that needs one fails, at submission, with the API server's refusal.
-NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", optional=True)
-POD_DISRUPTION_BUDGETS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-
-# Every kind a client of this module writes: the built-in ones here, the operator's own
-# (domain.kinds) added with register_kinds when their module is imported.
-_BY_KIND: Final[dict[tuple[str, str], Resource]] = {
-    (r.api_version, r.kind): r
-    for r in (PODS, CONFIGMAPS, SERVICES, EVENTS, NAMESPACES, INGRESSES, NETWORK_POLICIES, POD_DISRUPTION_BUDGETS)
-}
-
-
-def register_kinds(*resources: Resource) -> None:
-    """Make ``resources`` known to :func:`resource_of` (and so to the Applier's writes)."""
-    for resource in resources:
-        _BY_KIND[(resource.api_version, resource.kind)] = resource
-
-
-def resource_of(body: JSON) -> Resource:
-    try:
-        return _BY_KIND[(body["apiVersion"], body["kind"])]
-    except KeyError:
-        raise ValueError(f"not a known kind: {body.get('apiVersion')}/{body.get('kind')}") from None
-
-
-class Conflict(Exception):
-    """The object changed since it was read; recompute from a fresh view."""
-
-
-class Refused(Exception):
-    """The API server refused a write for a reason a retry will not fix (400, 403, 422)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-class Taken(Refused):
-    """A create met 409 AlreadyExists, and the object of that name is not ours: its controller is not
-    the manifest's controller owner. Never adopted, never taken for a retried create of our own."""
-
-    def __init__(self, kind: str, name: str, holder: str) -> None:
-        message = f"{kind} {name} already exists and is not ours ({holder}); delete it or choose another name"
-        super().__init__(409, "AlreadyExists", message)
-
-
-class Occupied(Conflict):
-    """A create met 409 AlreadyExists on an object that is on its way out (being deleted, or its
-    controller owner is gone and the garbage collector has yet to remove it): try again later."""
-
-
-class Fenced(Exception):
-    """A write refused before it was sent: this replica is not the leader (or no longer may act as
-    one: its lease was not renewed within the renew deadline). See ``core.leader``."""
-
-
-class NamespaceTerminating(Exception):
-    """The namespace is being deleted: creates in it are refused (403) and its objects are going.
-    Controllers stop their work in it quietly."""
-
-    def __init__(self, namespace: str) -> None:
-        super().__init__(f"namespace {namespace} is terminating")
-        self.namespace = namespace
-
-
-def _api_status(exc: ApiException) -> dict[str, Any]:
-    try:
-        status = json.loads(exc.body or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return status if isinstance(status, dict) else {}
-
-
-def _refusal(exc: ApiException) -> Refused:
-    status = _api_status(exc)
-    return Refused(exc.status or 0, status.get("reason") or str(exc.reason), status.get("message") or str(exc))
-
-
-def namespace_terminating(exc: ApiException) -> bool:
-    """Whether the API server refused a write because its namespace is being deleted (403 with a
-    ``NamespaceTerminating`` cause)."""
-    if exc.status != 403:
-        return False
-    causes = (_api_status(exc).get("details") or {}).get("causes") or ()
-    return any(isinstance(c, dict) and c.get("type") == "NamespaceTerminating" for c in causes)
-
-
-def transient_error(exc: BaseException | None, doing: str) -> JSON | None:
-    """A lastError {reason, message, time} for an error a retry may get past: 5xx or 429 from the API
-    server, a timeout, a lost connection. None for anything else."""
-    if isinstance(exc, ApiException) and (exc.status == 429 or (exc.status or 0) >= 500):
-        status = _api_status(exc)
-        default = "TooManyRequests" if exc.status == 429 else "InternalError"
-        reason = str(status.get("reason") or default)
-        text = f"{doing}: {exc.status} {reason}: {status.get('message') or exc.reason or ''}"
-    elif isinstance(exc, TimeoutError):
-        reason, text = "Timeout", f"{doing}: the API server did not answer in time"
-    elif isinstance(exc, (aiohttp.ClientError, ConnectionError)):
-        reason, text = "ConnectionError", f"{doing}: {exc}"
-    else:
-        return None
-    return {"reason": reason, "message": text[:32768], "time": format_time(datetime.now(UTC))}
-
-
-class Rules:
-    """sparkop's error rules for ``core.applier.Applier`` (a ``core.applier.Rules``)."""
-
-    def resource(self, api_version: str, kind: str) -> Resource:
-        return resource_of({"apiVersion": api_version, "kind": kind})
-
-    def refusal(self, exc: BaseException) -> Refusal | None:
-        if isinstance(exc, Refused):
-            return Refusal(exc.status, exc.reason, exc.message)
-        return None
-
-    def transient(self, exc: BaseException, doing: str) -> JSON | None:
-        return transient_error(exc, doing)
-
-    def stale(self, exc: BaseException) -> bool:
-        return isinstance(exc, Conflict) and not isinstance(exc, Occupied)
-
-    def for_the_queue(self, exc: BaseException) -> bool:
-        return isinstance(exc, Conflict)
-
-
-def _describe(ref: Mapping[str, Any] | None) -> str:
-    if ref is None:
-        return "it has no controller"
-    return f"its controller is {ref.get('kind')} {ref.get('name')}, uid {ref.get('uid')}"
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
@@ -305,90 +155,6 @@ class RateLimit:
             wait = -self._tokens / self.qps
             THROTTLED_SECONDS.inc(wait)
             await asyncio.sleep(wait)
-
-
-# Kubernetes' WebSocket framing for pods/portforward (and exec): one binary message per write, its first
-# byte the channel. For the one port asked, channel 0 carries the data and channel 1 the kubelet's error.
-PORT_FORWARD_PROTOCOL: Final = "v4.channel.k8s.io"
-_DATA_CHANNEL: Final = 0
-_ERROR_CHANNEL: Final = 1
-
-
-class PortForwardError(Exception):
-    """A port-forward that failed: refused by the API server (``status``: its HTTP status), or ended
-    by the kubelet with a message on the error channel (``status`` 0), e.g. nothing listens on the
-    pod's port."""
-
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class PortForward:
-    """One TCP connection to a pod's port, tunnelled through the API server's pods/portforward
-    subresource (see :meth:`Kube.port_forward`): :meth:`read` what the pod sends, :meth:`write` what
-    it should receive, :meth:`close` (or ``async with``) to end the connection."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, target: str) -> None:
-        self._ws = ws
-        self.target = target
-        # The server opens each channel with the port number (2 bytes, little-endian), so that a client
-        # that asked for several ports can tell them apart; it is no data of the connection.
-        self._opened: set[int] = set()
-
-    async def read(self) -> bytes:
-        """The next bytes from the pod; b"" once the pod side has closed the connection.
-        PortForwardError when the kubelet reports an error instead."""
-        while True:
-            message = await self._ws.receive()
-            if message.type is aiohttp.WSMsgType.BINARY:
-                frame: bytes = message.data
-                if not frame:
-                    continue
-                channel, payload = frame[0], frame[1:]
-                if channel not in self._opened:
-                    self._opened.add(channel)
-                    payload = payload[2:]
-                if channel == _DATA_CHANNEL and payload:
-                    return payload
-                if channel == _ERROR_CHANNEL and payload:
-                    # The kubelet writes its error once, as it gives up the connection.
-                    text = payload.decode(errors="replace").strip()
-                    raise PortForwardError(f"forwarding to {self.target}: {text}")
-            elif message.type is aiohttp.WSMsgType.ERROR:
-                raise PortForwardError(f"forwarding to {self.target}: {self._ws.exception() or 'connection lost'}")
-            elif message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
-                return b""
-
-    async def write(self, data: bytes) -> None:
-        if data:
-            await self._ws.send_bytes(bytes((_DATA_CHANNEL,)) + data)
-
-    async def close(self) -> None:
-        await self._ws.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._ws.closed
-
-    async def __aenter__(self) -> PortForward:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-def _port_forward_refusal(status: int, target: str, pod: str, namespace: str) -> str:
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "refused"
-    hint = {
-        401: "the credentials were not accepted",
-        403: "port-forwarding needs the get and create verbs on pods/portforward",
-        404: f"no pod {pod!r} in namespace {namespace!r}",
-    }.get(status)
-    return f"the API server refused to forward {target}: {status} {phrase}" + (f" ({hint})" if hint else "")
 
 
 class Kube:
@@ -615,7 +381,7 @@ class Kube:
             # client connection must stay open as long as the client keeps it.
             ws = await session.ws_connect(url, protocols=(PORT_FORWARD_PROTOCOL,), headers=headers, **extra)
         except aiohttp.WSServerHandshakeError as exc:
-            raise PortForwardError(_port_forward_refusal(exc.status, target, pod, namespace), exc.status) from exc
+            raise PortForwardError(port_forward_refusal(exc.status, target, pod, namespace), exc.status) from exc
         if ws.protocol != PORT_FORWARD_PROTOCOL:
             # Without the subprotocol the server would speak another framing: data would be misread.
             await ws.close()
@@ -640,7 +406,7 @@ class Kube:
                 raise NamespaceTerminating(str(namespace)) from exc
             # 404: the kind is not served (a batch scheduler's PodGroup without its CRD).
             if exc.status in (400, 403, 404, 422):
-                raise _refusal(exc) from exc
+                raise refusal(exc) from exc
             raise
         return True
 
@@ -659,14 +425,14 @@ class Kube:
             return
         if (existing.get("metadata") or {}).get("deletionTimestamp") or await self._owner_gone(theirs, namespace):
             raise Occupied(f"{resource.kind} {name} is being removed; its name will be free again")
-        raise Taken(resource.kind, name, _describe(theirs))
+        raise Taken(resource.kind, name, describe_controller(theirs))
 
     async def _owner_gone(self, ref: Mapping[str, Any] | None, namespace: str | None) -> bool:
         """Whether ``ref`` names an owner that no longer exists (the garbage collector will remove
         its dependents). Unknown owner kinds are taken to exist."""
         if ref is None:
             return False
-        resource = _BY_KIND.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
+        resource = known_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
         if resource is None:
             return False
         owner = await self.get(resource, namespace if resource.namespaced else None, str(ref.get("name")))

@@ -21,9 +21,10 @@ from typing import Any
 
 from sparkop.core.caches import Caches
 from sparkop.core.controller import Controller
-from sparkop.core.kube import Kube, RateLimit, Resource
+from sparkop.core.kube import Kube, RateLimit
 from sparkop.core.leader import ElectionConfig, Elector, KubeLeaseStore
 from sparkop.core.queue import WorkQueue
+from sparkop.core.resources import Resource
 from sparkop.core.runtime import Options, Runtime, register_namespaces
 from sparkop.core.serving import Health, WhileLeading, serve
 

@@ -17,9 +17,10 @@ from prometheus_client.registry import Collector
 from sparkop.core.caches import CacheIndex, Caches, IndexKey, NotCurrent
 from sparkop.core.informer import Informer, Transform
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import NAMESPACES, Kube, Resource
+from sparkop.core.kube import Kube
 from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
 from sparkop.core.queue import Reconcile, WorkQueue
+from sparkop.core.resources import NAMESPACES, Resource
 from sparkop.core.store import EventType
 
 log = logging.getLogger(__name__)

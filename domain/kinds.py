@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from sparkop.core.kube import Resource, register_kinds
+from sparkop.core.resources import Resource, register_kinds
 from sparkop.domain.labels import GROUP, VERSION
 
 SPARK_APPLICATIONS: Final = Resource(GROUP, VERSION, "sparkapplications", "SparkApplication")

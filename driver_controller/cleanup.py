@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Final
 
 from sparkop.api.models import ExecutorCounts, IncarnationOutcome, SparkDriver
-from sparkop.core.kube import NETWORK_POLICIES
 from sparkop.core.plan import Delete
+from sparkop.core.resources import NETWORK_POLICIES
 from sparkop.domain import labels, naming
 from sparkop.driver_controller.actions import DRIVER_ENDED, STALE_INCARNATION, deletion, release
 from sparkop.driver_controller.facts import Facts

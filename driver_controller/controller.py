@@ -15,8 +15,8 @@ from sparkop.api.models import SparkDriverStatus
 from sparkop.core.controller import Controller, Own, Source, start
 from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from sparkop.core.owners import object_key
+from sparkop.core.resources import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from sparkop.core.runtime import COALESCE_SECONDS, Runtime
 from sparkop.domain import labels
 from sparkop.domain.kinds import (

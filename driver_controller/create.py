@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from sparkop.api.models import DriverPodInfo
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import NETWORK_POLICIES
 from sparkop.core.plan import Create, Ensure, Patch, refused
+from sparkop.core.resources import NETWORK_POLICIES
 from sparkop.domain import naming
 from sparkop.driver_controller import events
 from sparkop.driver_controller.actions import POLICY_RESTORED, policy_restore_patch

@@ -57,7 +57,7 @@ from sparkop.driver_controller.observed import (
 )
 from sparkop.driver_controller.render import InvalidSpec
 from sparkop.driver_controller.schedulers import PodSetRequests, pod_group_labels
-from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER, owner_reference
+from sparkop.driver_controller.templates import DRIVER_CONTAINER, EXECUTOR_CONTAINER, owner_reference
 
 API_VERSION: Final = "kueue.x-k8s.io/v1beta2"
 DRIVER_POD_SET: Final = "driver"

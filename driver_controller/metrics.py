@@ -15,8 +15,8 @@ from prometheus_client.registry import Collector
 
 from sparkop.core.caches import IndexKey
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import PODS
 from sparkop.core.metrics import Transitions, kubeflow_labels, label_name
+from sparkop.core.resources import PODS
 from sparkop.core.runtime import Runtime
 from sparkop.domain import labels
 from sparkop.driver_controller.transitions import TRANSITIONS

@@ -24,7 +24,7 @@ from sparkop.core.times import parse_time
 from sparkop.domain import kinds, labels
 from sparkop.driver_controller.podbuild import RenderOptions
 from sparkop.driver_controller.render import parse
-from sparkop.driver_controller.submission import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from sparkop.driver_controller.templates import DRIVER_CONTAINER, EXECUTOR_CONTAINER
 
 Body = Mapping[str, Any]
 Key = tuple[str, str]

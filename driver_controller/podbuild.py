@@ -22,15 +22,15 @@ import itertools
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from sparkop.api.spark_lines import Feature, SparkRelease
+from sparkop.api.spark_lines import Feature
 from sparkop.core.jsontypes import JSON
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import nodeloss, podsecurity, schedulers, sparkconf
-from sparkop.driver_controller.submission import IN_CLUSTER_MASTER, InvalidSpec, Submission
+from sparkop.driver_controller.submission import IN_CLUSTER_MASTER, Submission
 
 SPARK_CONF_DIR: Final = "/opt/spark/conf"
 SPARK_CONF_FILE: Final = "spark.properties"
@@ -41,14 +41,7 @@ POD_TEMPLATE_FILE: Final = "pod-spec-template.yml"
 POD_TEMPLATE_KEY: Final = "podspec-configmap-key"
 HADOOP_CONF_VOLUME: Final = "hadoop-properties"
 HADOOP_CONF_DIR: Final = "/opt/hadoop/conf"
-DEFAULT_DRIVER_PORT: Final = 7078
-DEFAULT_BLOCKMANAGER_PORT: Final = 7079
-DEFAULT_UI_PORT: Final = 4040
-DEFAULT_CONNECT_PORT: Final = 15002  # spark.connect.grpc.binding.port
 CONNECT_PORT_NAME: Final = "spark-connect"
-MEMORY_OVERHEAD_MIN_MIB: Final = 384
-NON_JVM_OVERHEAD_FACTOR: Final = 0.4
-DEFAULT_OVERHEAD_FACTOR: Final = 0.1
 MAX_SERVICE_NAME: Final = 63
 
 
@@ -107,50 +100,6 @@ def substitute_ids(value: str, app_id: str, exec_id: str = "") -> str:
     return value.replace("{{APP_ID}}", app_id).replace("{{EXECUTOR_ID}}", exec_id)
 
 
-def memory_overhead_factor(conf: Mapping[str, str], resource_type: str) -> tuple[float, float]:
-    """(the default factor Spark writes back as spark.kubernetes.memoryOverheadFactor, the
-    driver's factor)."""
-    general = conf.get("spark.kubernetes.memoryOverheadFactor")
-    if general is not None:
-        default = float(general)
-    else:
-        default = NON_JVM_OVERHEAD_FACTOR if resource_type != "java" else DEFAULT_OVERHEAD_FACTOR
-    driver = conf.get("spark.driver.memoryOverheadFactor")
-    return default, float(driver) if driver is not None else default
-
-
-def driver_memory_mib(conf: Mapping[str, str], resource_type: str, min_overhead_conf: bool) -> tuple[int, int]:
-    """(heap MiB, overhead MiB) exactly as ``BasicDriverFeatureStep`` computes them;
-    ``min_overhead_conf``: the line reads spark.driver.minMemoryOverhead."""
-    heap = sparkconf.byte_string_as_mib(conf.get("spark.driver.memory", "1g"))
-    explicit = conf.get("spark.driver.memoryOverhead")
-    if explicit is not None:
-        return heap, sparkconf.byte_string_as_mib(explicit)
-    _, factor = memory_overhead_factor(conf, resource_type)
-    minimum = MEMORY_OVERHEAD_MIN_MIB
-    if min_overhead_conf and "spark.driver.minMemoryOverhead" in conf:
-        minimum = sparkconf.byte_string_as_mib(conf["spark.driver.minMemoryOverhead"])
-    return heap, max(int(factor * heap), minimum)
-
-
-def _int_conf(conf: Mapping[str, str], key: str, default: int) -> int:
-    value = conf.get(key)
-    return int(value) if value is not None else default
-
-
-def driver_ports(conf: Mapping[str, str]) -> tuple[int, int, int]:
-    rpc = _int_conf(conf, "spark.driver.port", DEFAULT_DRIVER_PORT)
-    block = _int_conf(
-        conf, "spark.driver.blockManager.port", _int_conf(conf, "spark.blockManager.port", DEFAULT_BLOCKMANAGER_PORT)
-    )
-    ui = _int_conf(conf, "spark.ui.port", DEFAULT_UI_PORT)
-    return rpc, block, ui
-
-
-def connect_port(conf: Mapping[str, str]) -> int:
-    return _int_conf(conf, "spark.connect.grpc.binding.port", DEFAULT_CONNECT_PORT)
-
-
 def local_dir_path(app_id: str) -> str:
     """Spark picks ``/var/data/spark-<random uuid>``; ours is fixed by the app id."""
     return f"/var/data/spark-{uuid.UUID(hex=app_id.removeprefix('spark-')[:32])}"
@@ -194,7 +143,10 @@ def _mount(container: JSON, mount: JSON) -> None:
 # --- the feature steps -------------------------------------------------------------------------
 
 
-class _Build:
+class FeatureSteps:
+    """Spark's driver feature steps, one method each, over the pod and its Spark container of one
+    request (``build.build`` runs them in Spark's order)."""
+
     def __init__(self, sub: Submission, options: RenderOptions) -> None:
         self.sub = sub
         self.options = options
@@ -206,7 +158,7 @@ class _Build:
         self.service_name = naming.driver_service_name(sub.name, sub.incarnation)
         self.config_map_name = naming.driver_configmap_name(sub.name, sub.incarnation)
         self.template_map_name = naming.executor_template_configmap_name(sub.name, sub.incarnation)
-        self.ports = driver_ports(self.conf)
+        self.ports = sparkconf.driver_ports(self.conf)
         self.labels = self._driver_labels()
 
     def _submit_conf(self) -> dict[str, str]:
@@ -259,7 +211,7 @@ class _Build:
         self._basic_resources(container)
         self._basic_metadata(pod["metadata"])
         self._basic_spec(pod["spec"])
-        default_factor, _ = memory_overhead_factor(self.conf, self.sub.resource_type)
+        default_factor, _ = sparkconf.memory_overhead_factor(self.conf, self.sub.resource_type)
         self.props.update(
             {
                 "spark.kubernetes.driver.pod.name": self.pod_name,
@@ -284,7 +236,7 @@ class _Build:
             {"name": "spark-ui", "containerPort": ui, "protocol": "TCP"},
         ]
         if self.sub.has(Feature.CONNECT_PORT):
-            port = {"name": CONNECT_PORT_NAME, "containerPort": connect_port(conf), "protocol": "TCP"}
+            port = {"name": CONNECT_PORT_NAME, "containerPort": sparkconf.connect_port(conf), "protocol": "TCP"}
             container["ports"].append(port)
         if self.sub.has(Feature.ALLOW_PRIVILEGE_ESCALATION):
             # Set over the template's value, its other fields kept.
@@ -308,7 +260,9 @@ class _Build:
 
     def _basic_resources(self, container: JSON) -> None:
         conf = self.conf
-        heap, overhead = driver_memory_mib(conf, self.sub.resource_type, self.sub.has(Feature.MIN_MEMORY_OVERHEAD))
+        heap, overhead = sparkconf.driver_memory_mib(
+            conf, self.sub.resource_type, self.sub.has(Feature.MIN_MEMORY_OVERHEAD)
+        )
         memory = f"{heap + overhead}Mi"
         resources = container.setdefault("resources", {})
         requests = resources.setdefault("requests", {})
@@ -384,7 +338,7 @@ class _Build:
             {"name": "spark-ui", "port": ui, "targetPort": ui},
         ]
         if self.sub.has(Feature.CONNECT_PORT):
-            connect = connect_port(conf)
+            connect = sparkconf.connect_port(conf)
             ports.append({"name": CONNECT_PORT_NAME, "port": connect, "targetPort": connect})
             if self.sub.has(Feature.CONNECT_APP_PROTOCOL):
                 ports[-1]["appProtocol"] = "grpc"
@@ -599,180 +553,6 @@ def own(obj: JSON, namespace: str, sparkop_labels: Mapping[str, str], owner: JSO
     meta["ownerReferences"] = [dict(owner)]
 
 
-def _own(obj: JSON, sub: Submission) -> None:
-    own(obj, sub.namespace, sub.sparkop_labels, sub.owner)
-
-
-def build(sub: Submission, options: RenderOptions | None = None) -> DriverObjects:
-    """The driver pod, its ConfigMap, Service and executor template ConfigMap for ``sub``.
-
-    Takes ``sub``'s pod templates over (they become the driver pod and the executor template's
-    content) rather than copying them: ``submission()`` builds them fresh for each call."""
-    b = _Build(sub, options or RenderOptions())
-    pod = sub.driver_template  # consumed: the Submission is a one-shot request (see build's docstring)
-    container = select_spark_container(pod, sub.driver_container)
-    pod["apiVersion"], pod["kind"] = "v1", "Pod"
-    runs = _steps_run(sub, b.conf)
-    b.basic(pod, container)
-    pod_group = _batch_scheduling(b, sub, pod, container)
-    pod_sets = _queued(b, sub, container)
-    if runs("DriverKubernetesCredentialsFeatureStep"):
-        b.credentials(pod)
-    service = b.service()
-    policy = (
-        b.network_policy() if sub.has(Feature.EXECUTOR_NETWORK_POLICY) and runs("NetworkPolicyFeatureStep") else None
-    )
-    if runs("MountSecretsFeatureStep"):
-        b.secrets(pod, container)
-    if runs("EnvSecretsFeatureStep"):
-        b.env_secrets(container)
-    if runs("MountVolumesFeatureStep"):
-        b.volumes(pod, container)
-    if runs("DriverCommandFeatureStep"):
-        b.command(container)
-    if runs("HadoopConfDriverFeatureStep"):
-        b.hadoop(pod, container)
-    template = b.pod_template(pod, container)
-    if runs("LocalDirsFeatureStep"):
-        b.local_dirs(pod, container)
-    config_map = b.client(pod, container)
-    metrics = b.metrics_config_map()
-    for obj in (pod, config_map, service, template, metrics, policy):
-        if obj is not None:
-            _own(obj, sub)
-    pod["metadata"]["finalizers"] = [labels.DRIVER_OUTCOME_FINALIZER]
-    # Spark writes no termination message, so with the API default a failed driver's status would
-    # only say "exit code 1": the end of its log (the exception) is the message instead. A template
-    # that sets a policy keeps it.
-    container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
-    if b.options.pod_security == podsecurity.RESTRICTED:
-        podsecurity.fill_restricted(pod)
-    nodeloss.tolerate(pod, node_loss_seconds(sub, b.options))
-    return DriverObjects(
-        pod=pod,
-        config_map=config_map,
-        service=service,
-        executor_template=template,
-        properties=b.final_properties,
-        metrics_config_map=metrics,
-        pod_group=pod_group,
-        pod_sets=pod_sets,
-        network_policy=policy,
-        pod_disruption_budget=driver_pdb(sub, b.options),
-    )
-
-
 def node_loss_seconds(sub: Submission, options: RenderOptions) -> int | None:
     asked = sub.source.spec.nodeLossTolerationSeconds if sub.source is not None else None
     return asked if asked is not None else options.node_loss_toleration_seconds
-
-
-def wants_driver_pdb(spec_value: bool | None, options: RenderOptions) -> bool:
-    return spec_value if spec_value is not None else options.driver_pdb
-
-
-def driver_pdb(sub: Submission, options: RenderOptions) -> JSON | None:
-    """The driver's PodDisruptionBudget when the spec (or the operator's default) asks for one: not
-    Spark's (spark-submit makes none), so it carries sparkop's labels but no incarnation, and selects
-    the SparkDriver's driver pods of every incarnation."""
-    asked = sub.source.spec.driverPodDisruptionBudget if sub.source is not None else None
-    if not wants_driver_pdb(asked, options):
-        return None
-    own_labels = {k: v for k, v in sub.sparkop_labels.items() if k != labels.INCARNATION}
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {
-            "name": naming.driver_pdb_name(sub.name),
-            "namespace": sub.namespace,
-            "labels": own_labels,
-            "ownerReferences": [sub.owner],
-        },
-        "spec": {
-            "minAvailable": 1,
-            "selector": {
-                "matchLabels": {labels.DRIVER: own_labels[labels.DRIVER], labels.SPARK_ROLE: labels.ROLE_DRIVER}
-            },
-        },
-    }
-
-
-# Spark 4.1+'s spark.kubernetes.driver.pod.excludedFeatureSteps names feature steps by class; a name
-# matching none is ignored, as Spark ignores it. sparkop cannot do without these three.
-FEATURE_STEP_PACKAGE: Final = "org.apache.spark.deploy.k8s.features."
-EXCLUDED_STEPS_KEY: Final = "spark.kubernetes.driver.pod.excludedFeatureSteps"
-REQUIRED_STEPS: Final = {
-    "BasicDriverFeatureStep": "it names the driver pod and gives it its image and resources",
-    "DriverServiceFeatureStep": "the driver Service is how executors reach the driver, and sparkop owns it",
-    "PodTemplateConfigMapStep": "the executor pod template is how sparkop owns the executors",
-}
-
-
-def excluded_steps(release: SparkRelease, listed: str) -> frozenset[str]:
-    """The feature steps (class names without the package) that ``listed``, a value of
-    spark.kubernetes.driver.pod.excludedFeatureSteps, excludes on ``release``'s line."""
-    if not release.has(Feature.EXCLUDED_FEATURE_STEPS):
-        return frozenset()
-    names = (name.strip() for name in listed.split(","))
-    return frozenset(name.removeprefix(FEATURE_STEP_PACKAGE) for name in names if name.startswith(FEATURE_STEP_PACKAGE))
-
-
-def makes_network_policy(release: SparkRelease, listed: str) -> bool:
-    """Whether spark-submit of ``release``'s line creates the executors' NetworkPolicy, given the
-    excluded feature steps ``listed``."""
-    return release.has(Feature.EXECUTOR_NETWORK_POLICY) and "NetworkPolicyFeatureStep" not in excluded_steps(
-        release, listed
-    )
-
-
-def _steps_run(sub: Submission, conf: Mapping[str, str]) -> Callable[[str], bool]:
-    """Whether the feature step of this class name runs for ``sub``'s Spark line and properties."""
-    excluded = excluded_steps(sub.release, conf.get(EXCLUDED_STEPS_KEY, ""))
-    for step, why in REQUIRED_STEPS.items():
-        if step in excluded:
-            raise InvalidSpec(
-                f"sparkConf {EXCLUDED_STEPS_KEY}: {FEATURE_STEP_PACKAGE}{step} cannot be excluded under sparkop "
-                f"({why}); remove it from the list"
-            )
-    return lambda step: step not in excluded
-
-
-def _queued(b: _Build, sub: Submission, container: JSON) -> schedulers.PodSetRequests | None:
-    """The pod sets of a run that queues in Kueue (its SparkDriver names a queue); after the basic
-    step, which computes the driver's requests."""
-    if sub.source is None or not (sub.source.metadata.get("labels") or {}).get(labels.KUEUE_QUEUE_NAME):
-        return None
-    asked = schedulers.pod_set_requests(b.conf, sub.resource_type, sub.has(Feature.MIN_MEMORY_OVERHEAD), container)
-    if sparkconf.parse_bool(b.conf.get("spark.dynamicAllocation.enabled")):
-        # The Workload holds what Kueue admitted: the executors that start with the driver. A run that
-        # could ask for more would take what its queue never gave it.
-        most = b.conf.get("spark.dynamicAllocation.maxExecutors")
-        if most is None or int(most) > asked.executors:
-            raise InvalidSpec(
-                f"spark.dynamicAllocation.maxExecutors is {most or 'unset (no limit)'} with the Kueue label "
-                f"{labels.KUEUE_QUEUE_NAME}: its Workload holds the {asked.executors} executor(s) that start with "
-                f"the driver, and Kueue admitted no more; set dynamicAllocation.maxExecutors to at most "
-                f"{asked.executors} (dynamic allocation then scales within what was admitted), or disable it"
-            )
-    return asked
-
-
-def _batch_scheduling(b: _Build, sub: Submission, pod: JSON, container: JSON) -> JSON | None:
-    """The batch scheduler's marks on the driver pod and the executor template (before it is written
-    into its ConfigMap), and its PodGroup; after the basic step, which computes the driver's requests."""
-    if sub.source is None or not sub.source.spec.batchScheduler:
-        return None
-    plan = schedulers.scheduling(
-        sub.source,
-        owner=sub.owner,
-        app_id=b.app_id,
-        conf=b.conf,
-        resource_type=sub.resource_type,
-        min_overhead_conf=sub.has(Feature.MIN_MEMORY_OVERHEAD),
-        driver_pod=pod,
-        driver_container=container,
-        executor_template=sub.executor_template,
-    )
-    plan.driver.apply(pod)
-    plan.executor.apply(sub.executor_template)
-    return plan.pod_group

@@ -33,24 +33,12 @@ from sparkop.core.jsontypes import JSON
 from sparkop.core.memo import Memo
 from sparkop.domain import naming
 from sparkop.driver_controller import schedulers
-from sparkop.driver_controller.podbuild import (
-    EXCLUDED_STEPS_KEY,
-    DriverObjects,
-    RenderOptions,
-    build,
-    driver_ports,
-    makes_network_policy,
-    network_policy_manifest,
-    own,
-)
-from sparkop.driver_controller.submission import (
-    InvalidSpec,
-    Submission,
-    metrics_files,
-    owner_reference,
-    sparkop_labels,
-    submission,
-)
+from sparkop.driver_controller.build import EXCLUDED_STEPS_KEY, build, makes_network_policy
+from sparkop.driver_controller.monitoring import metrics_files
+from sparkop.driver_controller.podbuild import DriverObjects, RenderOptions, network_policy_manifest, own
+from sparkop.driver_controller.sparkconf import driver_ports
+from sparkop.driver_controller.submission import InvalidSpec, Submission, submission
+from sparkop.driver_controller.templates import owner_reference, sparkop_labels
 
 __all__ = [
     "DriverObjects",
@@ -201,7 +189,7 @@ def _release(version: str | None) -> SparkRelease | None:
 def has_network_policy(driver: SparkDriver) -> bool:
     """Whether spark-submit of ``driver``'s Spark line creates the executors' NetworkPolicy: 4.2+, unless
     ``spark.kubernetes.driver.pod.excludedFeatureSteps`` lists NetworkPolicyFeatureStep. Decided as
-    ``podbuild.build`` decides it; only spec.sparkConf sets that property (no typed field does)."""
+    ``build.build`` decides it; only spec.sparkConf sets that property (no typed field does)."""
     return _makes_network_policy(driver.spec.sparkVersion, (driver.spec.sparkConf or {}).get(EXCLUDED_STEPS_KEY, ""))
 
 

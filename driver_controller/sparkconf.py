@@ -1,8 +1,9 @@
-"""Spark's own value syntax: byte strings, booleans, and the spark.properties file format.
+"""Spark's own value syntax (byte strings, booleans, the spark.properties file format), and what Spark
+derives from its properties for the driver pod (its memory and overhead, its ports).
 
 Pure functions, no I/O. They reproduce what Spark's JVM code does with the same strings
-(``JavaUtils.byteStringAs``, ``java.util.Properties``) so that the renderer reaches the same
-numbers spark-submit would.
+(``JavaUtils.byteStringAs``, ``java.util.Properties``, ``BasicDriverFeatureStep``) so that the renderer
+reaches the same numbers spark-submit would.
 """
 
 from __future__ import annotations
@@ -150,3 +151,58 @@ def parse_properties(text: str) -> dict[str, str]:
             rest = rest[1:].lstrip(" \t\f")
         result[_unescape(key)] = _unescape(rest)
     return result
+
+
+# --- what Spark derives from the properties -----------------------------------------------------
+
+DEFAULT_DRIVER_PORT: Final = 7078
+DEFAULT_BLOCKMANAGER_PORT: Final = 7079
+DEFAULT_UI_PORT: Final = 4040
+DEFAULT_CONNECT_PORT: Final = 15002  # spark.connect.grpc.binding.port
+MEMORY_OVERHEAD_MIN_MIB: Final = 384
+NON_JVM_OVERHEAD_FACTOR: Final = 0.4
+DEFAULT_OVERHEAD_FACTOR: Final = 0.1
+
+
+def memory_overhead_factor(conf: Mapping[str, str], resource_type: str) -> tuple[float, float]:
+    """(the default factor Spark writes back as spark.kubernetes.memoryOverheadFactor, the
+    driver's factor)."""
+    general = conf.get("spark.kubernetes.memoryOverheadFactor")
+    if general is not None:
+        default = float(general)
+    else:
+        default = NON_JVM_OVERHEAD_FACTOR if resource_type != "java" else DEFAULT_OVERHEAD_FACTOR
+    driver = conf.get("spark.driver.memoryOverheadFactor")
+    return default, float(driver) if driver is not None else default
+
+
+def driver_memory_mib(conf: Mapping[str, str], resource_type: str, min_overhead_conf: bool) -> tuple[int, int]:
+    """(heap MiB, overhead MiB) exactly as ``BasicDriverFeatureStep`` computes them;
+    ``min_overhead_conf``: the line reads spark.driver.minMemoryOverhead."""
+    heap = byte_string_as_mib(conf.get("spark.driver.memory", "1g"))
+    explicit = conf.get("spark.driver.memoryOverhead")
+    if explicit is not None:
+        return heap, byte_string_as_mib(explicit)
+    _, factor = memory_overhead_factor(conf, resource_type)
+    minimum = MEMORY_OVERHEAD_MIN_MIB
+    if min_overhead_conf and "spark.driver.minMemoryOverhead" in conf:
+        minimum = byte_string_as_mib(conf["spark.driver.minMemoryOverhead"])
+    return heap, max(int(factor * heap), minimum)
+
+
+def _int_conf(conf: Mapping[str, str], key: str, default: int) -> int:
+    value = conf.get(key)
+    return int(value) if value is not None else default
+
+
+def driver_ports(conf: Mapping[str, str]) -> tuple[int, int, int]:
+    rpc = _int_conf(conf, "spark.driver.port", DEFAULT_DRIVER_PORT)
+    block = _int_conf(
+        conf, "spark.driver.blockManager.port", _int_conf(conf, "spark.blockManager.port", DEFAULT_BLOCKMANAGER_PORT)
+    )
+    ui = _int_conf(conf, "spark.ui.port", DEFAULT_UI_PORT)
+    return rpc, block, ui
+
+
+def connect_port(conf: Mapping[str, str]) -> int:
+    return _int_conf(conf, "spark.connect.grpc.binding.port", DEFAULT_CONNECT_PORT)

@@ -14,7 +14,6 @@ Pure functions of the SparkDriver and its incarnation. No I/O, no clock.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -22,7 +21,6 @@ from typing import Any, Final
 from sparkop.api import spark_lines
 from sparkop.api.models import (
     DynamicAllocation,
-    MonitoringSpec,
     NameKey,
     SecretInfo,
     SparkApplicationType,
@@ -31,53 +29,24 @@ from sparkop.api.models import (
     SparkPodSpec,
 )
 from sparkop.api.rules import NAMED_SCHEDULERS
-from sparkop.core import owners
 from sparkop.core.jsontypes import JSON
-from sparkop.domain import labels, naming
+from sparkop.domain import naming
+from sparkop.driver_controller.monitoring import metrics_files, monitoring_conf
+
+# The Spark containers' names are the request's too (what its callers read as submission's).
+from sparkop.driver_controller.templates import DRIVER_CONTAINER as DRIVER_CONTAINER
+from sparkop.driver_controller.templates import EXECUTOR_CONTAINER as EXECUTOR_CONTAINER
+from sparkop.driver_controller.templates import (
+    driver_template,
+    executor_template,
+    owner_reference,
+    spark_container_name,
+    sparkop_labels,
+)
 
 ROLES: Final = ("driver", "executor")
-DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
-EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 # The API server URL a driver pod uses (kubeflow: from KUBERNETES_SERVICE_HOST/PORT of the operator).
 IN_CLUSTER_MASTER: Final = "k8s://https://kubernetes.default.svc:443"
-SPARK_CONF_MAP_DIR: Final = "/etc/spark/conf"  # kubeflow's mount point for spec.sparkConfigMap
-SPARK_CONF_MAP_VOLUME: Final = "spark-configmap-volume"
-
-# spec.monitoring, as kubeflow's operator does it (internal/controller/sparkapplication/monitoring_config.go).
-METRICS_CONF_DIR: Final = "/etc/metrics/conf"  # where the metrics ConfigMap is mounted (kubeflow's path)
-METRICS_VOLUME: Final = "metrics-conf-volume"
-METRICS_PROPERTIES_KEY: Final = "metrics.properties"
-PROMETHEUS_CONFIG_KEY: Final = "prometheus.yaml"
-DEFAULT_PROMETHEUS_PORT: Final = 8090
-DEFAULT_PROMETHEUS_PORT_NAME: Final = "jmx-exporter"
-# Spark's metrics through its JMX sink, where the exporter agent reads them.
-DEFAULT_METRICS_PROPERTIES: Final = """\
-*.sink.jmx.class=org.apache.spark.metrics.sink.JmxSink
-driver.source.jvm.class=org.apache.spark.metrics.source.JvmSource
-executor.source.jvm.class=org.apache.spark.metrics.source.JvmSource
-"""
-# The exporter's rules for what Spark's JmxSink registers: MBeans metrics:name=<ns>.<app>.driver.<metric>
-# and metrics:name=<ns>.<app>.<executor id>.<metric> (spark.metrics.namespace is "<ns>.<app>"), with a
-# type=gauges|counters|... key that Dropwizard may list before or after the name.
-DEFAULT_PROMETHEUS_CONFIG: Final = r"""lowercaseOutputName: true
-rules:
-  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.driver\.([^,]+)(?:, type=\w+)?><>Value'
-    name: spark_driver_$3
-    type: GAUGE
-    labels: {app_namespace: "$1", app_name: "$2"}
-  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.driver\.([^,]+)(?:, type=\w+)?><>Count'
-    name: spark_driver_$3_total
-    type: COUNTER
-    labels: {app_namespace: "$1", app_name: "$2"}
-  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.(\d+)\.([^,]+)(?:, type=\w+)?><>Value'
-    name: spark_executor_$4
-    type: GAUGE
-    labels: {app_namespace: "$1", app_name: "$2", executor_id: "$3"}
-  - pattern: 'metrics<(?:type=\w+, )?name=([^.,]+)\.([^,]+?)\.(\d+)\.([^,]+)(?:, type=\w+)?><>Count'
-    name: spark_executor_$4_total
-    type: COUNTER
-    labels: {app_namespace: "$1", app_name: "$2", executor_id: "$3"}
-"""
 
 PYTHON_RUNNER: Final = "org.apache.spark.deploy.PythonRunner"
 R_RUNNER: Final = "org.apache.spark.deploy.RRunner"
@@ -156,37 +125,6 @@ class Submission:
     def has(self, feature: spark_lines.Feature) -> bool:
         """Whether the submission client of the app's Spark line does ``feature``."""
         return self.release.has(feature)
-
-
-def spark_container_name(spark_conf: Mapping[str, str] | None, role: str) -> str:
-    """The Spark container of ``role``'s pod template: ``spark.kubernetes.<role>.podTemplateContainerName``
-    when the user sets it, else Spark's default name (Spark takes the first container when none has it)."""
-    default = DRIVER_CONTAINER if role == "driver" else EXECUTOR_CONTAINER
-    return (spark_conf or {}).get(f"spark.kubernetes.{role}.podTemplateContainerName") or default
-
-
-def sparkop_labels(driver: SparkDriver, incarnation: int) -> dict[str, str]:
-    """The labels of docs/design.md carried by everything a SparkDriver owns."""
-    meta = driver.metadata
-    result = {
-        labels.MANAGED_BY: labels.MANAGER,
-        labels.DRIVER: naming.label_value(meta["name"]),
-        labels.INCARNATION: str(incarnation),
-    }
-    app = (meta.get("labels") or {}).get(labels.APP)
-    if app:
-        result[labels.APP] = app
-    return result
-
-
-def owner_reference(driver: SparkDriver, *, controller: bool) -> JSON:
-    meta = driver.metadata
-    owner: JSON = {
-        "apiVersion": labels.API_VERSION,
-        "kind": "SparkDriver",
-        "metadata": {"name": meta["name"], "uid": meta["uid"]},
-    }
-    return owners.owner_reference(owner, controller=controller)
 
 
 def _resource_type(kind: SparkApplicationType) -> str:
@@ -414,7 +352,7 @@ def _spark_conf(
     # spec.nodeSelector (deprecated, both roles) -> spark.kubernetes.node.selector.*
     _put_prefixed(conf, "spark.kubernetes.node.selector.", spec.nodeSelector)
     _dynamic_allocation_conf(conf, spec.dynamicAllocation)
-    _monitoring_conf(conf, driver)
+    monitoring_conf(conf, driver)
     # What sparkop owns: deterministic names per incarnation.
     conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, incarnation)
     conf["spark.kubernetes.executor.podNamePrefix"] = naming.pod_prefix(name, incarnation)
@@ -430,217 +368,6 @@ def _spark_conf(
     # The user's name, or Spark's default: the executor template's Spark container is found by it.
     conf["spark.kubernetes.executor.podTemplateContainerName"] = spark_container_name(spec.sparkConf, "executor")
     return conf, template_mounts
-
-
-# --- monitoring: kubeflow's configPrometheusMonitoring ------------------------------------------------
-
-
-def metrics_files(monitoring: MonitoringSpec | None) -> dict[str, str]:
-    """The files of the incarnation's metrics ConfigMap (``naming.metrics_configmap_name``), mounted at
-    ``METRICS_CONF_DIR`` in the driver and the executors; empty when no ConfigMap is needed.
-
-    As kubeflow: with ``prometheus`` set, metrics.properties (``metricsProperties``, else a JMX-sink
-    default) unless ``metricsPropertiesFile`` names one in the image, and prometheus.yaml
-    (``prometheus.configuration``, else a default) unless ``prometheus.configFile`` does. Unlike
-    kubeflow, ``metricsProperties`` is also honoured without ``prometheus`` (e.g. for a Graphite sink)."""
-    files: dict[str, str] = {}
-    if monitoring is None:
-        return files
-    if not monitoring.metricsPropertiesFile and (monitoring.prometheus is not None or monitoring.metricsProperties):
-        files[METRICS_PROPERTIES_KEY] = monitoring.metricsProperties or DEFAULT_METRICS_PROPERTIES
-    prom = monitoring.prometheus
-    if prom is not None and not prom.configFile:
-        files[PROMETHEUS_CONFIG_KEY] = prom.configuration or DEFAULT_PROMETHEUS_CONFIG
-    return files
-
-
-def _exposed_roles(monitoring: MonitoringSpec) -> tuple[str, ...]:
-    """The roles whose JVMs run the Prometheus JMX exporter agent."""
-    if monitoring.prometheus is None:
-        return ()
-    return tuple(
-        role
-        for role, on in (("driver", monitoring.exposeDriverMetrics), ("executor", monitoring.exposeExecutorMetrics))
-        if on
-    )
-
-
-def _monitoring_conf(conf: dict[str, str], driver: SparkDriver) -> None:
-    """spark.metrics.conf / spark.metrics.namespace, and for each exposed role the JMX exporter agent
-    and the prometheus.io scrape annotations (kubeflow sets the same ones)."""
-    mon = driver.spec.monitoring
-    if mon is None:
-        return
-    files = metrics_files(mon)
-    if mon.metricsPropertiesFile:
-        conf["spark.metrics.conf"] = mon.metricsPropertiesFile
-    elif METRICS_PROPERTIES_KEY in files:
-        conf["spark.metrics.conf"] = f"{METRICS_CONF_DIR}/{METRICS_PROPERTIES_KEY}"
-    prom = mon.prometheus
-    if prom is None:
-        return
-    # kubeflow: "<namespace>.<app>" instead of the per-run app id, so that series stay one per app.
-    conf["spark.metrics.namespace"] = f"{driver.metadata['namespace']}.{driver.spec.appName or driver.metadata['name']}"
-    port = prom.port or DEFAULT_PROMETHEUS_PORT
-    config = prom.configFile or f"{METRICS_CONF_DIR}/{PROMETHEUS_CONFIG_KEY}"
-    agent = f"-javaagent:{prom.jmxExporterJar}={port}:{config}"
-    for role in _exposed_roles(mon):
-        key = f"spark.{role}.extraJavaOptions"
-        conf[key] = f"{conf[key]} {agent}" if conf.get(key) else agent
-        annotations = f"spark.kubernetes.{role}.annotation."
-        conf[f"{annotations}prometheus.io/scrape"] = "true"
-        conf[f"{annotations}prometheus.io/port"] = str(port)
-        conf[f"{annotations}prometheus.io/path"] = "/metrics"
-
-
-# --- templates: what properties cannot express ---------------------------------------------------
-
-
-def _spark_container(pod: JSON, name: str) -> JSON:
-    """The template's Spark container (named ``name``, else the first), created if missing and
-    moved to the front so that Spark's template loader picks it."""
-    spec = pod.setdefault("spec", {})
-    containers: list[JSON] = spec.setdefault("containers", [])
-    for index, existing in enumerate(containers):
-        if existing.get("name") == name:
-            containers.insert(0, containers.pop(index))
-            return existing
-    if containers:
-        return containers[0]
-    created: JSON = {"name": name}
-    containers.append(created)
-    return created
-
-
-def _template_pod(template: Mapping[str, Any] | None) -> JSON:
-    pod: JSON = {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}}
-    if template:
-        pod["metadata"] = copy.deepcopy(dict(template.get("metadata") or {}))
-        pod["spec"] = copy.deepcopy(dict(template.get("spec") or {}))
-    return pod
-
-
-def _pod_fields(spec: JSON, s: SparkPodSpec) -> None:
-    """kubeflow's webhook patches of the pod spec."""
-    if s.affinity is not None:
-        spec["affinity"] = copy.deepcopy(s.affinity)
-    if s.tolerations:
-        spec["tolerations"] = [*spec.get("tolerations", []), *copy.deepcopy(s.tolerations)]
-    if s.podSecurityContext is not None:
-        spec["securityContext"] = copy.deepcopy(s.podSecurityContext)
-    if s.schedulerName:
-        spec["schedulerName"] = s.schedulerName
-    if s.sidecars:
-        spec["containers"] = [*spec["containers"], *copy.deepcopy(s.sidecars)]
-    if s.initContainers:
-        spec["initContainers"] = [*spec.get("initContainers", []), *copy.deepcopy(s.initContainers)]
-    if s.hostNetwork is not None:
-        spec["hostNetwork"] = s.hostNetwork
-    if s.dnsConfig is not None:
-        spec["dnsConfig"] = copy.deepcopy(s.dnsConfig)
-    if s.terminationGracePeriodSeconds is not None:
-        spec["terminationGracePeriodSeconds"] = s.terminationGracePeriodSeconds
-    if s.hostAliases:
-        spec["hostAliases"] = [*spec.get("hostAliases", []), *copy.deepcopy(s.hostAliases)]
-    if s.shareProcessNamespace is not None:
-        spec["shareProcessNamespace"] = s.shareProcessNamespace
-    if s.runtimeClassName:
-        spec["runtimeClassName"] = s.runtimeClassName
-    if s.priorityClassName:
-        spec["priorityClassName"] = s.priorityClassName
-
-
-def _container_fields(container: JSON, s: SparkPodSpec) -> None:
-    """kubeflow's webhook patches of the Spark container."""
-    if s.securityContext is not None:
-        container["securityContext"] = copy.deepcopy(s.securityContext)
-    if s.lifecycle is not None:
-        container["lifecycle"] = copy.deepcopy(s.lifecycle)
-    if s.env:
-        container["env"] = [*container.get("env", []), *copy.deepcopy(s.env)]
-    if s.envFrom:
-        container["envFrom"] = [*container.get("envFrom", []), *copy.deepcopy(s.envFrom)]
-    if s.ports:
-        container["ports"] = [
-            *container.get("ports", []),
-            *({"name": p.name, "containerPort": p.containerPort, "protocol": p.protocol} for p in s.ports),
-        ]
-    if s.gpu is not None and s.gpu.quantity > 0:
-        limits = container.setdefault("resources", {}).setdefault("limits", {})
-        limits[s.gpu.name] = str(s.gpu.quantity)
-
-
-def _add_volume(spec: JSON, volume: JSON) -> None:
-    volumes: list[JSON] = spec.setdefault("volumes", [])
-    if not any(v.get("name") == volume["name"] for v in volumes):
-        volumes.append(volume)
-
-
-def _add_mount(container: JSON, mount: JSON) -> None:
-    container.setdefault("volumeMounts", []).append(mount)
-
-
-def _mount_config_map(pod: JSON, container: JSON, volume_name: str, config_map: str, path: str) -> None:
-    """kubeflow's addConfigMapVolume + addConfigMapVolumeMount (read-only)."""
-    _add_volume(pod["spec"], {"name": volume_name, "configMap": {"name": config_map}})
-    _add_mount(container, {"name": volume_name, "mountPath": path, "readOnly": True})
-
-
-def _prune_empty(pod: JSON) -> JSON:
-    pod["metadata"] = {k: v for k, v in pod["metadata"].items() if v not in (None, {}, [])}
-    return pod
-
-
-def _role_template(
-    driver: SparkDriver, role: str, mounts: list[tuple[JSON, JSON]], metrics_map: str | None
-) -> tuple[JSON, JSON]:
-    """(pod template, its Spark container) of ``role``: ``spec.<role>.template``, then what kubeflow
-    patches into that role's pods with its webhook, the volumes Spark cannot mount from properties,
-    spec.sparkConfigMap and the metrics ConfigMap. The direct fields win over the template's."""
-    spec = driver.spec
-    role_spec = spec.driver if role == "driver" else spec.executor
-    pod = _template_pod(role_spec.template)
-    container = _spark_container(pod, spark_container_name(spec.sparkConf, role))
-    _pod_fields(pod["spec"], role_spec)
-    _container_fields(container, role_spec)
-    for cm in role_spec.configMaps or ():
-        _mount_config_map(pod, container, naming.dns_label(f"{cm.name}-vol"), cm.name, cm.path)
-    for volume, mount in mounts:
-        _add_volume(pod["spec"], copy.deepcopy(volume))
-        _add_mount(container, copy.deepcopy(mount))
-    if spec.sparkConfigMap:
-        _mount_config_map(pod, container, SPARK_CONF_MAP_VOLUME, spec.sparkConfigMap, SPARK_CONF_MAP_DIR)
-    if metrics_map:
-        _mount_config_map(pod, container, METRICS_VOLUME, metrics_map, METRICS_CONF_DIR)
-    mon = spec.monitoring
-    if mon is not None and mon.prometheus is not None and role in _exposed_roles(mon):
-        port = {
-            "name": mon.prometheus.portName or DEFAULT_PROMETHEUS_PORT_NAME,
-            "containerPort": mon.prometheus.port or DEFAULT_PROMETHEUS_PORT,
-            "protocol": "TCP",
-        }
-        container["ports"] = [*container.get("ports", []), port]
-    return pod, container
-
-
-def _driver_template(driver: SparkDriver, mounts: list[tuple[JSON, JSON]], metrics_map: str | None) -> JSON:
-    pod, _ = _role_template(driver, "driver", mounts, metrics_map)
-    return _prune_empty(pod)
-
-
-def _executor_template(
-    driver: SparkDriver, incarnation: int, mounts: list[tuple[JSON, JSON]], metrics_map: str | None
-) -> JSON:
-    """The executor pod template: the executor fields Spark cannot express, plus what makes the
-    executors ours: sparkop's labels and a non-controller ownerReference to the SparkDriver (the
-    driver pod adds its own controller reference; see docs/driver-controller.md)."""
-    pod, container = _role_template(driver, "executor", mounts, metrics_map)
-    if driver.spec.sparkConfigMap:
-        container.setdefault("env", []).append({"name": "SPARK_CONF_DIR", "value": SPARK_CONF_MAP_DIR})
-    meta = pod["metadata"]
-    meta["labels"] = {**(meta.get("labels") or {}), **sparkop_labels(driver, incarnation)}
-    meta["ownerReferences"] = [owner_reference(driver, controller=False)]
-    return _prune_empty(pod)
 
 
 def _submit_time_ms(driver: SparkDriver) -> int | None:
@@ -704,8 +431,8 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
         proxy_user=spec.proxyUser or None,
         release=release,
         conf=conf,
-        driver_template=_driver_template(driver, template_mounts["driver"], metrics_map),
-        executor_template=_executor_template(driver, incarnation, template_mounts["executor"], metrics_map),
+        driver_template=driver_template(driver, template_mounts["driver"], metrics_map),
+        executor_template=executor_template(driver, incarnation, template_mounts["executor"], metrics_map),
         sparkop_labels=sparkop_labels(driver, incarnation),
         owner=owner_reference(driver, controller=True),
         driver_container=spark_container_name(spec.sparkConf, "driver"),

@@ -16,7 +16,8 @@ import pytest
 from devcluster.testing import ClusterHandle
 from sparkop.core.informer import Informer
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import CONFIGMAPS, Kube
+from sparkop.core.kube import Kube
+from sparkop.core.resources import CONFIGMAPS
 from sparkop.core.store import BY_CONTROLLER_UID, EventType, controller_uid
 from tests.support.gap import compact_etcd_and_restart_apiserver
 

@@ -10,7 +10,7 @@ import pytest
 from sparkop.core.caches import Caches, NotCurrent
 from sparkop.core.informer import Informer
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import NAMESPACES, PODS
+from sparkop.core.resources import NAMESPACES, PODS
 from sparkop.domain.kinds import SPARK_DRIVERS
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import sparkconf
 from sparkop.driver_controller.observed import summarize_pod
-from sparkop.driver_controller.podbuild import app_name_label, driver_memory_mib
+from sparkop.driver_controller.podbuild import app_name_label
 from sparkop.driver_controller.render import (
     CONFIGMAP_DATA_LIMIT,
     InvalidSpec,
@@ -23,6 +23,7 @@ from sparkop.driver_controller.render import (
     parse,
     render,
 )
+from sparkop.driver_controller.sparkconf import driver_memory_mib
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -464,7 +465,7 @@ def test_metrics_properties_without_prometheus() -> None:
 def test_default_prometheus_config_reads_sparks_jmx_names() -> None:
     import yaml
 
-    from sparkop.driver_controller.submission import DEFAULT_PROMETHEUS_CONFIG
+    from sparkop.driver_controller.monitoring import DEFAULT_PROMETHEUS_CONFIG
 
     rules = yaml.safe_load(DEFAULT_PROMETHEUS_CONFIG)["rules"]
 

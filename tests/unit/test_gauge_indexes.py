@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from sparkop.apps_controller import metrics as app_metrics
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import PODS
+from sparkop.core.resources import PODS
 from sparkop.core.runtime import Runtime
 from sparkop.domain.kinds import SPARK_APPLICATIONS
 from sparkop.driver_controller import metrics as driver_metrics

@@ -19,9 +19,10 @@ import aiohttp
 import pytest
 
 from sparkop.core import informer as informer_module
+from sparkop.core import lines as lines_module
 from sparkop.core.informer import ABSENT_POLL_S, INITIAL_EVENTS_END, MIN_BACKOFF_S, Informer
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import CONFIGMAPS, Resource
+from sparkop.core.resources import CONFIGMAPS, Resource
 
 
 def config_map(name: str, rv: str) -> JSON:
@@ -160,14 +161,14 @@ class Recorded(Body):
 async def test_the_initial_events_are_read_in_gathered_reads_and_later_events_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(informer_module, "GATHER_SECONDS", 0.0)
+    monkeypatch.setattr(lines_module, "GATHER_SECONDS", 0.0)
     said: list[str] = []
     a, b, c = (line("ADDED", config_map(n, rv)) for n, rv in (("a", "3"), ("b", "4"), ("c", "5")))
     later = [line("MODIFIED", config_map("a", "8")), line("MODIFIED", config_map("b", "9"))]
     response = Response(200)
     response.content = Recorded([a, b + c[:10], c[10:] + END, *later], said)
     response.connection = Connection(said)  # type: ignore[attr-defined]
-    monkeypatch.setattr(informer_module, "GATHERED_BYTES", len(b) + 5)  # the second read is not short
+    monkeypatch.setattr(lines_module, "GATHERED_BYTES", len(b) + 5)  # the second read is not short
     informer = Informer(Api(response), CONFIGMAPS, namespace="ns")
     seen: list[str] = []
     informer.add_handler(lambda type_, obj, old: seen.append(obj["metadata"]["resourceVersion"]))

@@ -12,8 +12,8 @@ import pytest
 from sparkop.core.controller import Controller, Loop, Own, Source, _ours
 from sparkop.core.expectations import Expectations
 from sparkop.core.jsontypes import JSON
-from sparkop.core.kube import PODS
 from sparkop.core.plan import Plan
+from sparkop.core.resources import PODS
 from sparkop.core.runtime import Runtime
 from sparkop.core.specs import Model
 from sparkop.domain import kinds

@@ -26,7 +26,8 @@ from aiohttp import web
 
 from devcluster import certs
 from sparkop import connect_cli
-from sparkop.core.kube import PORT_FORWARD_PROTOCOL, Kube, PortForwardError
+from sparkop.core.kube import Kube
+from sparkop.core.portforward import PORT_FORWARD_PROTOCOL, PortForwardError
 from sparkop.domain import kinds
 
 pytestmark = pytest.mark.asyncio

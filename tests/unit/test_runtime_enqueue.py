@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from sparkop.core.informer import Informer
-from sparkop.core.kube import PODS
+from sparkop.core.resources import PODS
 from sparkop.core.runtime import COALESCE_SECONDS, Runtime
 from sparkop.driver_controller.controller import EXECUTOR_CHANGE_SECONDS, pod_change_window
 from sparkop.driver_controller.observed import owner_key, pod_view

@@ -10,8 +10,8 @@ import aiohttp
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
 from sparkop.core.caches import Caches
-from sparkop.core.kube import PODS
 from sparkop.core.leader import ElectionConfig, Elector, LeaseRecord
+from sparkop.core.resources import PODS
 from sparkop.core.serving import Health, serve, stall_seconds
 from sparkop.domain.kinds import SPARK_APPLICATIONS
 

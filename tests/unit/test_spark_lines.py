@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sparkop.api import spark_lines
 from sparkop.api.spark_lines import DEFAULT_LINE, KNOWN_LINES, NEWEST_LINE, Feature, SparkLine, release
 from sparkop.domain import labels, naming
-from sparkop.driver_controller.podbuild import FEATURE_STEP_PACKAGE
+from sparkop.driver_controller.build import FEATURE_STEP_PACKAGE
 from sparkop.driver_controller.render import InvalidSpec, parse, render
 
 UID = "0b4c3d9e-0000-4000-8000-000000000002"
