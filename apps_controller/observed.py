@@ -30,14 +30,15 @@ from sparkop.api.models import (
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of, copy_json
+from sparkop.core.owners import controller_keys, controller_uid, copy_json, identity, owned_by
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
-from sparkop.domain import labels
+from sparkop.domain import kinds, labels
 
 E = TypeVar("E", bound=Enum)
 Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key
+APP_KIND: Final = kinds.SPARK_APPLICATIONS.kind
 
 # Kubeflow's defaulting webhook sets both retry intervals to 5 s when a policy does not.
 DEFAULT_RETRY_INTERVAL_SECONDS: Final = 5
@@ -187,15 +188,11 @@ class AppView:
     def from_body(cls, body: Mapping[str, Any], spec_error: SpecError | None = None) -> AppView:
         meta = _map(body.get("metadata"))
         return cls(
-            namespace=str(meta.get("namespace", "")),
-            name=str(meta.get("name", "")),
-            uid=str(meta.get("uid", "")),
+            **identity(body),
             generation=_int(meta.get("generation"), 1),
             spec=dict(_map(body.get("spec"))),
-            deleting=bool(meta.get("deletionTimestamp")),
             spec_error=spec_error,
             created=parse_time(meta.get("creationTimestamp")),
-            labels=_str_map(meta.get("labels")),
         )
 
 
@@ -250,7 +247,6 @@ class DriverView:
         lbls = _map(meta.get("labels"))
         ann = _map(meta.get("annotations"))
         status = _map(body.get("status"))
-        owner = _app_controller(body)
         phase = _opt_enum(DriverPhase, status.get("phase"))
         term = _map(status.get("termination"))
         error = _map(status.get("lastError"))
@@ -263,7 +259,7 @@ class DriverView:
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             run=_int(lbls.get(labels.RUN), 0),
-            owner_uid=str(owner.get("uid", "")),
+            owner_uid=controller_uid(body, labels.GROUP, APP_KIND),
             app_generation=_int(ann.get(labels.APP_GENERATION), 0),
             spec_hash=_opt_str(ann.get(labels.SPEC_HASH)),
             phase=phase,
@@ -307,7 +303,7 @@ class OwnedObject:
             kind=str(body.get("kind", "")),
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
-            owner_uid=str(_app_controller(body).get("uid", "")),
+            owner_uid=controller_uid(body, labels.GROUP, APP_KIND),
             deleting=bool(meta.get("deletionTimestamp")),
             resource_version=_opt_str(meta.get("resourceVersion")),
             labels=_str_map(meta.get("labels")),
@@ -326,11 +322,6 @@ def _condition_of(conditions: Any, kind: str) -> Condition | None:
             except ValidationError:
                 return None
     return None
-
-
-def _app_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The SparkApplication controller reference of an object ({} when none)."""
-    return controller_of(body, labels.GROUP, "SparkApplication") or {}
 
 
 @dataclass(frozen=True)
@@ -360,18 +351,18 @@ class Observed:
 
     @property
     def owned(self) -> tuple[DriverView, ...]:
-        return tuple(sorted((d for d in self.drivers if d.owner_uid == self.app.uid), key=lambda d: d.run))
+        return owned_by(self.drivers, self.app.uid, lambda d: d.run)
 
     @property
     def owned_ui(self) -> tuple[OwnedObject, ...]:
-        return tuple(sorted((o for o in self.ui_objects if o.owner_uid == self.app.uid), key=lambda o: o.kind))
+        return owned_by(self.ui_objects, self.app.uid, lambda o: o.kind)
 
 
 # ---------------------------------------------------------------------------------------------------
 # what the shell's indexes file under an app's key
 
 
-owner_keys = controller_keys(labels.GROUP, "SparkApplication")
+owner_keys = controller_keys(labels.GROUP, APP_KIND)
 """The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under: its
 controller owner's, when that is a sparkop SparkApplication. Ownership, not a label, links an app to
 its SparkDrivers and UI objects: a label can be edited away."""

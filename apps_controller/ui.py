@@ -65,34 +65,47 @@ def _strings(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
-@dataclass(frozen=True)
-class UIOptions:
-    """An app's spec.sparkUIOptions, read leniently, with kubeflow's defaults."""
+@dataclass(frozen=True, kw_only=True)
+class Exposure:
+    """How a port of the driver is exposed: kubeflow's serviceType, serviceLabels, serviceAnnotations,
+    ingressAnnotations and ingressTLS, the same in spec.sparkUIOptions and each driverIngressOptions."""
 
-    target_port: int = DEFAULT_UI_PORT  # spark.ui.port: where the driver serves its UI
-    service_port: int = DEFAULT_UI_PORT
-    port_name: str = UI_PORT_NAME
     service_type: str = "ClusterIP"
     service_labels: Mapping[str, str] = field(default_factory=dict)
     service_annotations: Mapping[str, str] = field(default_factory=dict)
     ingress_annotations: Mapping[str, str] = field(default_factory=dict)
     ingress_tls: tuple[JSON, ...] = ()
 
+    @staticmethod
+    def fields(options: Mapping[str, Any]) -> dict[str, Any]:
+        """The exposure fields of ``options`` (kubeflow's names), read leniently."""
+        kind, tls = options.get("serviceType"), options.get("ingressTLS")
+        return {
+            "service_type": kind if kind in SERVICE_TYPES else "ClusterIP",
+            "service_labels": _strings(options.get("serviceLabels")),
+            "service_annotations": _strings(options.get("serviceAnnotations")),
+            "ingress_annotations": _strings(options.get("ingressAnnotations")),
+            "ingress_tls": tuple(dict(t) for t in tls if isinstance(t, Mapping)) if isinstance(tls, list) else (),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class UIOptions(Exposure):
+    """An app's spec.sparkUIOptions, read leniently, with kubeflow's defaults."""
+
+    target_port: int = DEFAULT_UI_PORT  # spark.ui.port: where the driver serves its UI
+    service_port: int = DEFAULT_UI_PORT
+    port_name: str = UI_PORT_NAME
+
     @classmethod
     def of(cls, app: AppView) -> UIOptions:
         opts = app.ui_options
         target = _port(app.spark_conf.get("spark.ui.port")) or DEFAULT_UI_PORT
-        kind = opts.get("serviceType")
-        tls = opts.get("ingressTLS")
         return cls(
             target_port=target,
             service_port=_port(opts.get("servicePort")) or target,
             port_name=str(opts.get("servicePortName") or UI_PORT_NAME),
-            service_type=kind if kind in SERVICE_TYPES else "ClusterIP",
-            service_labels=_strings(opts.get("serviceLabels")),
-            service_annotations=_strings(opts.get("serviceAnnotations")),
-            ingress_annotations=_strings(opts.get("ingressAnnotations")),
-            ingress_tls=tuple(dict(t) for t in tls if isinstance(t, Mapping)) if isinstance(tls, list) else (),
+            **Exposure.fields(opts),
         )
 
 
@@ -268,18 +281,13 @@ def _ingress(
     }
 
 
-@dataclass(frozen=True)
-class DriverIngress:
+@dataclass(frozen=True, kw_only=True)
+class DriverIngress(Exposure):
     """One entry of an app's spec.driverIngressOptions, read leniently, with kubeflow's defaults."""
 
     port: int
     url_format: str
     port_name: str
-    service_type: str = "ClusterIP"
-    service_labels: Mapping[str, str] = field(default_factory=dict)
-    service_annotations: Mapping[str, str] = field(default_factory=dict)
-    ingress_annotations: Mapping[str, str] = field(default_factory=dict)
-    ingress_tls: tuple[JSON, ...] = ()
 
     @classmethod
     def all_of(cls, app: AppView) -> list[DriverIngress]:
@@ -289,17 +297,12 @@ class DriverIngress:
             port = _port(entry.get("servicePort")) if isinstance(entry, Mapping) else None
             if port is None or not entry.get("ingressURLFormat"):
                 continue  # the CRD requires both; a hand-stored object without them gets nothing
-            kind, tls = entry.get("serviceType"), entry.get("ingressTLS")
             found.append(
                 cls(
                     port=port,
                     url_format=str(entry["ingressURLFormat"]),
                     port_name=str(entry.get("servicePortName") or DRIVER_INGRESS_PORT_NAME.format(port=port)),
-                    service_type=kind if kind in SERVICE_TYPES else "ClusterIP",
-                    service_labels=_strings(entry.get("serviceLabels")),
-                    service_annotations=_strings(entry.get("serviceAnnotations")),
-                    ingress_annotations=_strings(entry.get("ingressAnnotations")),
-                    ingress_tls=tuple(dict(t) for t in tls if isinstance(t, Mapping)) if isinstance(tls, list) else (),
+                    **Exposure.fields(entry),
                 )
             )
         return found

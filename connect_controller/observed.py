@@ -13,7 +13,7 @@ from typing import Any, Final
 from sparkop.api.connect import KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of
+from sparkop.core.owners import controller_keys, controller_uid, identity, owned_by
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
@@ -64,16 +64,9 @@ class ConnectView:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ConnectView:
-        meta = _map(body.get("metadata"))
-        generation = meta.get("generation")
+        generation = _map(body.get("metadata")).get("generation")
         return cls(
-            namespace=str(meta.get("namespace") or ""),
-            name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""),
-            generation=generation if isinstance(generation, int) else 0,
-            spec=_map(body.get("spec")),
-            labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
-            deleting=bool(meta.get("deletionTimestamp")),
+            **identity(body), generation=generation if isinstance(generation, int) else 0, spec=_map(body.get("spec"))
         )
 
 
@@ -123,7 +116,7 @@ class ServerView:
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
             run=_int(_map(meta.get("labels")).get(labels.RUN)),
-            owner_uid=str(_connect_controller(body).get("uid") or ""),
+            owner_uid=controller_uid(body, labels.GROUP, KIND),
             spec_hash=_opt_str(_map(meta.get("annotations")).get(labels.SPEC_HASH)),
             created=parse_time(meta.get("creationTimestamp")),
             phase=phase,
@@ -154,7 +147,7 @@ class ServiceView:
         return cls(
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            owner_uid=str(_connect_controller(body).get("uid") or ""),
+            owner_uid=controller_uid(body, labels.GROUP, KIND),
             selector={str(k): str(v) for k, v in _map(_map(body.get("spec")).get("selector")).items()},
         )
 
@@ -176,14 +169,10 @@ class Observed:
     @property
     def owned_servers(self) -> tuple[ServerView, ...]:
         """Our servers, by run."""
-        return tuple(sorted((s for s in self.servers if s.owner_uid == self.connect.uid), key=lambda s: s.run))
+        return owned_by(self.servers, self.connect.uid, lambda s: s.run)
 
     def service(self, name: str) -> ServiceView | None:
-        return next((s for s in self.services if s.name == name and s.owner_uid == self.connect.uid), None)
-
-
-def _connect_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    return controller_of(body, labels.GROUP, KIND) or {}
+        return next((s for s in owned_by(self.services, self.connect.uid) if s.name == name), None)
 
 
 owner_keys = controller_keys(labels.GROUP, KIND)

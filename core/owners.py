@@ -15,8 +15,8 @@ never what decides ownership.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from sparkop.core.jsontypes import JSON
 
@@ -121,6 +121,38 @@ def reference_keys(group: str, kind: str) -> Callable[[Mapping[str, Any]], list[
         ]
 
     return keys
+
+
+def controller_uid(body: Mapping[str, Any], group: str, kind: str) -> str:
+    """The uid of an object's controller, when that is of ``group`` and ``kind`` ("" otherwise): what a
+    view of an owned object keeps, so that a pass counts it as its owner's only by that uid."""
+    ref = controller_of(body, group, kind)
+    return str(ref.get("uid") or "") if ref is not None else ""
+
+
+T = TypeVar("T")
+
+
+def owned_by(views: Iterable[T], uid: str, order: Callable[[T], Any] | None = None) -> tuple[T, ...]:
+    """The views among ``views`` (what an index filed under an owner's key: an earlier owner of the same
+    name may have left its own) whose ``owner_uid`` is ``uid``, in ``order`` when given."""
+    mine = [view for view in views if view.owner_uid == uid]  # type: ignore[attr-defined]
+    return tuple(sorted(mine, key=order) if order is not None else mine)
+
+
+def identity(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What every view of an object reads of its metadata, read leniently: ``namespace``, ``name``,
+    ``uid``, ``labels`` and whether it is being deleted (``deleting``)."""
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    found = meta.get("labels")
+    return {
+        "namespace": str(meta.get("namespace") or ""),
+        "name": str(meta.get("name") or ""),
+        "uid": str(meta.get("uid") or ""),
+        "labels": {str(k): str(v) for k, v in found.items() if v is not None} if isinstance(found, Mapping) else {},
+        "deleting": bool(meta.get("deletionTimestamp")),
+    }
 
 
 def copy_json(value: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from sparkop.api.models import DriverPhase, IncarnationOutcome, SparkDriver, SparkDriverStatus
 from sparkop.core.frozen import evolve
-from sparkop.core.owners import controller_of
+from sparkop.core.owners import controller_of, owned_by
 from sparkop.core.plan import Action, Plan
 from sparkop.domain import kinds, labels, naming
 from sparkop.driver_controller import events
@@ -34,12 +34,6 @@ ENDED: Final = "the driver has ended"
 WAITING_FOR_KUEUE: Final = "the run waits for Kueue"
 REFUSED: Final = "the API server refused an object of the incarnation"
 INVALID_SPEC: Final = "the spec cannot run"
-
-
-def owned_by(uid: str, items: Iterable[T]) -> list[T]:
-    """``items`` (summaries of what the indexes filed under the SparkDriver's key) that this SparkDriver
-    owns: an earlier SparkDriver of the same name may have left its own."""
-    return [item for item in items if item.owner_uid == uid]  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -61,7 +55,7 @@ class Facts:
     def first(cls, observed: Observed, driver: SparkDriver, now: datetime, plan: Plan[SparkDriverStatus]) -> Facts:
         assert observed.driver is not None
         uid, status = observed.driver.uid, observed.driver.status
-        return cls(observed, driver, now, status, status, tuple(owned_by(uid, observed.pods)), plan)
+        return cls(observed, driver, now, status, status, owned_by(observed.pods, uid), plan)
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -96,8 +90,9 @@ class Facts:
         name = naming.driver_pod_name(self.name, incarnation)
         return next((p for p in self.owned_pods if p.name == name and p.role != labels.ROLE_EXECUTOR), None)
 
-    def owned(self, items: Iterable[T]) -> list[T]:
-        return owned_by(self.uid, items)
+    def owned(self, items: Iterable[T]) -> tuple[T, ...]:
+        """Of ``items`` (filed under this SparkDriver's key), those it owns."""
+        return owned_by(items, self.uid)
 
     @cached_property
     def app_controlled(self) -> bool:
@@ -250,7 +245,6 @@ __all__ = [
     "Outcome",
     "Step",
     "Stop",
-    "owned_by",
     "refusal_status",
     "run",
     "stop_if_ended",

@@ -56,7 +56,7 @@ from sparkop.driver_controller.observed import (
     WorkloadSummary,
 )
 from sparkop.driver_controller.render import InvalidSpec
-from sparkop.driver_controller.schedulers import PodSetRequests, pod_group_labels
+from sparkop.driver_controller.schedulers import PodSetRequests, run_object
 from sparkop.driver_controller.templates import DRIVER_CONTAINER, EXECUTOR_CONTAINER, owner_reference
 
 API_VERSION: Final = "kueue.x-k8s.io/v1beta2"
@@ -112,24 +112,11 @@ def workload(driver: SparkDriver, asked: PodSetRequests, owner: JSON, priority: 
     if name is not None and priority is not None:
         wl_spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": name}
         wl_spec["priority"] = priority
-    meta = driver.metadata
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "name": naming.workload_name(meta["name"]),
-            "namespace": meta["namespace"],
-            # Kueue's own integrations label a Workload with its job's uid (Kueue names it in its
-            # preemption messages and logs: JobUID).
-            "labels": {
-                **pod_group_labels(driver),
-                labels.KUEUE_QUEUE_NAME: queue_name(driver) or "",
-                KUEUE_JOB_UID: str(meta.get("uid", "")),
-            },
-            "ownerReferences": [owner],
-        },
-        "spec": wl_spec,
-    }
+    # Kueue's own integrations label a Workload with its job's uid (Kueue names it in its preemption
+    # messages and logs: JobUID).
+    more = {labels.KUEUE_QUEUE_NAME: queue_name(driver) or "", KUEUE_JOB_UID: str(driver.metadata.get("uid", ""))}
+    name = naming.workload_name(driver.metadata["name"])
+    return run_object(driver, API_VERSION, "Workload", name, owner, wl_spec, **more)
 
 
 def _template(container: str, requests: Mapping[str, str], node_selector: Mapping[str, str]) -> JSON:

@@ -197,19 +197,26 @@ def pod_group_labels(driver: SparkDriver) -> dict[str, str]:
     return result
 
 
-def _pod_group(driver: SparkDriver, api_version: str, owner: JSON, spec: JSON) -> JSON:
-    meta = driver.metadata
+def run_object(
+    driver: SparkDriver, api_version: str, kind: str, name: str, owner: JSON, spec: JSON, **more_labels: str
+) -> JSON:
+    """An object of the SparkDriver's run, one for all its incarnations (its PodGroup, its Kueue
+    Workload): named ``name``, with sparkop's labels (and ``more_labels``), owned by ``owner``."""
     return {
         "apiVersion": api_version,
-        "kind": "PodGroup",
+        "kind": kind,
         "metadata": {
-            "name": naming.pod_group_name(meta["name"]),
-            "namespace": meta["namespace"],
-            "labels": pod_group_labels(driver),
+            "name": name,
+            "namespace": driver.metadata["namespace"],
+            "labels": {**pod_group_labels(driver), **more_labels},
             "ownerReferences": [dict(owner)],
         },
         "spec": spec,
     }
+
+
+def _pod_group(driver: SparkDriver, api_version: str, owner: JSON, spec: JSON) -> JSON:
+    return run_object(driver, api_version, "PodGroup", naming.pod_group_name(driver.metadata["name"]), owner, spec)
 
 
 def _min_resources(driver: SparkDriver, total: Requests) -> JSON:

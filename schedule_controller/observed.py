@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, ScheduledSparkApplicationStatus
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of
+from sparkop.core.owners import controller_keys, controller_uid, identity, owned_by
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
@@ -43,14 +43,10 @@ class ScheduledView:
         meta = _map(body.get("metadata"))
         generation = meta.get("generation")
         return cls(
-            namespace=str(meta.get("namespace") or ""),
-            name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""),
+            **identity(body),
             generation=generation if isinstance(generation, int) else 0,
             created=parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC),
             spec=_map(body.get("spec")),
-            labels={str(k): str(v) for k, v in _map(meta.get("labels")).items()},
-            deleting=bool(meta.get("deletionTimestamp")),
         )
 
 
@@ -81,7 +77,7 @@ class RunView:
         return cls(
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            owner_uid=str(_schedule_controller(body).get("uid") or ""),
+            owner_uid=controller_uid(body, labels.GROUP, KIND),
             scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
             created=parse_time(meta.get("creationTimestamp")),
             state=state if isinstance(state, str) else None,
@@ -104,12 +100,7 @@ class Observed:
     @property
     def owned(self) -> tuple[RunView, ...]:
         """Our runs, oldest first."""
-        return tuple(sorted((r for r in self.runs if r.owner_uid == self.scheduled.uid), key=lambda r: r.when))
-
-
-def _schedule_controller(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The ScheduledSparkApplication controller reference of an object ({} when none)."""
-    return controller_of(body, labels.GROUP, KIND) or {}
+        return owned_by(self.runs, self.scheduled.uid, lambda r: r.when)
 
 
 owner_keys = controller_keys(labels.GROUP, KIND)
