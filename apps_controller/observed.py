@@ -30,7 +30,7 @@ from sparkop.api.models import (
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_uid, copy_json, identity, owned_by
+from sparkop.core.owners import ObjectView, OwnedView, controller_keys, copy_json, identity, owned_by, owned_identity
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
@@ -133,19 +133,14 @@ def run_spec(spec: Mapping[str, Any]) -> JSON:
     return copied
 
 
-@dataclass(frozen=True)
-class AppView:
+@dataclass(frozen=True, kw_only=True)
+class AppView(ObjectView):
     """The facts of one SparkApplication that the state machine reads (its status: Observed.status)."""
 
-    namespace: str
-    name: str
-    uid: str
     generation: int
     spec: Mapping[str, Any]
-    deleting: bool = False
     spec_error: SpecError | None = None  # what is wrong with the spec (set by the shell's validation)
     created: datetime | None = None  # metadata.creationTimestamp: where kubeflow's latencies start
-    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def suspend(self) -> bool:
@@ -200,18 +195,14 @@ class AppView:
 # owned SparkDrivers
 
 
-@dataclass(frozen=True)
-class DriverView:
+@dataclass(frozen=True, kw_only=True)
+class DriverView(OwnedView):
     """One owned SparkDriver as the apps controller sees it: identity, run, and its mirrored status."""
 
-    name: str
-    uid: str
     run: int
-    owner_uid: str  # uid of the controller owner (a SparkApplication)
     app_generation: int
     spec_hash: str | None
     phase: DriverPhase | None = None
-    deleting: bool = False
     pod_name: str | None = None
     spark_application_id: str | None = None
     web_ui_address: str | None = None
@@ -256,14 +247,11 @@ class DriverView:
         # A refused driver pod leaves no termination; its lastError says why.
         failed_early = phase is DriverPhase.SUBMISSION_FAILED or not term
         return cls(
-            name=str(meta.get("name", "")),
-            uid=str(meta.get("uid", "")),
+            **owned_identity(body, labels.GROUP, APP_KIND),
             run=_int(lbls.get(labels.RUN), 0),
-            owner_uid=controller_uid(body, labels.GROUP, APP_KIND),
             app_generation=_int(ann.get(labels.APP_GENERATION), 0),
             spec_hash=_opt_str(ann.get(labels.SPEC_HASH)),
             phase=phase,
-            deleting=bool(meta.get("deletionTimestamp")),
             pod_name=_opt_str(pod.get("name")),
             spark_application_id=_opt_str(status.get("sparkApplicationId")),
             web_ui_address=_opt_str(status.get("webUIAddress")),
@@ -277,8 +265,8 @@ class DriverView:
         )
 
 
-@dataclass(frozen=True)
-class OwnedObject:
+@dataclass(frozen=True, kw_only=True)
+class OwnedObject(OwnedView):
     """A Service or Ingress controlled by a SparkApplication (the Spark UI), as the watch index holds
     it: found by its controller ownerReference, whatever status says (a crash between its create and
     the status write must not leak it). ``labels``, ``annotations`` and ``spec`` are what a pass
@@ -286,10 +274,6 @@ class OwnedObject:
 
     api_version: str
     kind: str
-    name: str
-    uid: str
-    owner_uid: str
-    deleting: bool = False
     resource_version: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -299,12 +283,9 @@ class OwnedObject:
     def from_body(cls, body: Mapping[str, Any]) -> OwnedObject:
         meta = _map(body.get("metadata"))
         return cls(
+            **owned_identity(body, labels.GROUP, APP_KIND),
             api_version=str(body.get("apiVersion", "")),
             kind=str(body.get("kind", "")),
-            name=str(meta.get("name", "")),
-            uid=str(meta.get("uid", "")),
-            owner_uid=controller_uid(body, labels.GROUP, APP_KIND),
-            deleting=bool(meta.get("deletionTimestamp")),
             resource_version=_opt_str(meta.get("resourceVersion")),
             labels=_str_map(meta.get("labels")),
             annotations=_str_map(meta.get("annotations")),

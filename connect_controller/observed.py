@@ -13,7 +13,7 @@ from typing import Any, Final
 from sparkop.api.connect import KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_uid, identity, owned_by
+from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
@@ -42,17 +42,12 @@ def spec_hash(spec: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class ConnectView:
+@dataclass(frozen=True, kw_only=True)
+class ConnectView(ObjectView):
     """The facts of one SparkConnect a pass reads (its status: Observed.status)."""
 
-    namespace: str
-    name: str
-    uid: str
     generation: int
     spec: Mapping[str, Any]
-    labels: Mapping[str, str] = field(default_factory=dict)
-    deleting: bool = False
 
     @property
     def spec_hash(self) -> str:
@@ -70,18 +65,14 @@ class ConnectView:
         )
 
 
-@dataclass(frozen=True)
-class ServerView:
+@dataclass(frozen=True, kw_only=True)
+class ServerView(OwnedView):
     """One SparkDriver that runs (or ran) a server of a SparkConnect."""
 
-    name: str
-    uid: str
     run: int
-    owner_uid: str
     spec_hash: str | None
     created: datetime | None
     phase: DriverPhase | None = None
-    deleting: bool = False
     pod_name: str | None = None
     pod_ip: str | None = None
     ready: bool = False
@@ -113,14 +104,11 @@ class ServerView:
             phase = None
         exit_code = term.get("exitCode")
         return cls(
-            name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""),
+            **owned_identity(body, labels.GROUP, KIND),
             run=_int(_map(meta.get("labels")).get(labels.RUN)),
-            owner_uid=controller_uid(body, labels.GROUP, KIND),
             spec_hash=_opt_str(_map(meta.get("annotations")).get(labels.SPEC_HASH)),
             created=parse_time(meta.get("creationTimestamp")),
             phase=phase,
-            deleting=bool(meta.get("deletionTimestamp")),
             pod_name=_opt_str(pod.get("name")),
             pod_ip=_opt_str(pod.get("podIP")),
             ready=pod.get("ready") is True,
@@ -132,22 +120,16 @@ class ServerView:
         )
 
 
-@dataclass(frozen=True)
-class ServiceView:
+@dataclass(frozen=True, kw_only=True)
+class ServiceView(OwnedView):
     """The stable Service (or any Service a SparkConnect controls)."""
 
-    name: str
-    uid: str
-    owner_uid: str
     selector: Mapping[str, str]
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ServiceView:
-        meta = _map(body.get("metadata"))
         return cls(
-            name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""),
-            owner_uid=controller_uid(body, labels.GROUP, KIND),
+            **owned_identity(body, labels.GROUP, KIND),
             selector={str(k): str(v) for k, v in _map(_map(body.get("spec")).get("selector")).items()},
         )
 

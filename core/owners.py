@@ -16,6 +16,7 @@ never what decides ownership.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sparkop.core.jsontypes import JSON
@@ -140,9 +141,43 @@ def owned_by(views: Iterable[T], uid: str, order: Callable[[T], Any] | None = No
     return tuple(sorted(mine, key=order) if order is not None else mine)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ObjectView:
+    """What every view of a controller's own object says of its metadata (read by :func:`identity`)."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    deleting: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class OwnedView:
+    """What every view of an object a controller owns says of it (read by :func:`owned_identity`): who
+    it is, and whose (its controller's uid, when that is of the owner's group and kind)."""
+
+    name: str
+    uid: str
+    owner_uid: str
+    deleting: bool = False
+
+
+def owned_identity(body: Mapping[str, Any], group: str, kind: str) -> dict[str, Any]:
+    """:class:`OwnedView`'s fields of an object, read leniently."""
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return {
+        "name": str(meta.get("name") or ""),
+        "uid": str(meta.get("uid") or ""),
+        "owner_uid": controller_uid(body, group, kind),
+        "deleting": bool(meta.get("deletionTimestamp")),
+    }
+
+
 def identity(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What every view of an object reads of its metadata, read leniently: ``namespace``, ``name``,
-    ``uid``, ``labels`` and whether it is being deleted (``deleting``)."""
+    """:class:`ObjectView`'s fields of an object, read leniently: ``namespace``, ``name``, ``uid``,
+    ``labels`` and whether it is being deleted (``deleting``)."""
     meta = body.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     found = meta.get("labels")

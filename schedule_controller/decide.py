@@ -142,7 +142,14 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
             started, plan = _act_on(observed, schedule, due, now, active, status, plan)
             if started is not None:
                 active = [r for r in active if r.name not in started] + [
-                    RunView(run_name(sched.name, due), "", sched.uid, due, now, None)
+                    RunView(
+                        name=run_name(sched.name, due),
+                        uid="",
+                        owner_uid=sched.uid,
+                        scheduled=due,
+                        created=now,
+                        state=None,
+                    )
                 ]
         status.nextRun = schedule.next_after(now)
         requeue = (status.nextRun - now).total_seconds() + WAKE_MARGIN_SECONDS

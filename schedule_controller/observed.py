@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, ScheduledSparkApplicationStatus
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_uid, identity, owned_by
+from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
@@ -25,18 +25,13 @@ def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-@dataclass(frozen=True)
-class ScheduledView:
+@dataclass(frozen=True, kw_only=True)
+class ScheduledView(ObjectView):
     """The facts of one ScheduledSparkApplication a pass reads (its status: Observed.status)."""
 
-    namespace: str
-    name: str
-    uid: str
     generation: int
     created: datetime
     spec: Mapping[str, Any]
-    labels: Mapping[str, str] = field(default_factory=dict)
-    deleting: bool = False
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
@@ -50,13 +45,10 @@ class ScheduledView:
         )
 
 
-@dataclass(frozen=True)
-class RunView:
+@dataclass(frozen=True, kw_only=True)
+class RunView(OwnedView):
     """One SparkApplication a ScheduledSparkApplication started."""
 
-    name: str
-    uid: str
-    owner_uid: str
     scheduled: datetime | None  # its scheduled time (annotation), None when unreadable
     created: datetime | None
     state: str | None  # status.applicationState.state
@@ -75,9 +67,7 @@ class RunView:
         meta = _map(body.get("metadata"))
         state = _map(_map(body.get("status")).get("applicationState")).get("state")
         return cls(
-            name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""),
-            owner_uid=controller_uid(body, labels.GROUP, KIND),
+            **owned_identity(body, labels.GROUP, KIND),
             scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
             created=parse_time(meta.get("creationTimestamp")),
             state=state if isinstance(state, str) else None,

@@ -181,7 +181,12 @@ class SimCluster:
 
     def app_view(self) -> AppView:
         return AppView(
-            self.namespace, self.name, self.uid, self.generation, copy.deepcopy(self.spec), labels=dict(self.labels)
+            namespace=self.namespace,
+            name=self.name,
+            uid=self.uid,
+            generation=self.generation,
+            spec=copy.deepcopy(self.spec),
+            labels=dict(self.labels),
         )
 
     def snapshot(self) -> Snapshot:

@@ -22,7 +22,7 @@ KUEUE = {labels.KUEUE_QUEUE_NAME: "team-a", labels.KUEUE_PRIORITY_CLASS: "high",
 
 
 def app(labels_: dict[str, str] | None = None, **spec: Any) -> AppView:
-    return AppView("ns", "pi", "uid-1", 1, {**SPEC, **spec}, labels=labels_ or {})
+    return AppView(namespace="ns", name="pi", uid="uid-1", generation=1, spec={**SPEC, **spec}, labels=labels_ or {})
 
 
 # --- Kueue --------------------------------------------------------------------------------------------

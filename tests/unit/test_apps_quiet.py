@@ -82,7 +82,11 @@ def test_a_finished_app_writes_no_status_whatever_its_drivers_do(
     (last,) = observed.drivers
     drivers = [] if gone else [replace(last, **change)]
     drivers += [replace(last, name=f"pi-{run + 1}", uid=f"other-{run}", run=run + 1) for run in extra_runs]
-    ui_objects = [OwnedObject("v1", "Service", "pi-ui-svc", "svc-uid", "app-uid")] if ui_leftover else []
+    ui_objects = (
+        [OwnedObject(api_version="v1", kind="Service", name="pi-ui-svc", uid="svc-uid", owner_uid="app-uid")]
+        if ui_leftover
+        else []
+    )
     plan = reconcile(
         replace(observed, drivers=tuple(drivers), ui_objects=tuple(ui_objects)), c.now + timedelta(seconds=later)
     )
@@ -120,10 +124,14 @@ def test_decide_deletes_observed_ui_objects_of_this_app_only() -> None:
     c = finished_app(DriverPhase.SUCCEEDED)
     observed, _ = c.observed()
     assert not observed.status.driverInfo.webUIServiceName
-    ours = OwnedObject("v1", "Service", "pi-ui-svc", "svc-uid", "app-uid")
-    ingress = OwnedObject("networking.k8s.io/v1", "Ingress", "pi-ui-ingress", "ing-uid", "app-uid")
-    theirs = OwnedObject("v1", "Service", "pi-ui-svc", "old-svc-uid", "an-older-app-of-this-name")
-    gone = OwnedObject("v1", "Service", "x", "x-uid", "app-uid", deleting=True)
+    ours = OwnedObject(api_version="v1", kind="Service", name="pi-ui-svc", uid="svc-uid", owner_uid="app-uid")
+    ingress = OwnedObject(
+        api_version="networking.k8s.io/v1", kind="Ingress", name="pi-ui-ingress", uid="ing-uid", owner_uid="app-uid"
+    )
+    theirs = OwnedObject(
+        api_version="v1", kind="Service", name="pi-ui-svc", uid="old-svc-uid", owner_uid="an-older-app-of-this-name"
+    )
+    gone = OwnedObject(api_version="v1", kind="Service", name="x", uid="x-uid", owner_uid="app-uid", deleting=True)
     plan = reconcile(replace(observed, ui_objects=(ours, ingress, theirs, gone)), c.now)
     deletes = [a for a in plan.actions if isinstance(a, DeleteObject)]
     assert sorted(deletes, key=lambda d: d.kind) == [
@@ -190,7 +198,9 @@ def test_the_ui_index_finds_services_and_ingresses_by_their_controller_owner() -
         },
     }
     assert owner_keys(svc) == [("ns", "pi")]
-    assert OwnedObject.from_body(svc) == OwnedObject("v1", "Service", "pi-ui-svc", "s1", "app-uid")
+    assert OwnedObject.from_body(svc) == OwnedObject(
+        api_version="v1", kind="Service", name="pi-ui-svc", uid="s1", owner_uid="app-uid"
+    )
     svc["metadata"]["ownerReferences"] = []
     assert owner_keys(svc) == []
 

@@ -28,7 +28,7 @@ OPTIONS: dict[str, Any] = {
 
 
 def app(**spec: Any) -> AppView:
-    return AppView("ns", "pi", "uid-1", 1, {**SPEC, **spec})
+    return AppView(namespace="ns", name="pi", uid="uid-1", generation=1, spec={**SPEC, **spec})
 
 
 def running(url_format: str | None, **spec: Any) -> SimCluster:

@@ -46,7 +46,14 @@ def body(**spec: Any) -> dict[str, Any]:
 
 
 def run(at: datetime, state: str | None = None, owner: str = UID) -> RunView:
-    return RunView(run_name("nightly", at), f"uid-{at.timestamp()}", owner, at, at, state)
+    return RunView(
+        name=run_name("nightly", at),
+        uid=f"uid-{at.timestamp()}",
+        owner_uid=owner,
+        scheduled=at,
+        created=at,
+        state=state,
+    )
 
 
 def observed(runs: tuple[RunView, ...] = (), status: dict[str, Any] | None = None, **spec: Any) -> Observed:
