@@ -102,58 +102,21 @@ async def run_operator(
     runtime = Runtime(kube=kube, options=options, namespaces=tuple(namespaces))
     register_namespaces(runtime)
     controllers = [register(runtime) for register in registrations]
-    elector: Elector | None = None
-    if election is not None:
-        elector = Elector(election, KubeLeaseStore(kube, election.namespace, election.name))
-        kube.fence = elector.fence
-        # The audit log tells the replicas' requests apart.
-        kube.api.user_agent = f"{kube.api.user_agent} ({election.identity})"
+    elector = _elector(kube, election) if election is not None else None
     health = Health(runtime.caches, elector)
     server = None
     try:
         if serving is not None:
             collectors = runtime.collectors
             if elector is not None:
-                leading = elector.fence
-                collectors = [WhileLeading(c, leading) for c in collectors]
+                collectors = [WhileLeading(c, elector.fence) for c in collectors]
             server = await serve(
                 serving.address, serving.port, health, collectors, endpoint=serving.endpoint, prefix=serving.prefix
             )
         await wait_until_served(kube, served_kinds(controllers), on_missing=health_unserved(health))
         names = ",".join(c.name for c in controllers)
         log.info("sparkop starting: controllers=%s namespaces=%s", names, list(namespaces) or "all")
-        cancelled = False
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(runtime.caches.run(later=runtime.listed_later), name="caches")]
-            health.caches_task = tasks[0]
-            tasks.append(group.create_task(report_synced(runtime.caches, health), name="synced"))
-            stop = stop_flag or asyncio.Event()
-            queues: list[asyncio.Task[None]] = []
-            try:
-                if elector is not None:
-                    tasks.append(group.create_task(elector.run(), name="leader-election"))
-                    await first_of(stop.wait(), elector.leading_event.wait(), elector.lost.wait())
-                if not stop.is_set() and not (elector is not None and elector.lost.is_set()):
-                    # Each queue starts once its own caches have listed: on a busy cluster the apps
-                    # controller need not wait for every pod, ConfigMap and Service to be listed.
-                    queues = [
-                        group.create_task(run_when_synced(runtime, queue), name=f"queue:{queue.name}")
-                        for queue in runtime.queues
-                    ]
-                    if ready_flag is not None:
-                        await first_of(stop.wait(), runtime.caches.wait_synced())
-                        ready_flag.set()
-                    await first_of(stop.wait(), *([elector.lost.wait()] if elector is not None else []))
-            except asyncio.CancelledError:
-                cancelled = True  # SIGTERM: stopped in order below, then cancelled for the caller
-            # The work stops first, while the election goes on renewing the lease: however long the
-            # queues take to wind down, the lease is still validly held when it is released below.
-            for task in queues:
-                task.cancel()
-            if queues:
-                await asyncio.wait(queues)
-            for task in tasks:
-                task.cancel()
+        cancelled = await _run(runtime, health, elector, stop_flag or asyncio.Event(), ready_flag)
         if elector is not None and elector.lost_reason is not None:
             raise LeadershipLost(elector.lost_reason)
         if cancelled:
@@ -166,6 +129,54 @@ async def run_operator(
             await server.cleanup()
         await kube.close()
         log.info("sparkop stopped")
+
+
+def _elector(kube: Kube, election: ElectionConfig) -> Elector:
+    """The election, and every write of ``kube`` fenced by it."""
+    elector = Elector(election, KubeLeaseStore(kube, election.namespace, election.name))
+    kube.fence = elector.fence
+    # The audit log tells the replicas' requests apart.
+    kube.api.user_agent = f"{kube.api.user_agent} ({election.identity})"
+    return elector
+
+
+async def _run(
+    runtime: Runtime, health: Health, elector: Elector | None, stop: asyncio.Event, ready_flag: asyncio.Event | None
+) -> bool:
+    """The caches, the election, and once this replica leads the work queues, until ``stop`` (or the lease
+    is lost); whether it was cancelled (SIGTERM) meanwhile."""
+    cancelled = False
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(runtime.caches.run(later=runtime.listed_later), name="caches")]
+        health.caches_task = tasks[0]
+        tasks.append(group.create_task(report_synced(runtime.caches, health), name="synced"))
+        queues: list[asyncio.Task[None]] = []
+        try:
+            if elector is not None:
+                tasks.append(group.create_task(elector.run(), name="leader-election"))
+                await first_of(stop.wait(), elector.leading_event.wait(), elector.lost.wait())
+            if not stop.is_set() and not (elector is not None and elector.lost.is_set()):
+                # Each queue starts once its own caches have listed: on a busy cluster the apps
+                # controller need not wait for every pod, ConfigMap and Service to be listed.
+                queues = [
+                    group.create_task(run_when_synced(runtime, queue), name=f"queue:{queue.name}")
+                    for queue in runtime.queues
+                ]
+                if ready_flag is not None:
+                    await first_of(stop.wait(), runtime.caches.wait_synced())
+                    ready_flag.set()
+                await first_of(stop.wait(), *([elector.lost.wait()] if elector is not None else []))
+        except asyncio.CancelledError:
+            cancelled = True  # SIGTERM: stopped in order below, then cancelled for the caller
+        # The work stops first, while the election goes on renewing the lease: however long the
+        # queues take to wind down, the lease is still validly held when it is released below.
+        for task in queues:
+            task.cancel()
+        if queues:
+            await asyncio.wait(queues)
+        for task in tasks:
+            task.cancel()
+    return cancelled
 
 
 def served_kinds(controllers: Sequence[Controller[Any, Any]]) -> tuple[Resource, ...]:

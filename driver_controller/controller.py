@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sparkop.api.models import SparkDriverStatus
@@ -92,26 +93,56 @@ def every(body: JSON) -> list[tuple[str, str]]:
     return [EVERY]
 
 
-def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
-    settings = Settings(
-        unschedulable_timeout=runtime.options.unschedulable_timeout_seconds,
-        render=RenderOptions(
-            driver_pdb=runtime.options.driver_pod_disruption_budget,
-            pod_security=runtime.options.pod_security,
-            node_loss_toleration_seconds=runtime.options.node_loss_toleration_seconds,
-        ),
+def labelled(
+    index: str,
+    resource: Any,
+    summarize: Any,
+    view: Any,
+    trim: Any,
+    within: Callable[[JSON], float] | None = None,
+    own_changes_settle: bool = False,
+    keys: Callable[[JSON], list[Key]] = controller_key,
+) -> Source:
+    """The Source of one kind a SparkDriver owns: selected on the server by the label's presence (nothing
+    else of the kind is ever sent), filed under the SparkDriver its ownerReference names. Every
+    SparkDriver has some of each: listed after the selections the other controllers read."""
+    return Source(
+        index,
+        resource,
+        keys,
+        summarize,
+        selector=labels.DRIVER,
+        transform=trim,
+        shared=True,
+        view=view,
+        within=within,
+        own_changes_settle=own_changes_settle,
+        many=True,
     )
 
-    def values(index: str, key: Key) -> list[Any]:
-        return list(runtime.index(index).get(key) or ())
 
-    def owned(key: Key, driver: DriverView | None, learnt: Learnt, terminating: bool) -> Observed:
+@dataclass(frozen=True)
+class Observer:
+    """What the decision needs of one SparkDriver, from the caches (``observe``), and of one that is gone
+    (``gone``: its pods may hold our finalizer)."""
+
+    runtime: Runtime
+    settings: Settings
+
+    def observe(self, own: Own[SparkDriverStatus]) -> Observed:
+        return self.owned(own.key, DriverView.read(own.body, own.status), own.learnt, own.namespace_terminating)
+
+    def gone(self, key: Key, learnt: Learnt) -> Observed:
+        return self.owned(key, None, learnt, self.runtime.namespace_terminating(key[0]))
+
+    def owned(self, key: Key, driver: DriverView | None, learnt: Learnt, terminating: bool) -> Observed:
+        values = self.values
         return Observed(
             driver,
             values(INDEX_PODS, key),
             values(INDEX_CONFIGMAPS, key),
             values(INDEX_SERVICES, key),
-            settings,
+            self.settings,
             transient_error=learnt.transient,
             namespace_terminating=terminating,
             refusals=learnt.refusals,
@@ -122,41 +153,18 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             priority_classes=dict(values(INDEX_PRIORITY_CLASSES, EVERY)),
         )
 
-    def observe(own: Own[SparkDriverStatus]) -> Observed:
-        driver = DriverView.read(own.body, own.status)
-        return owned(own.key, driver, own.learnt, own.namespace_terminating)
+    def values(self, index: str, key: Key) -> list[Any]:
+        return list(self.runtime.index(index).get(key) or ())
 
-    def gone(key: Key, learnt: Learnt) -> Observed:
-        # A SparkDriver that is gone may leave pods holding our finalizer to let go.
-        return owned(key, None, learnt, runtime.namespace_terminating(key[0]))
 
-    def labelled(
-        index: str,
-        resource: Any,
-        summarize: Any,
-        view: Any,
-        trim: Any,
-        within: Callable[[JSON], float] | None = None,
-        own_changes_settle: bool = False,
-        keys: Callable[[JSON], list[Key]] = controller_key,
-    ) -> Source:
-        # Selected on the server by the label's presence: nothing else of the kind is ever sent; filed
-        # under the SparkDriver its ownerReference names. Every SparkDriver has some of each: listed after
-        # the selections the other controllers read.
-        return Source(
-            index,
-            resource,
-            keys,
-            summarize,
-            selector=labels.DRIVER,
-            transform=trim,
-            shared=True,
-            view=view,
-            within=within,
-            own_changes_settle=own_changes_settle,
-            many=True,
-        )
-
+def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
+    options = runtime.options
+    render = RenderOptions(
+        driver_pdb=options.driver_pod_disruption_budget,
+        pod_security=options.pod_security,
+        node_loss_toleration_seconds=options.node_loss_toleration_seconds,
+    )
+    observer = Observer(runtime, Settings(unschedulable_timeout=options.unschedulable_timeout_seconds, render=render))
     pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)
     return Controller(
         name="driver",
@@ -190,8 +198,8 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
                 INDEX_PRIORITY_CLASSES, KUEUE_PRIORITY_CLASSES, every, priority_value, transform=trim_priority_class
             ),
         ),
-        observe=observe,
-        gone=gone,
+        observe=observer.observe,
+        gone=observer.gone,
         decide=decide,
         status=SparkDriverStatus,
         log=log,
