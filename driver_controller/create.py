@@ -13,7 +13,7 @@ from sparkop.core.resources import NETWORK_POLICIES
 from sparkop.domain import naming
 from sparkop.driver_controller import events
 from sparkop.driver_controller.actions import POLICY_RESTORED, policy_restore_patch
-from sparkop.driver_controller.facts import INVALID_SPEC, REFUSED, Continue, Facts, Outcome, Stop
+from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why
 from sparkop.driver_controller.observed import PolicySummary
 from sparkop.driver_controller.render import InvalidSpec, network_policy, spark_release
 
@@ -33,7 +33,7 @@ def create_missing(f: Facts) -> Outcome:
     ensure_policy = Ensure(wanted_policy, f"Incarnation{f.incarnation}", concurrent=True) if wanted_policy else None
     refusal = _refusal(f, ensure_policy)
     if refusal is not None:
-        return Stop(refusal, REFUSED)
+        return Stop(refusal, Why.REFUSED)
     current_policy = next((n for n in f.owned(f.observed.network_policies) if n.name == expected.network_policy), None)
     if current_policy is not None:
         ensure_policy = None
@@ -42,7 +42,7 @@ def create_missing(f: Facts) -> Outcome:
         try:
             f, objects = f.render()
         except (InvalidSpec, ValueError) as exc:
-            return Stop(f.invalid_spec(str(exc)), INVALID_SPEC)
+            return Stop(f.invalid_spec(str(exc)), Why.INVALID_SPEC)
         why = f"Incarnation{f.incarnation}"
         creates: list[Create | Ensure] = []
         if pod_missing and objects.pod_group is not None:

@@ -11,11 +11,12 @@ renderer reads. The incarnation's objects are rendered at most once a pass (:met
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sparkop.api.models import DriverPhase, IncarnationOutcome, SparkDriver, SparkDriverStatus
 from sparkop.core.frozen import evolve
@@ -29,11 +30,15 @@ from sparkop.driver_controller.status import ended, with_record, with_submission
 
 T = TypeVar("T")
 
-# Why a decision went no further (a :class:`Stop`'s reason).
-ENDED: Final = "the driver has ended"
-WAITING_FOR_KUEUE: Final = "the run waits for Kueue"
-REFUSED: Final = "the API server refused an object of the incarnation"
-INVALID_SPEC: Final = "the spec cannot run"
+
+class Why(enum.StrEnum):
+    """Why a decision went no further (a :class:`Stop`'s reason)."""
+
+    ENDED = "the driver has ended"
+    FINISHED = "the driver pod finished"
+    WAITING_FOR_KUEUE = "the run waits for Kueue"
+    REFUSED = "the API server refused an object of the incarnation"
+    INVALID_SPEC = "the spec cannot run"
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,7 @@ class Stop:
     """The decision goes no further than this step (why: ``reason``); the closing steps run on ``facts``."""
 
     facts: Facts
-    reason: str
+    reason: Why
 
 
 Outcome = Continue | Stop
@@ -221,7 +226,7 @@ Closing = Callable[[Facts], Facts]
 
 def stop_if_ended(facts: Facts) -> Outcome:
     """Continue, unless the driver has ended (its status is final: nothing more is started)."""
-    return Stop(facts, ENDED) if facts.ended else Continue(facts)
+    return Stop(facts, Why.ENDED) if facts.ended else Continue(facts)
 
 
 def run(steps: Sequence[Step], facts: Facts) -> tuple[Facts, Stop | None]:
@@ -235,16 +240,13 @@ def run(steps: Sequence[Step], facts: Facts) -> tuple[Facts, Stop | None]:
 
 
 __all__ = [
-    "ENDED",
-    "INVALID_SPEC",
-    "REFUSED",
-    "WAITING_FOR_KUEUE",
     "Closing",
     "Continue",
     "Facts",
     "Outcome",
     "Step",
     "Stop",
+    "Why",
     "refusal_status",
     "run",
     "stop_if_ended",

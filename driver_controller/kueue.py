@@ -37,13 +37,11 @@ from sparkop.core.times import format_time
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import conditions, events
 from sparkop.driver_controller.facts import (
-    INVALID_SPEC,
-    REFUSED,
-    WAITING_FOR_KUEUE,
     Continue,
     Facts,
     Outcome,
     Stop,
+    Why,
 )
 from sparkop.driver_controller.observed import (
     ADMITTED,
@@ -264,17 +262,18 @@ def admission(f: Facts) -> Outcome:
     if wl is None:
         return _create_workload(f, queue)
     if wl.evicted or wl.deleting:
-        return Stop(_evicted(f, wl), WAITING_FOR_KUEUE)
+        return Stop(_evicted(f, wl), Why.WAITING_FOR_KUEUE)
     if not wl.admitted:
         reason, message = wl.waiting_reason()
         return Stop(
-            _queued(f, "True", reason, f"Workload {wl.name} waits in LocalQueue {queue}: {message}"), WAITING_FOR_KUEUE
+            _queued(f, "True", reason, f"Workload {wl.name} waits in LocalQueue {queue}: {message}"),
+            Why.WAITING_FOR_KUEUE,
         )
     where = placements(wl, f.observed.flavors)
     if isinstance(where, str):
         message = f"Workload {wl.name} was admitted on ResourceFlavor {where}, which this operator cannot read yet"
         f = _queued(f, "True", "FlavorNotFound", message).requeue(REFERENCE_RETRY_SECONDS)
-        return Stop(f, WAITING_FOR_KUEUE)
+        return Stop(f, Why.WAITING_FOR_KUEUE)
     f = f.admitted(placed(f.driver, where))
     old = next((c for c in f.status.conditions or () if c.type == conditions.CONDITION_QUEUED), None)
     if old is not None and old.status == "True":
@@ -336,7 +335,7 @@ def _create_workload(f: Facts, queue: str) -> Outcome:
         f = f.refused(reason, message).event(
             "Warning", events.SUBMISSION_FAILED, f"Workload {expected} refused: {message}"
         )
-        return Stop(f, REFUSED)
+        return Stop(f, Why.REFUSED)
     priority: int | None = None
     wanted_class = priority_class(f.driver)
     if wanted_class is not None:
@@ -345,18 +344,18 @@ def _create_workload(f: Facts, queue: str) -> Outcome:
             label = labels.KUEUE_PRIORITY_CLASS
             message = f"WorkloadPriorityClass {wanted_class} ({label}) is not known to this operator yet"
             f = _queued(f, "True", "PriorityClassNotFound", message).requeue(REFERENCE_RETRY_SECONDS)
-            return Stop(f, WAITING_FOR_KUEUE)
+            return Stop(f, Why.WAITING_FOR_KUEUE)
     try:
         f, objects = f.render()
     except (InvalidSpec, ValueError) as exc:
-        return Stop(f.invalid_spec(str(exc)), INVALID_SPEC)
+        return Stop(f.invalid_spec(str(exc)), Why.INVALID_SPEC)
     assert objects.pod_sets is not None  # the queue label asks for them
     owner = owner_reference(f.driver, controller=True)
     f = f.before(Create(workload(f.driver, objects.pod_sets, owner, priority), "QueuedInKueue"))
     f = _queued(
         f, "True", "Pending", f"Workload {expected} created in LocalQueue {queue}: waiting for Kueue to admit it"
     )
-    return Stop(f.update(phase=DriverPhase.PENDING), WAITING_FOR_KUEUE)
+    return Stop(f.update(phase=DriverPhase.PENDING), Why.WAITING_FOR_KUEUE)
 
 
 def _evicted(f: Facts, wl: WorkloadSummary) -> Facts:

@@ -11,7 +11,7 @@ from typing import Final, Literal
 from sparkop.api.models import DriverPhase, DriverPodInfo, IncarnationOutcome, Termination
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import conditions, events
-from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, stop_if_ended
+from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why, stop_if_ended
 from sparkop.driver_controller.observed import DISRUPTION_REASONS, PodGroupSummary, PodSummary, Terminated
 
 # Spark's driver reads its own pod from the API server while its SparkContext starts (the Kubernetes
@@ -90,7 +90,7 @@ def follow_driver_pod(f: Facts) -> Outcome:
     message = f"driver pod {pod_name} {phase.value.lower()}"
     if termination is not None and termination.exitCode is not None:
         message += f" with exit code {termination.exitCode}"
-    return Stop(_terminal(f, phase, termination, reason, message, pod_name), "the driver pod finished")
+    return Stop(_terminal(f, phase, termination, reason, message, pod_name), Why.FINISHED)
 
 
 # ---------------------------------------------------------------------------------------------------

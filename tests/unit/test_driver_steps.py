@@ -14,7 +14,7 @@ from sparkop.core.plan import Create, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller import facts as facts_module
 from sparkop.driver_controller.decide import CLOSING, STEPS, decide
-from sparkop.driver_controller.facts import ENDED, REFUSED, WAITING_FOR_KUEUE, Facts, Stop, run
+from sparkop.driver_controller.facts import Facts, Stop, Why, run
 from sparkop.driver_controller.observed import Observed, summarize_pod
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated
 
@@ -52,26 +52,26 @@ def test_a_new_driver_runs_every_step() -> None:
 
 def test_an_ended_driver_stops_at_its_incarnation() -> None:
     ended = {"phase": "Succeeded", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
-    assert stop_of(Observed.of(driver(ended))) == ("recover_incarnation", ENDED)
+    assert stop_of(Observed.of(driver(ended))) == ("recover_incarnation", Why.ENDED)
 
 
 def test_a_driver_pod_that_finished_stops_the_decision_where_it_is_followed() -> None:
     pod, cms, svcs = objects()
     status = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
     observed = Observed.of(driver(status), [summarize_pod(terminated(pod, 0))], cms, svcs)
-    assert stop_of(observed) == ("follow_driver_pod", "the driver pod finished")
+    assert stop_of(observed) == ("follow_driver_pod", Why.FINISHED)
 
 
 def test_a_refused_create_is_a_visible_stop() -> None:
     key = refusal_key(Create({"kind": "Pod", "metadata": {"name": "pi-1-driver"}}))
     observed = Observed.of(driver(), refusals={key: Refusal(403, "Forbidden", "exceeded quota")})
-    assert stop_of(observed) == ("create_missing", REFUSED)
+    assert stop_of(observed) == ("create_missing", Why.REFUSED)
 
 
 def test_a_run_waiting_for_kueue_stops_at_its_admission() -> None:
     body = driver()
     body["metadata"]["labels"] = {labels.KUEUE_QUEUE_NAME: "team-a"}
-    assert stop_of(Observed.of(body)) == ("admission", WAITING_FOR_KUEUE)
+    assert stop_of(Observed.of(body)) == ("admission", Why.WAITING_FOR_KUEUE)
 
 
 SCENARIOS: dict[str, Any] = {
@@ -133,4 +133,4 @@ def test_a_pass_renders_its_incarnation_at_most_once(scenario: str, monkeypatch:
 def test_run_stops_at_the_first_stop() -> None:
     ended = {"phase": "Failed", "incarnation": 2, "driverPod": {"name": "pi-2-driver"}}
     facts, stop = run(STEPS, first_facts(Observed.of(driver(ended))))
-    assert stop is not None and stop.reason == ENDED and facts.incarnation == 2
+    assert stop is not None and stop.reason == Why.ENDED and facts.incarnation == 2
