@@ -6,7 +6,7 @@ A step never changes the facts it was given: every method here returns new facts
 decides is the status as read (``read``), copied with the parts a step replaces (``status``); the actions
 and events it plans accumulate in ``plan``. The spec (``driver``) is the one the pass parsed, for every
 step; where Kueue's admission places the pods, that is a fact of its own (``placed``), which only the
-renderer reads. The incarnation's objects are rendered at most once a pass (:meth:`Facts.rendered`).
+renderer reads. The incarnation's objects are rendered at most once a pass (:meth:`Facts.render`).
 """
 
 from __future__ import annotations
