@@ -33,8 +33,6 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from sparkop.api.connect import (
-    DEFAULT_RETRIES,
-    DEFAULT_RETRY_INTERVAL,
     MAX_RETRY_INTERVAL,
     ConnectServerStatus,
     ConnectState,
@@ -112,16 +110,6 @@ class _Pass:
         return found or ServerRun(
             run=server.run, driver=server.name, outcome=ServerOutcome.RUNNING, startTime=server.created or self.now
         )
-
-
-def _retries(c: ConnectView) -> tuple[int, int]:
-    policy = c.spec.get("restartPolicy") or {}
-    retries = policy.get("onFailureRetries")
-    interval = policy.get("onFailureRetryInterval")
-    return (
-        retries if isinstance(retries, int) and retries >= 0 else DEFAULT_RETRIES,
-        interval if isinstance(interval, int) and interval >= 1 else DEFAULT_RETRY_INTERVAL,
-    )
 
 
 def backoff(interval: int, failures: int) -> float:
@@ -268,7 +256,7 @@ def _create(p: _Pass, run: int) -> bool:
 
 def _failed(p: _Pass) -> bool:
     """Whether restarts are used up (the SparkConnect is Failed) or one is still waiting its turn."""
-    retries, interval = _retries(p.c)
+    retries, interval = p.c.failure_retries, p.c.failure_retry_interval
     failures = p.status.failuresInARow
     if failures == 0:
         p.status.nextRestartTime = None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from sparkop.api.connect import KIND, SparkConnectStatus
+from sparkop.api.connect import DEFAULT_RETRIES, DEFAULT_RETRY_INTERVAL, KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
@@ -48,6 +48,10 @@ class ConnectView(ObjectView):
 
     generation: int
     spec: Mapping[str, Any]
+    # spec.restartPolicy, read leniently with kubeflow's defaults: failures in a row a server may end
+    # with before the SparkConnect is Failed, and the first backoff's seconds.
+    failure_retries: int = DEFAULT_RETRIES
+    failure_retry_interval: int = DEFAULT_RETRY_INTERVAL
 
     @property
     def spec_hash(self) -> str:
@@ -60,8 +64,15 @@ class ConnectView(ObjectView):
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ConnectView:
         generation = _map(body.get("metadata")).get("generation")
+        spec = _map(body.get("spec"))
+        policy = _map(spec.get("restartPolicy"))
+        retries, interval = policy.get("onFailureRetries"), policy.get("onFailureRetryInterval")
         return cls(
-            **identity(body), generation=generation if isinstance(generation, int) else 0, spec=_map(body.get("spec"))
+            **identity(body),
+            generation=generation if isinstance(generation, int) else 0,
+            spec=spec,
+            failure_retries=retries if isinstance(retries, int) and retries >= 0 else DEFAULT_RETRIES,
+            failure_retry_interval=interval if isinstance(interval, int) and interval >= 1 else DEFAULT_RETRY_INTERVAL,
         )
 
 

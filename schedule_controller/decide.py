@@ -28,7 +28,6 @@ from sparkop.api.scheduled import (
     ScheduledSparkApplicationStatus,
     ScheduleError,
     ScheduleState,
-    parse_schedule,
 )
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import copy_json, owner_reference
@@ -126,13 +125,14 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
     last = max(t for t in (sched.created, status.lastScheduledTime, status.lastRun) if t is not None)
 
     requeue: float | None = None
-    try:
-        schedule = parse_schedule(str(spec.get("schedule") or ""), _str(spec.get("timeZone")), sched.created)
-    except ScheduleError as exc:
-        if status.scheduleState != ScheduleState.FAILED_VALIDATION or status.reason != str(exc):
-            plan = plan.with_event("Warning", INVALID_SCHEDULE, str(exc))
-        status.scheduleState, status.reason, status.nextRun = ScheduleState.FAILED_VALIDATION, str(exc), None
-        schedule = None
+    schedule: Schedule | None = None
+    if isinstance(sched.schedule, ScheduleError):
+        error = str(sched.schedule)
+        if status.scheduleState != ScheduleState.FAILED_VALIDATION or status.reason != error:
+            plan = plan.with_event("Warning", INVALID_SCHEDULE, error)
+        status.scheduleState, status.reason, status.nextRun = ScheduleState.FAILED_VALIDATION, error, None
+    else:
+        schedule = sched.schedule
     if schedule is not None and spec.get("suspend") is True:
         status.scheduleState, status.reason, status.nextRun = ScheduleState.SUSPENDED, "spec.suspend is true", None
     elif schedule is not None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sparkop.api.scheduled import KIND, ScheduledSparkApplicationStatus
+from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.plan import Refusal
@@ -32,17 +32,31 @@ class ScheduledView(ObjectView):
     generation: int
     created: datetime
     spec: Mapping[str, Any]
+    schedule: Schedule | ScheduleError  # spec.schedule and spec.timeZone read, or why they cannot be
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
         meta = _map(body.get("metadata"))
         generation = meta.get("generation")
+        created = parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
+        spec = _map(body.get("spec"))
         return cls(
             **identity(body),
             generation=generation if isinstance(generation, int) else 0,
-            created=parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC),
-            spec=_map(body.get("spec")),
+            created=created,
+            spec=spec,
+            schedule=_schedule(spec, created),
         )
+
+
+def _schedule(spec: Mapping[str, Any], created: datetime) -> Schedule | ScheduleError:
+    zone = spec.get("timeZone")
+    try:
+        return parse_schedule(
+            str(spec.get("schedule") or ""), zone if isinstance(zone, str) and zone else None, created
+        )
+    except ScheduleError as exc:
+        return exc
 
 
 @dataclass(frozen=True, kw_only=True)
