@@ -65,4 +65,5 @@ def test_status_of_a_missing_app_says_so(crds: ClusterHandle, namespace: str) ->
         timeout=60,
     )
     assert result.returncode == 1
-    assert f"no SparkApplication {namespace}/nope" in result.stderr
+    # It names the app, the namespace it looked in, and the command that lists what is there.
+    assert f"no SparkApplication 'nope' in namespace '{namespace}'; sparkop list -n {namespace}" in result.stderr
