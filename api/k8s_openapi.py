@@ -1,7 +1,14 @@
 """Extract the Kubernetes object schemas sparkop embeds (Volume, Container, PodTemplateSpec, ...) from
 Kubernetes' own published OpenAPI v3 into ``api/k8s_schemas.json``.
 
-    python -m sparkop.api.k8s_openapi --refresh [--source DIR]
+    python -m sparkop.api.k8s_openapi --refresh [--source DIR ...]
+
+The schemas are those of every Kubernetes release sparkop supports at once (:data:`K8S_VERSIONS`):
+a field is embedded only if each of them serves it, and an enum keeps only the values all of them
+take. A CRD embeds the schema once for every cluster, and the operator copies what it accepted into
+pods: a field only a newer release knows would be dropped by an older API server, and an alpha field
+of an older release may be gone from a newer one (1.35's ``PodSpec.workloadRef`` is not in 1.36),
+so either would be accepted and then lost. Such a field is refused at apply time instead, naming it.
 
 Each definition is written fully inlined (no ``$ref``) and made a *structural* CRD schema:
 
@@ -33,8 +40,12 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-K8S_VERSION: Final = "v1.34.12"
-DEFAULT_SOURCE: Final = Path(f"/root/go/pkg/mod/k8s.io/kubernetes@{K8S_VERSION}/api/openapi-spec/v3")
+# The Kubernetes releases sparkop supports, oldest first: the devcluster's (devcluster/gobuild/versions.env;
+# a test holds them together).
+K8S_VERSIONS: Final = ("v1.35.8", "v1.36.5", "v1.37.2")
+DEFAULT_SOURCES: Final = tuple(
+    Path(f"/root/go/pkg/mod/k8s.io/kubernetes@{version}/api/openapi-spec/v3") for version in K8S_VERSIONS
+)
 SOURCE_FILES: Final = ("api__v1_openapi.json", "apis__networking.k8s.io__v1_openapi.json")
 OUTPUT: Final = Path(__file__).with_name("k8s_schemas.json")
 
@@ -206,14 +217,36 @@ def load_definitions(source: Path) -> dict[str, Any]:
     return defs
 
 
-def extract(source: Path = DEFAULT_SOURCE) -> dict[str, Any]:
-    ex = Extractor(load_definitions(source))
-    out: dict[str, Any] = {name: ex.definition(name) for name in ROOTS}
+def common(first: dict[str, Any], *others: dict[str, Any]) -> dict[str, Any]:
+    """What each of the schemas accepts: the properties all of them have (each again in common), the
+    enum values all of them take; the rest as in `first` (the oldest release's)."""
+    out = dict(first)
+    if "properties" in first:
+        shared = [name for name in first["properties"] if all(name in o.get("properties", {}) for o in others)]
+        out["properties"] = {
+            name: common(first["properties"][name], *(o["properties"][name] for o in others)) for name in shared
+        }
+        if "required" in first:
+            out["required"] = [name for name in first["required"] if name in out["properties"]]
+    for key in ("items", "additionalProperties"):
+        if isinstance(first.get(key), dict) and all(isinstance(o.get(key), dict) for o in others):
+            out[key] = common(first[key], *(o[key] for o in others))
+    if "enum" in first:
+        out["enum"] = [value for value in first["enum"] if all(value in o.get("enum", [value]) for o in others)]
+    return out
+
+
+def extract(sources: tuple[Path, ...] = DEFAULT_SOURCES) -> dict[str, Any]:
+    extractors = [Extractor(load_definitions(source)) for source in sources]
+    out: dict[str, Any] = {name: common(*(ex.definition(name) for ex in extractors)) for name in ROOTS}
     out["ResourceList"] = {"type": "object", "additionalProperties": dict(QUANTITY)}
     return {
-        "source": f"kubernetes {K8S_VERSION} api/openapi-spec/v3 ({', '.join(SOURCE_FILES)})",
+        "source": (
+            f"kubernetes {', '.join(K8S_VERSIONS)} api/openapi-spec/v3 ({', '.join(SOURCE_FILES)}): "
+            "the fields and enum values all of them serve"
+        ),
         "generator": "python -m sparkop.api.k8s_openapi --refresh",
-        "openRecursions": ex.open_recursions,
+        "openRecursions": sorted({recursion for ex in extractors for recursion in ex.open_recursions}),
         "definitions": out,
     }
 
@@ -232,15 +265,23 @@ def schemas() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkop.api.k8s_openapi", description=__doc__.split("\n\n")[0])
     parser.add_argument("--refresh", action="store_true", help=f"regenerate {OUTPUT.name}")
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="Kubernetes openapi-spec/v3 directory")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        nargs="+",
+        default=list(DEFAULT_SOURCES),
+        help=f"Kubernetes openapi-spec/v3 directories, one per release of {', '.join(K8S_VERSIONS)}",
+    )
     args = parser.parse_args(argv)
     if not args.refresh:
         parser.print_help()
         return 0
-    if not (args.source / SOURCE_FILES[0]).exists():
-        print(f"{args.source / SOURCE_FILES[0]} not found (needs the Kubernetes Go module)", file=sys.stderr)
+    missing = [source / SOURCE_FILES[0] for source in args.source if not (source / SOURCE_FILES[0]).exists()]
+    if missing:
+        hint = "needs the Kubernetes Go modules: go mod download k8s.io/kubernetes@<version>"
+        print(f"{', '.join(map(str, missing))} not found ({hint})", file=sys.stderr)
         return 1
-    data = extract(args.source)
+    data = extract(tuple(args.source))
     OUTPUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUTPUT} ({OUTPUT.stat().st_size} bytes)")
     return 0

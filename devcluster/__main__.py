@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 
 from devcluster import components
 from devcluster.build import (
+    KUBERNETES_ENV,
     BuildError,
     ensure_built,
     ensure_coscheduling,
     ensure_kueue,
     ensure_node_binaries,
     ensure_schedulers,
+    kubernetes_releases,
+    select_release,
 )
 from devcluster.cluster import (
     DEFAULT_NAME,
@@ -44,11 +48,27 @@ def _schedulers(text: str) -> tuple[str, ...]:
     return tuple(name for name in components.SCHEDULERS if name in names)
 
 
+def _kubernetes(text: str) -> str:
+    try:
+        return select_release(text).minor
+    except BuildError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    releases = kubernetes_releases()
+    release = argparse.ArgumentParser(add_help=False)
+    release.add_argument(
+        "--kubernetes",
+        type=_kubernetes,
+        metavar="MINOR",
+        help=f"the Kubernetes release to build and run: {', '.join(r.minor for r in releases)}, a pinned version, "
+        f"oldest or newest; default ${KUBERNETES_ENV}, else the newest ({releases[-1].kubernetes})",
+    )
 
-    up = sub.add_parser("up", help="start a cluster (building binaries first if needed)")
+    up = sub.add_parser("up", parents=[release], help="start a cluster (building binaries first if needed)")
     up.add_argument("--name", default=DEFAULT_NAME)
     up.add_argument("--nodes", type=int, default=3, help="number of fake kwok nodes")
     up.add_argument("--node-cpu", default="8", help="allocatable CPU per node (quantity)")
@@ -87,10 +107,11 @@ def _parser() -> argparse.ArgumentParser:
     node.add_argument("action", choices=("kill", "start"))
     node.add_argument("node", metavar="NODE", help="a real node's name, e.g. real-node-1")
 
-    build = sub.add_parser("build", help="build the control-plane binaries into the cache")
+    build = sub.add_parser("build", parents=[release], help="build the control-plane binaries into the cache")
     build.add_argument("--real-nodes", action="store_true", help="also build the real-node binaries")
     sub.add_parser(
         "prepare",
+        parents=[release],
         help="everything real nodes need, once: Debian packages (apt-get), binaries and images (a no-op when warm)",
     )
     images = sub.add_parser(
@@ -117,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if getattr(args, "kubernetes", None):
+        # The environment carries the choice: every build and `up` in this process (and its children)
+        # follows it, as it follows a SPARKOP_KUBERNETES set by the caller.
+        os.environ[KUBERNETES_ENV] = args.kubernetes
     if args.command == "build":
         print(ensure_built(stderr_log))
         if args.real_nodes:

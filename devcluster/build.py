@@ -1,15 +1,20 @@
 """Build the devcluster's binaries once into a cache keyed by the pinned versions.
 
-Three sets, each built only when something needs it: the control plane (etcd, the Kubernetes
-servers, kubectl, kwok), which every cluster runs, the real-node binaries (kubelet,
+Sets of binaries, each built only when something needs it: the control plane (etcd, the
+Kubernetes servers, kubectl, kwok), which every cluster runs, the real-node binaries (kubelet,
 kube-proxy, CoreDNS, the pod sandbox's pause), which only `up --real-nodes` runs, and the
-tools (helm), which only the chart's tests and users of the chart run.
+tools (helm, the batch schedulers), which only the tests and users that need them run.
 
-A set's cache directory is `<cache>/bin/<key>/` where the key hashes versions.env, the build
-modules' go.mod/go.sum and the build flags: changing any of them builds a fresh directory,
-and an existing directory is always complete because it is renamed into place at the end.
-The cluster sets hash versions.env only up to its tools section, so pinning a new tool
-version does not rebuild the cluster.
+Kubernetes is built at one of the releases versions.env pins (KUBERNETES_VERSION_<major>_<minor>,
+with the etcd and CoreDNS paired with it): the one `SPARKOP_KUBERNETES` names (`1.35`, `v1.35.8`),
+else the newest. read_versions() gives the chosen release's pins under the plain names
+(KUBERNETES_VERSION, ETCD_VERSION, COREDNS_VERSION, ...), so the rest of the code never asks which.
+
+A set's cache directory is `<cache>/bin/<label>-<key>/`: the label names the set and its version
+(`control-plane-v1.37.2`), the key hashes the pins the set is built from, the build modules'
+go.mod/go.sum and the build flags. Changing any of them builds a fresh directory; pinning another
+release, or a tool, rebuilds nothing else. An existing directory is always complete because it is
+renamed into place at the end.
 """
 
 from __future__ import annotations
@@ -50,9 +55,15 @@ EXPECTED_BUILD_S = {
     "spark-operator": 210,  # kubeflow's, for bench/peer.py only (measured ~200 s)
 }
 GO_DOWNLOAD_URL = "https://go.dev/dl/"
-# The versions.env lines around the tools' pins (see cache_key).
-TOOLS_SECTION = ("# -- tools --", "# -- end of tools --")
 TOOL_BUILDS = frozenset({"helm", "volcano", "kueue", "scheduler-plugins"})
+# Which Kubernetes release to build and run: a minor ("1.35") or a version ("v1.35.8") that
+# versions.env pins, or "oldest" or "newest"; unset, the newest. `python -m devcluster ... --kubernetes`
+# sets it.
+KUBERNETES_ENV = "SPARKOP_KUBERNETES"
+# versions.env's pins of one release: KUBERNETES_VERSION_1_37=v1.37.2, ETCD_VERSION_1_37=..., and
+# the same names without the suffix in what read_versions() gives for the chosen release.
+RELEASE_PIN = re.compile(r"^(KUBERNETES_VERSION|ETCD_VERSION|COREDNS_VERSION)_(\d+)_(\d+)$")
+RELEASE_PIN_NAMES = ("KUBERNETES_VERSION", "ETCD_VERSION", "COREDNS_VERSION")
 
 
 class BuildError(RuntimeError):
@@ -74,9 +85,9 @@ class GoBuild:
         return ["go", "build", "-trimpath", "-ldflags", self.ldflags, "-o", target, *self.packages]
 
 
-def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
-    """Parse the KEY=VALUE lines of versions.env (comments and blank lines ignored)."""
-    versions: dict[str, str] = {}
+def read_pins(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    """The KEY=VALUE lines of versions.env as they are (comments and blank lines ignored)."""
+    pins: dict[str, str] = {}
     for raw in path.read_text().splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -84,7 +95,85 @@ def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
         key, sep, value = line.partition("=")
         if not sep:
             raise BuildError(f"{path}: not KEY=VALUE: {raw!r}")
-        versions[key.strip()] = value.strip()
+        pins[key.strip()] = value.strip()
+    return pins
+
+
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """One Kubernetes minor release versions.env pins, with the etcd and CoreDNS paired with it."""
+
+    minor: str  # "1.37"
+    kubernetes: str  # "v1.37.2"
+    etcd: str
+    coredns: str
+
+    @property
+    def staging(self) -> str:
+        """The staging modules' version (k8s.io/api, client-go, ...): v1.37.2 -> v0.37.2."""
+        return "v0." + self.kubernetes.removeprefix("v").split(".", 1)[1]
+
+    @property
+    def module_dir(self) -> str:
+        """Its build modules' directory under gobuild/ (kubernetes/, etcd/, coredns/)."""
+        return f"k8s-{self.minor}"
+
+
+def kubernetes_releases(pins: dict[str, str] | None = None) -> list[KubernetesRelease]:
+    """The pinned releases, oldest first (the last is the default)."""
+    pins = read_pins() if pins is None else pins
+    found: dict[tuple[int, int], dict[str, str]] = {}
+    for key, value in pins.items():
+        match = RELEASE_PIN.match(key)
+        if match:
+            found.setdefault((int(match.group(2)), int(match.group(3))), {})[match.group(1)] = value
+    releases = []
+    for (major, minor), release_pins in sorted(found.items()):
+        missing = [name for name in RELEASE_PIN_NAMES if name not in release_pins]
+        if missing:
+            names = ", ".join(f"{name}_{major}_{minor}" for name in missing)
+            raise BuildError(f"{VERSIONS_FILE}: Kubernetes {major}.{minor} lacks {names}")
+        kubernetes, etcd, coredns = (release_pins[name] for name in RELEASE_PIN_NAMES)
+        if not kubernetes.startswith(f"v{major}.{minor}."):
+            key = f"KUBERNETES_VERSION_{major}_{minor}"
+            raise BuildError(f"{VERSIONS_FILE}: {key}={kubernetes} is not a {major}.{minor} release")
+        releases.append(KubernetesRelease(f"{major}.{minor}", kubernetes, etcd, coredns))
+    if not releases:
+        raise BuildError(f"{VERSIONS_FILE} pins no Kubernetes release (KUBERNETES_VERSION_<major>_<minor>=...)")
+    return releases
+
+
+def select_release(wanted: str | None = None, pins: dict[str, str] | None = None) -> KubernetesRelease:
+    """The release `wanted` names (a minor like "1.35", a pinned version like "v1.35.8", "oldest" or
+    "newest"), else the one $SPARKOP_KUBERNETES names, else the newest pinned."""
+    releases = kubernetes_releases(pins)
+    wanted = wanted or os.environ.get(KUBERNETES_ENV) or ""
+    text = wanted.strip().removeprefix("v")
+    if text in ("", "newest"):
+        return releases[-1]
+    if text == "oldest":
+        return releases[0]
+    for release in releases:
+        if text in (release.minor, release.kubernetes.removeprefix("v")):
+            return release
+    choices = ", ".join([*(f"{r.minor} ({r.kubernetes})" for r in releases), "oldest", "newest"])
+    raise BuildError(f"Kubernetes {wanted!r} is not pinned in {VERSIONS_FILE}: choose one of {choices}")
+
+
+def read_versions(path: Path = VERSIONS_FILE, kubernetes: str | None = None) -> dict[str, str]:
+    """versions.env's pins for one Kubernetes release (`kubernetes`, else select_release's choice):
+    every pin that is not a release's, and the release's under plain names: KUBERNETES_VERSION,
+    KUBERNETES_STAGING_VERSION, KUBERNETES_MINOR, ETCD_VERSION, COREDNS_VERSION."""
+    pins = read_pins(path)
+    release = select_release(kubernetes, pins)
+    versions = {key: value for key, value in pins.items() if not RELEASE_PIN.match(key)}
+    versions.update(
+        KUBERNETES_MINOR=release.minor,
+        KUBERNETES_VERSION=release.kubernetes,
+        KUBERNETES_STAGING_VERSION=release.staging,
+        ETCD_VERSION=release.etcd,
+        COREDNS_VERSION=release.coredns,
+    )
     return versions
 
 
@@ -110,37 +199,55 @@ class BinarySet:
     description: str  # "the control plane": for progress lines
     builds: tuple[GoBuild, ...]
     binaries: tuple[str, ...]
+    # Names the cache directory, with the version: "control-plane-v1.37.2".
+    label: str = ""
+    # The versions.env pins the binaries are built from: part of the cache key.
+    pins: tuple[tuple[str, str], ...] = ()
+
+
+def _pins(versions: dict[str, str], *names: str) -> tuple[tuple[str, str], ...]:
+    return tuple((name, versions[name]) for name in names)
+
+
+def release_module(versions: dict[str, str], name: str) -> str:
+    """The chosen release's build module `name` (kubernetes, etcd, coredns), relative to gobuild/."""
+    return f"k8s-{versions['KUBERNETES_MINOR']}/{name}"
 
 
 def _kubernetes_commands(name: str, commands: tuple[str, ...], versions: dict[str, str]) -> GoBuild:
     packages = tuple(f"k8s.io/kubernetes/cmd/{cmd}" for cmd in commands)
-    return GoBuild(name, "kubernetes", packages, kubernetes_ldflags(versions["KUBERNETES_VERSION"]), "")
+    ldflags = kubernetes_ldflags(versions["KUBERNETES_VERSION"])
+    return GoBuild(name, release_module(versions, "kubernetes"), packages, ldflags, "")
 
 
 def control_plane(versions: dict[str, str]) -> BinarySet:
     commands = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
     return BinarySet(
-        "the control plane",
+        f"the control plane (Kubernetes {versions['KUBERNETES_VERSION']})",
         # Small ones first: a broken toolchain fails in seconds, not after the long kubernetes build.
         (
-            GoBuild("etcd", "etcd", ("go.etcd.io/etcd/server/v3",), "-s -w", "etcd"),
+            GoBuild("etcd", release_module(versions, "etcd"), ("go.etcd.io/etcd/server/v3",), "-s -w", "etcd"),
             GoBuild("kwok", "kwok", ("sigs.k8s.io/kwok/cmd/kwok",), "-s -w", "kwok"),
             _kubernetes_commands("kubernetes", commands, versions),
         ),
         ("etcd", *commands, "kwok"),
+        f"control-plane-{versions['KUBERNETES_VERSION']}",
+        _pins(versions, "KUBERNETES_VERSION", "ETCD_VERSION", "KWOK_VERSION"),
     )
 
 
 def node_binaries(versions: dict[str, str]) -> BinarySet:
     commands = ("kubelet", "kube-proxy")
     return BinarySet(
-        "the real-node binaries",
+        f"the real-node binaries (Kubernetes {versions['KUBERNETES_VERSION']})",
         (
             GoBuild("pause", "pause", (".",), "-s -w", "pause"),
-            GoBuild("coredns", "coredns", (".",), "-s -w", "coredns"),
+            GoBuild("coredns", release_module(versions, "coredns"), (".",), "-s -w", "coredns"),
             _kubernetes_commands("kubernetes-node", commands, versions),
         ),
         ("pause", "coredns", *commands),
+        f"nodes-{versions['KUBERNETES_VERSION']}",
+        _pins(versions, "KUBERNETES_VERSION", "COREDNS_VERSION"),
     )
 
 
@@ -160,7 +267,13 @@ def helm_ldflags(version: str, kubernetes_version: str) -> str:
 
 def tools(versions: dict[str, str]) -> BinarySet:
     ldflags = helm_ldflags(versions["HELM_VERSION"], versions["KUBERNETES_VERSION"])
-    return BinarySet("the tools", (GoBuild("helm", "helm", ("helm.sh/helm/v3/cmd/helm",), ldflags, "helm"),), ("helm",))
+    return BinarySet(
+        "the tools",
+        (GoBuild("helm", "helm", ("helm.sh/helm/v3/cmd/helm",), ldflags, "helm"),),
+        ("helm",),
+        f"helm-{versions['HELM_VERSION']}-k8s-{versions['KUBERNETES_MINOR']}",
+        _pins(versions, "HELM_VERSION", "KUBERNETES_VERSION"),
+    )
 
 
 def volcano_ldflags(version: str) -> str:
@@ -180,6 +293,8 @@ def schedulers(versions: dict[str, str]) -> BinarySet:
             for package in packages
         ),
         ("vc-scheduler", "vc-controller-manager"),
+        f"volcano-{versions['VOLCANO_VERSION']}",
+        _pins(versions, "VOLCANO_VERSION"),
     )
 
 
@@ -196,17 +311,20 @@ def kueue_binaries(versions: dict[str, str]) -> BinarySet:
         "Kueue",
         (GoBuild("kueue", "kueue", ("sigs.k8s.io/kueue/cmd/kueue",), ldflags, "kueue-manager"),),
         ("kueue-manager",),
+        f"kueue-{versions['KUEUE_VERSION']}",
+        _pins(versions, "KUEUE_VERSION"),
     )
 
 
 def coscheduling_binaries(versions: dict[str, str]) -> BinarySet:
     """scheduler-plugins' scheduler (kube-scheduler with the Coscheduling plugin) and controller (the
     PodGroups' status) for ``up --schedulers coscheduling``, from their own build module, a set of
-    their own: a cluster without them never builds them. Stamped with the Kubernetes release they are
-    built against, not scheduler-plugins' own version as its Makefile does: the scheduler takes the
-    stamp for its Kubernetes version, and refuses to start as a "0.34" (its emulation version must be
-    1.31 or later)."""
-    ldflags = kubernetes_ldflags(versions["KUBERNETES_VERSION"])
+    their own: a cluster without them never builds them. Built against the Kubernetes libraries
+    SCHEDULER_PLUGINS_KUBERNETES_VERSION pins (scheduler-plugins' code follows one Kubernetes minor),
+    whatever release the cluster runs, and stamped with that version, not scheduler-plugins' own as
+    its Makefile does: the scheduler takes the stamp for its Kubernetes version, and refuses to start
+    as a "0.34" (its emulation version must be 1.31 or later)."""
+    ldflags = kubernetes_ldflags(versions["SCHEDULER_PLUGINS_KUBERNETES_VERSION"])
     commands = ("scheduler", "controller")
     package, name = "sigs.k8s.io/scheduler-plugins/cmd/{}", "scheduler-plugins-{}"
     return BinarySet(
@@ -216,21 +334,18 @@ def coscheduling_binaries(versions: dict[str, str]) -> BinarySet:
             for cmd in commands
         ),
         tuple(name.format(cmd) for cmd in commands),
+        f"scheduler-plugins-{versions['SCHEDULER_PLUGINS_VERSION']}",
+        _pins(versions, "SCHEDULER_PLUGINS_VERSION", "SCHEDULER_PLUGINS_KUBERNETES_VERSION"),
     )
 
 
-def go_builds(versions: dict[str, str]) -> list[GoBuild]:
-    return list(control_plane(versions).builds)
-
-
-def cache_key(builds: Iterable[GoBuild], gobuild_dir: Path = GOBUILD_DIR) -> str:
-    builds = tuple(builds)
-    pinned = (gobuild_dir / "versions.env").read_bytes()
-    if not any(build.name in TOOL_BUILDS for build in builds):
-        pinned = without_tools_section(pinned)
+def cache_key(binary_set: BinarySet, gobuild_dir: Path = GOBUILD_DIR) -> str:
+    """A hash of what the set's binaries are built from: its pins, its go build commands (flags
+    included) and its build modules' go.mod, go.sum and main.go."""
     digest = hashlib.sha256()
-    digest.update(pinned)
-    for build in builds:
+    for name, version in binary_set.pins:
+        digest.update(f"{name}={version}\n".encode())
+    for build in binary_set.builds:
         digest.update(repr(build).encode())
         for name in ("go.mod", "go.sum", "main.go"):
             source = gobuild_dir / build.module / name
@@ -239,21 +354,10 @@ def cache_key(builds: Iterable[GoBuild], gobuild_dir: Path = GOBUILD_DIR) -> str
     return digest.hexdigest()[:16]
 
 
-def without_tools_section(pinned: bytes) -> bytes:
-    """versions.env without its tools section: a tool's pin is no input of the cluster's
-    binaries, and the file without the section is byte for byte the file before tools were
-    pinned, so the cluster sets' keys did not change when the section was added."""
-    start, end = (f"\n{marker}\n".encode() for marker in TOOLS_SECTION)
-    before, found, rest = pinned.partition(start)
-    if not found:
-        return pinned
-    _, _, after = rest.partition(end)
-    return before + b"\n" + after
-
-
 def set_dir(binary_set: BinarySet) -> Path:
     """Where `binary_set` lives for the pinned versions (it may not be built yet)."""
-    return cache_root() / "bin" / cache_key(binary_set.builds)
+    key = cache_key(binary_set)
+    return cache_root() / "bin" / (f"{binary_set.label}-{key}" if binary_set.label else key)
 
 
 def bin_dir() -> Path:
@@ -309,7 +413,7 @@ def ensure_set_built(binary_set: BinarySet, log: Log = print) -> Path:
         if is_built(target, binary_set.binaries):  # another process built it while we waited for the lock
             return target
         builds = binary_set.builds
-        check_go_toolchain(log)
+        check_go_toolchain(log, {build.module for build in builds})
         log(
             f"[build] building {binary_set.description} from source into {target}: first run only, "
             f"~{_minutes(sum(EXPECTED_BUILD_S.get(b.name, 0) for b in builds))} on 2 cores and ~5 GB of Go caches; "
@@ -334,10 +438,14 @@ def _minutes(seconds: float) -> str:
     return f"{max(1, round(seconds / 60))} min"
 
 
-def required_go_version(gobuild_dir: Path = GOBUILD_DIR) -> tuple[tuple[int, ...], Path]:
-    """The newest `go` directive among the build modules, and the go.mod that asks for it."""
+def required_go_version(
+    modules: Iterable[str] | None = None, gobuild_dir: Path = GOBUILD_DIR
+) -> tuple[tuple[int, ...], Path]:
+    """The newest `go` directive among the build modules (`modules`, relative to gobuild/; else all),
+    and the go.mod that asks for it."""
     found: list[tuple[tuple[int, ...], Path]] = []
-    for go_mod in sorted(gobuild_dir.glob("*/go.mod")):
+    go_mods = gobuild_dir.glob("**/go.mod") if modules is None else (gobuild_dir / m / "go.mod" for m in modules)
+    for go_mod in sorted(go_mods):
         match = re.search(r"^go\s+(\d+(?:\.\d+)*)\s*$", go_mod.read_text(), re.MULTILINE)
         if match:
             found.append((_version_tuple(match.group(1)), go_mod))
@@ -354,10 +462,10 @@ def _dotted(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
 
 
-def check_go_toolchain(log: Log) -> None:
-    """Fail in a second, with the fix, when `go` cannot build the pinned modules: not after a
-    long wait with a compiler error."""
-    need, go_mod = required_go_version()
+def check_go_toolchain(log: Log, modules: Iterable[str] | None = None) -> None:
+    """Fail in a second, with the fix, when `go` cannot build the pinned modules (`modules`, else
+    all): not after a long wait with a compiler error."""
+    need, go_mod = required_go_version(modules)
     wanted = f"Go {_dotted(need)} or newer ({GO_DOWNLOAD_URL})"
     go = shutil.which("go")
     if go is None:

@@ -22,7 +22,14 @@ from typing import Any, Literal
 import yaml
 
 from devcluster import components, nodes, procs, realnodes, rest, scheduler_crds
-from devcluster.build import ensure_built, ensure_coscheduling, ensure_kueue, ensure_node_binaries, ensure_schedulers
+from devcluster.build import (
+    ensure_built,
+    ensure_coscheduling,
+    ensure_kueue,
+    ensure_node_binaries,
+    ensure_schedulers,
+    read_versions,
+)
 from devcluster.certs import CertPaths, write_pki, write_serving_pair
 from devcluster.images import BuiltImage, ensure_images
 from devcluster.nodes import HOST_IP, MAX_NODES
@@ -78,6 +85,7 @@ class ClusterState:
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
     real_nodes: int = 0
     node_bin_dir: str = ""
+    kubernetes_version: str = ""  # the release its binaries are (build.read_versions at `up`)
 
     def save(self) -> None:
         path = Path(self.directory) / STATE_FILE
@@ -166,6 +174,7 @@ class Cluster:
         unknown = set(schedulers) - set(components.SCHEDULERS)
         if unknown:
             raise ClusterError(f"unknown schedulers {sorted(unknown)}: choose from {list(components.SCHEDULERS)}")
+        kubernetes_version = read_versions()["KUBERNETES_VERSION"]
         bin_dir = ensure_built(log)
         scheduler_dir = ensure_schedulers(log) if "volcano" in schedulers else None
         kueue_dir = ensure_kueue(log) if "kueue" in schedulers else None
@@ -197,6 +206,7 @@ class Cluster:
             ports=asdict(ports),
             real_nodes=real_nodes,
             node_bin_dir=str(node_bin_dir or ""),
+            kubernetes_version=kubernetes_version,
         )
         state.save()
         cluster = cls(state, die_with_parent=die_with_parent, log=log)
@@ -220,7 +230,7 @@ class Cluster:
         except BaseException:
             cluster.down()
             raise
-        log(f"[up] cluster {name!r} ready in {time.monotonic() - started:.1f}s")
+        log(f"[up] cluster {name!r} (Kubernetes {kubernetes_version}) ready in {time.monotonic() - started:.1f}s")
         return cluster
 
     @classmethod
@@ -314,6 +324,7 @@ class Cluster:
             "name": self.name,
             "kubeconfig": str(self.kubeconfig),
             "server": self.server,
+            "kubernetes_version": self.state.kubernetes_version,
             "apiserver_ready": self._apiserver_ready(),
             "processes": {
                 name: {"pid": rec.pid, "alive": _record_alive(rec), "log": rec.log}

@@ -202,6 +202,9 @@ def kubelet_config(node: RealNode, ca_file: Path) -> dict[str, Any]:
         "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": node.cgroup_root,
+        # These machines mount cgroup v1 (v2 only beside it, at /sys/fs/cgroup/unified), which
+        # kubelets since 1.35 refuse unless told not to (KEP-5573; a no-op on a cgroup v2 host).
+        "failCgroupV1": False,
         "cgroupsPerQOS": True,
         "failSwapOn": False,
         # Logs and `exec` are served to the API server only, on this machine's own addresses.

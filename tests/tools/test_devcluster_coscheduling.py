@@ -11,9 +11,10 @@ from devcluster.__main__ import _parser
 from devcluster.build import (
     TOOL_BUILDS,
     cache_key,
+    control_plane,
     coscheduling_binaries,
-    go_builds,
     kubernetes_ldflags,
+    kubernetes_releases,
     read_versions,
     schedulers,
 )
@@ -27,16 +28,18 @@ def test_the_build_module_requires_the_pinned_scheduler_plugins() -> None:
     assert f"require sigs.k8s.io/scheduler-plugins {version}\n" in GO_MOD.read_text()
 
 
-def test_its_kubernetes_libraries_are_the_clusters_release() -> None:
-    """scheduler-plugins' replace directives, repeated (Go ignores a dependency's), each at the
-    cluster's release: the module proxy serves v0.34.7 of only some of the staging modules that
-    scheduler-plugins v0.34.7 pins, and one release for all keeps them consistent."""
+def test_its_kubernetes_libraries_are_one_pinned_release() -> None:
+    """scheduler-plugins' replace directives, repeated (Go ignores a dependency's), each at the one
+    Kubernetes release versions.env pins for it: the module proxy serves v0.34.7 of only some of the
+    staging modules that scheduler-plugins v0.34.7 pins, and one release for all keeps them
+    consistent. Its code is written against 1.34's, so it is not the cluster's release."""
     versions = read_versions()
+    pinned = versions["SCHEDULER_PLUGINS_KUBERNETES_VERSION"]
     replaced = dict(re.findall(r"^\t(k8s\.io/\S+) => \1 (\S+)$", GO_MOD.read_text(), re.MULTILINE))
-    assert replaced.pop("k8s.io/kubernetes") == versions["KUBERNETES_VERSION"]
+    assert replaced.pop("k8s.io/kubernetes") == pinned
     assert replaced.pop("k8s.io/legacy-cloud-providers") == "v0.31.8"  # upstream's: it has no 0.34
     assert {"k8s.io/api", "k8s.io/client-go", "k8s.io/kube-scheduler", "k8s.io/cluster-bootstrap"} <= replaced.keys()
-    assert set(replaced.values()) == {versions["KUBERNETES_STAGING_VERSION"]}
+    assert set(replaced.values()) == {"v0." + pinned.split(".", 1)[1]}
 
 
 def test_scheduler_and_controller_are_built_by_name_as_a_set_of_their_own(tmp_path: Path) -> None:
@@ -47,10 +50,12 @@ def test_scheduler_and_controller_are_built_by_name_as_a_set_of_their_own(tmp_pa
         argv = build.command(tmp_path)
         assert argv[argv.index("-o") + 1] == f"{tmp_path}/{binary}" and build.module == "scheduler-plugins"
         # The Kubernetes release it is built against: as "v0.34.7" the scheduler would refuse to start.
-        assert build.ldflags == kubernetes_ldflags(versions["KUBERNETES_VERSION"])
-    # A tool: pinning it rebuilds no cluster binary, nor Volcano.
+        assert build.ldflags == kubernetes_ldflags(versions["SCHEDULER_PLUGINS_KUBERNETES_VERSION"])
+    # A tool: pinning it rebuilds no cluster binary, nor Volcano; one build serves every release.
     assert {build.name for build in built.builds} <= TOOL_BUILDS
-    assert cache_key(built.builds) not in (cache_key(go_builds(versions)), cache_key(schedulers(versions).builds))
+    assert cache_key(built) not in (cache_key(control_plane(versions)), cache_key(schedulers(versions)))
+    each_release = {cache_key(coscheduling_binaries(read_versions(kubernetes=r.minor))) for r in kubernetes_releases()}
+    assert each_release == {cache_key(built)}
 
 
 def test_up_takes_coscheduling_alone_or_beside_volcano() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from devcluster import procs
-from devcluster.build import BuildError, bin_dir, ensure_built, is_built, required_go_version
+from devcluster.build import BuildError, bin_dir, ensure_built, is_built, read_versions, required_go_version
 from devcluster.cluster import Cluster
 from devcluster.testing import install_fake_go, wait_for
 from sparkop import demo
@@ -103,7 +103,8 @@ def test_up_from_an_empty_cache_starts_its_deadline_after_a_slow_build(
         log = "\n".join(lines)
         assert log.index("[build] all binaries ready") < log.index("[up] etcd ready"), log
         assert "[build] kubernetes: go build kube-apiserver" in log and "(first run only; ~" in log, log
-        assert "building the control plane from source" in log, log
+        kubernetes = read_versions()["KUBERNETES_VERSION"]
+        assert f"building the control plane (Kubernetes {kubernetes}) from source" in log, log
     finally:
         cluster.down()
     assert not any(procs.is_alive(r.pid) for r in cluster.state.processes.values())

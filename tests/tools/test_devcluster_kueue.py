@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster import components, procs
-from devcluster.build import TOOL_BUILDS, cache_key, go_builds, kueue_binaries, read_versions
+from devcluster.build import TOOL_BUILDS, cache_key, control_plane, kueue_binaries, read_versions
 from devcluster.certs import CertPaths, write_pki, write_serving_pair
 from devcluster.paths import GOBUILD_DIR
 from sparkop.domain import kinds, labels
@@ -29,7 +29,7 @@ def test_kueue_is_built_from_its_pinned_module_apart_from_the_cluster(tmp_path: 
     assert f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={versions['KUEUE_VERSION']}" in build.ldflags
     # A tool: its pin sits in versions.env's tools section, and it is keyed apart from the control plane.
     assert build.name in TOOL_BUILDS
-    assert cache_key(built.builds) != cache_key(go_builds(versions))
+    assert cache_key(built) != cache_key(control_plane(versions))
 
 
 def test_the_external_frameworks_are_sparkop_kinds_as_kind_version_group() -> None:

@@ -63,6 +63,8 @@ def test_kubelet_serves_on_the_node_ip_with_cluster_dns_and_never_collects_image
     assert config["address"] == node.ip == config["healthzBindAddress"]
     assert config["clusterDNS"] == [HOST_IP] and config["clusterDomain"] == "cluster.local"
     assert config["cgroupRoot"] == node.cgroup_root and config["cgroupDriver"] == "cgroupfs"
+    # This machine's cgroup v1, which kubelets since 1.35 refuse by default.
+    assert config["failCgroupV1"] is False
     assert config["containerRuntimeEndpoint"] == f"unix://{node.containerd_socket}"
     assert config["imageGCHighThresholdPercent"] == 100
     argv = nodes.kubelet_argv(Path("/bin"), node, Path("/kc"), Path("/kubelet.yaml"))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.build import kubernetes_releases
 from sparkop import api
 from sparkop.api import crds, k8s_openapi, rules, validate
 from sparkop.api.connect import SparkConnect
@@ -104,10 +105,51 @@ def test_crds_are_not_stale() -> None:
 
 
 def test_k8s_schemas_are_fresh() -> None:
-    if not (k8s_openapi.DEFAULT_SOURCE / k8s_openapi.SOURCE_FILES[0]).exists():
+    if not all((source / k8s_openapi.SOURCE_FILES[0]).exists() for source in k8s_openapi.DEFAULT_SOURCES):
         pytest.skip("Kubernetes OpenAPI source not on this machine")
     committed = json.loads(k8s_openapi.OUTPUT.read_text())
     assert committed == json.loads(json.dumps(k8s_openapi.extract())), "run python -m sparkop.api.k8s_openapi --refresh"
+
+
+def test_k8s_schemas_follow_every_supported_release_the_devcluster_builds() -> None:
+    assert tuple(release.kubernetes for release in kubernetes_releases()) == k8s_openapi.K8S_VERSIONS
+    committed = json.loads(k8s_openapi.OUTPUT.read_text())
+    assert all(version in committed["source"] for version in k8s_openapi.K8S_VERSIONS), committed["source"]
+
+
+def test_an_embedded_k8s_schema_keeps_only_what_every_release_serves() -> None:
+    """A field one release lacks (added later, or an alpha field dropped) is not embedded: an API
+    server of that release would drop it from the pod, and an accepted field would be lost."""
+    oldest = {
+        "type": "object",
+        "required": ["name", "workloadRef"],
+        "properties": {
+            "name": {"type": "string"},
+            "workloadRef": {"type": "object"},
+            "policy": {"type": "string", "enum": ["Always", "Never", "Legacy"]},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"a": {}, "b": {}}}},
+        },
+    }
+    newest = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string"},
+            "schedulingGroup": {"type": "object"},
+            "policy": {"type": "string", "enum": ["Always", "Never", "OnDemand"]},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"b": {}, "c": {}}}},
+        },
+    }
+    assert k8s_openapi.common(oldest, newest) == {
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string"},
+            "policy": {"type": "string", "enum": ["Always", "Never"]},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"b": {}}}},
+        },
+    }
+    assert k8s_openapi.common(oldest) == oldest
 
 
 def _walk(node: Any, path: str = "") -> Any:

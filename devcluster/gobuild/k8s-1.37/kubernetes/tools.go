@@ -1,0 +1,13 @@
+//go:build tools
+
+// Keeps the control-plane and node commands in go.mod; build.py builds them by package path.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+)
