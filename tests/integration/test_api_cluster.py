@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devcluster.testing import ClusterHandle, temporary_namespace
-from sparkop import api
 from sparkop.api import crds, rules, spark_lines, validate
+from sparkop.api import models as api
+from sparkop.api.types import now
 from tests.support import testcases
 
 pytestmark = pytest.mark.cluster
@@ -181,8 +182,8 @@ def test_status_subresource_round_trip(installed: ClusterHandle, namespace: str)
         incarnation=1,
         driverPod=api.DriverPodInfo(name="status-rt-1-driver", uid="u", startTime="2026-01-02T03:04:05Z"),
         executors=api.ExecutorCounts(running=2, pending=1),
-        conditions=[api.Condition(type="Ready", status="True", reason="Running", lastTransitionTime=api.now())],
-        incarnations=[api.IncarnationRecord(incarnation=1, outcome=api.IncarnationOutcome.LOST, time=api.now())],
+        conditions=[api.Condition(type="Ready", status="True", reason="Running", lastTransitionTime=now())],
+        incarnations=[api.IncarnationRecord(incarnation=1, outcome=api.IncarnationOutcome.LOST, time=now())],
     )
     installed.kubectl(
         "patch",

@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from devcluster.build import kubernetes_releases
-from sparkop import api
 from sparkop.api import crds, k8s_openapi, rules, validate
+from sparkop.api import models as api
 from sparkop.api.connect import SparkConnect
 from sparkop.api.scheduled import ScheduledSparkApplication
+from sparkop.api.types import now
 from tests.support import testcases
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +77,7 @@ def test_status_round_trip_and_time_format() -> None:
         driverPod=api.DriverPodInfo(name="x-2-driver", podIP="10.0.0.1", startTime="2026-01-02T03:04:05Z"),
         executors=api.ExecutorCounts(running=3),
         incarnations=[api.IncarnationRecord(incarnation=1, outcome=api.IncarnationOutcome.LOST, reason="Evicted")],
-        conditions=[api.Condition(type="Ready", status="True", lastTransitionTime=api.now())],
+        conditions=[api.Condition(type="Ready", status="True", lastTransitionTime=now())],
     )
     data = status.to_json()
     assert data["driverPod"]["startTime"] == "2026-01-02T03:04:05Z"
