@@ -6,7 +6,10 @@ it, and independently of sparkop's code:
 
 * for every Running pod labelled spark-role=driver, create `spark.executor.instances`
   executor pods named `<prefix>-exec-<n>`, owned by the driver pod, optionally built from
-  the executor pod template mounted into the driver;
+  the executor pod template mounted into the driver, once the driver has run for a moment: a real
+  driver asks for its executors only after its JVM has started its SparkContext, seconds after the
+  pod turned Running (`--executor-delay`, or per driver pod the annotation
+  `sim.sparkop.io/executor-delay-seconds`);
 * when the driver finishes or goes away, delete its executors (as Spark does on stop).
 
 It is level-triggered: it keeps the labelled pods in a cache fed by one watch (listed again after
@@ -47,6 +50,10 @@ SIM_PREFIX = "sim.sparkop.io/"
 SIM_EXEC_PREFIX = "sim.sparkop.io/exec-"
 EXECUTORS_ANNOTATION = "sim.sparkop.io/executors"
 DEFAULT_EXECUTORS = 2
+EXECUTOR_DELAY_ANNOTATION = "sim.sparkop.io/executor-delay-seconds"
+# From a driver pod's Running to the creation of its executors: a real driver's JVM starts, builds its
+# SparkContext, then asks for its executors.
+DEFAULT_EXECUTOR_DELAY_S = 3.0
 FINISHED = ("Succeeded", "Failed")
 RESYNC_S = 5.0
 # A pass whose requests went out as the API server restarted can wait on a connection that never
@@ -113,6 +120,22 @@ def executor_count(props: dict[str, str], driver: Obj) -> int:
     if value is None:
         value = driver["metadata"].get("annotations", {}).get(EXECUTORS_ANNOTATION)
     return int(value) if value is not None else DEFAULT_EXECUTORS
+
+
+def executor_delay(driver: Obj, default: float) -> float:
+    """Seconds from the driver pod's Running to its executors' creation: the driver pod's annotation
+    ``sim.sparkop.io/executor-delay-seconds``, else ``default``."""
+    value = (driver["metadata"].get("annotations") or {}).get(EXECUTOR_DELAY_ANNOTATION)
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        log.warning(
+            "driver %s: %s=%r is not a number of seconds", driver["metadata"]["name"], EXECUTOR_DELAY_ANNOTATION, value
+        )
+        return default
+    return max(seconds, 0.0)
 
 
 def executor_name_prefix(props: dict[str, str], driver: Obj) -> str:
@@ -312,11 +335,14 @@ class Simulator:
     is that of the changes, not of every pod in the cluster. Every RESYNC_S every unfinished driver
     is looked at again, as a level-triggered loop should."""
 
-    def __init__(self, api_client: Any, ready_file: Path | None = None):
+    def __init__(
+        self, api_client: Any, ready_file: Path | None = None, executor_delay: float = DEFAULT_EXECUTOR_DELAY_S
+    ):
         from kubernetes_asyncio import client
 
         self.core = client.CoreV1Api(api_client)
         self.ready_file = ready_file
+        self.executor_delay = executor_delay
         self.wake = asyncio.Event()
         self.synced = asyncio.Event()
         self.pods: dict[str, Obj] = {}  # uid -> pod (drivers and executors)
@@ -326,6 +352,10 @@ class Simulator:
         self.started: dict[str, tuple[dict[str, str], Obj | None]] = {}
         # Node name -> whether it is one of kwok's fake nodes (a node never changes kind).
         self.fake_nodes: dict[str, bool] = {}
+        # When (the loop's clock) each driver was first seen Running, and the drivers whose executors
+        # are due later (driver uid -> when): a driver asks for executors a moment after it runs.
+        self.running_since: dict[str, float] = {}
+        self.due: dict[str, float] = {}
 
     async def run(self) -> None:
         watcher = asyncio.create_task(self._watch_forever())
@@ -337,6 +367,7 @@ class Simulator:
                 if loop.time() >= next_resync:
                     self.dirty |= self._to_resync()
                     next_resync = loop.time() + RESYNC_S
+                self.dirty |= self._come_due(loop.time())
                 try:
                     await asyncio.wait_for(self.reconcile_dirty(), PASS_TIMEOUT_S)
                     if self.ready_file is not None and not self.ready_file.exists():
@@ -345,8 +376,9 @@ class Simulator:
                     log.exception("reconcile pass failed")
                     await asyncio.sleep(1.0)
                 if not self.dirty:
+                    wake_at = min([next_resync, *self.due.values()])
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.wake.wait(), max(0.0, next_resync - loop.time()))
+                        await asyncio.wait_for(self.wake.wait(), max(0.0, wake_at - loop.time()))
                 self.wake.clear()
         finally:
             watcher.cancel()
@@ -375,6 +407,7 @@ class Simulator:
         for pod in listing["items"]:
             self._store(pod)  # marks each pod and its owners: an owner no longer listed counts as gone
         self.started = {uid: read for uid, read in self.started.items() if uid in self.pods}
+        self.running_since = {uid: at for uid, at in self.running_since.items() if uid in self.pods}
         self.synced.set()
         self.wake.set()
         return str(listing["metadata"]["resourceVersion"])
@@ -431,6 +464,8 @@ class Simulator:
         if old is not None:
             self._unlink(old)
         self.started.pop(uid, None)
+        self.running_since.pop(uid, None)
+        self.due.pop(uid, None)
         self.dirty.add(uid)
         self.dirty.update(_pod_owners(pod))
 
@@ -442,6 +477,13 @@ class Simulator:
                 members.discard(uid)
                 if not members:
                     del self.owned[owner]
+
+    def _come_due(self, now: float) -> set[str]:
+        """The drivers whose executors are due by ``now`` (taken off the list)."""
+        ready = {uid for uid, at in self.due.items() if at <= now}
+        for uid in ready:
+            del self.due[uid]
+        return ready
 
     def _to_resync(self) -> set[str]:
         """Drivers still running, and every owner that still has pods (a finished driver's executors,
@@ -479,6 +521,11 @@ class Simulator:
             await asyncio.gather(*(self._delete(e) for e in executors if not e["metadata"].get("deletionTimestamp")))
             return
         if phase != "Running":
+            return
+        now = asyncio.get_running_loop().time()
+        due = self.running_since.setdefault(meta["uid"], now) + executor_delay(driver, self.executor_delay)
+        if now < due and not executors:
+            self.due[meta["uid"]] = due  # its JVM is still starting its SparkContext
             return
         started = self.started.get(meta["uid"])
         if started is None:
@@ -575,23 +622,33 @@ class Simulator:
                 raise
 
 
-async def _main(kubeconfig: str, ready_file: Path | None) -> None:
+async def _main(kubeconfig: str, ready_file: Path | None, executor_delay: float) -> None:
     from kubernetes_asyncio import config
 
     api_client = await config.new_client_from_config(config_file=kubeconfig)
     async with api_client:
-        await Simulator(api_client, ready_file).run()
+        await Simulator(api_client, ready_file, executor_delay).run()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m devcluster.sparksim", description=__doc__)
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--ready-file", type=Path, help="touched after the first full pass")
+    parser.add_argument(
+        "--executor-delay",
+        type=float,
+        default=DEFAULT_EXECUTOR_DELAY_S,
+        metavar="SECONDS",
+        help=f"from a driver pod's Running to its executors' creation, unless the pod's annotation "
+        f"{EXECUTOR_DELAY_ANNOTATION} says (default {DEFAULT_EXECUTOR_DELAY_S:g})",
+    )
     args = parser.parse_args(argv)
+    if args.executor_delay < 0:
+        parser.error("--executor-delay: a number of seconds, 0 or more")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kubernetes_asyncio").setLevel(logging.WARNING)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_main(args.kubeconfig, args.ready_file))
+        asyncio.run(_main(args.kubeconfig, args.ready_file, args.executor_delay))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ from devcluster.sparksim import (
     driver_container,
     driver_exited,
     executor_count,
+    executor_delay,
     executor_memory_mib,
     executor_name_prefix,
+    main,
     parse_size_mib,
 )
 from sparkop.driver_controller.render import parse, render
@@ -67,6 +69,25 @@ def test_executor_count_precedence() -> None:
     pod["metadata"]["annotations"]["sim.sparkop.io/executors"] = "1"
     assert executor_count({}, pod) == 1
     assert executor_count({"spark.executor.instances": "0"}, pod) == 0
+
+
+def test_executor_delay_by_annotation_else_the_default() -> None:
+    """A driver asks for its executors a moment after it runs: the simulator's --executor-delay, or the
+    driver pod's own sim.sparkop.io/executor-delay-seconds (0: at once, as a driver that had them ready)."""
+    pod = driver()
+    assert executor_delay(pod, 3.0) == 3.0
+    pod["metadata"]["annotations"]["sim.sparkop.io/executor-delay-seconds"] = "0.5"
+    assert executor_delay(pod, 3.0) == 0.5
+    pod["metadata"]["annotations"]["sim.sparkop.io/executor-delay-seconds"] = "0"
+    assert executor_delay(pod, 3.0) == 0.0
+    pod["metadata"]["annotations"]["sim.sparkop.io/executor-delay-seconds"] = "soon"
+    assert executor_delay(pod, 3.0) == 3.0  # not a number: the default (and a warning in its log)
+
+
+def test_a_negative_executor_delay_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--kubeconfig", "k", "--executor-delay", "-1"])
+    assert "--executor-delay" in capsys.readouterr().err
 
 
 def test_name_prefix() -> None:
