@@ -51,8 +51,7 @@ from sparkop.apps_controller.status import (
     TERMINAL_STATES,
     error_message,
     finished,
-    first_sight_only,
-    progress_only,
+    status_wait,
 )
 from sparkop.apps_controller.status import state as state_of
 from sparkop.apps_controller.transitions import transitions
@@ -96,13 +95,14 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
     carries the metric observations of the step (recorded once its status write succeeded)."""
     d = Draft(observed, now, observed.status)
     plan = _step(d)
-    can_wait = plan.status is not None and (
-        progress_only(observed.status, plan.status) or first_sight_only(observed.status, plan.status)
-    )
+    wait = 0.0
+    if plan.status is not None:
+        current = next((drv for drv in observed.owned if drv.name == plan.status.currentDriver), None)
+        wait = status_wait(observed.status, plan.status, now, current.created if current is not None else None)
     observations = transitions(observed, plan.status, now)
     live = plan.status is not None and state_of(observed.status) in _LIVE and state_of(plan.status) in _LIVE
     settled = live if d.settles is None else d.settles
-    return replace(plan, observations=observations, status_can_wait=can_wait, settled=settled)
+    return replace(plan, observations=observations, status_wait=wait, settled=settled)
 
 
 def _step(d: Draft) -> Plan[SparkApplicationStatus]:

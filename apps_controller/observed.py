@@ -213,6 +213,7 @@ class DriverView(OwnedView):
     message: str | None = None
     stuck: Condition | None = None  # the SparkDriver's Stuck condition (ImagePullBackOff, Unschedulable, ...)
     queued: Condition | None = None  # the SparkDriver's Queued condition (its gang waits for a batch scheduler)
+    created: datetime | None = None  # metadata.creationTimestamp
 
     @property
     def finished(self) -> bool:
@@ -262,6 +263,7 @@ class DriverView(OwnedView):
             message=_opt_str(term.get("message")) or (_opt_str(error.get("message")) if failed_early else None),
             stuck=stuck,
             queued=_condition_of(status.get("conditions"), CONDITION_QUEUED),
+            created=parse_time(meta.get("creationTimestamp")),
         )
 
 

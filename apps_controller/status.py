@@ -11,6 +11,7 @@ functions here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from sparkop.api.models import (
@@ -24,6 +25,8 @@ from sparkop.api.models import (
     SparkApplicationStatus,
 )
 from sparkop.core.specs import lenient
+from sparkop.domain import status_waits
+from sparkop.domain.status_waits import Since
 
 Status = SparkApplicationStatus
 
@@ -117,33 +120,14 @@ def counted(record: AttemptRecord) -> bool:
     return record.attempt is not None
 
 
-_ACTIVE: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING})
-# What a pass copies again from the current SparkDriver whatever was written before (runs.mirror).
-_MIRRORED: Final = frozenset({"driverInfo", "sparkApplicationId", "executors"})
-
-
-def progress_only(old: Status, new: Status) -> bool:
-    """Whether ``new`` differs from ``old`` only by the current run's progress as its SparkDriver
-    reports it, in the same state: the driver pod's name, spark.app.id, executor counts. Every later
-    pass copies these again from the SparkDriver, so their write may wait a moment and carry what
-    follows (core.applier.SETTLE_SECONDS). A state (RUNNING has its event and its start latency),
-    a run counted, seen or ended, a new incarnation, an error, a Spark UI object or a condition is
-    written at once."""
-    if state(old) not in _ACTIVE or state(new) is not state(old):
-        return False
-    if driver_info(old).model_copy(update={"podName": None}) != driver_info(new).model_copy(update={"podName": None}):
-        return False
-    return all(getattr(old, f) == getattr(new, f) for f in Status.model_fields if f not in _MIRRORED)
-
-
-def first_sight_only(old: Status, new: Status) -> bool:
-    """Whether ``new`` only records that the current run's SparkDriver was seen (``currentDriver``),
-    with nothing else of it to mirror yet: written with the first thing it reports (its driver pod
-    accepted), or when the window ends. Held, the only difference is that a SparkDriver deleted
-    within that window, before anything of it was written, is created again as the same run."""
-    if new.currentDriver is None or old.currentDriver == new.currentDriver:
-        return False
-    return progress_only(old.model_copy(update={"currentDriver": new.currentDriver}), new)
+def status_wait(old: Status, new: Status, now: datetime, driver_created: datetime | None) -> float:
+    """Seconds the write of ``new`` over ``old`` may still be held back (``core.plan.Plan.status_wait``),
+    by domain.status_waits' table: the first sight of the current run's SparkDriver (created at
+    ``driver_created``) may wait for the first thing it reports; every other change, the run's progress
+    copied from its SparkDriver included, is written at once."""
+    changed = status_waits.changed_fields(old, new)
+    since = {Since.SPARK_DRIVER_CREATED: driver_created}
+    return status_waits.may_wait(changed, status_waits.SPARK_APPLICATION, since, now)
 
 
 # ---------------------------------------------------------------------------------------------------

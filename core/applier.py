@@ -10,10 +10,11 @@ controller. The order is fixed:
    runs. Written when it changed, and also when ``after_status`` is not empty: the write is then the
    proof that those actions were decided on the newest object. Once it succeeded, the plan's
    observations are recorded (metrics of transitions: counted once, by the one write that makes each
-   transition). A plan that marks its status change ``status_can_wait`` (progress that every later
-   pass derives again, with nothing in ``after_status``) may have the write, its events and
-   observations held back for up to :data:`SETTLE_SECONDS` from the first pass that held one: the
-   pass ends with a requeue, and the change is written once with whatever followed it.
+   transition). A plan whose status change may wait (``status_wait`` seconds: progress that every
+   later pass derives again, with nothing in ``after_status``) has the write, its events and
+   observations held back: the pass ends with a requeue at that deadline, and the change is written
+   once with whatever followed it. The deadline is the plan's, worked out by each pass from what it
+   observes (``domain.status_waits``): nothing here remembers when a change was first held.
 3. events, which report what the status write recorded (never posted for a write that failed),
    sent together with
 4. ``after_status``: what may only happen once status holds the facts behind it: a create that
@@ -62,13 +63,6 @@ PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
 # A patch or delete not sent again because ours went through already: its watch event brings the key
 # back; this is only the safety net should that event be lost.
 AWAITING_CACHE_SECONDS: Final = 1.0
-# How long a status change a plan marks ``status_can_wait`` may be held back, from the first pass that
-# held it: the progress that follows it within this window (a driver pod scheduled, its executors
-# pending, then running) goes out in one write, usually with the next change that cannot wait. Under
-# load a pod's steps come many seconds apart (a driver pod Pending for 10 s and more, its executors
-# pending, then running, well before its end): a window shorter than that saves nothing. Every view a
-# user reads of that progress (a SparkDriver's counts, their copy on its app) is at most this late.
-SETTLE_SECONDS: Final = 30.0
 
 
 class CreateRefused(Exception):
@@ -209,14 +203,12 @@ class Applier(Generic[K]):
         decision: Decision,
         record: Record | None = None,
         *,
-        settle_seconds: float = SETTLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.rules = rules
         self.decision = decision
         self.record = record
-        self.settle_seconds = settle_seconds
         self.clock = clock
         self.expectations: Expectations[K] = Expectations()
         self._act: dict[type[Any], Callable[[_Target, Any], Awaitable[float | None]]] = {
@@ -276,15 +268,12 @@ class Applier(Generic[K]):
         requeue = earliest(plan.requeue_after, await self._act_in_order(target, plan.before_status))
         written: JSON | None = None
         new_version = False
-        if plan.status is None:
-            self.expectations.settled(target.key)  # nothing changed: whatever was held went back
-        elif body is not None:
+        if plan.status is not None and body is not None:
             new, old = status_json(plan.status), body.get("status") or {}
-            wait = self._settling(target, plan, changed=new != old)
-            if wait is not None:
+            if new != old and plan.status_wait > 0 and not plan.after_status:
                 # Held back, with the events that report it: a later pass decides it again from what
                 # it observes then, and writes once what followed meanwhile.
-                return Applied(requeue_after=earliest(requeue, wait))
+                return Applied(requeue_after=earliest(requeue, plan.status_wait))
             if new != old or plan.after_status:
                 answer = await self._write_status(target, body, old, new)
                 if answer is None:
@@ -323,19 +312,6 @@ class Applier(Generic[K]):
         if len(before) + len(after) == len(plan.actions):
             return plan
         return replace(plan, before_status=before, after_status=after).requeue(AWAITING_CACHE_SECONDS)
-
-    def _settling(self, target: _Target, plan: Plan[S], *, changed: bool) -> float | None:
-        """Seconds to hold back ``plan``'s status change, or None to write it now (and forget the
-        window: the write carries whatever was held)."""
-        if not changed or not plan.status_can_wait or plan.after_status or self.settle_seconds <= 0:
-            self.expectations.settled(target.key)
-            return None
-        now = self.clock()
-        left = self.expectations.settling_since(target.key, target.uid, now) + self.settle_seconds - now
-        if left > 0:
-            return left
-        self.expectations.settled(target.key)
-        return None
 
     async def _write_status(
         self, target: _Target, body: JSON, old: Mapping[str, Any], new: JSON
@@ -466,7 +442,6 @@ class Applier(Generic[K]):
 __all__ = [
     "AWAITING_CACHE_SECONDS",
     "PATCH_CONFLICT_RETRY_SECONDS",
-    "SETTLE_SECONDS",
     "Applied",
     "Applier",
     "ApplyFailed",

@@ -64,8 +64,6 @@ class _Expected:
     # "kind/name" -> the resourceVersion our last patch or delete of it gave the object (the echo of
     # that change alone: :meth:`Expectations.own_change`).
     changed_to: dict[str, str] = field(default_factory=dict)
-    # When (the Applier's clock) a pass first held back a status change that can wait; None: none held.
-    settling_since: float | None = None
     # The resourceVersion our last status write was made from, and the one it gave the object: a pass
     # decided from a cache that has yet to show that write would only meet a Conflict.
     status_written: tuple[str, str | None] | None = None
@@ -208,21 +206,6 @@ class Expectations(Generic[K]):
         if expected is None or expected.uid != uid or expected.status_written is None:
             return False
         return made_before_ours(resource_version, expected.status_written)
-
-    # -- the settle window -----------------------------------------------------------------------
-
-    def settling_since(self, key: K, uid: str, now: float) -> float:
-        """When a held status change of ``key`` was first held (``now`` when none is)."""
-        expected = self.of(key, uid)
-        if expected.settling_since is None:
-            expected.settling_since = now
-        return expected.settling_since
-
-    def settled(self, key: K) -> None:
-        """No status change of ``key`` is held any more."""
-        expected = self._by_key.get(key)
-        if expected is not None:
-            expected.settling_since = None
 
     # --------------------------------------------------------------------------------------------
 

@@ -189,11 +189,12 @@ class Plan(Generic[S]):
     requeue_after: float | None = None
     # Recorded right after a successful status write of this plan, never otherwise.
     observations: tuple[Observation, ...] = ()
-    # The status change is progress that every later pass derives again from what it observes (a
-    # pod's phase, executor counts): the Applier may hold the write, and its events and observations,
-    # back for up to SETTLE_SECONDS, so that changes that follow each other are written once. Never
-    # set when a fact only this write would keep changes (a count, an outcome, a name created).
-    status_can_wait: bool = False
+    # How long (seconds from now) the status change may still be held back: progress that every later
+    # pass derives again from what it observes (a pod's node, pending executors), so that changes that
+    # follow each other are written once. The Applier then holds the write, its events and its
+    # observations, and asks for the pass again at that deadline; 0: written now. Never above 0 when a
+    # fact only this write would keep changes (a count, an outcome, a name created).
+    status_wait: float = 0.0
     # Deciding again on what this plan's status write leaves changes nothing: no status change, no
     # event, no action this plan does not take (the Applier does not send those again), no earlier
     # requeue. The pass then ends at the write rather than deciding again (core.controller); the

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from sparkop.api.models import SparkDriverStatus
 from sparkop.core.controller import Controller, Own, Source, start
@@ -28,6 +28,7 @@ from sparkop.domain.kinds import (
     SPARK_DRIVERS,
     VOLCANO_POD_GROUPS,
 )
+from sparkop.domain.status_waits import EXECUTOR_CHANGE_SECONDS
 from sparkop.driver_controller import metrics
 from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import (
@@ -61,13 +62,11 @@ from sparkop.driver_controller.transitions import TRANSITIONS
 log = logging.getLogger(__name__)
 
 
-# An executor's change only moves counts (status progress, which waits anyway: status.progress_only);
-# its pass may wait this long and take the executors' other steps along. The driver pod's own steps
-# (Running, its end, its loss) are passed on within COALESCE_SECONDS.
-EXECUTOR_CHANGE_SECONDS: Final = 2.0
-
-
 def pod_change_window(pod: JSON) -> float:
+    """How soon a pod's change asks for its SparkDriver's pass. An executor's only moves counts: its pass
+    may wait a moment and take the other executors' changes of that moment along (one write for a burst,
+    domain.status_waits). The driver pod's own steps (Running, its end, its loss) are passed on within
+    COALESCE_SECONDS."""
     role = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.SPARK_ROLE)
     return EXECUTOR_CHANGE_SECONDS if role == labels.ROLE_EXECUTOR else COALESCE_SECONDS
 

@@ -41,7 +41,7 @@ from sparkop.driver_controller.create import create_missing
 from sparkop.driver_controller.facts import Closing, Facts, Step, run
 from sparkop.driver_controller.observed import DriverView, Observed, PodSummary
 from sparkop.driver_controller.pod import follow_driver_pod, recover_incarnation
-from sparkop.driver_controller.status import ended, first_pod_only, progress_only, with_submission_failed
+from sparkop.driver_controller.status import ended, status_wait, with_submission_failed
 from sparkop.driver_controller.transitions import transitions
 
 STEPS: Final[tuple[Step, ...]] = (
@@ -89,10 +89,10 @@ def _release(pods: Iterable[PodSummary]) -> tuple[Patch, ...]:
 
 def status(f: Facts) -> Plan[SparkDriverStatus]:
     """The plan, with its status computed once from everything the steps established: observedGeneration
-    and lastError; the write may wait when it only moves progress (``core.plan.Plan.status_can_wait``). A
-    driver that had already ended keeps the status the pass that ended it wrote (executors deleted
-    afterwards, a released finalizer, a late pod change write nothing): only a spec change is
-    acknowledged (observedGeneration)."""
+    and lastError; the write may wait when it only moves progress, for as long as domain.status_waits
+    says (``core.plan.Plan.status_wait``). A driver that had already ended keeps the status the pass
+    that ended it wrote (executors deleted afterwards, a released finalizer, a late pod change write
+    nothing): only a spec change is acknowledged (observedGeneration)."""
     plan, read = f.plan, f.read
     if ended(read):
         if f.generation is not None and read.observedGeneration != f.generation:
@@ -102,9 +102,15 @@ def status(f: Facts) -> Plan[SparkDriverStatus]:
             f = f.update(observedGeneration=f.generation)
         f = _last_error(f)
         if f.status != read:
-            can_wait = progress_only(read, f.status) or (first_pod_only(read, f.status) and not plan.events)
-            plan = evolve(plan, status=f.status, status_can_wait=can_wait)
+            plan = evolve(plan, status=f.status, status_wait=_status_wait(f, announced=bool(plan.events)))
     return _settled(plan.with_observations(*transitions(read, plan.status)))
+
+
+def _status_wait(f: Facts, *, announced: bool) -> float:
+    """How long the write of the status decided may still wait: counted from the current driver pod's
+    last step and the current incarnation's oldest pending executor (driver_controller.status)."""
+    current = [p for p in f.owned_pods if p.role == labels.ROLE_EXECUTOR and p.incarnation == f.incarnation]
+    return status_wait(f.read, f.status, f.now, f.driver_pod(f.incarnation), current, announced=announced)
 
 
 def _last_error(f: Facts) -> Facts:

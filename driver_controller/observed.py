@@ -129,6 +129,7 @@ class PodSummary:
     pod_ip: str | None
     start_time: datetime | None
     ready: bool = False  # the Ready condition: every container passes its readiness probe
+    scheduled_at: datetime | None = None  # the PodScheduled condition's turn to True: bound to its node
 
     @property
     def deleting(self) -> bool:
@@ -306,9 +307,12 @@ def summarize_pod(body: Body) -> PodSummary:
     unschedulable_since = None
     unschedulable_message = None
     ready = False
+    scheduled_at = None
     for cond in status.get("conditions") or ():
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            scheduled_at = parse_time(cond.get("lastTransitionTime"))
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             disruption = cond.get("reason") or "DisruptionTarget"
         if (
@@ -357,6 +361,7 @@ def summarize_pod(body: Body) -> PodSummary:
         pod_ip=status.get("podIP"),
         start_time=parse_time(status.get("startTime")),
         ready=ready,
+        scheduled_at=scheduled_at,
     )
 
 

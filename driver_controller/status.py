@@ -10,10 +10,14 @@ models, so that a value the CRD would refuse is refused here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
 from sparkop.api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
+from sparkop.domain import status_waits
+from sparkop.domain.status_waits import Since
+from sparkop.driver_controller.observed import PodSummary
 
 HISTORY_MAX: Final = 10  # status.incarnations keeps the last ten
 MAX_RECORD_MESSAGE: Final = 4096  # an incarnation record's message is cut to this
@@ -33,25 +37,8 @@ def ended(status: SparkDriverStatus) -> bool:
     return status.phase is not None and status.phase.terminal
 
 
-_ACTIVE: Final = frozenset({DriverPhase.PENDING, DriverPhase.RUNNING})
 # What a pass derives again from the pods it observes, whatever was written before.
 _PROGRESS: Final = frozenset({"driverPod", "executors"})
-
-
-def progress_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
-    """Whether ``new`` differs from ``old`` only by the progress of the same driver pod in the same
-    phase: the pod's uid, node, IP and start, its executors' counts. Every later pass derives
-    these again from the pods it observes, so their write may wait a moment and carry what follows
-    (core.applier.SETTLE_SECONDS). A phase (Running is the app's RUNNING, its event and its start
-    latency), an outcome, a new incarnation or pod name, a condition, a lastError or an acknowledged
-    spec is written at once; so is the pod's readiness."""
-    if old.phase not in _ACTIVE or new.phase not in _ACTIVE:
-        return False
-    if old.driverPod is None or new.driverPod is None or old.driverPod.name != new.driverPod.name:
-        return False
-    if old.phase != new.phase or old.driverPod.ready != new.driverPod.ready:
-        return False  # readiness routes a SparkConnect server's clients
-    return all(getattr(old, f) == getattr(new, f) for f in SparkDriverStatus.model_fields if f not in _PROGRESS)
 
 
 # What the pass that creates the first driver pod writes, all of which a later pass derives again from
@@ -64,15 +51,45 @@ _FIRST_POD: Final = frozenset(
 def first_pod_only(old: SparkDriverStatus, new: SparkDriverStatus) -> bool:
     """Whether ``new`` only says that the first driver pod was accepted (Pending, incarnation 1 or
     later, its name) over a status no pass has written yet. Every later pass derives it again from
-    that pod (decide._incarnation), so its write may wait like progress, and usually goes out with
-    the pod's Running: the app counts its run then (one write each instead of two). A driver pod
-    that stays Pending is named in status within core.applier.SETTLE_SECONDS."""
+    that pod (pod.recover_incarnation), so its write may wait (domain.status_waits.SPARK_DRIVER_FIRST_POD),
+    and usually goes out with the pod's Running: the app counts its run then (one write each instead
+    of two)."""
     if old.phase is not None or old.incarnation != 0 or old.driverPod is not None:
         return False
     if new.phase is not DriverPhase.PENDING or new.incarnation < 1 or new.driverPod is None:
         return False
     unchanged = SparkDriverStatus.model_fields.keys() - _FIRST_POD - _PROGRESS
     return all(getattr(old, f) == getattr(new, f) for f in unchanged)
+
+
+def status_wait(
+    old: SparkDriverStatus,
+    new: SparkDriverStatus,
+    now: datetime,
+    driver_pod: PodSummary | None,
+    executors: Sequence[PodSummary],
+    *,
+    announced: bool,
+) -> float:
+    """Seconds the write of ``new`` over ``old`` may still be held back (``core.plan.Plan.status_wait``),
+    by domain.status_waits' table: counted from the current driver pod's last step (``driver_pod``,
+    None while the cache has yet to show the pod this pass creates: from ``now``) and from the oldest of
+    ``executors`` (the current incarnation's) still pending. ``announced``: the write posts an event,
+    which goes out with it (the first pod's acceptance is then written at once)."""
+    pending = [e.created for e in executors if e.phase == "Pending" and e.created is not None]
+    since = {
+        Since.DRIVER_POD_STEP: _last_step(driver_pod) if driver_pod is not None else now,
+        Since.OLDEST_PENDING_EXECUTOR: min(pending, default=None),
+    }
+    if first_pod_only(old, new):
+        return 0.0 if announced else status_waits.left(status_waits.SPARK_DRIVER_FIRST_POD, since, now)
+    changed = status_waits.changed_fields(old, new, by_field=_PROGRESS)
+    return status_waits.may_wait(changed, status_waits.SPARK_DRIVER, since, now)
+
+
+def _last_step(pod: PodSummary) -> datetime | None:
+    """When the pod last moved on before it runs: created, scheduled, acknowledged by its kubelet."""
+    return max((t for t in (pod.created, pod.scheduled_at, pod.start_time) if t is not None), default=None)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -89,7 +89,10 @@ def deleting(pod: dict[str, Any], at: str = "2026-01-01T11:59:30Z", grace: int =
     return {**pod, "metadata": meta}
 
 
-def executor(n: int, incarnation: int = 1, *, adopted: bool = False, phase: str = "Running") -> dict[str, Any]:
+def executor(
+    n: int, incarnation: int = 1, *, adopted: bool = False, phase: str = "Running", created: str | None = None
+) -> dict[str, Any]:
+    """Executor ``n`` of an incarnation in ``phase``, created at ``created`` (RFC 3339) when given."""
     refs = [
         {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "name": "pi", "uid": UID, "controller": adopted},
         {"apiVersion": "v1", "kind": "Pod", "name": f"pi-{incarnation}-driver", "uid": f"pod-{incarnation}",
@@ -100,6 +103,7 @@ def executor(n: int, incarnation: int = 1, *, adopted: bool = False, phase: str 
             "name": f"pi-{incarnation}-exec-{n}", "namespace": "ns", "uid": f"e{n}", "resourceVersion": "7",
             "labels": {labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor"},
             "ownerReferences": refs,
+            **({"creationTimestamp": created} if created else {}),
         },
         "status": {"phase": phase},
     }  # fmt: skip

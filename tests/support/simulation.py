@@ -19,7 +19,7 @@ from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
 from sparkop.apps_controller.status import counted, finished, read_status, state
 from sparkop.core import kube
-from sparkop.core.applier import SETTLE_SECONDS, Applier, CreateRefused
+from sparkop.core.applier import Applier, CreateRefused
 from sparkop.core.jsontypes import JSON
 from sparkop.core.plan import Event, Plan, Refusal
 from sparkop.domain import labels
@@ -81,6 +81,7 @@ class SimDriver:
     exit_code: int | None = None
     stuck: Condition | None = None
     queued: Condition | None = None
+    created: datetime | None = None  # its creationTimestamp
 
     @property
     def pod_name(self) -> str | None:
@@ -105,6 +106,7 @@ class SimDriver:
             reason=self.reason,
             stuck=self.stuck,
             queued=self.queued,
+            created=self.created,
         )
 
 
@@ -279,7 +281,7 @@ class SimCluster:
         except kube.Conflict:
             return False  # the decision was made from an old view
         new = plan.status.to_json() if plan.status is not None else None
-        self.held = plan.status_can_wait and new is not None and new != body["status"] and self.status == body["status"]
+        self.held = plan.status_wait > 0 and new is not None and new != body["status"] and self.status == body["status"]
         self.held_for = applied.requeue_after if self.held else None
         return not applied.gone
 
@@ -382,6 +384,7 @@ class SimCluster:
             app_generation=int(ann.get(labels.APP_GENERATION, 0)),
             spec_hash=ann.get(labels.SPEC_HASH),
             spec=manifest["spec"],
+            created=self.now,
         )
         self.created[run] = uid
         self.creates.append((run, self.now))
@@ -445,7 +448,8 @@ class SimCluster:
             before = (copy.deepcopy(self.status), set(self.drivers), self.deleted, self.learned)
             plan = self.reconcile()
             if self.held:
-                self.advance(self.held_for or SETTLE_SECONDS)
+                assert self.held_for is not None  # a held write names its deadline
+                self.advance(self.held_for)
                 continue
             if plan is None or (
                 before == (self.status, set(self.drivers), self.deleted, self.learned)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sparkop.core import kube
-from sparkop.core.applier import AWAITING_CACHE_SECONDS, SETTLE_SECONDS, Applier, ApplyFailed, CreateRefused
+from sparkop.core.applier import AWAITING_CACHE_SECONDS, Applier, ApplyFailed, CreateRefused
 from sparkop.core.expectations import CREATED_RECENTLY_SECONDS, Learnt
 from sparkop.core.plan import Create, Delete, Ensure, Event, Patch, Plan
 
@@ -301,41 +301,50 @@ class Clock:
         return self.now
 
 
-def progress(phase: str, **extra: Any) -> Plan[dict[str, Any]]:
-    return Plan(status={"phase": phase}, status_can_wait=True, **extra)
+def progress(phase: str, wait: float, **extra: Any) -> Plan[dict[str, Any]]:
+    return Plan(status={"phase": phase}, status_wait=wait, **extra)
 
 
-async def test_progress_is_held_for_the_window_and_written_once_with_what_followed() -> None:
-    client, clock = Client(), Clock()
-    a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
+async def test_a_change_that_may_wait_is_held_until_the_deadline_the_plan_names() -> None:
+    """The deadline is the plan's (each pass works it out from what it observes, domain.status_waits):
+    the Applier holds the write, its events and observations, and asks for the pass again then."""
+    client = Client()
+    a = applier(client)
     started = Event("Normal", "Running", "running")
-    held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running", events=(started,)), same, namespace="ns")
-    assert client.calls == [] and held.requeue_after == SETTLE_SECONDS  # nor its event
-    clock.now += 1.5  # a later change within the window: held too, until the first one's window ends
-    held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running+executors"), same, namespace="ns")
-    assert client.calls == [] and held.requeue_after == pytest.approx(SETTLE_SECONDS - 1.5)
-    clock.now += SETTLE_SECONDS - 1.5
-    done = await a.apply(KEY, body({"phase": "Pending"}), progress("Running+executors", events=(started,)), same,
+    held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running", 2.5, events=(started,)), same,
                          namespace="ns")  # fmt: skip
+    assert client.calls == [] and held.requeue_after == 2.5 and held.written is None  # nor its event
+    sooner = progress("Running+executors", 2.5, requeue_after=1.0)
+    assert (await a.apply(KEY, body({"phase": "Pending"}), sooner, same, namespace="ns")).requeue_after == 1.0
+    done = await a.apply(KEY, body({"phase": "Pending"}), progress("Running+executors", 0.0, events=(started,)),
+                         same, namespace="ns")  # fmt: skip
     assert client.calls == ["status rv=7", "event Running rv=8"] and done.written is not None
-    # A new window starts with the next change held.
-    clock.now += 0.1
-    await a.apply(KEY, body({"phase": "Running+executors"}), progress("Running+more"), same, namespace="ns")
-    assert client.calls[2:] == []
+
+
+async def test_the_applier_remembers_no_window_a_restart_could_lose() -> None:
+    """A new Applier (an operator restarted) holds exactly what the plan says, no longer: nothing of
+    the wait lives in the process."""
+    for the_applier in (applier(Client()), applier(Client())):
+        held = await the_applier.apply(KEY, body({"phase": "Pending"}), progress("Running", 0.7), same,
+                                       namespace="ns")  # fmt: skip
+        assert held.requeue_after == 0.7
 
 
 async def test_what_cannot_wait_is_written_at_once_with_what_was_held() -> None:
-    client, clock = Client(), Clock()
-    a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
-    await a.apply(KEY, body({"phase": "Pending"}), progress("Running"), same, namespace="ns")
+    client = Client()
+    a = applier(client)
+    await a.apply(KEY, body({"phase": "Pending"}), progress("Running", 30.0), same, namespace="ns")
     assert client.calls == []
     await a.apply(KEY, body({"phase": "Pending"}), Plan(status={"phase": "Succeeded"}), same, namespace="ns")
     assert client.calls == ["status rv=7"]
     # after_status needs the write first: a plan with any is never held
     release = Patch("v1", "Pod", "p", {"metadata": {}}, "3")
-    after = progress("x", after_status=(release,))
+    after = progress("x", 30.0, after_status=(release,))
     await a.apply(KEY, body({"phase": "Succeeded"}, "8"), after, same, namespace="ns")
     assert client.calls[1:] == ["status rv=8", "patch p"]
+    # a status as it was holds nothing and writes nothing
+    unchanged = await a.apply(KEY, body({"phase": "x"}, "9"), progress("x", 30.0), same, namespace="ns")
+    assert client.calls[3:] == [] and unchanged.requeue_after is None
 
 
 async def test_a_pass_decided_before_our_own_write_was_seen_waits_for_it() -> None:
@@ -348,17 +357,6 @@ async def test_a_pass_decided_before_our_own_write_was_seen_waits_for_it() -> No
     assert client.calls == ["status rv=7"] and stale.requeue_after == AWAITING_CACHE_SECONDS
     await a.apply(KEY, body({"phase": "Running"}, "8"), Plan(status={"phase": "Succeeded"}), same, namespace="ns")
     assert client.calls[1:] == ["status rv=8"]
-
-
-async def test_a_held_change_that_went_back_closes_the_window() -> None:
-    client, clock = Client(), Clock()
-    a = Applier(client, kube.Rules(), lambda obj, what, reason: None, clock=clock)
-    await a.apply(KEY, body({"phase": "Pending"}), progress("Running"), same, namespace="ns")
-    clock.now += 1.9
-    await a.apply(KEY, body({"phase": "Pending"}), progress("Pending"), same, namespace="ns")  # back: nothing to write
-    clock.now += 0.5
-    held = await a.apply(KEY, body({"phase": "Pending"}), progress("Running"), same, namespace="ns")
-    assert client.calls == [] and held.requeue_after == SETTLE_SECONDS  # a window of its own
 
 
 async def test_a_create_of_ours_the_cache_has_yet_to_show_is_not_sent_again() -> None:

@@ -60,17 +60,24 @@ def test_everything_present_and_running() -> None:
     # Nothing is patched on the executors: Spark created them owned by the SparkDriver already (the
     # executor template's reference), whichever of its references says controller.
     assert plan.patches == ()
-    assert not plan.status_can_wait  # observedGeneration, spark.app.id, UI address: first written now
-    # The same pod scheduled, its executors: progress the Applier may hold a moment.
+    assert plan.status_wait == 0  # observedGeneration, spark.app.id, UI address: first written now
+    # The same pod seen (created 5 s ago): its progress may wait, counted from that step.
     first = plan_for(driver()).status
     assert first is not None
-    pending = plan_for(driver(first.to_json()), [pod], cms, svcs)
-    assert pending.status is not None and pending.status_can_wait  # scheduled: uid, node
-    started = plan_for(driver(first.to_json()), [running(pod)], cms, svcs)
+    seen = {**pod, "metadata": {**pod["metadata"], "creationTimestamp": "2026-01-01T11:59:55Z"}}
+    pending = plan_for(driver(first.to_json()), [seen], cms, svcs)
+    assert pending.status is not None and pending.status_wait == 25.0  # its uid
+    started = plan_for(driver(first.to_json()), [running(seen)], cms, svcs)
     assert started.status is not None and started.status.phase == "Running"
-    assert not started.status_can_wait  # a phase: the app's RUNNING, its event, its start latency
-    progress = plan_for(driver(started.status.to_json()), [running(pod), executor(1)], cms, svcs)
-    assert progress.status is not None and progress.status.executors.running == 1 and progress.status_can_wait
+    assert started.status_wait == 0  # a phase: the app's RUNNING, its event, its start latency
+    # Executors: a running one is written by the pass that sees it; one asked for 1 s ago, not running
+    # yet, may wait for its Running until 3 s after its creation.
+    progress = plan_for(driver(started.status.to_json()), [running(seen), executor(1)], cms, svcs)
+    assert progress.status is not None and progress.status.executors.running == 1 and progress.status_wait == 0
+    asked = executor(1, phase="Pending", created="2026-01-01T11:59:59Z")
+    pending_one = plan_for(driver(started.status.to_json()), [running(seen), asked], cms, svcs)
+    assert pending_one.status is not None and pending_one.status.executors.pending == 1
+    assert pending_one.status_wait == 2.0
 
 
 def test_unchanged_status_is_not_written() -> None:
@@ -434,7 +441,7 @@ def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_i
              deleting(executor(3, adopted=True))]  # fmt: skip
     plan = plan_for(driver(st), [terminated(pod, 0), *execs], cms, svcs)
     assert plan.status is not None and plan.status.phase == "Succeeded"
-    assert not plan.status_can_wait  # an outcome is written at once
+    assert plan.status_wait == 0  # an outcome is written at once
     # The driver exited by itself: Spark's own clean-up deletes its executors; the controller looks
     # again once that had its moment, and the counts are already those that stay.
     assert plan.deletes == () and plan.requeue_after == EXECUTOR_CLEANUP_GRACE_SECONDS

@@ -10,7 +10,8 @@ from typing import Any
 from sparkop.core.informer import Informer
 from sparkop.core.resources import PODS
 from sparkop.core.runtime import COALESCE_SECONDS, Runtime
-from sparkop.driver_controller.controller import EXECUTOR_CHANGE_SECONDS, pod_change_window
+from sparkop.domain.status_waits import EXECUTOR_CHANGE_SECONDS
+from sparkop.driver_controller.controller import pod_change_window
 from sparkop.driver_controller.observed import owner_key, pod_view
 
 
