@@ -200,14 +200,17 @@ class SeenPod:
 
 
 class PodWatch:
-    """`kubectl get pods --watch` (or another ``resource``) on a label selector in a background thread:
-    every object that existed, even for a moment, with each controller owner it was seen with."""
+    """`kubectl get pods --watch` (or another ``resource``) on a label selector (None: all of them) in a
+    background thread: every object that existed, even for a moment, with each controller owner it was
+    seen with, and every event in the order it came (``history``: when, by time.monotonic(), its type,
+    the object)."""
 
-    def __init__(self, cluster: ClusterHandle, namespace: str, selector: str, resource: str = "pods") -> None:
+    def __init__(self, cluster: ClusterHandle, namespace: str, selector: str | None, resource: str = "pods") -> None:
         argv = [str(cluster.kubectl_binary), f"--kubeconfig={cluster.kubeconfig}", "get", resource, "-n", namespace]
-        argv += ["-l", selector, "--watch", "--output-watch-events", "-o", "json"]
+        argv += [*(["-l", selector] if selector is not None else []), "--watch", "--output-watch-events", "-o", "json"]
         self.started = time.monotonic()
         self.pods: dict[str, SeenPod] = {}
+        self.history: list[tuple[float, str, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -227,9 +230,11 @@ class PodWatch:
                 self._record(event)
 
     def _record(self, event: dict[str, Any]) -> None:
-        pod, now = event["object"], time.monotonic() - self.started
+        pod, at = event["object"], time.monotonic()
+        now = at - self.started
         name = pod["metadata"]["name"]
         with self._lock:
+            self.history.append((at, event["type"], pod))
             seen = self.pods.setdefault(
                 name, SeenPod(pod, now, first_owners=list(pod["metadata"].get("ownerReferences") or []))
             )
@@ -241,6 +246,10 @@ class PodWatch:
     def snapshot(self) -> dict[str, SeenPod]:
         with self._lock:
             return dict(self.pods)
+
+    def events(self) -> list[tuple[float, str, dict[str, Any]]]:
+        with self._lock:
+            return list(self.history)
 
     def alive(self) -> list[SeenPod]:
         return [p for p in self.snapshot().values() if p.deleted_at is None]
@@ -318,7 +327,7 @@ class SparkNamespace:
         args = ["logs", pod, *(["-c", container] if container else []), *(["--previous"] if previous else [])]
         return self.kubectl(*args, check=False)
 
-    def watch(self, selector: str, resource: str = "pods") -> PodWatch:
+    def watch(self, selector: str | None, resource: str = "pods") -> PodWatch:
         watch = PodWatch(self.cluster, self.ns, selector, resource)
         self.watches.append(watch)
         return watch
