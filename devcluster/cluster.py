@@ -86,6 +86,9 @@ class ClusterState:
     real_nodes: int = 0
     node_bin_dir: str = ""
     kubernetes_version: str = ""  # the release its binaries are (build.read_versions at `up`)
+    # Processes of the cluster's users that `start_client` started (an operator the demo runs), by
+    # name in `processes`: stopped first.
+    clients: list[str] = field(default_factory=list)
 
     def save(self) -> None:
         path = Path(self.directory) / STATE_FILE
@@ -240,9 +243,20 @@ class Cluster:
             raise ClusterError(f"no cluster named {name!r} (looked in {directory})")
         return cls(ClusterState.load(directory), die_with_parent=die_with_parent, log=log)
 
+    def start_client(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> int:
+        """Start a process that works on this cluster (the operator `sparkop demo` runs): in a session
+        of its own, logged to `<name>.log` in the cluster's directory, and recorded with the cluster's
+        own processes, so that `down` (and a later `up` of the name, or `prune`) stops it first, by pid.
+        It dies with this process only when the cluster's do (`die_with_parent`). Returns its pid."""
+        if name in self.state.processes:
+            raise ClusterError(f"cluster {self.name!r} already runs a process named {name!r}")
+        self.state.clients.append(name)
+        self._spawn(name, argv, env=env)
+        return self.state.processes[name].pid
+
     def down(self) -> None:
-        """Stop every process this cluster started (by pid), and its real nodes' containers,
-        mounts, cgroups and network devices, then delete its directory."""
+        """Stop every process this cluster started (by pid), those `start_client` started first, and
+        its real nodes' containers, mounts, cgroups and network devices, then delete its directory."""
         _stop_cluster(self.state, self._log)
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -673,8 +687,9 @@ def real_node_cluster() -> Cluster | None:
 
 
 def _stop_cluster(state: ClusterState, log: Log) -> None:
-    """Real nodes first (kubelets, then their containers, then containerd), then the rest."""
+    """The clients first, then real nodes (kubelets, then their containers, then containerd), then the rest."""
     records = dict(state.processes)
+    _stop_records({name: records.pop(name) for name in state.clients if name in records})
     if state.real_nodes:
         node_bins = Path(state.node_bin_dir) if state.node_bin_dir else None
         for node in _real_nodes(state):

@@ -31,6 +31,7 @@ VICTIM_AFTER_SECONDS = 2.0
 TIMEOUT_SECONDS = 180.0
 REAL_TIMEOUT_SECONDS = 600.0  # nine JVMs on two cores
 PI_APP = "pi-succeeds"
+OPERATOR = "sparkop"  # the operator's name among the cluster's processes (its log: sparkop.log)
 
 
 def say(message: str) -> None:
@@ -58,6 +59,10 @@ class Row:
             incarnations=int(status.get("driverIncarnations") or 0),
             executors=f"{counts.get('running', 0)}/{counts.get('pending', 0)}/{counts.get('succeeded', 0)}",
         )
+
+    @property
+    def running_executors(self) -> int:
+        return int(self.executors.split("/", 1)[0])
 
     def line(self, elapsed: float) -> str:
         return (
@@ -170,8 +175,9 @@ async def watch(
     *,
     real: bool = False,
 ) -> dict[str, Row]:
-    """Print a line whenever an app changes; delete the victim's first driver pod once it runs
-    (real Spark: once it has an executor running, so the job is really under way)."""
+    """Print a line whenever an app changes; delete the victim's first driver pod once its job is
+    really under way: the app RUNNING with an executor running (the simulator, like real Spark,
+    starts executors a moment after the driver runs)."""
     rows: dict[str, Row] = {}
     victim_running_since: float | None = None
     victim_done = False
@@ -184,7 +190,7 @@ async def watch(
             if rows.get(row.name) != row:
                 rows[row.name] = row
                 out(row.line(time.monotonic() - started))
-            under_way = row.state == "RUNNING" and row.driver_pod != "-" and (not real or row.executors[0] != "0")
+            under_way = row.state == "RUNNING" and row.driver_pod != "-" and row.running_executors > 0
             if row.name == VICTIM and not victim_done and under_way:
                 victim_running_since = victim_running_since or time.monotonic()
                 if time.monotonic() - victim_running_since >= VICTIM_AFTER_SECONDS:
@@ -260,6 +266,7 @@ def main(*, name: str, keep: bool, real: bool = False) -> int:
     except ImportError:
         print(NO_DEVCLUSTER, file=sys.stderr, flush=True)
         return 1
+    from devcluster import procs
     from devcluster.build import BuildError, ensure_built, ensure_node_binaries
     from devcluster.cluster import Cluster, ClusterError
     from devcluster.images import ImageError, ensure_images
@@ -288,18 +295,15 @@ def main(*, name: str, keep: bool, real: bool = False) -> int:
     except KeyboardInterrupt:
         say("\ninterrupted")
         return 130
-    operator: subprocess.Popen[bytes] | None = None
-    log_path = cluster.directory / "sparkop.log"
+    operator: int | None = None
+    log_path = cluster.directory / f"{OPERATOR}.log"
     try:
         say("==> installing the CRDs and starting the operator")
         install_crds(cluster.kubectl, cluster.kubeconfig)
-        # The operator waits itself until the CRDs are served, so it can import meanwhile.
-        with log_path.open("ab") as log:
-            operator = subprocess.Popen(
-                [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(cluster.kubeconfig)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        # The operator waits itself until the CRDs are served, so it can import meanwhile. It is one of
+        # the cluster's processes: `devcluster down` stops it with the rest (also after --keep).
+        argv = [sys.executable, "-m", "sparkop", "run", "--kubeconfig", str(cluster.kubeconfig)]
+        operator = cluster.start_client(OPERATOR, argv)
         wait_for_crds(cluster.kubectl, cluster.kubeconfig)
         say(f"    operator log: {log_path}")
         create_driver_account(cluster.kubectl, cluster.kubeconfig, NAMESPACE)
@@ -314,18 +318,11 @@ def main(*, name: str, keep: bool, real: bool = False) -> int:
     except KeyboardInterrupt:
         say("\ninterrupted; cleaning up")
         return 130
-    except (DemoError, TimeoutError) as err:
-        exited = operator is not None and operator.poll() is not None
-        why = f" (the operator exited with code {operator.returncode})" if exited and operator else ""
+    except (DemoError, ClusterError, TimeoutError) as err:
+        why = " (the operator exited)" if operator is not None and not procs.is_alive(operator) else ""
         print(f"error: {err}{why}; operator log: {log_path}", file=sys.stderr, flush=True)
         return 1
     finally:
-        if operator is not None and not keep:
-            operator.terminate()
-            try:
-                operator.wait(15)
-            except subprocess.TimeoutExpired:
-                operator.kill()
         if not keep:
-            cluster.down()
+            cluster.down()  # the operator first
             say(f"==> cluster {name!r} removed")

@@ -6,8 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from devcluster import procs
-from devcluster.cluster import ClusterState, ProcessRecord
+from devcluster.cluster import Cluster, ClusterError, ClusterState, ProcessRecord
 from devcluster.testing import wait_for
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
@@ -70,3 +72,25 @@ def test_state_round_trip(tmp_path: Path) -> None:
     )
     state.save()
     assert ClusterState.load(tmp_path) == state
+
+
+def test_a_client_started_on_a_cluster_is_stopped_by_its_down(tmp_path: Path) -> None:
+    """What `sparkop demo --keep` leaves running (its operator) goes with `devcluster down`: recorded in
+    the cluster's state as it starts, stopped by pid, before the cluster's own processes."""
+    directory = tmp_path / "c"
+    directory.mkdir()
+    state = ClusterState(
+        name="c", directory=str(directory), bin_dir="/bin", kubeconfig=str(directory / "kubeconfig"),
+        server="https://127.0.0.1:1", ports={"apiserver": 1},
+    )  # fmt: skip
+    state.save()
+    pid = Cluster(state).start_client("operator", [SLEEP, "60"])
+    wait_for(lambda: procs.runs_executable(pid, SLEEP), timeout=10, message="sleep's command line")
+    # Another process (`python -m devcluster down`) knows it from the state file alone.
+    loaded = Cluster(ClusterState.load(directory))
+    assert loaded.state.clients == ["operator"] and loaded.state.processes["operator"].pid == pid
+    assert (directory / "operator.log").exists()
+    with pytest.raises(ClusterError, match="already runs"):
+        loaded.start_client("operator", [SLEEP, "60"])
+    loaded.down()
+    assert not procs.is_alive(pid) and not directory.exists()
