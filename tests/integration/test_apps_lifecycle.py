@@ -209,8 +209,11 @@ def test_spec_update_mid_run_reruns_exactly_once(
 def test_ttl_and_suspend_only_edits_do_not_rerun(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess
 ) -> None:
-    crds.apply(app_manifest("noop-edit", run_seconds=3), namespace=namespace)
+    # Long enough for its executor to start (a moment after the driver runs, as with real Spark).
+    crds.apply(app_manifest("noop-edit", run_seconds=6), namespace=namespace)
     wait_state(crds, namespace, "noop-edit", "RUNNING", timeout=30)
+    wait_for(lambda: pods(crds, namespace, "sparkop.io/app=noop-edit,spark-role=executor"), timeout=30,
+             message="its executor")  # fmt: skip
     crds.kubectl(
         "patch", "sparkapplication", "noop-edit", "-n", namespace, "--type=merge",
         "-p", '{"spec":{"timeToLiveSeconds":300,"suspend":false}}',

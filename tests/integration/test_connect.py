@@ -16,8 +16,8 @@ import yaml
 
 from devcluster.ports import free_ports
 from devcluster.testing import ClusterHandle, wait_for
-from sparkop.core.applier import SETTLE_SECONDS
 from tests.support.cluster_apps import get
+from tests.support.executor_counts import COUNTED_WITHIN_S, wait_running
 from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV, FAULT_KINDS_ENV
 from tests.support.faults import MODULE as FAULT_MODULE
 from tests.support.metrics_scrape import ready, scrape, value
@@ -105,10 +105,11 @@ def test_ready_behind_its_service_and_a_lost_server_pod_comes_back_behind_the_sa
     assert "org.apache.spark.sql.connect.service.SparkConnectServer" in container["args"]
     headless = service(crds, namespace, "sc-server-1-1-driver-svc")
     assert headless["spec"]["publishNotReadyAddresses"] is True  # the executors reach a server not Ready yet
-    # Counts are progress: the SparkDriver writes them within SETTLE_SECONDS, and the server's status copies them.
+    # The SparkDriver counts its executors within seconds of their Running, and the server's status copies them.
+    wait_running(crds, namespace, "spark-role=executor", 2)
     wait_for(
         lambda: connect_status(crds, namespace, "sc").get("executors", {}).get("running") == 2,
-        timeout=SETTLE_SECONDS + 10,
+        timeout=COUNTED_WITHIN_S,
         message="two executors",
     )
 

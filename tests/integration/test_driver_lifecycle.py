@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
-from sparkop.core.applier import SETTLE_SECONDS
 from sparkop.domain import labels
 from tests.support.cluster_drivers import driver_manifest, executors_owned, get, operator, pods, status, wait_phase
+from tests.support.executor_counts import COUNTED_WITHIN_S, wait_running
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
+
+# The driver runs long enough for its executors to start (the simulator's delay, as real Spark's) and run.
+RUN_SECONDS = 12
 
 Obj = dict[str, Any]
 __all__ = ["operator"]  # a fixture (tests/support/cluster_drivers.py): used by name
@@ -82,8 +85,8 @@ def mounts_metrics_config(pod: Obj, config_map: str) -> bool:
 def test_runs_to_success_and_is_never_recreated(
     crds: ClusterHandle, namespace: str, operator: OperatorProcess, pods_watch: PodWatch
 ) -> None:
-    # Long enough to see its executors counted: counts are progress, written within SETTLE_SECONDS.
-    crds.apply(driver_manifest("pi", run_seconds=int(SETTLE_SECONDS) + 4, monitoring=MONITORING), namespace)
+    # Long enough for its executors to start (a moment after the driver runs) and be counted.
+    crds.apply(driver_manifest("pi", run_seconds=RUN_SECONDS, monitoring=MONITORING), namespace)
     running = wait_phase(crds, namespace, "pi", "Running")
     assert running["incarnation"] == 1 and running["driverPod"]["name"] == "pi-1-driver"
     execs = executors_owned(crds, namespace, "pi", 1, 2)
@@ -96,10 +99,11 @@ def test_runs_to_success_and_is_never_recreated(
     assert driver_pod is not None and mounts_metrics_config(driver_pod, "pi-1-prom-conf")
     assert driver_pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert all(mounts_metrics_config(e, "pi-1-prom-conf") for e in execs)
+    # Counted within seconds of their Running (domain.status_waits).
+    wait_running(crds, namespace, f"{labels.DRIVER}=pi,spark-role=executor", 2)
     wait_for(lambda: status(crds, namespace, "pi").get("executors", {}).get("running") == 2,
-             timeout=SETTLE_SECONDS + 10, message="executor counts")  # fmt: skip
-    # It runs SETTLE_SECONDS + 4 from its start, and the counts may show at any point of that.
-    done = wait_phase(crds, namespace, "pi", "Succeeded", timeout=SETTLE_SECONDS + 15)
+             timeout=COUNTED_WITHIN_S, message="executor counts")  # fmt: skip
+    done = wait_phase(crds, namespace, "pi", "Succeeded", timeout=RUN_SECONDS + 15)
     assert done["termination"]["exitCode"] == 0
     assert done["termination"]["finishedAt"]
     assert done["completionTime"] and done["startTime"]
@@ -265,8 +269,9 @@ def test_executors_of_the_last_incarnation_go_when_its_loss_fails_the_driver(
     only_ours = [r for r in executor["metadata"]["ownerReferences"] if r["kind"] == "SparkDriver"]
     crds.kubectl("patch", "pod", name, "-n", namespace, "--type=merge",
                  "-p", json.dumps({"metadata": {"ownerReferences": only_ours}}))  # fmt: skip
+    wait_running(crds, namespace, f"{labels.DRIVER}=last,spark-role=executor", 1)
     wait_for(lambda: status(crds, namespace, "last").get("executors", {}).get("running") == 1,
-             timeout=SETTLE_SECONDS + 10, message="the executor counted")  # fmt: skip
+             timeout=COUNTED_WITHIN_S, message="the executor counted")  # fmt: skip
     crds.kubectl("delete", "pod", "last-1-driver", "-n", namespace, "--wait=false")
     st = wait_phase(crds, namespace, "last", "Failed", timeout=15)
     assert st["termination"]["reason"] == "DriverPodLost"

@@ -8,13 +8,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from devcluster.testing import ClusterHandle
+from devcluster.testing import ClusterHandle, wait_for
 from sparkop.domain import labels, naming
 from tests.support.spark_e2e import PodWatch
 
 Obj = dict[str, Any]
+
+# The issue's promise: what the executor pods show, a SparkDriver's status and its app's copy count
+# within 3 s (the operator takes one pass of the SparkDriver, within
+# domain.status_waits.EXECUTOR_CHANGE_SECONDS of the pods' change, then one of its owner).
+COUNTED_WITHIN_S: Final = 3.0
+
+
+def wait_running(cluster: ClusterHandle, namespace: str, selector: str, count: int, timeout: float = 60) -> list[Obj]:
+    """Until ``count`` pods of ``selector`` are Running at once; those pods."""
+
+    def running() -> list[Obj] | None:
+        items: list[Obj] = cluster.kubectl_json("get", "pods", "-n", namespace, "-l", selector)["items"]
+        up = [p for p in items if (p.get("status") or {}).get("phase") == "Running"]
+        return up if len(up) >= count else None
+
+    found: list[Obj] = wait_for(running, timeout=timeout, interval=0.1, message=f"{count} Running pods of {selector}")
+    return found
 
 
 @dataclass(frozen=True)
