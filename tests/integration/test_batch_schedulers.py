@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from devcluster import scheduler_crds
+from devcluster.sparksim import DEFAULT_EXECUTOR_DELAY_S
 from devcluster.testing import ClusterHandle, wait_for
 from tests.support.batch_schedulers import bind, parse_task_groups
 from tests.support.operator import OperatorProcess
@@ -43,7 +44,11 @@ def op(scheduler_cluster: ClusterHandle, namespace: str, tmp_path: Path) -> Iter
         yield proc
 
 
-def manifest(name: str, *, run_seconds: float = 2, labels: dict[str, str] | None = None, **spec: Any) -> Obj:
+# Long enough for the executors to start: the simulator's driver asks for them a moment after it runs.
+RUN_SECONDS = DEFAULT_EXECUTOR_DELAY_S + 3
+
+
+def manifest(name: str, *, run_seconds: float = RUN_SECONDS, labels: dict[str, str] | None = None, **spec: Any) -> Obj:
     return {
         "apiVersion": "sparkop.io/v1alpha1",
         "kind": "SparkApplication",

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -348,6 +349,26 @@ def test_deleting_a_driver_removes_its_executors(cluster: ClusterHandle, namespa
     assert executor["metadata"]["annotations"]["sim.sparkop.io/waiting-reason"] == "ImagePullBackOff"
     cluster.kubectl("delete", "pod", "solo-driver", "-n", namespace, "--wait=false")
     wait_for(lambda: not _executors(cluster, namespace, "spark-app-2"), message="executor deleted")
+
+
+def test_a_driver_asks_for_its_executors_a_moment_after_it_runs(cluster: ClusterHandle, namespace: str) -> None:
+    """As a real driver does once its SparkContext is up: the delay of the driver pod's annotation (the
+    simulator's --executor-delay otherwise), read here from the API server's own times (whole seconds)."""
+    cluster.kubectl(
+        "create", "configmap", "conf", "-n", namespace, "--from-literal=spark.properties=spark.executor.instances=1"
+    )
+    driver = _driver("later-driver", "spark-later", "conf", None)
+    driver["metadata"]["annotations"] = {"sim.sparkop.io/executor-delay-seconds": "4"}
+    cluster.apply(driver, namespace)
+    running = wait_pod(cluster, namespace, "later-driver", "Running")
+    (executor,) = wait_for(lambda: _executors(cluster, namespace, "spark-later"), message="its executor")
+    started = running["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    gap = _seconds(executor["metadata"]["creationTimestamp"]) - _seconds(started)
+    assert gap >= 3, (started, executor["metadata"]["creationTimestamp"])  # 4 s, each stamp cut to the second
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def test_restarting_apiserver_and_etcd_keeps_every_object(cluster: ClusterHandle, namespace: str) -> None:
