@@ -178,14 +178,20 @@ async def measure_ceiling(bench: BenchCluster, apps: int, concurrency: int, pref
 
 
 async def measure_sparkop(
-    bench: BenchCluster, operator: Operator, apps: int, concurrency: int, budget_seconds: float, prefix: str = ""
+    bench: BenchCluster,
+    operator: Operator,
+    apps: int,
+    concurrency: int,
+    budget_seconds: float,
+    prefix: str = "",
+    run_seconds: float = 0,
 ) -> dict[str, Any]:
     names = [f"{prefix}app-{i:05d}" for i in range(apps)]
     created: dict[str, float] = {}
     async with bench.client() as kube:
 
         async def create(name: str) -> None:
-            await kube.create(app_manifest(name, SPARKOP_NAMESPACE))
+            await kube.create(app_manifest(name, SPARKOP_NAMESPACE, run_seconds=run_seconds))
             created[name] = time.monotonic()
 
         # Only this run's apps count: an earlier run's on the same cluster are listed at the watch's start.
@@ -270,18 +276,21 @@ def measure(
     timeout: float,
     profile: Path | None = None,
     prefix: str = "",
+    run_seconds: float = 0,
 ) -> dict[str, Any]:
-    """The ceiling's run, then sparkop's; ``prefix`` names the apps, so runs can share a cluster."""
+    """The ceiling's run, then sparkop's; ``prefix`` names the apps, so runs can share a cluster.
+    ``run_seconds``: how long each driver runs (the simulator starts its executors a moment after it
+    runs: an app whose driver ends sooner never has any)."""
     log(f"ceiling: {apps} apps' writes by a bare client")
     ceiling = asyncio.run(measure_ceiling(bench, apps, concurrency, prefix))
     log(f"ceiling: {ceiling['apps_per_second']} apps/s; letting the cluster settle")
     bench_settle(bench)
     log(f"sparkop: {apps} apps")
     with profiling(operator.pid, profile):
-        sparkop = asyncio.run(measure_sparkop(bench, operator, apps, concurrency, timeout, prefix))
+        sparkop = asyncio.run(measure_sparkop(bench, operator, apps, concurrency, timeout, prefix, run_seconds))
     ratio = sparkop["apps_per_second"] / ceiling["apps_per_second"]
     log(f"sparkop: {sparkop['apps_per_second']} apps/s, {ratio:.0%} of the ceiling")
-    return {"ceiling": ceiling, "sparkop": sparkop, "ratio_to_ceiling": round(ratio, 3)}
+    return {"ceiling": ceiling, "sparkop": sparkop, "ratio_to_ceiling": round(ratio, 3), "run_seconds": run_seconds}
 
 
 def bench_settle(bench: BenchCluster, quiet_seconds: float = 3.0, timeout: float = 300) -> None:
@@ -329,12 +338,20 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
     parser.add_argument("--operator-arg", action="append", default=[], help="extra `sparkop run` flag")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "throughput.json"))
     parser.add_argument("--profile", type=Path, help="sample the operator with py-spy into this file")
+    parser.add_argument(
+        "--run-seconds",
+        type=float,
+        default=0,
+        help="how long each driver runs (default 0: it ends as it starts, before its executors would start)",
+    )
     args = parser.parse_args(argv)
     with BenchCluster.up(f"bench-tp-{os.getpid()}", namespaces=[SPARKOP_NAMESPACE, CEILING_NAMESPACE]) as bench:
         operator = Operator(bench, (SPARKOP_NAMESPACE,), tuple(args.operator_arg)).start()
         try:
             operator.wait_ready()
-            result = run(bench, operator, args.apps, args.concurrency, args.timeout, args.profile)
+            result = run(
+                bench, operator, args.apps, args.concurrency, args.timeout, args.profile, run_seconds=args.run_seconds
+            )
         finally:
             operator.stop()
     write_result(Path(args.out), result)
