@@ -70,8 +70,10 @@ SPARK_DRIVER_FIRST_POD: Final = Wait(SETTLE_SECONDS, Since.DRIVER_POD_STEP)
 
 SPARK_APPLICATION: Final[Mapping[str, Wait]] = {
     # That the current run's SparkDriver exists: written with the first thing it reports (its driver
-    # pod accepted, which counts the run). Everything else, the executor counts included (the
-    # SparkDriver held them already), is written at once.
+    # pod accepted, which counts the run). While it is held, the one difference it makes is that a
+    # SparkDriver deleted before anything of it was written is created again as the same run.
+    # Everything else, the executor counts included (the SparkDriver held what could wait), is
+    # written at once.
     "currentDriver": Wait(SETTLE_SECONDS, Since.SPARK_DRIVER_CREATED),
 }
 
