@@ -82,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also start N real nodes (containerd + kubelet, with kube-proxy and CoreDNS); needs root",
     )
     up.add_argument(
+        "--node-lifecycle",
+        action="store_true",
+        help="run the node-lifecycle and taint-eviction controllers without real nodes too (real nodes always have "
+        "them): a fake node whose Lease kwok stops renewing turns NotReady as a real one does",
+    )
+    up.add_argument(
         "--schedulers",
         type=_schedulers,
         default=(),
@@ -154,6 +160,7 @@ def _run(args: argparse.Namespace) -> int:
             node_memory=args.node_memory,
             simulator=args.simulator,
             real_nodes=args.real_nodes,
+            node_lifecycle=args.node_lifecycle,
             schedulers=args.schedulers,
             timeout=args.timeout,
         )

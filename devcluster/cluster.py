@@ -84,6 +84,9 @@ class ClusterState:
     nodes: list[str] = field(default_factory=list)
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
     real_nodes: int = 0
+    # The controller manager's node-lifecycle and taint-eviction controllers run: with real nodes,
+    # or when `up` asked for them on a cluster of fake nodes.
+    node_lifecycle: bool = False
     node_bin_dir: str = ""
     kubernetes_version: str = ""  # the release its binaries are (build.read_versions at `up`)
     # Processes of the cluster's users that `start_client` started (an operator the demo runs), by
@@ -166,6 +169,7 @@ class Cluster:
         node_memory: str = "32Gi",
         simulator: bool = True,
         real_nodes: int = 0,
+        node_lifecycle: bool = False,
         schedulers: tuple[str, ...] = (),
         die_with_parent: bool = False,
         timeout: float = 90.0,
@@ -173,7 +177,9 @@ class Cluster:
     ) -> Cluster:
         """Build the binaries (and, with `real_nodes`, the node binaries and images, with
         `schedulers` the batch schedulers) if this machine lacks them (not counted in `timeout`),
-        then start every component and wait up to `timeout` seconds for all of them to be ready."""
+        then start every component and wait up to `timeout` seconds for all of them to be ready.
+        `node_lifecycle`: run the node-lifecycle and taint-eviction controllers without real nodes
+        too (real nodes always have them), so that fake nodes are watched as real ones are."""
         unknown = set(schedulers) - set(components.SCHEDULERS)
         if unknown:
             raise ClusterError(f"unknown schedulers {sorted(unknown)}: choose from {list(components.SCHEDULERS)}")
@@ -208,6 +214,7 @@ class Cluster:
             server=f"https://{address}:{ports.apiserver}",
             ports=asdict(ports),
             real_nodes=real_nodes,
+            node_lifecycle=node_lifecycle or real_nodes > 0,
             node_bin_dir=str(node_bin_dir or ""),
             kubernetes_version=kubernetes_version,
         )
@@ -378,7 +385,9 @@ class Cluster:
         kubeconfig = self.kubeconfig
         self._spawn(
             "kube-controller-manager",
-            components.controller_manager_argv(bins, pki, kubeconfig, ports, directory / "kcm-certs", real_nodes=real),
+            components.controller_manager_argv(
+                bins, pki, kubeconfig, ports, directory / "kcm-certs", node_lifecycle=self.state.node_lifecycle
+            ),
         )
         self._spawn("kube-scheduler", components.scheduler_argv(bins, kubeconfig, ports, directory / "scheduler-certs"))
         self._spawn("kwok", components.kwok_argv(bins, kubeconfig, ports))

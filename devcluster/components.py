@@ -24,7 +24,7 @@ FAKE_NODE_LABEL = ("type", "kwok")
 # Controllers this cluster needs: namespace deletion, garbage collection, service accounts
 # and their tokens, plus the cheap workload controllers tests and demos may lean on.
 # Deliberately absent: cloud, volume and certificate-signing controllers, and node-lifecycle unless
-# real nodes run (NODE_LOSS_CONTROLLERS).
+# real nodes run or a cluster asks for it (NODE_LOSS_CONTROLLERS).
 CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
@@ -41,10 +41,19 @@ CONTROLLERS = (
     # PodDisruptionBudgets' status: what the eviction API (kubectl drain) reads to refuse an eviction.
     "disruption-controller",
 )
-# With real nodes only: a node whose kubelet stops reporting turns NotReady and is tainted
-# node.kubernetes.io/unreachable, and its pods are deleted once their toleration of that taint runs
-# out, as in any cluster (kwok renews its nodes' leases, so fake nodes stay Ready beside them).
+# With real nodes (or when asked): a node whose kubelet stops reporting turns NotReady and is tainted
+# node.kubernetes.io/unreachable, its pods Ready=False, and they are deleted once their toleration of
+# that taint runs out, as in any cluster. kwok renews its nodes' Leases as a kubelet does
+# (KWOK_NODE_LEASE_SECONDS), so fake nodes stay Ready beside them.
 NODE_LOSS_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller")
+# The kubelet's default nodeLeaseDurationSeconds; kwok renews each Lease every quarter of it. Without
+# Leases kwok's nodes report only the status heartbeat of its built-in stage (every 10 to 20 minutes),
+# so the node-lifecycle controller turned them Unknown 50 s after start and marked their pods
+# Ready=False, which no kwok stage turns back (a Spark Connect server on them stayed NotReady).
+KWOK_NODE_LEASE_SECONDS = 40
+# How long the node-lifecycle controller waits for a node's Lease or status before it turns the node
+# Unknown (Kubernetes' default since 1.32, said here so tests can name it).
+NODE_MONITOR_GRACE_SECONDS = 50
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,7 @@ def apiserver_argv(
         # Without real nodes nothing could reach 127.0.0.1 as the kubernetes Service's endpoint.
         f"--endpoint-reconciler-type={'lease' if address else 'none'}",
         # TaintNodesByCondition taints new nodes not-ready:NoSchedule and only the
-        # node-lifecycle controller (not run: it fights kwok) would lift it.
+        # node-lifecycle controller (run only beside real nodes, or when asked) would lift it.
         "--disable-admission-plugins=TaintNodesByCondition",
         "--profiling=false",
         *audit,
@@ -126,15 +135,17 @@ def apiserver_argv(
 
 
 def controller_manager_argv(
-    bin_dir: Path, pki: CertPaths, kubeconfig: Path, ports: Ports, cert_dir: Path, *, real_nodes: bool = False
+    bin_dir: Path, pki: CertPaths, kubeconfig: Path, ports: Ports, cert_dir: Path, *, node_lifecycle: bool = False
 ) -> list[str]:
-    controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if real_nodes else CONTROLLERS
+    controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if node_lifecycle else CONTROLLERS
+    lifecycle = [f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s"] if node_lifecycle else []
     return [
         str(bin_dir / "kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         f"--controllers={','.join(controllers)}",
+        *lifecycle,
         "--leader-elect=false",
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",
@@ -377,6 +388,7 @@ def kwok_argv(bin_dir: Path, kubeconfig: Path, ports: Ports, stages: Path = STAG
         f"--manage-nodes-with-annotation-selector={key}={value}",
         f"--server-address={LOCALHOST}:{ports.kwok}",
         f"--cidr={POD_CIDR}",
+        f"--node-lease-duration-seconds={KWOK_NODE_LEASE_SECONDS}",
     ]
 
 

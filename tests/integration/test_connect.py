@@ -6,17 +6,22 @@ Real Spark Connect with a real client is tests/e2e/test_spark_connect.py's."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from devcluster.cluster import Cluster
+from devcluster.components import NODE_MONITOR_GRACE_SECONDS
 from devcluster.ports import free_ports
-from devcluster.testing import ClusterHandle, wait_for
+from devcluster.testing import ClusterHandle, temporary_namespace, wait_for
 from tests.support.cluster_apps import get
+from tests.support.crds import install_crds
 from tests.support.executor_counts import COUNTED_WITHIN_S, wait_running
 from tests.support.faults import FAULT_EXIT_CODE, FAULT_EXIT_ENV, FAULT_KINDS_ENV
 from tests.support.faults import MODULE as FAULT_MODULE
@@ -29,6 +34,7 @@ pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
 CONTROLLERS = ("connect", "driver")
 KUBEFLOW_SAMPLE = Path(__file__).resolve().parents[1] / "support" / "kubeflow_spark_connect.yaml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def connect_manifest(name: str = "sc", **spec: Any) -> Obj:
@@ -274,3 +280,72 @@ def test_kubectl_get_explain_and_the_spark_category_show_a_sparkconnect(
     assert "stable Service" in explained
     spark = crds.kubectl("get", "spark", "-n", namespace).stdout
     assert "sparkconnect.sparkop.io/sc" in spark
+
+
+@pytest.fixture
+def watched_nodes_cluster() -> Iterator[ClusterHandle]:
+    """A cluster of one fake node watched by the node-lifecycle controller, as a cluster with real
+    nodes watches its fake ones, with sparkop's CRDs."""
+    cluster = Cluster.up(f"pytest-lifecycle-{os.getpid()}", nodes=1, node_lifecycle=True, die_with_parent=True)
+    try:
+        handle = ClusterHandle(cluster.kubeconfig, cluster.kubectl, cluster)
+        install_crds(handle)
+        yield handle
+    finally:
+        cluster.down()
+
+
+def _cluster_time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def test_a_server_on_a_fake_node_stays_ready_while_the_node_lifecycle_controller_watches_the_node(
+    watched_nodes_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """examples/spark-connect.yaml on a fake node of a cluster that runs the node-lifecycle controller
+    (every cluster with real nodes does): its server stays Ready past the controller's grace period.
+    kwok used to renew no Lease, so 50 s after start the controller turned the node Unknown and marked
+    its pods Ready=False, which no kwok stage undoes: the server pod showed 1/1 Running (its containers
+    ready) while the SparkConnect stayed NotReady (CI's examples-on-a-chart test)."""
+    cluster = watched_nodes_cluster
+    manifest = yaml.safe_load((EXAMPLES / "spark-connect.yaml").read_text())
+    for part in ("server", "executor"):
+        manifest["spec"][part]["nodeSelector"] = {"type": "kwok"}
+    account = manifest["spec"]["server"]["serviceAccount"]
+    name = manifest["metadata"]["name"]
+    with temporary_namespace(cluster) as namespace:
+        cluster.kubectl("create", "serviceaccount", account, "-n", namespace)
+        with OperatorProcess(cluster.kubeconfig, namespaces=[namespace], log_dir=tmp_path, controllers=CONTROLLERS):
+            cluster.apply(manifest, namespace=namespace)
+            ready = wait_connect(cluster, namespace, name, "Ready")
+            pod_name, node_name = ready["server"]["podName"], "kwok-node-0"
+            became_ready = _cluster_time(
+                next(c for c in ready["conditions"] if c["type"] == "ServerPodReady")["lastTransitionTime"]
+            )
+            # Past the grace period and a monitor pass or two of the controller's, by the cluster's clock.
+            past_grace = became_ready + timedelta(seconds=NODE_MONITOR_GRACE_SECONDS + 15)
+
+            def pod_ready() -> str:
+                pod = get(cluster, namespace, "pod", pod_name) or {}
+                conditions = (pod.get("status") or {}).get("conditions") or ()
+                return next((c["status"] for c in conditions if c["type"] == "Ready"), "absent")
+
+            def outcome() -> str | None:
+                state = connect_status(cluster, namespace, name).get("state")
+                if state != "Ready" or pod_ready() != "True":
+                    return f"the server's pod Ready={pod_ready()}, the SparkConnect {state}"
+                lease = get(cluster, "kube-node-lease", "lease", node_name) or {}
+                renewed = (lease.get("spec") or {}).get("renewTime")
+                return "renewed past the grace period" if renewed and _cluster_time(renewed) > past_grace else None
+
+            seen = wait_for(
+                outcome,
+                timeout=NODE_MONITOR_GRACE_SECONDS + 60,
+                interval=1.0,
+                message=f"the Lease of {node_name} renewed past {past_grace:%H:%M:%S}",
+            )
+            node = cluster.kubectl_json("get", "node", node_name)
+            assert seen == "renewed past the grace period", (seen, node.get("spec"), node.get("status"))
+            assert next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+            assert not node["spec"].get("taints"), node["spec"]
+            assert connect_status(cluster, namespace, name)["state"] == "Ready"

@@ -183,6 +183,25 @@ def test_component_argv_bind_localhost(tmp_path: Path) -> None:
     assert "--etcd-servers=http://127.0.0.1:20000" in apiserver
     kwok = components.kwok_argv(tmp_path, tmp_path / "kc", ports)
     assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in kwok
+    # kwok renews its nodes' Leases as a kubelet does: the node-lifecycle controller keeps them Ready.
+    assert f"--node-lease-duration-seconds={components.KWOK_NODE_LEASE_SECONDS}" in kwok
+
+
+def test_the_node_lifecycle_controllers_run_only_when_asked(tmp_path: Path) -> None:
+    ports = components.Ports.from_list(list(range(20000, 20000 + components.count_ports())))
+    pki = components.CertPaths.in_dir(tmp_path)
+
+    def controllers(argv: list[str]) -> list[str]:
+        (flag,) = (a for a in argv if a.startswith("--controllers="))
+        return flag.removeprefix("--controllers=").split(",")
+
+    plain = components.controller_manager_argv(tmp_path, pki, tmp_path / "kc", ports, tmp_path / "certs")
+    watched = components.controller_manager_argv(
+        tmp_path, pki, tmp_path / "kc", ports, tmp_path / "certs", node_lifecycle=True
+    )
+    assert not set(components.NODE_LOSS_CONTROLLERS) & set(controllers(plain))
+    assert set(components.NODE_LOSS_CONTROLLERS) <= set(controllers(watched))
+    assert f"--node-monitor-grace-period={components.NODE_MONITOR_GRACE_SECONDS}s" in watched
 
 
 def test_fake_node_has_no_taints() -> None:
