@@ -128,6 +128,31 @@ def test_pod_is_scheduled_onto_a_kwok_node_and_runs(cluster: ClusterHandle, name
     assert any(v["name"].startswith("kube-api-access-") for v in pod["spec"]["volumes"])
 
 
+def test_a_running_pod_marked_not_ready_by_the_node_lifecycle_controller_is_ready_again(
+    cluster: ClusterHandle, namespace: str
+) -> None:
+    """As a kubelet back after its node was Unknown: the node-lifecycle controller's Ready=False on a
+    pod whose containers still run is turned back to True (else a Connect server stays NotReady)."""
+    cluster.apply(pod_manifest("blip"), namespace)
+    wait_pod(cluster, namespace, "blip", "Running")
+    mark = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "NodeNotReady"}]}}
+    marked = json.loads(
+        cluster.kubectl(
+            "patch", "pod", "blip", "-n", namespace, "--subresource=status", "-p", json.dumps(mark), "-o", "json"
+        ).stdout
+    )
+    assert condition(marked, "Ready")["status"] == "False"
+
+    def ready_again() -> Obj | None:
+        pod = get(cluster, namespace, "pod", "blip") or {}
+        ready = condition(pod, "Ready")
+        return pod if ready["status"] == "True" and not ready.get("reason") else None
+
+    pod = wait_for(ready_again, timeout=30, message="pod blip Ready again")
+    assert int(pod["metadata"]["resourceVersion"]) > int(marked["metadata"]["resourceVersion"])
+    assert pod["status"]["phase"] == "Running" and pod["status"]["containerStatuses"][0]["ready"]
+
+
 def test_init_containers_complete(cluster: ClusterHandle, namespace: str) -> None:
     manifest = pod_manifest("with-init", initContainers=[{"name": "setup", "image": "busybox"}])
     cluster.apply(manifest, namespace)
