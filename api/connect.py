@@ -31,6 +31,7 @@ from .models import (
     ImagePullPolicy,
     LastError,
     Model,
+    RouteSpec,
     SparkPodSpec,
 )
 from .types import (
@@ -211,6 +212,11 @@ class SparkConnectSpec(Model):
         "tolerationSeconds). Unset: the operator's --node-loss-toleration-seconds, else Kubernetes' 300 s.",
     )
     suspend: bool | None = Field(None, description="true: stop the server (the Service stays); false or unset: run it.")
+    grpcRoute: RouteSpec | None = Field(
+        None,
+        description="A Gateway API GRPCRoute <name>-server-route to the stable Service, through the Gateway it "
+        "names (its listener must take GRPCRoutes over HTTP/2: h2c or TLS). Changing it does not restart the server.",
+    )
     restartPolicy: ConnectRestartPolicy | None = Field(
         None,
         description=f"Restarts of a server that ended on its own (default {DEFAULT_RETRIES} failures in a row, "

@@ -23,6 +23,7 @@ from sparkop.domain.labels import API_VERSION
 from . import spark_lines
 from .types import (
     DECIMAL_PATTERN,
+    DNS1123_LABEL_PATTERN,
     DNS1123_SUBDOMAIN_PATTERN,
     MAX_LIST,
     MAX_MAP,
@@ -69,6 +70,8 @@ __all__ = [
     "ExecutorCounts",
     "ExecutorSpec",
     "GPUSpec",
+    "GatewayRef",
+    "HistoryServerRef",
     "IncarnationOutcome",
     "IncarnationRecord",
     "LastError",
@@ -79,6 +82,7 @@ __all__ = [
     "PrometheusSpec",
     "RestartPolicy",
     "RestartPolicyType",
+    "RouteSpec",
     "RunSpec",
     "SecretInfo",
     "SparkApplication",
@@ -554,6 +558,60 @@ class DriverIngressConfiguration(Model):
     )
 
 
+# A hostname as Gateway API takes it: a DNS name, optionally with one leading wildcard label.
+ROUTE_HOSTNAME_PATTERN: Final = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ROUTE_PATH_PATTERN: Final = r"^/[^?#\s]*$"
+
+_DNSLabel = Annotated[str, Field(max_length=63, pattern=DNS1123_LABEL_PATTERN)]
+_Hostname = Annotated[str, Field(max_length=253, pattern=ROUTE_HOSTNAME_PATTERN)]
+
+
+class GatewayRef(Model):
+    """The Gateway a route attaches to (a parentRef of kind Gateway)."""
+
+    name: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] = Field(
+        description="Name of the Gateway."
+    )
+    namespace: _DNSLabel | None = Field(
+        None, description="Namespace of the Gateway (default: the route's own); its listener must allow routes from it."
+    )
+    sectionName: _DNSLabel | None = Field(None, description="The Gateway listener to attach to (default: any).")
+    port: int | None = Field(None, ge=1, le=65535, description="The Gateway port to attach to (default: any).")
+
+
+class RouteSpec(Model):
+    """A Gateway API route for this object, through a Gateway the cluster runs."""
+
+    gateway: GatewayRef = Field(description="The Gateway the route attaches to.")
+    hostnames: list[_Hostname] | None = Field(
+        None, max_length=16, description="Host names the route answers for (default: any the listener takes)."
+    )
+    path: Annotated[str, Field(max_length=MAX_STR, pattern=ROUTE_PATH_PATTERN)] | None = Field(
+        None,
+        description="Path prefix (HTTPRoute only, default /). Under a prefix the Spark UI writes its links "
+        "below it (spark.ui.proxyBase) and the route strips it (a URLRewrite filter).",
+    )
+    annotations: StrMap | None = Field(None, description="Annotations of the route.")
+    labels: StrMap | None = Field(None, description="Labels added to the route.")
+
+
+class HistoryServerRef(Model):
+    """The SparkHistoryServer a run writes its event log to (spark.eventLog.*), and whose page its status
+    links to once the run has a spark.app.id."""
+
+    name: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
+        None, description="Name of the SparkHistoryServer (default: its namespace's default server, if any)."
+    )
+    namespace: Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] | None = Field(
+        None,
+        description="Its namespace (default: the app's). Only for a server whose log directory is an URL: a "
+        "claim is mounted by the driver, so it must be in the app's namespace.",
+    )
+    enabled: bool | None = Field(
+        None, description="false: no event log, not even to the namespace's default server (default true)."
+    )
+
+
 class SparkUIConfiguration(Model):
     """The Service (and Ingress) exposing the Spark UI."""
 
@@ -569,6 +627,11 @@ class SparkUIConfiguration(Model):
     ingressAnnotations: StrMap | None = Field(None, description="Annotations of the UI Ingress.")
     ingressTLS: list[IngressTLS] | None = Field(
         None, max_length=32, description="TLS settings of the UI Ingress (Kubernetes IngressTLS)."
+    )
+    httpRoute: RouteSpec | None = Field(
+        None,
+        description="A Gateway API HTTPRoute <app>-ui-route to the UI Service while a run is active, through the "
+        "Gateway it names (a path prefix sets spark.ui.proxyBase on the driver).",
     )
 
 
@@ -734,7 +797,15 @@ class SparkApplicationSpec(RunSpec):
         ge=0,
         description="Delete the SparkApplication this many seconds after it finished (COMPLETED or FAILED).",
     )
-    sparkUIOptions: SparkUIConfiguration | None = Field(None, description="Service and Ingress exposing the Spark UI.")
+    sparkUIOptions: SparkUIConfiguration | None = Field(
+        None, description="Service, Ingress and HTTPRoute exposing the Spark UI."
+    )
+    historyServer: HistoryServerRef | None = Field(
+        None,
+        description="The SparkHistoryServer each run writes its event log to, so its UI outlives its driver; "
+        "status.attempts[].historyURL links to its page. Unset: the namespace's default server, if one says so. "
+        "Changing it does not restart a run.",
+    )
     driverIngressOptions: list[DriverIngressConfiguration] | None = Field(
         None,
         max_length=16,
@@ -926,6 +997,12 @@ class AttemptRecord(Model):
     message: Annotated[str, Field(max_length=4096)] | None = Field(None, description="Details.")
     startTime: Time | None = Field(None, description="When the SparkDriver was created.")
     finishTime: Time | None = Field(None, description="When it ended.")
+    sparkApplicationId: Annotated[str, Field(max_length=256)] | None = Field(
+        None, description="spark.app.id of its (last) driver pod."
+    )
+    historyURL: Annotated[str, Field(max_length=1024)] | None = Field(
+        None, description="Its page in the history server it logged to (spec.historyServer)."
+    )
 
 
 class SparkApplicationStatus(Model):

@@ -44,7 +44,7 @@ APP_KIND: Final = kinds.SPARK_APPLICATIONS.kind
 DEFAULT_RETRY_INTERVAL_SECONDS: Final = 5
 DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
 # Keys of SparkApplication.spec that do not describe the run itself: changing them alone never re-runs.
-NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
+NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds", "historyServer"})
 # The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
 RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
 

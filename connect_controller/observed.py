@@ -21,7 +21,7 @@ from sparkop.domain import labels
 Key = tuple[str, str]  # (namespace, SparkConnect name)
 
 # Fields whose change never restarts the server.
-NON_RUN_FIELDS: Final = frozenset({"suspend", "restartPolicy"})
+NON_RUN_FIELDS: Final = frozenset({"suspend", "restartPolicy", "grpcRoute"})
 
 
 def _map(value: Any) -> Mapping[str, Any]:

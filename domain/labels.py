@@ -29,6 +29,10 @@ SCHEDULED_APP: Final = f"{GROUP}/scheduled-app"
 SCHEDULED_TIME: Final = f"{GROUP}/scheduled-time"
 # The owning SparkConnect (on its SparkDrivers, their pods and its Service).
 CONNECT: Final = f"{GROUP}/connect"
+# The owning SparkHistoryServer (on its Deployment, pods, Service, Ingress and HTTPRoute); on a
+# SparkDriver (annotation): the address of the history server its runs log to.
+HISTORY_SERVER: Final = f"{GROUP}/history-server"
+HISTORY_URL: Final = f"{GROUP}/history-url"
 COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for the Spark UI Service/Ingress)
 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.

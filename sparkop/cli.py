@@ -60,8 +60,8 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--controllers",
-        default="apps,driver,scheduled,connect",
-        help="comma-separated: apps, driver, scheduled, connect (default: all)",
+        default="apps,driver,scheduled,connect,history",
+        help="comma-separated: apps, driver, scheduled, connect, history (default: all)",
     )
     run.add_argument(
         "--workers",

@@ -198,6 +198,7 @@ def test_crd_is_structural_and_bounded(kind: str) -> None:
         "SparkDriver": "sparkdrv",
         "ScheduledSparkApplication": "scheduledsparkapp",
         "SparkConnect": "sparkconn",  # kubeflow's
+        "SparkHistoryServer": "sparkhist",
     }
     assert names["shortNames"] == [short[kind]]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}

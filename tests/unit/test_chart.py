@@ -48,21 +48,25 @@ NAMESPACED_RESOURCES = {
     "ingresses",
     "networkpolicies",  # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child (on by default)
     "poddisruptionbudgets",  # a driver's, when asked (driverPodDisruptionBudget)
+    "deployments",  # a SparkHistoryServer's (the history controller runs by default)
     "sparkapplications",
     "sparkdrivers",
     "scheduledsparkapplications",
     "sparkconnects",
+    "sparkhistoryservers",
 }
 STATUSES = {
     "sparkapplications/status",
     "sparkdrivers/status",
     "scheduledsparkapplications/status",
     "sparkconnects/status",
+    "sparkhistoryservers/status",
 }
 # Granted only with the feature on: each value and the resources it adds.
 FEATURE_RESOURCES = {
     "batchScheduler": {"podgroups"},  # Volcano's and scheduler-plugins'
     "kueue": {"workloads", "workloads/status"},  # a queued run's; admission handed back, Finished
+    "gatewayAPI": {"httproutes", "grpcroutes"},  # a Spark UI's, a history server's, a Connect server's
 }
 # Kueue's cluster-scoped configuration, read (never written) whatever the namespaces.
 KUEUE_READ_RULE = {
@@ -355,6 +359,9 @@ def test_each_features_rights_are_granted_only_when_it_is_enabled(helm: Path, tm
     kueue_cluster_reads = {"resourceflavors", "workloadpriorityclasses"}
     assert granted({"kueue": {"enable": True}}) - base == FEATURE_RESOURCES["kueue"] | kueue_cluster_reads
     assert base - granted({"networkPolicy": {"enable": False}}) == {"networkpolicies"}
+    assert not FEATURE_RESOURCES["gatewayAPI"] & base
+    assert granted({"gatewayAPI": {"enable": True}}) - base == FEATURE_RESOURCES["gatewayAPI"]
+    assert base - granted({"controllers": ["apps", "driver", "scheduled", "connect"]}) == {"deployments"}
     objects = render(
         helm, tmp_path, {"spark": {"jobNamespaces": scope}, "controller": {"batchScheduler": {"enable": True}}}
     )

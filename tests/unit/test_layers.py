@@ -25,6 +25,7 @@ SHIPPED = (
     "driver_controller",
     "schedule_controller",
     "connect_controller",
+    "history_controller",
     "sparkop",
     "devcluster",
 )
@@ -40,6 +41,7 @@ ALLOWED: Mapping[str, set[str]] = {
     "driver_controller": {"core", "domain", "api"},
     "schedule_controller": {"core", "domain", "api"},
     "connect_controller": {"core", "domain", "api"},
+    "history_controller": {"core", "domain", "api"},
     "sparkop": {
         "core",
         "domain",
@@ -48,6 +50,7 @@ ALLOWED: Mapping[str, set[str]] = {
         "driver_controller",
         "schedule_controller",
         "connect_controller",
+        "history_controller",
         "devcluster",
     },
     # The local control plane and its Spark-driver simulator are a separate tool: none of sparkop.
