@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from sparkop.api import history
 from sparkop.api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError
 from sparkop.apps_controller import events, policy
 from sparkop.apps_controller.draft import Draft
@@ -74,6 +75,18 @@ def mirror(d: Draft, drv: DriverView) -> None:
         executors=executor_counts(drv.executors) if drv.executors else s.executors,
     )
     d.set_driver_info(podName=drv.pod_name or (s.driverInfo.podName if s.driverInfo else None))
+
+
+def link_history(d: Draft, record: AttemptRecord, drv: DriverView) -> AttemptRecord:
+    """The run's spark.app.id and, where it logs to a history server, its page there, on its record
+    (the current incarnation's: each driver pod is an application of its own to Spark)."""
+    app_id = drv.spark_application_id
+    if app_id is None or record.sparkApplicationId == app_id:
+        return record
+    url = history.app_url(drv.history_url, app_id) if drv.history_url else None
+    linked = record.model_copy(update={"sparkApplicationId": app_id, "historyURL": url})
+    d.record(linked)
+    return linked
 
 
 def missing_driver(d: Draft, cur: AttemptRecord) -> None:
@@ -155,6 +168,7 @@ __all__ = [
     "driver_message",
     "enter_outcome",
     "finish",
+    "link_history",
     "mirror",
     "missing_driver",
     "outcome_of",

@@ -384,6 +384,23 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     connect.add_argument("--address", metavar="ADDR", help="address --port-forward listens on (default 127.0.0.1)")
 
+    ui = sub.add_parser(
+        "ui",
+        parents=flags,
+        help="open a SparkApplication's Spark UI: live while it runs, its history page after",
+        formatter_class=_Formatter,
+        description="While a run is active: the driver's live UI; once it has ended: the run's page in the\n"
+        "history server it logged to (spec.historyServer). An address inside the cluster is reached through\n"
+        "a local port forwarded through the API server, until Ctrl-C; one outside it is printed.",
+        epilog="Examples:\n  sparkop ui spark-pi            # then open the printed http://127.0.0.1:PORT/ URL\n"
+        "  sparkop ui spark-pi --open --port 4040",
+    )
+    ui.add_argument("app", metavar="APP", help="SparkApplication name")
+    ui.add_argument("--port", type=_port, default=0, metavar="LOCAL_PORT", help="local port (default 0: any free port)")
+    ui.add_argument("--address", metavar="ADDR", help="address to listen on (default 127.0.0.1)")
+    ui.add_argument("--open", action="store_true", help="open the page in a browser")
+    ui.add_argument("--no-forward", action="store_true", help="only say where the UI is")
+
 
 # --port-forward without a number: the local port is the server's own.
 _SERVER_PORT = -1
@@ -443,6 +460,12 @@ def _daily(args: argparse.Namespace) -> int:
             local_port=None if args.port_forward in (None, _SERVER_PORT) else args.port_forward,
             address=args.address,
         )
+    if args.command == "ui":
+        from sparkop import ui_cli
+
+        return ui_cli.main(
+            target, args.app, port=args.port, address=args.address, forward=not args.no_forward, open_=args.open
+        )
     return daily_cli.suspend_main(target, args.app, suspend=args.command == "suspend")
 
 
@@ -466,7 +489,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "sparkop") -> int:
         from sparkop import daily_cli, status_cli
 
         return status_cli.main(daily_cli.Target(args.kubeconfig, args.context, args.namespace), args.name)
-    if args.command in ("list", "logs", "events", "suspend", "resume", "connect"):
+    if args.command in ("list", "logs", "events", "suspend", "resume", "connect", "ui"):
         return _daily(args)
     if args.command == "demo":
         from sparkop.demo import main as demo_main
