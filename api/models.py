@@ -68,6 +68,8 @@ __all__ = [
     "DriverSpec",
     "DynamicAllocation",
     "ExecutorCounts",
+    "ExecutorFailure",
+    "ExecutorFailurePolicy",
     "ExecutorSpec",
     "GPUSpec",
     "GatewayRef",
@@ -78,6 +80,7 @@ __all__ = [
     "MonitoringSpec",
     "NameKey",
     "NamePath",
+    "PendingTimeout",
     "Port",
     "PrometheusSpec",
     "RestartPolicy",
@@ -95,6 +98,7 @@ __all__ = [
     "SparkPodSpec",
     "SparkUIConfiguration",
     "Termination",
+    "Timeouts",
 ]
 
 
@@ -468,6 +472,54 @@ class MonitoringSpec(Model):
     prometheus: PrometheusSpec | None = Field(None, description="Prometheus JMX exporter settings.")
 
 
+# Why a run ended when sparkop ended it (SparkDriver status.termination.reason; an attempt's reason).
+DRIVER_START_TIMED_OUT: Final = "DriverStartTimedOut"
+DRIVER_READY_TIMED_OUT: Final = "DriverReadyTimedOut"
+EXECUTORS_START_TIMED_OUT: Final = "ExecutorsStartTimedOut"
+DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
+EXECUTORS_CRASH_LOOPING: Final = "ExecutorsCrashLooping"
+# Of those, the failures the infrastructure caused (restartPolicy.onInfrastructureFailureRetries).
+INFRASTRUCTURE_FAILURES: Final = frozenset({DRIVER_START_TIMED_OUT, EXECUTORS_START_TIMED_OUT})
+
+
+class Timeouts(Model):
+    """How long each stage of a run's start may take (unset: the operator's default, sparkop run
+    --driver-start-timeout and its siblings; 0: none). Each is counted from a time status records, so
+    an operator restart neither resets nor doubles it, and its expiry ends the run with its own reason
+    (the driver pod and executors are deleted), which the restart policy then judges."""
+
+    driverStartSeconds: int | None = Field(
+        None,
+        ge=0,
+        description="The driver container running within this many seconds of its pod's creation (scheduled, "
+        "image pulled, volumes mounted); else the run fails with DriverStartTimedOut, an infrastructure failure "
+        "(restartPolicy.onInfrastructureFailureRetries).",
+    )
+    driverReadySeconds: int | None = Field(
+        None,
+        ge=0,
+        description="The driver pod Ready (its readiness probes pass: a Spark Connect server's gRPC port "
+        "accepts connections) within this many seconds of its creation; else DriverReadyTimedOut.",
+    )
+    executorsStartSeconds: int | None = Field(
+        None,
+        ge=0,
+        description="The run's executors running (executor.instances, or dynamicAllocation.minExecutors; at "
+        "least one) within this many seconds of the driver's start; else ExecutorsStartTimedOut, an "
+        "infrastructure failure.",
+    )
+
+
+class ExecutorFailurePolicy(Model):
+    """A bound on executors that fail in a loop: more than maxFailures executor pods of one driver pod
+    failed within windowSeconds fails the run with reason ExecutorsCrashLooping, naming the last one's
+    error. While it is set, executor pods carry a finalizer until their outcome is counted (Spark deletes
+    a failed executor pod within a second)."""
+
+    maxFailures: int = Field(ge=1, description="Failed executor pods tolerated within the window.")
+    windowSeconds: int = Field(600, ge=1, description="The sliding window, in seconds (default 600).")
+
+
 class RestartPolicy(Model):
     """When a finished or failed run of the application is started again, as a new SparkDriver.
 
@@ -502,6 +554,17 @@ class RestartPolicy(Model):
         None,
         ge=1,
         description="Seconds to wait before starting a new run after a failed run (only with OnFailure or Always).",
+    )
+    onInfrastructureFailureRetries: int | None = Field(
+        None,
+        ge=0,
+        description="sparkop addition (the Apache operator's OnInfrastructureFailure): how many runs that failed "
+        "because of the infrastructure (DriverStartTimedOut: unschedulable, image not pulled; "
+        "ExecutorsStartTimedOut) are started again, with any type (Never too), counted apart from "
+        "onFailureRetries in status.infrastructureFailures. Unset: such a run is a failure like any other.",
+    )
+    onInfrastructureFailureRetryInterval: int | None = Field(
+        None, ge=1, description="Seconds before the run that follows an infrastructure failure (default 5)."
     )
     maxDriverPodReplacements: int = Field(
         3,
@@ -766,6 +829,23 @@ class RunSpec(Model):
         "admission plugin).",
     )
 
+    timeouts: Timeouts | None = Field(
+        None,
+        description="sparkop addition: how long the driver's start, its readiness and the executors' start may take.",
+    )
+    activeDeadlineSeconds: int | None = Field(
+        None,
+        ge=0,
+        description="A run (each SparkDriver) still going this many seconds after it was created is stopped "
+        "(driver pod and executors deleted) and fails with DeadlineExceeded (Job's field). Unset: the operator's "
+        "--active-deadline, else none; 0: none.",
+    )
+    executorFailures: ExecutorFailurePolicy | None = Field(
+        None,
+        description="sparkop addition: a bound on executors failing in a loop. Unset: the operator's "
+        "--max-executor-failures, else none.",
+    )
+
     def run_spec(self) -> RunSpec:
         """A deep copy of just the run-spec part (e.g. of a SparkApplicationSpec)."""
         data = self.model_dump(include=set(RunSpec.model_fields), exclude_none=True)
@@ -903,6 +983,26 @@ class DriverPodInfo(Model):
     podIP: Annotated[str, Field(max_length=64)] | None = Field(None, description="Pod IP.")
     startTime: Time | None = Field(None, description="When the kubelet acknowledged the pod.")
     ready: bool | None = Field(None, description="The pod is Ready: its containers pass their readiness probes.")
+    createdTime: Time | None = Field(None, description="When the pod was created (the start of its timeouts).")
+    runningTime: Time | None = Field(None, description="When its driver container was first seen running.")
+    readyTime: Time | None = Field(None, description="When it was first seen Ready.")
+
+
+class PendingTimeout(Model):
+    """The next timeout of the run, and when it expires unless what it waits for happens first."""
+
+    reason: Annotated[str, Field(max_length=64)] = Field(description="The reason the run would fail with.")
+    time: Time = Field(description="When it expires.")
+
+
+class ExecutorFailure(Model):
+    """A failed executor pod, counted by spec.executorFailures."""
+
+    pod: Annotated[str, Field(max_length=253)] = Field(description="The executor pod.")
+    time: Time | None = Field(None, description="When it was seen failed.")
+    exitCode: int | None = Field(None, description="Exit code of its container.")
+    reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Its container's reason.")
+    message: Annotated[str, Field(max_length=2048)] | None = Field(None, description="Its termination message.")
 
 
 class IncarnationRecord(Model):
@@ -948,6 +1048,15 @@ class SparkDriverStatus(Model):
         description="How often Kueue evicted this run's Workload (preempted, its ClusterQueue stopped, ...): each "
         "stopped the driver pod and its executors, and the next admission started a new incarnation. Not a "
         "failure, and not counted against maxDriverPodReplacements.",
+    )
+    executorsStartedTime: Time | None = Field(
+        None, description="When the current incarnation's executors were first all running (spec.timeouts)."
+    )
+    nextTimeout: PendingTimeout | None = Field(None, description="The run's next timeout, while one is pending.")
+    executorFailures: list[ExecutorFailure] | None = Field(
+        None,
+        max_length=64,
+        description="The current incarnation's failed executor pods in spec.executorFailures' window, oldest first.",
     )
     conditions: list[Condition] | None = Field(None, max_length=8, description="Conditions.")
     lastError: LastError | None = Field(
@@ -1027,6 +1136,12 @@ class SparkApplicationStatus(Model):
         ge=0,
         description="SparkDrivers created for the current execution attempt (each a submission, refused or "
         "not); OnFailure retries a failed submission while submissionAttempts <= onSubmissionFailureRetries.",
+    )
+    infrastructureFailures: int = Field(
+        0,
+        ge=0,
+        description="Runs that failed because of the infrastructure (DriverStartTimedOut, ExecutorsStartTimedOut) "
+        "while restartPolicy.onInfrastructureFailureRetries is set: counted here instead of executionAttempts.",
     )
     lastRun: int = Field(0, ge=0, description="Highest run number used so far; run numbers are never reused.")
     currentDriver: Annotated[str, Field(max_length=253)] | None = Field(

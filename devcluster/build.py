@@ -458,7 +458,8 @@ def ensure_set_built(binary_set: BinarySet, log: Log = print) -> Path:
         if is_built(target, binary_set.binaries):  # another process built it while we waited for the lock
             return target
         builds = binary_set.builds
-        check_go_toolchain(log, {build.module for build in builds})
+        # A module built as the proxy serves it (in_module) has no go.mod here: the newest of ours stands in.
+        check_go_toolchain(log, {build.module for build in builds if not build.in_module} or None)
         log(
             f"[build] building {binary_set.description} from source into {target}: first run only, "
             f"~{_minutes(sum(EXPECTED_BUILD_S.get(b.name, 0) for b in builds))} on 2 cores and ~5 GB of Go caches; "

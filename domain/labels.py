@@ -37,6 +37,8 @@ COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for 
 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.
 DRIVER_OUTCOME_FINALIZER: Final = f"{GROUP}/driver-outcome"
+# Finalizer on executor pods of a run that bounds its failing executors: their outcome is counted first.
+EXECUTOR_OUTCOME_FINALIZER: Final = f"{GROUP}/executor-outcome"
 
 # Kueue's keys, on a SparkApplication (copied to its SparkDrivers) or a SparkDriver: the LocalQueue
 # its runs queue in, and the WorkloadPriorityClass of their Workloads (Kueue's own job integrations

@@ -112,6 +112,32 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
         "executor pods whose spec sets no nodeLossTolerationSeconds: how long a pod stays bound to a node "
         "that stopped reporting before it is evicted and a lost driver replaced (default: Kubernetes' 300)",
     )
+    timeouts = run.add_argument_group(
+        "timeouts",
+        "defaults for the runs whose spec does not say (spec.timeouts, activeDeadlineSeconds, executorFailures); "
+        "unset or 0: none",
+    )
+    for flag, field in (
+        ("driver-start-timeout", "timeouts.driverStartSeconds: the driver container running after its pod's creation"),
+        ("driver-ready-timeout", "timeouts.driverReadySeconds: the driver pod Ready after its creation"),
+        ("executors-start-timeout", "timeouts.executorsStartSeconds: the run's executors running after the driver"),
+        ("active-deadline", "activeDeadlineSeconds: a run still going after its creation is stopped"),
+    ):
+        timeouts.add_argument(f"--{flag}", type=int, default=None, metavar="SECONDS", help=field)
+    timeouts.add_argument(
+        "--max-executor-failures",
+        type=int,
+        default=None,
+        metavar="N",
+        help="executorFailures.maxFailures: more executor pods of one driver failed within the window fail the run",
+    )
+    timeouts.add_argument(
+        "--executor-failures-window",
+        type=int,
+        default=600,
+        metavar="SECONDS",
+        help="executorFailures.windowSeconds for --max-executor-failures (default 600)",
+    )
     run.add_argument(
         "--driver-pod-disruption-budget",
         action="store_true",
@@ -585,6 +611,12 @@ def _run(args: argparse.Namespace) -> int:
                 unschedulable_timeout_seconds=args.unschedulable_timeout,
                 driver_pod_disruption_budget=args.driver_pod_disruption_budget,
                 node_loss_toleration_seconds=args.node_loss_toleration_seconds,
+                driver_start_timeout_seconds=args.driver_start_timeout,
+                driver_ready_timeout_seconds=args.driver_ready_timeout,
+                executors_start_timeout_seconds=args.executors_start_timeout,
+                active_deadline_seconds=args.active_deadline,
+                max_executor_failures=args.max_executor_failures,
+                executor_failures_window_seconds=args.executor_failures_window,
                 pod_security=args.pod_security,
                 workers=args.workers,
                 kube_api_qps=args.kube_api_qps,

@@ -165,6 +165,17 @@ RULES: dict[str, dict[str, Any]] = {
     "controller.kubeApi.burst": {"type": "integer", "minimum": 1},
     "controller.unschedulableTimeout": {"type": "number", "exclusiveMinimum": 0},
     "controller.nodeLossTolerationSeconds": {"type": ["integer", "null"], "minimum": 0},
+    **{
+        f"controller.timeouts.{name}": {"type": ["integer", "null"], "minimum": 0}
+        for name in (
+            "driverStartSeconds",
+            "driverReadySeconds",
+            "executorsStartSeconds",
+            "activeDeadlineSeconds",
+            "maxExecutorFailures",
+        )
+    },
+    "controller.timeouts.executorFailuresWindowSeconds": {"type": "integer", "minimum": 1},
     "controller.podSecurity": {"enum": ["", "restricted"]},
     "controller.leaderElection.leaseDuration": DURATION,
     "controller.leaderElection.renewDeadline": DURATION,

@@ -426,6 +426,18 @@ FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
         {"controller": {"leaderElection": {"retryPeriod": "4s"}}},
         "--leader-elect-retry-period=4s",
     ),
+    "--driver-start-timeout": ({"controller": {"timeouts": {"driverStartSeconds": 60}}}, "--driver-start-timeout=60"),
+    "--driver-ready-timeout": ({"controller": {"timeouts": {"driverReadySeconds": 90}}}, "--driver-ready-timeout=90"),
+    "--executors-start-timeout": (
+        {"controller": {"timeouts": {"executorsStartSeconds": 120}}},
+        "--executors-start-timeout=120",
+    ),
+    "--active-deadline": ({"controller": {"timeouts": {"activeDeadlineSeconds": 3600}}}, "--active-deadline=3600"),
+    "--max-executor-failures": ({"controller": {"timeouts": {"maxExecutorFailures": 5}}}, "--max-executor-failures=5"),
+    "--executor-failures-window": (
+        {"controller": {"timeouts": {"executorFailuresWindowSeconds": 300}}},
+        "--executor-failures-window=300",
+    ),
     "--log-format": ({"controller": {"logEncoder": "console"}}, "--log-format=text"),
     "--log-level": ({"controller": {"logLevel": "debug"}}, "--log-level=debug"),
 }
