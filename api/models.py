@@ -478,6 +478,15 @@ DRIVER_READY_TIMED_OUT: Final = "DriverReadyTimedOut"
 EXECUTORS_START_TIMED_OUT: Final = "ExecutorsStartTimedOut"
 DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
 EXECUTORS_CRASH_LOOPING: Final = "ExecutorsCrashLooping"
+TIMEOUT_REASONS: Final = frozenset(
+    {
+        DRIVER_START_TIMED_OUT,
+        DRIVER_READY_TIMED_OUT,
+        EXECUTORS_START_TIMED_OUT,
+        DEADLINE_EXCEEDED,
+        EXECUTORS_CRASH_LOOPING,
+    }
+)
 # Of those, the failures the infrastructure caused (restartPolicy.onInfrastructureFailureRetries).
 INFRASTRUCTURE_FAILURES: Final = frozenset({DRIVER_START_TIMED_OUT, EXECUTORS_START_TIMED_OUT})
 
