@@ -171,8 +171,11 @@ def conclude(d: Draft) -> None:
 
 
 def retries(d: Draft, outcome: ApplicationState) -> bool:
-    s = d.status
-    return policy.should_retry(d.obs.app.policy, outcome, s.executionAttempts, s.submissionAttempts)
+    s, app_policy = d.status, d.obs.app.policy
+    cur = d.current
+    if outcome is ApplicationState.FAILING and cur is not None and policy.infrastructure_budget(app_policy, cur.reason):
+        return policy.retry_infrastructure(app_policy, s.infrastructureFailures)
+    return policy.should_retry(app_policy, outcome, s.executionAttempts, s.submissionAttempts)
 
 
 def spec_changed(d: Draft) -> bool:
@@ -368,6 +371,7 @@ def invalidating(d: Draft) -> None:
     d.update(
         submissionAttempts=0,
         executionAttempts=0,
+        infrastructureFailures=0,
         lastSubmissionAttemptTime=None,
         terminationTime=None,
         nextAttemptTime=None,

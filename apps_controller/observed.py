@@ -104,6 +104,8 @@ class RestartPolicy:
     on_submission_failure_retries: int | None = None
     on_submission_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
     max_driver_pod_replacements: int = DEFAULT_MAX_DRIVER_POD_REPLACEMENTS
+    on_infrastructure_failure_retries: int | None = None
+    on_infrastructure_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
 
     @classmethod
     def from_json(cls, data: Any) -> RestartPolicy:
@@ -117,6 +119,10 @@ class RestartPolicy:
                 d.get("onSubmissionFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
             ),
             max_driver_pod_replacements=_int(d.get("maxDriverPodReplacements"), DEFAULT_MAX_DRIVER_POD_REPLACEMENTS),
+            on_infrastructure_failure_retries=_opt_int(d.get("onInfrastructureFailureRetries")),
+            on_infrastructure_failure_retry_interval=_int(
+                d.get("onInfrastructureFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
+            ),
         )
 
 

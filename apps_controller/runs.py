@@ -8,6 +8,7 @@ record from Running to finished (docs/state-machine.md).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
 from sparkop.api import history
@@ -50,7 +51,13 @@ def finish(
     """Record how ``record``'s run ended. A run that ended on its own, not by a failed submission,
     was an execution attempt (counted here if it was not yet); a run we stopped ourselves before it
     finished (Invalidated) is given back."""
-    if outcome in _EXECUTED:
+    if outcome is AttemptOutcome.FAILED and policy.infrastructure_budget(d.obs.app.policy, reason):
+        # Not an execution attempt: counted by the infrastructure budget instead.
+        if counted(record):
+            d.update(executionAttempts=max(0, d.status.executionAttempts - 1))
+            record = record.model_copy(update={"attempt": None})
+        d.update(infrastructureFailures=d.status.infrastructureFailures + 1)
+    elif outcome in _EXECUTED:
         record = count_execution(d, record)
     elif outcome is AttemptOutcome.INVALIDATED and counted(record):
         d.update(executionAttempts=max(0, d.status.executionAttempts - 1))
@@ -114,7 +121,12 @@ def enter_outcome(d: Draft, record: AttemptRecord) -> None:
         return
     finished_at = record.finishTime or d.now
     s = d.status
-    due = policy.next_attempt_time(d.obs.app.policy, outcome, s.executionAttempts, s.submissionAttempts, finished_at)
+    app_policy = d.obs.app.policy
+    due = policy.next_attempt_time(app_policy, outcome, s.executionAttempts, s.submissionAttempts, finished_at)
+    if outcome is ApplicationState.FAILING and policy.infrastructure_budget(app_policy, record.reason):
+        again = policy.retry_infrastructure(app_policy, s.infrastructureFailures)
+        interval = timedelta(seconds=app_policy.on_infrastructure_failure_retry_interval)
+        due = finished_at + interval if again else None
     if outcome is ApplicationState.SUCCEEDING:
         d.update(terminationTime=finished_at, nextAttemptTime=due)
         d.set_error_message(None)

@@ -52,6 +52,8 @@ _RUN_FIELDS: Final = (
     "deps",
     "dynamicAllocation",
     "nodeLossTolerationSeconds",
+    "timeouts",
+    "executorFailures",
 )
 
 
@@ -143,6 +145,9 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
         appName=c.name,
         attempt=run,
         maxDriverPodReplacements=MAX_POD_REPLACEMENTS,
+        # A server never ends by itself: the operator's run deadline is none of its business. Its start
+        # is bounded by spec.timeouts (driverReadySeconds: its gRPC port answering).
+        activeDeadlineSeconds=0,
     )
     return {
         "apiVersion": labels.API_VERSION,
