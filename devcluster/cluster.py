@@ -188,7 +188,6 @@ class Cluster:
         coscheduling_dir = ensure_coscheduling(log) if "coscheduling" in schedulers else None
         if gateway not in (None, *components.GATEWAYS):
             raise ClusterError(f"unknown gateway {gateway!r}: choose from {list(components.GATEWAYS)}")
-        traefik_dir = ensure_traefik(log) if gateway == "traefik" else None
         node_bin_dir: Path | None = None
         images: list[BuiltImage] = []
         if real_nodes:
@@ -238,8 +237,8 @@ class Cluster:
                 cluster._start_kueue(kueue_dir, deadline=schedulers_deadline)
             if coscheduling_dir is not None:
                 cluster._start_coscheduling(coscheduling_dir, deadline=schedulers_deadline)
-            if traefik_dir is not None:
-                cluster._start_traefik(traefik_dir, deadline=time.monotonic() + timeout)
+            if gateway is not None:
+                cluster.start_gateway(timeout=timeout)
         except BaseException:
             cluster.down()
             raise
@@ -546,6 +545,19 @@ class Cluster:
             if not response.ok:
                 raise ClusterError(f"creating {manifest['kind']} {manifest['metadata']['name']}: {response.status}")
 
+    def start_gateway(self, timeout: float = 90.0) -> components.GatewayInfo:
+        """The cluster's Gateway (``up --gateway traefik``), started now if it is not running (a test
+        on the session's shared cluster asks for it): Traefik built on first use (not counted in
+        ``timeout``)."""
+        info, record = self.gateway, self.state.processes.get("traefik")
+        if info is not None and record is not None and procs.is_alive(record.pid):
+            return info
+        traefik_dir = ensure_traefik(self._log)
+        self._start_traefik(traefik_dir, deadline=time.monotonic() + timeout)
+        started = self.gateway
+        assert started is not None
+        return started
+
     def _start_traefik(self, traefik_dir: Path, deadline: float) -> None:
         """Traefik as the cluster's Gateway API implementation: Gateway API's CRDs, Traefik's
         kubernetesgateway provider (the cluster's kubeconfig), a GatewayClass ``traefik`` and a Gateway
@@ -561,7 +573,10 @@ class Cluster:
             kind = {"GatewayClass": "gatewayclasses", "Gateway": "gateways"}[manifest["kind"]]
             namespace = manifest["metadata"].get("namespace")
             where = f"/namespaces/{namespace}" if namespace else ""
-            response = self.api("POST", f"/apis/gateway.networking.k8s.io/v1{where}/{kind}", manifest)
+            path = f"/apis/gateway.networking.k8s.io/v1{where}/{kind}"
+            response = self.api("POST", path, manifest)
+            if response.status == 409:  # started before, in this cluster: its listener moves to the new port
+                response = self.api("PUT", f"{path}/{manifest['metadata']['name']}", self._replacing(path, manifest))
             if not response.ok:
                 raise ClusterError(f"creating {manifest['kind']} {manifest['metadata']['name']}: {response.status}")
         self.state.gateway = asdict(info)
@@ -572,11 +587,22 @@ class Cluster:
         }
         self._wait(checks, deadline)
 
+    def _replacing(self, path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        current = self.api("GET", f"{path}/{manifest['metadata']['name']}").body
+        version = (current.get("metadata") or {}).get("resourceVersion") if isinstance(current, dict) else None
+        return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": version}}
+
     def _gateway_programmed(self) -> bool:
         path = f"/apis/gateway.networking.k8s.io/v1/namespaces/{components.GATEWAY_NAMESPACE}/gateways/"
         response = self.api("GET", path + components.GATEWAY_NAME)
-        conditions = ((response.body or {}).get("status") or {}).get("conditions") or [] if response.ok else []
-        return any(c.get("type") == "Programmed" and c.get("status") == "True" for c in conditions)
+        if not response.ok:
+            return False
+        generation = (response.body.get("metadata") or {}).get("generation")
+        conditions = (response.body.get("status") or {}).get("conditions") or []
+        return any(
+            c.get("type") == "Programmed" and c.get("status") == "True" and c.get("observedGeneration") == generation
+            for c in conditions
+        )
 
     @property
     def gateway(self) -> components.GatewayInfo | None:
