@@ -227,6 +227,7 @@ def test_sparkop_holds_only_entry_points() -> None:
         "render_cli",
         "daily_cli",  # list, logs, events, suspend, resume
         "connect_cli",  # connect: a SparkConnect's endpoint, and a port-forward to its server
+        "ui_cli",  # ui: an app's live Spark UI or its history page, through a port-forward
     }
     assert {p.stem for p in (ROOT / "sparkop").glob("*.py")} == entry_points
 
