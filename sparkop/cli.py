@@ -48,7 +48,7 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="run the operator (all four controllers, or some)",
+        help="run the operator (all five controllers, or some)",
         formatter_class=_Formatter,
         description="Run the operator against the cluster in --kubeconfig (or in-cluster config).",
         epilog="Example:\n  sparkop run --kubeconfig ~/.kube/config --namespace spark-jobs --log-format json",

@@ -12,21 +12,24 @@ import pytest
 
 from devcluster.components import GatewayInfo
 from devcluster.testing import ClusterHandle
-from tests.e2e.test_spark_connect import CI_VERSIONS, spark_connect
 from tests.support.connect_client import EXPECTED, run_query
 from tests.support.spark_e2e import (
+    CONNECT_VERSIONS,
     JOBS_DIR,
     STAGES_JOB,
     SparkNamespace,
     jobs_volume,
     python_application,
+    release_order,
+    spark_connect,
     spark_versions,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 
 # Spark Connect needs Spark 4: the newest pinned release.
-VERSIONS = spark_versions(ci=CI_VERSIONS[-1:], versions=CI_VERSIONS[-1:])
+NEWEST = max(CONNECT_VERSIONS, key=release_order)
+VERSIONS = spark_versions(ci=(NEWEST,), versions=(NEWEST,))
 READY_S = 300.0
 LONG = ["40", "2", "2", "0.5"]
 

@@ -453,3 +453,23 @@ def spark_namespace(
                 if not operator.alive():
                     operator.start()  # a test that killed it: the drain needs it to let the pods go
                 drain(cluster, ns)
+
+
+# Spark Connect needs Spark 4: the pinned releases that have its server.
+CONNECT_VERSIONS: tuple[str, ...] = tuple(v for v in PINNED_VERSIONS if release_order(v) >= (4, 0))
+
+
+def spark_connect(name: str, version: str) -> dict[str, Any]:
+    small = {"cores": 1, "coreRequest": "250m", "memory": "768m"}
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkConnect",
+        "metadata": {"name": name},
+        "spec": {
+            "sparkVersion": version,
+            "image": f"apache/spark:{version}",
+            "imagePullPolicy": "IfNotPresent",
+            "server": {**small, "serviceAccount": SPARK_SERVICE_ACCOUNT},
+            "executor": {**small, "instances": 1},
+        },
+    }

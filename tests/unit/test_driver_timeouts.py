@@ -12,7 +12,7 @@ from typing import Any
 from sparkop.api.models import DriverPhase
 from sparkop.core.times import format_time
 from sparkop.domain import labels
-from sparkop.driver_controller.decide import STEPS, decide
+from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import Observed, Settings, TimeoutDefaults, summarize_pod
 from sparkop.driver_controller.podbuild import POD_TEMPLATE_KEY
 from sparkop.driver_controller.render import parse, render
