@@ -24,7 +24,7 @@ FAKE_NODE_LABEL = ("type", "kwok")
 # Controllers this cluster needs: namespace deletion, garbage collection, service accounts
 # and their tokens, plus the cheap workload controllers tests and demos may lean on.
 # Deliberately absent: cloud, volume and certificate-signing controllers, and node-lifecycle unless
-# real nodes run (NODE_LOSS_CONTROLLERS).
+# real nodes run (REAL_NODE_CONTROLLERS).
 CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
@@ -45,7 +45,7 @@ CONTROLLERS = (
 # node.kubernetes.io/unreachable, and its pods are deleted once their toleration of that taint runs
 # out, as in any cluster (kwok renews its nodes' leases, so fake nodes stay Ready beside them).
 # And the binding of PersistentVolumeClaims to the cluster's PersistentVolumes (storage_manifests).
-NODE_LOSS_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller", "persistentvolume-binder-controller")
+REAL_NODE_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller", "persistentvolume-binder-controller")
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def apiserver_argv(
 def controller_manager_argv(
     bin_dir: Path, pki: CertPaths, kubeconfig: Path, ports: Ports, cert_dir: Path, *, real_nodes: bool = False
 ) -> list[str]:
-    controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if real_nodes else CONTROLLERS
+    controllers = (*CONTROLLERS, *REAL_NODE_CONTROLLERS) if real_nodes else CONTROLLERS
     return [
         str(bin_dir / "kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
