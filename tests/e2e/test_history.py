@@ -78,7 +78,7 @@ def test_finished_apps_are_served_by_the_history_server_after_their_drivers_are_
     logging = {"historyServer": {"name": "history"}}
     spark.apply(spark_pi("pi", version, slices=4, executor={"instances": 1}, **logging))
     failing = python_application(
-        "failing", version, f"local://{JOBS_DIR}/fail.py", executor={"instances": 1}, **logging, **jobs_volume()
+        "failing", version, f"local://{JOBS_DIR}/fail.py", **logging, **jobs_volume(executor={"instances": 1})
     )
     spark.apply(failing)
     server = spark.wait_pod(
