@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from devcluster import components
-from devcluster.build import TOOL_BUILDS, cache_key, go_builds, read_versions, traefik_binaries
+from devcluster.build import TOOL_BUILDS, cache_key, control_plane, read_versions, traefik_binaries
 
 
 def test_traefik_is_built_in_its_own_module_at_its_pin_apart_from_the_cluster(tmp_path: Path) -> None:
@@ -20,7 +20,9 @@ def test_traefik_is_built_in_its_own_module_at_its_pin_apart_from_the_cluster(tm
     # Its own go.mod and go.sum, as downloaded: nothing may be added to them.
     assert argv[:3] == ["go", "build", "-mod=readonly"] and argv[-1] == "./cmd/traefik"
     assert f"version.Version={versions['TRAEFIK_VERSION']}" in build.ldflags
-    assert build.name in TOOL_BUILDS and cache_key(built.builds) != cache_key(go_builds(versions))
+    # Keyed by its own pin: a new Traefik rebuilds Traefik only, a new Kubernetes never rebuilds it.
+    assert built.pins == (("TRAEFIK_VERSION", versions["TRAEFIK_VERSION"]),)
+    assert build.name in TOOL_BUILDS and cache_key(built) != cache_key(control_plane(versions))
     assert "GATEWAY_API_VERSION" in versions
 
 
