@@ -28,7 +28,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from devcluster.locks import held
@@ -85,7 +85,8 @@ class GoBuild:
     packages: tuple[str, ...]
     ldflags: str
     output: str  # "" = the directory itself (one binary per package, named after it)
-    in_module: str = ""
+    # Not in the repr (the cache key of the builds that do not set it stays what it was); cache_key adds it.
+    in_module: str = field(default="", repr=False)
 
     def command(self, out_dir: Path) -> list[str]:
         target = f"{out_dir}/{self.output}" if self.output else f"{out_dir}/"
@@ -367,6 +368,8 @@ def cache_key(binary_set: BinarySet, gobuild_dir: Path = GOBUILD_DIR) -> str:
         digest.update(f"{name}={version}\n".encode())
     for build in binary_set.builds:
         digest.update(repr(build).encode())
+        if build.in_module:
+            digest.update(f"in_module={build.in_module}\n".encode())
         for name in ("go.mod", "go.sum", "main.go"):
             source = gobuild_dir / build.module / name
             if source.exists():
