@@ -227,7 +227,7 @@ def crash_loop(lim: Limits, within: Sequence[ExecutorFailure]) -> Expired | None
         for part in (
             f"exit code {last.exitCode}" if last.exitCode is not None else "",
             last.reason or "",
-            (last.message or "").strip().splitlines()[-1] if (last.message or "").strip() else "",
+            _last_lines(last.message),
         )
         if part
     )
@@ -236,6 +236,13 @@ def crash_loop(lim: Limits, within: Sequence[ExecutorFailure]) -> Expired | None
         f"{lim.max_failures}); the last, {last.pod}: {error or 'no error recorded'}"
     )
     return Expired(CRASH_LOOP, message)
+
+
+def _last_lines(message: str | None, count: int = 3) -> str:
+    """The end of an executor's message (its log's end, with FallbackToLogsOnError) on one line: a JVM
+    that cannot start says why above its closing "Error: A fatal exception has occurred"."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    return " / ".join(lines[-count:])[-MAX_TEXT:]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -137,9 +137,11 @@ def test_a_run_past_its_deadline_is_stopped_and_recorded(spark: SparkNamespace, 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_executors_failing_in_a_loop_end_the_run_naming_their_error(spark: SparkNamespace, version: str) -> None:
-    """Every executor's JVM refuses its options and exits 1 at start; the driver keeps asking for a new
-    one (Spark's own bound, spark.executor.maxNumFailures since 3.5, set out of reach), so only
-    executorFailures ends the run, with the operator SIGKILLed after the first failure is recorded."""
+    """Every executor's JVM refuses to start (a thread stack below the JVM's minimum: Spark's executors
+    run with -XX:+IgnoreUnrecognizedVMOptions, so an unknown -XX option would only be ignored) and exits
+    1; the driver keeps asking for a new one (Spark's own bound, spark.executor.maxNumFailures since 3.5,
+    set out of reach), so only executorFailures ends the run, with the operator SIGKILLed after the first
+    failure is recorded."""
     max_failures = 3
     executor_log_as_message = {
         "spec": {
@@ -150,7 +152,7 @@ def test_executors_failing_in_a_loop_end_the_run_naming_their_error(spark: Spark
         "crashing",
         version,
         slices=200,
-        executor={"instances": 1, "javaOptions": "-XX:+ThisOptionDoesNotExist", "template": executor_log_as_message},
+        executor={"instances": 1, "javaOptions": "-Xss1k", "template": executor_log_as_message},
         executorFailures={"maxFailures": max_failures, "windowSeconds": 600},
         sparkConf={"spark.executor.maxNumFailures": "1000"},
     )
@@ -179,6 +181,6 @@ def test_executors_failing_in_a_loop_end_the_run_naming_their_error(spark: Spark
     )
     assert len(failed) > max_failures, failed
     assert f"{len(failed)} executor pods failed within 600s" in message and "exit code 1" in message
-    assert "ThisOptionDoesNotExist" in message, message
+    assert "thread stack size specified is too small" in message, message
     assert all(f["exitCode"] == 1 for f in failed), failed
     spark.wait_pod(lambda: not spark.pods("sparkop.io/driver=crashing-1"), timeout=90, message="crashing-1's pods gone")

@@ -158,3 +158,18 @@ def test_a_start_that_timed_out_is_judged_by_the_infrastructure_budget_whatever_
     plain.set_phase("pi-1", DriverPhase.FAILED, "DriverStartTimedOut")
     plain.run_until_quiet()
     assert plain.status["applicationState"]["state"] == "FAILED" and plain.status["executionAttempts"] == 1
+
+
+def test_a_jvm_that_cannot_start_is_named_by_the_lines_above_its_closing_error() -> None:
+    jvm = (
+        "The Java thread stack size specified is too small. Specify at least 136k\n"
+        "Error: Could not create the Java Virtual Machine.\n"
+        "Error: A fatal exception has occurred. Program will exit.\n"
+    )
+    pod, _, _ = objects()
+    bound = {"maxFailures": 1, "windowSeconds": 600}
+    body = timed({**STARTED, "phase": "Running"}, 0, executorFailures=bound)
+    plan = decide_at(body, [running(pod), failed_executor(1, jvm), failed_executor(2, jvm)])
+    message = plan.status.termination.message
+    assert plan.status.termination.reason == "ExecutorsCrashLooping"
+    assert "exit code 1" in message and "thread stack size specified is too small" in message, message
