@@ -20,6 +20,7 @@ COPY connect_controller connect_controller
 COPY core core
 COPY domain domain
 COPY driver_controller driver_controller
+COPY history_controller history_controller
 COPY schedule_controller schedule_controller
 COPY sparkop sparkop
 RUN pip install --quiet --disable-pip-version-check --no-deps --no-compile --target /app . \

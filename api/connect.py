@@ -27,11 +27,14 @@ from .models import (
     Deps,
     DynamicAllocation,
     ExecutorCounts,
+    ExecutorFailurePolicy,
     ExecutorSpec,
     ImagePullPolicy,
     LastError,
     Model,
+    RouteSpec,
     SparkPodSpec,
+    Timeouts,
 )
 from .types import (
     DNS1123_LABEL_PATTERN,
@@ -211,6 +214,20 @@ class SparkConnectSpec(Model):
         "tolerationSeconds). Unset: the operator's --node-loss-toleration-seconds, else Kubernetes' 300 s.",
     )
     suspend: bool | None = Field(None, description="true: stop the server (the Service stays); false or unset: run it.")
+    timeouts: Timeouts | None = Field(
+        None,
+        description="How long each server's start may take (driverReadySeconds: its gRPC port answering); an "
+        "expiry ends that server (DriverStartTimedOut, DriverReadyTimedOut, ...), which is restarted per "
+        "restartPolicy. Unset: the operator's defaults. No run deadline applies to a server.",
+    )
+    executorFailures: ExecutorFailurePolicy | None = Field(
+        None, description="A bound on the server's executors failing in a loop (ends that server)."
+    )
+    grpcRoute: RouteSpec | None = Field(
+        None,
+        description="A Gateway API GRPCRoute <name>-server-route to the stable Service, through the Gateway it "
+        "names (its listener must take GRPCRoutes over HTTP/2: h2c or TLS). Changing it does not restart the server.",
+    )
     restartPolicy: ConnectRestartPolicy | None = Field(
         None,
         description=f"Restarts of a server that ended on its own (default {DEFAULT_RETRIES} failures in a row, "

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from sparkop.domain import labels
 
-from . import connect, k8s_openapi, rules, scheduled
+from . import connect, history, k8s_openapi, rules, scheduled
 from .models import SparkApplicationSpec, SparkApplicationStatus, SparkDriverSpec, SparkDriverStatus
 from .types import K8S_MARKER
 
@@ -95,6 +95,8 @@ def rules_for(kind: str) -> tuple[rules.Rule, ...]:
     """Every cross-field rule of ``kind`` (CEL in its CRD, the same predicates in sparkop validate)."""
     if kind == connect.KIND:
         return connect.connect_rules()
+    if kind == history.KIND:
+        return history.history_rules()
     return scheduled.rules_for(kind)
 
 
@@ -180,6 +182,22 @@ KINDS: Final[dict[str, dict[str, Any]]] = {
             ("Restarts", "integer", ".status.restarts", "Servers that ended and were restarted", 1),
             ("Driver", "string", ".status.server.driver", "SparkDriver of the server that serves", 1),
             ("Spark", "string", ".spec.sparkVersion", "Spark version", 1),
+        ],
+    },
+    history.KIND: {
+        "plural": "sparkhistoryservers",
+        "singular": "sparkhistoryserver",
+        "shortNames": ["sparkhist"],
+        "spec": history.SparkHistoryServerSpec,
+        "status": history.SparkHistoryServerStatus,
+        "description": "Spark's history server over a log directory (a PersistentVolumeClaim or an object-store "
+        "URL), with its Service and an optional Ingress or HTTPRoute. SparkApplications that name it write their "
+        "event logs there, and their status links to each run's page.",
+        "columns": [
+            ("State", "string", ".status.state", "Provisioning, Ready, NotReady or Failed", 0),
+            ("URL", "string", ".status.url", "Where its pages are", 0),
+            ("Logs", "string", ".status.eventLogDirectory", "spark.eventLog.dir of the apps that log here", 1),
+            ("Image", "string", ".spec.image", "Spark image", 1),
         ],
     },
 }

@@ -23,6 +23,7 @@ from sparkop.domain.labels import API_VERSION
 from . import spark_lines
 from .types import (
     DECIMAL_PATTERN,
+    DNS1123_LABEL_PATTERN,
     DNS1123_SUBDOMAIN_PATTERN,
     MAX_LIST,
     MAX_MAP,
@@ -67,18 +68,24 @@ __all__ = [
     "DriverSpec",
     "DynamicAllocation",
     "ExecutorCounts",
+    "ExecutorFailure",
+    "ExecutorFailurePolicy",
     "ExecutorSpec",
     "GPUSpec",
+    "GatewayRef",
+    "HistoryServerRef",
     "IncarnationOutcome",
     "IncarnationRecord",
     "LastError",
     "MonitoringSpec",
     "NameKey",
     "NamePath",
+    "PendingTimeout",
     "Port",
     "PrometheusSpec",
     "RestartPolicy",
     "RestartPolicyType",
+    "RouteSpec",
     "RunSpec",
     "SecretInfo",
     "SparkApplication",
@@ -91,6 +98,7 @@ __all__ = [
     "SparkPodSpec",
     "SparkUIConfiguration",
     "Termination",
+    "Timeouts",
 ]
 
 
@@ -464,6 +472,63 @@ class MonitoringSpec(Model):
     prometheus: PrometheusSpec | None = Field(None, description="Prometheus JMX exporter settings.")
 
 
+# Why a run ended when sparkop ended it (SparkDriver status.termination.reason; an attempt's reason).
+DRIVER_START_TIMED_OUT: Final = "DriverStartTimedOut"
+DRIVER_READY_TIMED_OUT: Final = "DriverReadyTimedOut"
+EXECUTORS_START_TIMED_OUT: Final = "ExecutorsStartTimedOut"
+DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
+EXECUTORS_CRASH_LOOPING: Final = "ExecutorsCrashLooping"
+TIMEOUT_REASONS: Final = frozenset(
+    {
+        DRIVER_START_TIMED_OUT,
+        DRIVER_READY_TIMED_OUT,
+        EXECUTORS_START_TIMED_OUT,
+        DEADLINE_EXCEEDED,
+        EXECUTORS_CRASH_LOOPING,
+    }
+)
+# Of those, the failures the infrastructure caused (restartPolicy.onInfrastructureFailureRetries).
+INFRASTRUCTURE_FAILURES: Final = frozenset({DRIVER_START_TIMED_OUT, EXECUTORS_START_TIMED_OUT})
+
+
+class Timeouts(Model):
+    """How long each stage of a run's start may take (unset: the operator's default, sparkop run
+    --driver-start-timeout and its siblings; 0: none). Each is counted from a time status records, so
+    an operator restart neither resets nor doubles it, and its expiry ends the run with its own reason
+    (the driver pod and executors are deleted), which the restart policy then judges."""
+
+    driverStartSeconds: int | None = Field(
+        None,
+        ge=0,
+        description="The driver container running within this many seconds of its pod's creation (scheduled, "
+        "image pulled, volumes mounted); else the run fails with DriverStartTimedOut, an infrastructure failure "
+        "(restartPolicy.onInfrastructureFailureRetries).",
+    )
+    driverReadySeconds: int | None = Field(
+        None,
+        ge=0,
+        description="The driver pod Ready (its readiness probes pass: a Spark Connect server's gRPC port "
+        "accepts connections) within this many seconds of its creation; else DriverReadyTimedOut.",
+    )
+    executorsStartSeconds: int | None = Field(
+        None,
+        ge=0,
+        description="The run's executors running (executor.instances, or dynamicAllocation.minExecutors; at "
+        "least one) within this many seconds of the driver's start; else ExecutorsStartTimedOut, an "
+        "infrastructure failure.",
+    )
+
+
+class ExecutorFailurePolicy(Model):
+    """A bound on executors that fail in a loop: more than maxFailures executor pods of one driver pod
+    failed within windowSeconds fails the run with reason ExecutorsCrashLooping, naming the last one's
+    error. While it is set, executor pods carry a finalizer until their outcome is counted (Spark deletes
+    a failed executor pod within a second)."""
+
+    maxFailures: int = Field(ge=1, description="Failed executor pods tolerated within the window.")
+    windowSeconds: int = Field(600, ge=1, description="The sliding window, in seconds (default 600).")
+
+
 class RestartPolicy(Model):
     """When a finished or failed run of the application is started again, as a new SparkDriver.
 
@@ -498,6 +563,17 @@ class RestartPolicy(Model):
         None,
         ge=1,
         description="Seconds to wait before starting a new run after a failed run (only with OnFailure or Always).",
+    )
+    onInfrastructureFailureRetries: int | None = Field(
+        None,
+        ge=0,
+        description="sparkop addition (the Apache operator's OnInfrastructureFailure): how many runs that failed "
+        "because of the infrastructure (DriverStartTimedOut: unschedulable, image not pulled; "
+        "ExecutorsStartTimedOut) are started again, with any type (Never too), counted apart from "
+        "onFailureRetries in status.infrastructureFailures. Unset: such a run is a failure like any other.",
+    )
+    onInfrastructureFailureRetryInterval: int | None = Field(
+        None, ge=1, description="Seconds before the run that follows an infrastructure failure (default 5)."
     )
     maxDriverPodReplacements: int = Field(
         3,
@@ -554,6 +630,60 @@ class DriverIngressConfiguration(Model):
     )
 
 
+# A hostname as Gateway API takes it: a DNS name, optionally with one leading wildcard label.
+ROUTE_HOSTNAME_PATTERN: Final = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ROUTE_PATH_PATTERN: Final = r"^/[^?#\s]*$"
+
+_DNSLabel = Annotated[str, Field(max_length=63, pattern=DNS1123_LABEL_PATTERN)]
+_Hostname = Annotated[str, Field(max_length=253, pattern=ROUTE_HOSTNAME_PATTERN)]
+
+
+class GatewayRef(Model):
+    """The Gateway a route attaches to (a parentRef of kind Gateway)."""
+
+    name: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] = Field(
+        description="Name of the Gateway."
+    )
+    namespace: _DNSLabel | None = Field(
+        None, description="Namespace of the Gateway (default: the route's own); its listener must allow routes from it."
+    )
+    sectionName: _DNSLabel | None = Field(None, description="The Gateway listener to attach to (default: any).")
+    port: int | None = Field(None, ge=1, le=65535, description="The Gateway port to attach to (default: any).")
+
+
+class RouteSpec(Model):
+    """A Gateway API route for this object, through a Gateway the cluster runs."""
+
+    gateway: GatewayRef = Field(description="The Gateway the route attaches to.")
+    hostnames: list[_Hostname] | None = Field(
+        None, max_length=16, description="Host names the route answers for (default: any the listener takes)."
+    )
+    path: Annotated[str, Field(max_length=MAX_STR, pattern=ROUTE_PATH_PATTERN)] | None = Field(
+        None,
+        description="Path prefix (HTTPRoute only, default /). Under a prefix the Spark UI writes its links "
+        "below it (spark.ui.proxyBase) and the route strips it (a URLRewrite filter).",
+    )
+    annotations: StrMap | None = Field(None, description="Annotations of the route.")
+    labels: StrMap | None = Field(None, description="Labels added to the route.")
+
+
+class HistoryServerRef(Model):
+    """The SparkHistoryServer a run writes its event log to (spark.eventLog.*), and whose page its status
+    links to once the run has a spark.app.id."""
+
+    name: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
+        None, description="Name of the SparkHistoryServer (default: its namespace's default server, if any)."
+    )
+    namespace: Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] | None = Field(
+        None,
+        description="Its namespace (default: the app's). Only for a server whose log directory is an URL: a "
+        "claim is mounted by the driver, so it must be in the app's namespace.",
+    )
+    enabled: bool | None = Field(
+        None, description="false: no event log, not even to the namespace's default server (default true)."
+    )
+
+
 class SparkUIConfiguration(Model):
     """The Service (and Ingress) exposing the Spark UI."""
 
@@ -569,6 +699,11 @@ class SparkUIConfiguration(Model):
     ingressAnnotations: StrMap | None = Field(None, description="Annotations of the UI Ingress.")
     ingressTLS: list[IngressTLS] | None = Field(
         None, max_length=32, description="TLS settings of the UI Ingress (Kubernetes IngressTLS)."
+    )
+    httpRoute: RouteSpec | None = Field(
+        None,
+        description="A Gateway API HTTPRoute <app>-ui-route to the UI Service while a run is active, through the "
+        "Gateway it names (a path prefix sets spark.ui.proxyBase on the driver).",
     )
 
 
@@ -703,6 +838,23 @@ class RunSpec(Model):
         "admission plugin).",
     )
 
+    timeouts: Timeouts | None = Field(
+        None,
+        description="sparkop addition: how long the driver's start, its readiness and the executors' start may take.",
+    )
+    activeDeadlineSeconds: int | None = Field(
+        None,
+        ge=0,
+        description="A run (each SparkDriver) still going this many seconds after it was created is stopped "
+        "(driver pod and executors deleted) and fails with DeadlineExceeded (Job's field). Unset: the operator's "
+        "--active-deadline, else none; 0: none.",
+    )
+    executorFailures: ExecutorFailurePolicy | None = Field(
+        None,
+        description="sparkop addition: a bound on executors failing in a loop. Unset: the operator's "
+        "--max-executor-failures, else none.",
+    )
+
     def run_spec(self) -> RunSpec:
         """A deep copy of just the run-spec part (e.g. of a SparkApplicationSpec)."""
         data = self.model_dump(include=set(RunSpec.model_fields), exclude_none=True)
@@ -734,7 +886,15 @@ class SparkApplicationSpec(RunSpec):
         ge=0,
         description="Delete the SparkApplication this many seconds after it finished (COMPLETED or FAILED).",
     )
-    sparkUIOptions: SparkUIConfiguration | None = Field(None, description="Service and Ingress exposing the Spark UI.")
+    sparkUIOptions: SparkUIConfiguration | None = Field(
+        None, description="Service, Ingress and HTTPRoute exposing the Spark UI."
+    )
+    historyServer: HistoryServerRef | None = Field(
+        None,
+        description="The SparkHistoryServer each run writes its event log to, so its UI outlives its driver; "
+        "status.attempts[].historyURL links to its page. Unset: the namespace's default server, if one says so. "
+        "Changing it does not restart a run.",
+    )
     driverIngressOptions: list[DriverIngressConfiguration] | None = Field(
         None,
         max_length=16,
@@ -832,6 +992,26 @@ class DriverPodInfo(Model):
     podIP: Annotated[str, Field(max_length=64)] | None = Field(None, description="Pod IP.")
     startTime: Time | None = Field(None, description="When the kubelet acknowledged the pod.")
     ready: bool | None = Field(None, description="The pod is Ready: its containers pass their readiness probes.")
+    createdTime: Time | None = Field(None, description="When the pod was created (the start of its timeouts).")
+    runningTime: Time | None = Field(None, description="When its driver container was first seen running.")
+    readyTime: Time | None = Field(None, description="When it was first seen Ready.")
+
+
+class PendingTimeout(Model):
+    """The next timeout of the run, and when it expires unless what it waits for happens first."""
+
+    reason: Annotated[str, Field(max_length=64)] = Field(description="The reason the run would fail with.")
+    time: Time = Field(description="When it expires.")
+
+
+class ExecutorFailure(Model):
+    """A failed executor pod, counted by spec.executorFailures."""
+
+    pod: Annotated[str, Field(max_length=253)] = Field(description="The executor pod.")
+    time: Time | None = Field(None, description="When it was seen failed.")
+    exitCode: int | None = Field(None, description="Exit code of its container.")
+    reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Its container's reason.")
+    message: Annotated[str, Field(max_length=2048)] | None = Field(None, description="Its termination message.")
 
 
 class IncarnationRecord(Model):
@@ -877,6 +1057,15 @@ class SparkDriverStatus(Model):
         description="How often Kueue evicted this run's Workload (preempted, its ClusterQueue stopped, ...): each "
         "stopped the driver pod and its executors, and the next admission started a new incarnation. Not a "
         "failure, and not counted against maxDriverPodReplacements.",
+    )
+    executorsStartedTime: Time | None = Field(
+        None, description="When the current incarnation's executors were first all running (spec.timeouts)."
+    )
+    nextTimeout: PendingTimeout | None = Field(None, description="The run's next timeout, while one is pending.")
+    executorFailures: list[ExecutorFailure] | None = Field(
+        None,
+        max_length=64,
+        description="The current incarnation's failed executor pods in spec.executorFailures' window, oldest first.",
     )
     conditions: list[Condition] | None = Field(None, max_length=8, description="Conditions.")
     lastError: LastError | None = Field(
@@ -926,6 +1115,12 @@ class AttemptRecord(Model):
     message: Annotated[str, Field(max_length=4096)] | None = Field(None, description="Details.")
     startTime: Time | None = Field(None, description="When the SparkDriver was created.")
     finishTime: Time | None = Field(None, description="When it ended.")
+    sparkApplicationId: Annotated[str, Field(max_length=256)] | None = Field(
+        None, description="spark.app.id of its (last) driver pod."
+    )
+    historyURL: Annotated[str, Field(max_length=1024)] | None = Field(
+        None, description="Its page in the history server it logged to (spec.historyServer)."
+    )
 
 
 class SparkApplicationStatus(Model):
@@ -950,6 +1145,12 @@ class SparkApplicationStatus(Model):
         ge=0,
         description="SparkDrivers created for the current execution attempt (each a submission, refused or "
         "not); OnFailure retries a failed submission while submissionAttempts <= onSubmissionFailureRetries.",
+    )
+    infrastructureFailures: int = Field(
+        0,
+        ge=0,
+        description="Runs that failed because of the infrastructure (DriverStartTimedOut, ExecutorsStartTimedOut) "
+        "while restartPolicy.onInfrastructureFailureRetries is set: counted here instead of executionAttempts.",
     )
     lastRun: int = Field(0, ge=0, description="Highest run number used so far; run numbers are never reused.")
     currentDriver: Annotated[str, Field(max_length=253)] | None = Field(

@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
+from typing import Any, Final
+
+from sparkop.api import history
 from sparkop.apps_controller import ui
-from sparkop.apps_controller.observed import AppView, UIConfig, run_spec
+from sparkop.apps_controller.observed import AppView, HistoryServerView, UIConfig, run_spec
 from sparkop.core.jsontypes import JSON
 from sparkop.domain import labels, naming
+
+EVENT_LOG_ENABLED: Final = "spark.eventLog.enabled"
+EVENT_LOG_DIR: Final = "spark.eventLog.dir"
 
 KUEUE_LABELS = frozenset({labels.KUEUE_QUEUE_NAME, labels.KUEUE_PRIORITY_CLASS})
 
 DRIVER_KIND = "SparkDriver"
 
 
-def build_driver(app: AppView, run: int, config: UIConfig | None = None) -> JSON:
+def build_driver(
+    app: AppView, run: int, config: UIConfig | None = None, history_server: HistoryServerView | None = None
+) -> JSON:
     """SparkDriver ``<app>-<run>``, controller-owned by the app, with the app's run spec (plus the
-    UI proxy properties a path-based Spark UI Ingress needs, unless the app sets them)."""
+    UI proxy properties a path-based Spark UI Ingress or HTTPRoute needs, and the event-log properties
+    of its history server, unless the app sets them)."""
     spec = run_spec(app.spec)
     spec["appName"] = app.name
     spec["attempt"] = run
     spec["maxDriverPodReplacements"] = app.policy.max_driver_pod_replacements
-    proxy = ui.driver_conf(ui.ui_url(app, config))
+    proxy = ui.driver_conf(ui.ui_url(app, config) or ui.route_url(app))
     if proxy:
         spec["sparkConf"] = {**proxy, **(spec.get("sparkConf") or {})}
+    annotations = {labels.APP_GENERATION: str(app.generation), labels.SPEC_HASH: app.spec_hash}
+    if history_server is not None and history_server.event_log is not None:
+        log_to(spec, history_server.event_log)
+        annotations[labels.HISTORY_URL] = history_server.url
     return {
         "apiVersion": labels.API_VERSION,
         "kind": DRIVER_KIND,
@@ -35,11 +48,23 @@ def build_driver(app: AppView, run: int, config: UIConfig | None = None) -> JSON
                 labels.APP: naming.label_value(app.name),
                 labels.RUN: str(run),
             },
-            "annotations": {
-                labels.APP_GENERATION: str(app.generation),
-                labels.SPEC_HASH: app.spec_hash,
-            },
+            "annotations": annotations,
             "ownerReferences": [ui.owner_reference(app)],
         },
         "spec": spec,
     }
+
+
+def log_to(spec: dict[str, Any], target: history.EventLog) -> None:
+    """Spark's event-log properties on a run spec (the app's own win), and for a claim the volume its
+    driver mounts at the path the history server reads it from."""
+    wanted = {EVENT_LOG_ENABLED: "true", EVENT_LOG_DIR: target.directory}
+    spec["sparkConf"] = {**wanted, **(spec.get("sparkConf") or {})}
+    if target.claim is None:
+        return
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != history.VOLUME_NAME]
+    spec["volumes"] = [*volumes, {"name": history.VOLUME_NAME, "persistentVolumeClaim": {"claimName": target.claim}}]
+    driver = dict(spec.get("driver") or {})
+    mounts = [m for m in driver.get("volumeMounts") or [] if m.get("name") != history.VOLUME_NAME]
+    driver["volumeMounts"] = [*mounts, {"name": history.VOLUME_NAME, "mountPath": history.MOUNT_PATH}]
+    spec["driver"] = driver

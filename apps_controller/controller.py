@@ -14,11 +14,14 @@ from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.observed import (
     AppView,
     DriverView,
+    HistoryServerView,
     Observed,
     OwnedObject,
     SpecErrors,
     UIConfig,
     app_snapshot,
+    choose_history,
+    history_keys,
     owner_keys,
 )
 from sparkop.apps_controller.status import as_read
@@ -34,7 +37,12 @@ log = logging.getLogger(__name__)
 
 APPS_INDEX: Final = "apps_sparkapplications"
 DRIVERS_INDEX: Final = "apps_sparkdrivers"
-UI_INDEXES: Final = (("apps_ui_services", resources.SERVICES), ("apps_ui_ingresses", resources.INGRESSES))
+UI_INDEXES: Final = (
+    ("apps_ui_services", resources.SERVICES),
+    ("apps_ui_ingresses", resources.INGRESSES),
+    ("apps_ui_routes", kinds.HTTP_ROUTES),
+)
+HISTORY_INDEX: Final = "apps_history_servers"
 
 
 def apps_controller(
@@ -48,7 +56,9 @@ def apps_controller(
         drivers = tuple(runtime.index(DRIVERS_INDEX).get(own.key) or ())
         ui_objects = tuple(o for index, _ in UI_INDEXES for o in runtime.index(index).get(own.key) or ())
         status = as_read(own.status, own.body.get("status"))
-        return Observed(app, status, drivers, ui, dict(own.learnt.refusals), ui_objects, own.namespace_terminating)
+        history = choose_history(app, lambda at: tuple(runtime.index(HISTORY_INDEX).get(at) or ()))
+        refusals = dict(own.learnt.refusals)
+        return Observed(app, status, drivers, ui, refusals, ui_objects, own.namespace_terminating, history)
 
     ui_sources = tuple(
         Source(index, resource, owner_keys, OwnedObject.from_body, selector=UI_SELECTOR, shared=True)
@@ -74,6 +84,8 @@ def apps_controller(
         log=log,
         record=TRANSITIONS.record,
         unchanged=_unchanged,
+        # The history servers the apps name: read when a run is planned, a change of one asks for no pass.
+        reads=(Source(HISTORY_INDEX, kinds.SPARK_HISTORY_SERVERS, history_keys, HistoryServerView.from_body),),
     )
 
 

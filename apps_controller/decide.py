@@ -42,6 +42,7 @@ from sparkop.apps_controller.runs import (
     driver_message,
     enter_outcome,
     finish,
+    link_history,
     mirror,
     missing_driver,
     outcome_of,
@@ -60,6 +61,8 @@ from sparkop.domain import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2
+# How soon an app waiting for the history server it names looks again.
+HISTORY_SERVER_RECHECK_SECONDS: Final = 5.0
 
 # States where a spec change does not invalidate: nothing runs, and the next run takes the newest spec
 # (a spec changed while suspended is run on resume without resetting the counters, as kubeflow does).
@@ -168,8 +171,11 @@ def conclude(d: Draft) -> None:
 
 
 def retries(d: Draft, outcome: ApplicationState) -> bool:
-    s = d.status
-    return policy.should_retry(d.obs.app.policy, outcome, s.executionAttempts, s.submissionAttempts)
+    s, app_policy = d.status, d.obs.app.policy
+    cur = d.current
+    if outcome is ApplicationState.FAILING and cur is not None and policy.infrastructure_budget(app_policy, cur.reason):
+        return policy.retry_infrastructure(app_policy, s.infrastructureFailures)
+    return policy.should_retry(app_policy, outcome, s.executionAttempts, s.submissionAttempts)
 
 
 def spec_changed(d: Draft) -> bool:
@@ -239,8 +245,22 @@ def submit(d: Draft) -> None:
         wait_for_known_spec(d, error.unknown)
     elif error is not None:
         invalid_spec(d, error.message)
+    elif d.obs.history.missing is not None:
+        wait_for_history_server(d, d.obs.history.missing)
     elif not stop_strays(d):
         plan_run(d)
+
+
+def wait_for_history_server(d: Draft, why: str) -> None:
+    """The history server the app names is not there (applied in the same breath, or not yet): no run
+    starts without the event log the app asked for. The app waits, saying why, and looks again soon
+    (a history server's arrival asks for no pass of the apps that name it)."""
+    message = f"{why}: the next run waits for it"
+    last = d.status.lastError
+    if last is None or (last.reason, last.message) != (events.HISTORY_SERVER_MISSING, message):
+        d.update(lastError=LastError(reason=events.HISTORY_SERVER_MISSING, message=message, time=d.now))
+        d.event(events.WARNING, events.HISTORY_SERVER_MISSING, message)
+    d.wait_until(d.now + timedelta(seconds=HISTORY_SERVER_RECHECK_SECONDS))
 
 
 def invalid_spec(d: Draft, error: str) -> None:
@@ -314,6 +334,7 @@ def observe_current(d: Draft) -> None:
         missing_driver(d, cur)
         return
     mirror(d, drv)
+    cur = link_history(d, cur, drv)
     if drv.accepted:
         cur = count_execution(d, cur)
     outcome = outcome_of(drv, cur)
@@ -350,6 +371,7 @@ def invalidating(d: Draft) -> None:
     d.update(
         submissionAttempts=0,
         executionAttempts=0,
+        infrastructureFailures=0,
         lastSubmissionAttemptTime=None,
         terminationTime=None,
         nextAttemptTime=None,

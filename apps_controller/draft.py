@@ -121,7 +121,7 @@ class Draft:
             self.after(action)
 
     def create_driver(self, run: int) -> Create:
-        return Create(build_driver(self.obs.app, run, self.obs.ui), RUN_CREATED)
+        return Create(build_driver(self.obs.app, run, self.obs.ui, self.obs.history.server), RUN_CREATED)
 
     def plan(self) -> Plan[SparkApplicationStatus]:
         return self.planned.with_status(self.status)

@@ -33,6 +33,8 @@ EXPIRED: Final = "SparkApplicationExpired"  # timeToLiveSeconds elapsed: the app
 INVALID_SPEC: Final = "InvalidSpec"
 UNKNOWN_SPEC_FIELDS: Final = "UnknownSpecFields"  # set by a newer CRD: the app waits for an operator that knows them
 UI_REFUSED: Final = "SparkUIRefused"  # the API server refused the Spark UI Service or Ingress
+# The history server spec.historyServer names is not there (or its claim cannot be mounted): no run yet.
+HISTORY_SERVER_MISSING: Final = "HistoryServerNotFound"
 
 BY_STATE: Final[dict[ApplicationState, tuple[EventType, str]]] = {
     ApplicationState.NEW: (NORMAL, NEW),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -19,6 +19,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
+from sparkop.api.history import EventLog, base_url, event_log
 from sparkop.api.models import (
     Condition,
     DriverPhase,
@@ -44,7 +45,7 @@ APP_KIND: Final = kinds.SPARK_APPLICATIONS.kind
 DEFAULT_RETRY_INTERVAL_SECONDS: Final = 5
 DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
 # Keys of SparkApplication.spec that do not describe the run itself: changing them alone never re-runs.
-NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds"})
+NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds", "historyServer"})
 # The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
 RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
 
@@ -103,6 +104,8 @@ class RestartPolicy:
     on_submission_failure_retries: int | None = None
     on_submission_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
     max_driver_pod_replacements: int = DEFAULT_MAX_DRIVER_POD_REPLACEMENTS
+    on_infrastructure_failure_retries: int | None = None
+    on_infrastructure_failure_retry_interval: int = DEFAULT_RETRY_INTERVAL_SECONDS
 
     @classmethod
     def from_json(cls, data: Any) -> RestartPolicy:
@@ -116,6 +119,10 @@ class RestartPolicy:
                 d.get("onSubmissionFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
             ),
             max_driver_pod_replacements=_int(d.get("maxDriverPodReplacements"), DEFAULT_MAX_DRIVER_POD_REPLACEMENTS),
+            on_infrastructure_failure_retries=_opt_int(d.get("onInfrastructureFailureRetries")),
+            on_infrastructure_failure_retry_interval=_int(
+                d.get("onInfrastructureFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
+            ),
         )
 
 
@@ -175,6 +182,11 @@ class AppView(ObjectView):
         return _str_map(self.spec.get("sparkConf"))
 
     @property
+    def history_ref(self) -> Mapping[str, Any]:
+        """spec.historyServer as written."""
+        return _map(self.spec.get("historyServer"))
+
+    @property
     def ui_options(self) -> Mapping[str, Any]:
         """spec.sparkUIOptions as written (kubeflow v1beta2 names); ``ui.UIOptions`` reads it."""
         return _map(self.spec.get("sparkUIOptions"))
@@ -214,6 +226,7 @@ class DriverView(OwnedView):
     stuck: Condition | None = None  # the SparkDriver's Stuck condition (ImagePullBackOff, Unschedulable, ...)
     queued: Condition | None = None  # the SparkDriver's Queued condition (its gang waits for a batch scheduler)
     created: datetime | None = None  # metadata.creationTimestamp
+    history_url: str | None = None  # the history server its runs log to (the sparkop.io/history-url annotation)
 
     @property
     def finished(self) -> bool:
@@ -264,6 +277,7 @@ class DriverView(OwnedView):
             stuck=stuck,
             queued=_condition_of(status.get("conditions"), CONDITION_QUEUED),
             created=parse_time(meta.get("creationTimestamp")),
+            history_url=_opt_str(ann.get(labels.HISTORY_URL)),
         )
 
 
@@ -307,6 +321,74 @@ def _condition_of(conditions: Any, kind: str) -> Condition | None:
     return None
 
 
+# Under this name a namespace's default history server is filed too (api.history's namespaceDefault).
+DEFAULT_HISTORY_SERVER: Final = ""
+
+
+@dataclass(frozen=True)
+class HistoryServerView:
+    """A SparkHistoryServer as an app's run needs it: where to write the event log and where its pages
+    are (both from its spec alone, :mod:`api.history`)."""
+
+    namespace: str
+    name: str
+    event_log: EventLog | None
+    url: str
+    default: bool = False
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> HistoryServerView:
+        meta = _map(body.get("metadata"))
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        spec = _map(body.get("spec"))
+        return cls(
+            namespace=namespace,
+            name=name,
+            event_log=event_log(spec),
+            url=base_url(namespace, name, spec),
+            default=spec.get("namespaceDefault") is True and not meta.get("deletionTimestamp"),
+        )
+
+
+def history_keys(body: Mapping[str, Any]) -> list[Key]:
+    """A history server's own key, and its namespace's default key when it says it is the default."""
+    view = HistoryServerView.from_body(body)
+    own = (view.namespace, view.name)
+    return [own, (view.namespace, DEFAULT_HISTORY_SERVER)] if view.default else [own]
+
+
+@dataclass(frozen=True)
+class HistoryChoice:
+    """The history server an app's runs log to: ``server`` (None: none), or ``missing``, why the one
+    it names cannot be used now."""
+
+    server: HistoryServerView | None = None
+    missing: str | None = None
+
+
+def choose_history(app: AppView, lookup: Callable[[Key], Sequence[HistoryServerView]]) -> HistoryChoice:
+    """The history server of ``app``'s runs: the one spec.historyServer names, else its namespace's
+    default (the first by name), else none; ``lookup`` reads the history servers filed under a key."""
+    ref = app.history_ref
+    if ref.get("enabled") is False:
+        return HistoryChoice()
+    name = _opt_str(ref.get("name"))
+    if name is None:
+        defaults = sorted(lookup((app.namespace, DEFAULT_HISTORY_SERVER)), key=lambda v: v.name)
+        return HistoryChoice(defaults[0] if defaults else None)
+    namespace = _opt_str(ref.get("namespace")) or app.namespace
+    found = next(iter(lookup((namespace, name))), None)
+    if found is None:
+        return HistoryChoice(missing=f"SparkHistoryServer {namespace}/{name} (spec.historyServer) does not exist")
+    if found.event_log is not None and found.event_log.claim is not None and namespace != app.namespace:
+        return HistoryChoice(
+            missing=f"SparkHistoryServer {namespace}/{name} keeps its logs on claim {found.event_log.claim}, which a "
+            f"driver in namespace {app.namespace} cannot mount: name a server of {app.namespace}, or one whose "
+            "logDirectory is an URL"
+        )
+    return HistoryChoice(found)
+
+
 @dataclass(frozen=True)
 class UIConfig:
     """Operator-wide Spark UI settings (kubeflow's --enable-ui-service / --ingress-url-format)."""
@@ -331,6 +413,7 @@ class Observed:
     refusals: Mapping[str, Refusal] = field(default_factory=dict)
     ui_objects: Sequence[OwnedObject] = ()
     namespace_terminating: bool = False
+    history: HistoryChoice = field(default_factory=HistoryChoice)
 
     @property
     def owned(self) -> tuple[DriverView, ...]:

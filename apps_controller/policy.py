@@ -9,7 +9,12 @@
 * after a submission failure, ``OnFailure`` retries while
   ``submissionAttempts <= onSubmissionFailureRetries``: ``onSubmissionFailureRetries: 1`` means at
   most two submissions for one execution attempt;
-* ``Always`` retries after any outcome, ``Never`` after none.
+* ``Always`` retries after any outcome, ``Never`` after none;
+* a run that failed because of the infrastructure (its driver never started, its executors never
+  did: ``api.models.INFRASTRUCTURE_FAILURES``) is, where ``onInfrastructureFailureRetries`` is set,
+  not an execution attempt: it is counted in ``infrastructureFailures`` and retried, whatever the
+  type, while ``infrastructureFailures <= onInfrastructureFailureRetries`` (the Apache operator's
+  OnInfrastructureFailure, as a budget of its own).
 
 Kubeflow waits ``interval * submissionAttempts`` counted from the *submission* time, so a long run
 retries at once. We wait the configured interval counted from the moment the failure was observed
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sparkop.api.models import ApplicationState, RestartPolicyType
+from sparkop.api.models import INFRASTRUCTURE_FAILURES, ApplicationState, RestartPolicyType
 from sparkop.apps_controller.observed import RestartPolicy
 
 
@@ -60,3 +65,15 @@ def next_attempt_time(
     if not should_retry(policy, outcome, execution_attempts, submission_attempts):
         return None
     return observed_at + retry_interval(policy, outcome)
+
+
+def infrastructure_budget(policy: RestartPolicy, reason: str | None) -> bool:
+    """Whether a run that failed for ``reason`` is judged by the infrastructure budget
+    (onInfrastructureFailureRetries) rather than by the failures the policy counts."""
+    return policy.on_infrastructure_failure_retries is not None and reason in INFRASTRUCTURE_FAILURES
+
+
+def retry_infrastructure(policy: RestartPolicy, failures: int) -> bool:
+    """Whether the run after the ``failures``-th infrastructure failure starts (any type: Never too)."""
+    limit = policy.on_infrastructure_failure_retries
+    return limit is not None and failures <= limit

@@ -8,8 +8,10 @@ record from Running to finished (docs/state-machine.md).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
+from sparkop.api import history
 from sparkop.api.models import ApplicationState, AttemptOutcome, AttemptRecord, DriverPhase, LastError
 from sparkop.apps_controller import events, policy
 from sparkop.apps_controller.draft import Draft
@@ -49,7 +51,13 @@ def finish(
     """Record how ``record``'s run ended. A run that ended on its own, not by a failed submission,
     was an execution attempt (counted here if it was not yet); a run we stopped ourselves before it
     finished (Invalidated) is given back."""
-    if outcome in _EXECUTED:
+    if outcome is AttemptOutcome.FAILED and policy.infrastructure_budget(d.obs.app.policy, reason):
+        # Not an execution attempt: counted by the infrastructure budget instead.
+        if counted(record):
+            d.update(executionAttempts=max(0, d.status.executionAttempts - 1))
+            record = record.model_copy(update={"attempt": None})
+        d.update(infrastructureFailures=d.status.infrastructureFailures + 1)
+    elif outcome in _EXECUTED:
         record = count_execution(d, record)
     elif outcome is AttemptOutcome.INVALIDATED and counted(record):
         d.update(executionAttempts=max(0, d.status.executionAttempts - 1))
@@ -74,6 +82,18 @@ def mirror(d: Draft, drv: DriverView) -> None:
         executors=executor_counts(drv.executors) if drv.executors else s.executors,
     )
     d.set_driver_info(podName=drv.pod_name or (s.driverInfo.podName if s.driverInfo else None))
+
+
+def link_history(d: Draft, record: AttemptRecord, drv: DriverView) -> AttemptRecord:
+    """The run's spark.app.id and, where it logs to a history server, its page there, on its record
+    (the current incarnation's: each driver pod is an application of its own to Spark)."""
+    app_id = drv.spark_application_id
+    if app_id is None or record.sparkApplicationId == app_id:
+        return record
+    url = history.app_url(drv.history_url, app_id) if drv.history_url else None
+    linked = record.model_copy(update={"sparkApplicationId": app_id, "historyURL": url})
+    d.record(linked)
+    return linked
 
 
 def missing_driver(d: Draft, cur: AttemptRecord) -> None:
@@ -101,7 +121,12 @@ def enter_outcome(d: Draft, record: AttemptRecord) -> None:
         return
     finished_at = record.finishTime or d.now
     s = d.status
-    due = policy.next_attempt_time(d.obs.app.policy, outcome, s.executionAttempts, s.submissionAttempts, finished_at)
+    app_policy = d.obs.app.policy
+    due = policy.next_attempt_time(app_policy, outcome, s.executionAttempts, s.submissionAttempts, finished_at)
+    if outcome is ApplicationState.FAILING and policy.infrastructure_budget(app_policy, record.reason):
+        again = policy.retry_infrastructure(app_policy, s.infrastructureFailures)
+        interval = timedelta(seconds=app_policy.on_infrastructure_failure_retry_interval)
+        due = finished_at + interval if again else None
     if outcome is ApplicationState.SUCCEEDING:
         d.update(terminationTime=finished_at, nextAttemptTime=due)
         d.set_error_message(None)
@@ -155,6 +180,7 @@ __all__ = [
     "driver_message",
     "enter_outcome",
     "finish",
+    "link_history",
     "mirror",
     "missing_driver",
     "outcome_of",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from sparkop.api import routes
 from sparkop.api.models import ApplicationState
 from sparkop.apps_controller.observed import AppView, OwnedObject, UIConfig
 from sparkop.core import owners
@@ -217,6 +218,24 @@ def ui_url(app: AppView, config: UIConfig | None) -> IngressURL | None:
     if config is None or not config.service or not config.ingress_url_format:
         return None
     return ingress_url(config.ingress_url_format, app, tls=bool(UIOptions.of(app).ingress_tls))
+
+
+def route_url(app: AppView) -> IngressURL | None:
+    """Where spec.sparkUIOptions.httpRoute puts the app's Spark UI (None: it asks for no route)."""
+    route = app.ui_options.get("httpRoute")
+    if not isinstance(route, Mapping):
+        return None
+    hosts = [h for h in route.get("hostnames") or () if isinstance(h, str)]
+    return IngressURL(host=hosts[0] if hosts else "", path=routes.prefix(route), address=routes.url(route) or "")
+
+
+def build_route(app: AppView, opts: UIOptions) -> JSON | None:
+    """HTTPRoute ``<app>-ui-route`` (spec.sparkUIOptions.httpRoute) to the app's UI Service."""
+    route = app.ui_options.get("httpRoute")
+    if not isinstance(route, Mapping):
+        return None
+    meta = _metadata(app, naming.ui_route_name(app.name), {}, {})
+    return routes.http_route(meta, route, naming.ui_service_name(app.name), opts.service_port)
 
 
 def driver_conf(url: IngressURL | None) -> dict[str, str]:

@@ -22,6 +22,7 @@ from sparkop.apps_controller.ui import (
     build_driver_ingress,
     build_driver_ingress_service,
     build_ingress,
+    build_route,
     build_service,
     driver_service_ui,
     own_service_wanted,
@@ -51,11 +52,25 @@ def spark_ui(d: Draft) -> None:
     opts = UIOptions.of(d.obs.app)
     if not _service(d, app_id, opts):
         remove_ui(d, component=COMPONENT_UI)
-    elif d.obs.ui.ingress_url_format:
+        return
+    if d.obs.ui.ingress_url_format:
         _ingress(d, opts)
     else:
         delete_ui_objects(d, kind="Ingress", component=COMPONENT_UI)
         d.set_driver_info(webUIIngressName=None, webUIIngressAddress=None)
+    _route(d, opts)
+
+
+def _route(d: Draft, opts: UIOptions) -> None:
+    """spec.sparkUIOptions.httpRoute: an HTTPRoute to the UI Service, through the Gateway it names."""
+    manifest = build_route(d.obs.app, opts)
+    if manifest is None:
+        delete_ui_objects(d, kind="HTTPRoute", component=COMPONENT_UI)
+        return
+    action = Ensure(manifest, UI_ENSURED)
+    if _refused(d, action, f"Spark UI HTTPRoute {action.name}"):
+        return
+    _converge(d, action)
 
 
 def _at_driver_service(d: Draft) -> None:

@@ -23,7 +23,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
-from sparkop.api import connect, spark_lines
+from sparkop.api import connect, routes, spark_lines
 from sparkop.connect_controller.observed import ConnectView
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import owner_reference
@@ -33,6 +33,7 @@ DRIVER_KIND: Final = "SparkDriver"
 SPARK_DRIVER_CONTAINER: Final = "spark-kubernetes-driver"
 SPARK_EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 MAX_POD_REPLACEMENTS: Final = 100
+H2C: Final = "kubernetes.io/h2c"
 PUBLISH_NOT_READY: Final = "spark.kubernetes.driver.service.publishNotReadyAddresses"
 # A JVM and its session state take a while to come up on a small node: 5 minutes before the startup
 # probe gives up, then readiness every 5 s.
@@ -51,6 +52,8 @@ _RUN_FIELDS: Final = (
     "deps",
     "dynamicAllocation",
     "nodeLossTolerationSeconds",
+    "timeouts",
+    "executorFailures",
 )
 
 
@@ -102,8 +105,10 @@ def build_service(c: ConnectView, body: JSON, driver: str) -> JSON:
             "type": "ClusterIP",
             **spec,
             "selector": selector(c, driver),
+            # gRPC in clear text is HTTP/2 without TLS: Kubernetes' own name for that protocol, which the
+            # Gateway implementations read to reach a GRPCRoute's backend (Traefik refuses any other).
             "ports": [
-                {"name": connect.PORT_NAME, "port": grpc, "targetPort": grpc, "protocol": "TCP", "appProtocol": "grpc"},
+                {"name": connect.PORT_NAME, "port": grpc, "targetPort": grpc, "protocol": "TCP", "appProtocol": H2C},
                 {"name": "spark-ui", "port": connect.UI_PORT, "targetPort": connect.UI_PORT, "protocol": "TCP"},
             ],
         },
@@ -140,6 +145,9 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
         appName=c.name,
         attempt=run,
         maxDriverPodReplacements=MAX_POD_REPLACEMENTS,
+        # A server never ends by itself: the operator's run deadline is none of its business. Its start
+        # is bounded by spec.timeouts (driverReadySeconds: its gRPC port answering).
+        activeDeadlineSeconds=0,
     )
     return {
         "apiVersion": labels.API_VERSION,
@@ -224,3 +232,17 @@ def _with_probes(template: Any, grpc: int) -> JSON:
     container.setdefault("startupProbe", {**probe, **STARTUP_PROBE})
     container.setdefault("readinessProbe", {**probe, **READINESS_PROBE})
     return out
+
+
+def build_route(c: ConnectView, body: JSON) -> JSON | None:
+    """GRPCRoute ``<name>-server-route`` (spec.grpcRoute) to the stable Service's gRPC port."""
+    route = c.spec.get("grpcRoute")
+    if not isinstance(route, Mapping):
+        return None
+    meta = {
+        "name": naming.connect_route_name(c.name),
+        "namespace": c.namespace,
+        "labels": {labels.MANAGED_BY: labels.MANAGER, labels.CONNECT: naming.label_value(c.name)},
+        "ownerReferences": [owner_reference(body)],
+    }
+    return routes.grpc_route(meta, route, service_name(c), port(c))

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 CONNECTS_INDEX: Final = "connect_sparkconnects"
 SERVERS_INDEX: Final = "connect_servers"
 SERVICES_INDEX: Final = "connect_services"
+ROUTES_INDEX: Final = "connect_routes"
 SERVICE_SELECTOR: Final = labels.CONNECT
 
 
@@ -36,6 +37,7 @@ def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectSta
     def observe(own: Own[SparkConnectStatus]) -> Observed:
         servers = tuple(runtime.index(SERVERS_INDEX).get(own.key) or ())
         services = tuple(runtime.index(SERVICES_INDEX).get(own.key) or ())
+        services += tuple(runtime.index(ROUTES_INDEX).get(own.key) or ())
         view, refusals = ConnectView.from_body(own.body), dict(own.learnt.refusals)
         return Observed(view, own.status, own.body, servers, services, refusals, own.namespace_terminating)
 
@@ -54,6 +56,14 @@ def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectSta
             Source(
                 SERVICES_INDEX,
                 resources.SERVICES,
+                owner_keys,
+                ServiceView.from_body,
+                selector=SERVICE_SELECTOR,
+                shared=True,
+            ),
+            Source(
+                ROUTES_INDEX,
+                kinds.GRPC_ROUTES,
                 owner_keys,
                 ServiceView.from_body,
                 selector=SERVICE_SELECTOR,

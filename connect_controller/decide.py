@@ -58,6 +58,7 @@ SERVER_REFUSED: Final = "ServerRefused"
 SERVICE_SWITCHED: Final = "ServiceSwitched"
 SUSPENDED: Final = "Suspended"
 CONNECT_FAILED: Final = "ConnectFailed"
+ROUTE_REMOVED: Final = "GRPCRouteRemoved"
 
 CONDITION_READY: Final = "ServerPodReady"
 REASON_READY: Final = "ServerPodReady"
@@ -143,6 +144,7 @@ def decide(o: Observed, now: datetime) -> Plan[SparkConnectStatus]:
             live = [*live, started]
     target = _target(p, live, current)
     _service(p, target)
+    _route(p)
     if target is not None and target.ready and not c.suspended:
         for s in live:
             if s is not target and s.run < target.run:
@@ -330,6 +332,27 @@ def _service(p: _Pass, target: ServerView | None) -> None:
     p.before(ensure)
     if service is not None and target is not None and service.selector.get(labels.DRIVER) != naming.label_value(driver):
         p.event("Normal", SERVICE_SWITCHED, f"Service {name} now selects server {driver}")
+
+
+def _route(p: _Pass) -> None:
+    """spec.grpcRoute: a GRPCRoute to the stable Service through the Gateway it names; one no longer
+    asked for is deleted. A refusal (a cluster without Gateway API) is reported, the server serves on."""
+    manifest = build.build_route(p.c, p.o.body)
+    name = naming.connect_route_name(p.c.name)
+    if manifest is None:
+        found = p.o.service(name, kind="GRPCRoute")
+        if found is not None:
+            p.before(Delete(found.api_version, found.kind, found.name, found.uid, ROUTE_REMOVED))
+        return
+    ensure = Ensure(manifest, "GRPCRoute")
+    refusal = refused(p.o.refusals, ensure)
+    if refusal is None:
+        p.before(ensure)
+        return
+    message = refusal.describe(f"GRPCRoute {name}")
+    if p.status.lastError is None or p.status.lastError.message != message[:MAX_MESSAGE]:
+        p.event("Warning", SERVER_REFUSED, message)
+    p.status.lastError = LastError(reason="RouteRefused", message=message[:MAX_MESSAGE], time=p.now)
 
 
 def _stop(p: _Pass, server: ServerView, outcome: ServerOutcome, reason: str, message: str) -> None:

@@ -21,7 +21,7 @@ from sparkop.domain import labels
 Key = tuple[str, str]  # (namespace, SparkConnect name)
 
 # Fields whose change never restarts the server.
-NON_RUN_FIELDS: Final = frozenset({"suspend", "restartPolicy"})
+NON_RUN_FIELDS: Final = frozenset({"suspend", "restartPolicy", "grpcRoute"})
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -133,15 +133,19 @@ class ServerView(OwnedView):
 
 @dataclass(frozen=True, kw_only=True)
 class ServiceView(OwnedView):
-    """The stable Service (or any Service a SparkConnect controls)."""
+    """The stable Service (or any Service a SparkConnect controls), or its GRPCRoute (``kind``)."""
 
     selector: Mapping[str, str]
+    kind: str = "Service"
+    api_version: str = "v1"
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ServiceView:
         return cls(
             **owned_identity(body, labels.GROUP, KIND),
             selector={str(k): str(v) for k, v in _map(_map(body.get("spec")).get("selector")).items()},
+            kind=str(body.get("kind") or "Service"),
+            api_version=str(body.get("apiVersion") or "v1"),
         )
 
 
@@ -164,8 +168,8 @@ class Observed:
         """Our servers, by run."""
         return owned_by(self.servers, self.connect.uid, lambda s: s.run)
 
-    def service(self, name: str) -> ServiceView | None:
-        return next((s for s in owned_by(self.services, self.connect.uid) if s.name == name), None)
+    def service(self, name: str, kind: str = "Service") -> ServiceView | None:
+        return next((s for s in owned_by(self.services, self.connect.uid) if (s.kind, s.name) == (kind, name)), None)
 
 
 owner_keys = controller_keys(labels.GROUP, KIND)

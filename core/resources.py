@@ -54,12 +54,24 @@ INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
 # still starts; only an app that needs one fails, at submission, with the API server's refusal.
 NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", optional=True)
 POD_DISRUPTION_BUDGETS: Final = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+# A SparkHistoryServer's server.
+DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
 
 # Every kind a client of this module writes: the built-in ones here, the operator's own
 # (domain.kinds) added with register_kinds when their module is imported.
 _BY_KIND: Final[dict[tuple[str, str], Resource]] = {
     (r.api_version, r.kind): r
-    for r in (PODS, CONFIGMAPS, SERVICES, EVENTS, NAMESPACES, INGRESSES, NETWORK_POLICIES, POD_DISRUPTION_BUDGETS)
+    for r in (
+        PODS,
+        CONFIGMAPS,
+        SERVICES,
+        EVENTS,
+        NAMESPACES,
+        INGRESSES,
+        NETWORK_POLICIES,
+        POD_DISRUPTION_BUDGETS,
+        DEPLOYMENTS,
+    )
 }
 
 
@@ -83,6 +95,7 @@ def resource_of(body: JSON) -> Resource:
 
 __all__ = [
     "CONFIGMAPS",
+    "DEPLOYMENTS",
     "EVENTS",
     "INGRESSES",
     "NAMESPACES",

@@ -60,6 +60,14 @@ class Options:
     pod_security: str = ""
     # Whether an app's Spark UI may get a Service of its own (kubeflow's --enable-ui-service).
     ui_service: bool = True
+    # Defaults of each run's timeouts and its bound on failing executors, for the specs that do not say
+    # (spec.timeouts, activeDeadlineSeconds, executorFailures); None or 0: none.
+    driver_start_timeout_seconds: int | None = None
+    driver_ready_timeout_seconds: int | None = None
+    executors_start_timeout_seconds: int | None = None
+    active_deadline_seconds: int | None = None
+    max_executor_failures: int | None = None
+    executor_failures_window_seconds: int = 600
 
 
 @dataclass

@@ -21,6 +21,7 @@ from devcluster.build import (
     ensure_kueue,
     ensure_node_binaries,
     ensure_schedulers,
+    ensure_traefik,
     kubernetes_releases,
     select_release,
 )
@@ -96,6 +97,13 @@ def _parser() -> argparse.ArgumentParser:
         "built from their Go modules on first use",
     )
     up.add_argument(
+        "--gateway",
+        choices=components.GATEWAYS,
+        default=None,
+        help="also run a Gateway API implementation (HTTPRoute, GRPCRoute) with a Gateway default/devcluster on "
+        "127.0.0.1, built from its Go module on first use",
+    )
+    up.add_argument(
         "--timeout", type=float, default=90.0, help="seconds to wait for readiness (a first build is not counted)"
     )
 
@@ -162,6 +170,7 @@ def _run(args: argparse.Namespace) -> int:
             real_nodes=args.real_nodes,
             node_lifecycle=args.node_lifecycle,
             schedulers=args.schedulers,
+            gateway=args.gateway,
             timeout=args.timeout,
         )
         print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
@@ -190,6 +199,8 @@ def _run(args: argparse.Namespace) -> int:
         ensure_kueue(stderr_log)
         # ...and scheduler-plugins' Coscheduling (tests/integration/test_coscheduling.py), likewise.
         ensure_coscheduling(stderr_log)
+        # ...and Traefik, the Gateway API implementation of tests/e2e/test_routes.py.
+        ensure_traefik(stderr_log)
     elif args.command == "images":
         spark = tuple(args.spark) if args.spark else None
         pause = ensure_node_binaries(stderr_log) / "pause"

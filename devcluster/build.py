@@ -20,6 +20,7 @@ renamed into place at the end.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -27,7 +28,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from devcluster.locks import held
@@ -53,9 +54,10 @@ EXPECTED_BUILD_S = {
     "scheduler-plugins": 120,  # the scheduler (measured 117 s); the controller after it takes ~10 s
     "kueue": 300,
     "spark-operator": 210,  # kubeflow's, for bench/peer.py only (measured ~200 s)
+    "traefik": 900,  # its downloads (~600 modules) and compile, on 2 cores shared with other builds
 }
 GO_DOWNLOAD_URL = "https://go.dev/dl/"
-TOOL_BUILDS = frozenset({"helm", "volcano", "kueue", "scheduler-plugins"})
+TOOL_BUILDS = frozenset({"helm", "volcano", "kueue", "scheduler-plugins", "traefik"})
 # Which Kubernetes release to build and run: a minor ("1.35") or a version ("v1.35.8") that
 # versions.env pins, or "oldest" or "newest"; unset, the newest. `python -m devcluster ... --kubernetes`
 # sets it.
@@ -72,17 +74,24 @@ class BuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class GoBuild:
-    """One `go build` invocation in one build module (several packages share compile work)."""
+    """One `go build` invocation in one build module (several packages share compile work).
+
+    ``in_module`` (``path@version``): build in that module as the Go module proxy serves it, with its
+    own go.mod and go.sum (its replace directives point into its own tree, which a module of ours
+    could not name, and which ``go install`` refuses), instead of in ``gobuild/<module>``."""
 
     name: str
     module: str
     packages: tuple[str, ...]
     ldflags: str
     output: str  # "" = the directory itself (one binary per package, named after it)
+    # Not in the repr (the cache key of the builds that do not set it stays what it was); cache_key adds it.
+    in_module: str = field(default="", repr=False)
 
     def command(self, out_dir: Path) -> list[str]:
         target = f"{out_dir}/{self.output}" if self.output else f"{out_dir}/"
-        return ["go", "build", "-trimpath", "-ldflags", self.ldflags, "-o", target, *self.packages]
+        readonly = ["-mod=readonly"] if self.in_module else []
+        return ["go", "build", *readonly, "-trimpath", "-ldflags", self.ldflags, "-o", target, *self.packages]
 
 
 def read_pins(path: Path = VERSIONS_FILE) -> dict[str, str]:
@@ -339,6 +348,18 @@ def coscheduling_binaries(versions: dict[str, str]) -> BinarySet:
     )
 
 
+def traefik_binaries(versions: dict[str, str]) -> BinarySet:
+    """Traefik (``up --gateway traefik``): a Gateway API implementation in pure Go, built in its own
+    module as the proxy serves it (its go.mod replaces one of its packages by a directory of its tree).
+    v3.6: the newest line whose whole dependency tree the module proxy serves here (v3.7's ACME DNS
+    providers pull SDK versions it refuses)."""
+    version = versions["TRAEFIK_VERSION"]
+    ldflags = f"-s -w -X github.com/traefik/traefik/v3/pkg/version.Version={version}"
+    module = f"github.com/traefik/traefik/v3@{version}"
+    build = GoBuild("traefik", "traefik", ("./cmd/traefik",), ldflags, "traefik", in_module=module)
+    return BinarySet("Traefik", (build,), ("traefik",), f"traefik-{version}", _pins(versions, "TRAEFIK_VERSION"))
+
+
 def cache_key(binary_set: BinarySet, gobuild_dir: Path = GOBUILD_DIR) -> str:
     """A hash of what the set's binaries are built from: its pins, its go build commands (flags
     included) and its build modules' go.mod, go.sum and main.go."""
@@ -347,6 +368,8 @@ def cache_key(binary_set: BinarySet, gobuild_dir: Path = GOBUILD_DIR) -> str:
         digest.update(f"{name}={version}\n".encode())
     for build in binary_set.builds:
         digest.update(repr(build).encode())
+        if build.in_module:
+            digest.update(f"in_module={build.in_module}\n".encode())
         for name in ("go.mod", "go.sum", "main.go"):
             source = gobuild_dir / build.module / name
             if source.exists():
@@ -400,6 +423,31 @@ def ensure_coscheduling(log: Log = print) -> Path:
     return ensure_set_built(coscheduling_binaries(read_versions()), log)
 
 
+def ensure_traefik(log: Log = print) -> Path:
+    """Return Traefik's directory, building it first if needed (a no-op when warm)."""
+    return ensure_set_built(traefik_binaries(read_versions()), log)
+
+
+def module_dir(module: str) -> Path:
+    """Where the Go module cache holds ``path@version`` (downloaded from the proxy first if needed)."""
+    result = subprocess.run(
+        ["go", "mod", "download", "-json", module],
+        env=_go_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+        cwd="/",
+    )
+    try:
+        found = json.loads(result.stdout)
+    except ValueError:
+        found = {}
+    if result.returncode != 0 or not found.get("Dir"):
+        raise BuildError(f"go mod download {module} failed: {found.get('Error') or result.stderr.strip()}")
+    return Path(found["Dir"])
+
+
 def helm_binary(log: Log = print) -> Path:
     return ensure_tools(log) / "helm"
 
@@ -413,7 +461,8 @@ def ensure_set_built(binary_set: BinarySet, log: Log = print) -> Path:
         if is_built(target, binary_set.binaries):  # another process built it while we waited for the lock
             return target
         builds = binary_set.builds
-        check_go_toolchain(log, {build.module for build in builds})
+        # A module built as the proxy serves it (in_module) has no go.mod here: the newest of ours stands in.
+        check_go_toolchain(log, {build.module for build in builds if not build.in_module} or None)
         log(
             f"[build] building {binary_set.description} from source into {target}: first run only, "
             f"~{_minutes(sum(EXPECTED_BUILD_S.get(b.name, 0) for b in builds))} on 2 cores and ~5 GB of Go caches; "
@@ -536,7 +585,7 @@ def _run_go_build(build: GoBuild, out_dir: Path, log: Log) -> None:
     with log_file.open("wb") as sink:
         proc = subprocess.Popen(
             build.command(out_dir),
-            cwd=GOBUILD_DIR / build.module,
+            cwd=module_dir(build.in_module) if build.in_module else GOBUILD_DIR / build.module,
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,

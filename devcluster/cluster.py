@@ -28,6 +28,7 @@ from devcluster.build import (
     ensure_kueue,
     ensure_node_binaries,
     ensure_schedulers,
+    ensure_traefik,
     read_versions,
 )
 from devcluster.certs import CertPaths, write_pki, write_serving_pair
@@ -92,6 +93,8 @@ class ClusterState:
     # Processes of the cluster's users that `start_client` started (an operator the demo runs), by
     # name in `processes`: stopped first.
     clients: list[str] = field(default_factory=list)
+    # `up --gateway`: the Gateway its implementation serves (components.GatewayInfo's fields).
+    gateway: dict[str, Any] = field(default_factory=dict)
 
     def save(self) -> None:
         path = Path(self.directory) / STATE_FILE
@@ -171,6 +174,7 @@ class Cluster:
         real_nodes: int = 0,
         node_lifecycle: bool = False,
         schedulers: tuple[str, ...] = (),
+        gateway: str | None = None,
         die_with_parent: bool = False,
         timeout: float = 90.0,
         log: Log = stderr_log,
@@ -188,6 +192,8 @@ class Cluster:
         scheduler_dir = ensure_schedulers(log) if "volcano" in schedulers else None
         kueue_dir = ensure_kueue(log) if "kueue" in schedulers else None
         coscheduling_dir = ensure_coscheduling(log) if "coscheduling" in schedulers else None
+        if gateway not in (None, *components.GATEWAYS):
+            raise ClusterError(f"unknown gateway {gateway!r}: choose from {list(components.GATEWAYS)}")
         node_bin_dir: Path | None = None
         images: list[BuiltImage] = []
         if real_nodes:
@@ -228,6 +234,7 @@ class Cluster:
             cluster._bring_up(nodes, node_cpu, node_memory, simulator, deadline=started + timeout)
             if real_nodes:
                 cluster._start_real_nodes(images, deadline=started + timeout)
+                cluster._create_volumes()
             # The batch schedulers get a budget of their own: a first real-node start imports every
             # image into each node's store and may use most of the one above.
             schedulers_deadline = time.monotonic() + timeout
@@ -237,6 +244,8 @@ class Cluster:
                 cluster._start_kueue(kueue_dir, deadline=schedulers_deadline)
             if coscheduling_dir is not None:
                 cluster._start_coscheduling(coscheduling_dir, deadline=schedulers_deadline)
+            if gateway is not None:
+                cluster.start_gateway(timeout=timeout)
         except BaseException:
             cluster.down()
             raise
@@ -526,6 +535,88 @@ class Cluster:
             "scheduler-plugins-controller": lambda: rest.probe(f"http://{LOCALHOST}:{ports.controller_health}/readyz"),
         }
         self._wait(checks, deadline)
+
+    def _create_volumes(self) -> None:
+        """Storage for the pods of real nodes: a default StorageClass and a few PersistentVolumes, each a
+        directory of this cluster's that anyone may write (Spark runs as uid 185): a claim without a
+        class is bound to one of them by the controller manager, and every real node (all on this
+        machine) mounts the same directory, so it serves ReadWriteMany too."""
+        for manifest in components.storage_manifests(self.directory / "volumes"):
+            if manifest["kind"] == "PersistentVolume":
+                directory = Path(manifest["spec"]["hostPath"]["path"])
+                directory.mkdir(parents=True, exist_ok=True)
+                directory.chmod(0o777)
+            path = {
+                "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
+                "PersistentVolume": "/api/v1/persistentvolumes",
+            }
+            response = self.api("POST", path[manifest["kind"]], manifest)
+            if not response.ok:
+                raise ClusterError(f"creating {manifest['kind']} {manifest['metadata']['name']}: {response.status}")
+
+    def start_gateway(self, timeout: float = 90.0) -> components.GatewayInfo:
+        """The cluster's Gateway (``up --gateway traefik``), started now if it is not running (a test
+        on the session's shared cluster asks for it): Traefik built on first use (not counted in
+        ``timeout``)."""
+        info, record = self.gateway, self.state.processes.get("traefik")
+        if info is not None and record is not None and procs.is_alive(record.pid):
+            return info
+        traefik_dir = ensure_traefik(self._log)
+        self._start_traefik(traefik_dir, deadline=time.monotonic() + timeout)
+        started = self.gateway
+        assert started is not None
+        return started
+
+    def _start_traefik(self, traefik_dir: Path, deadline: float) -> None:
+        """Traefik as the cluster's Gateway API implementation: Gateway API's CRDs, Traefik's
+        kubernetesgateway provider (the cluster's kubeconfig), a GatewayClass ``traefik`` and a Gateway
+        ``devcluster`` in ``default`` whose one HTTP listener (HTTPRoutes and GRPCRoutes of every
+        namespace; gRPC as h2c) is Traefik's entry point on 127.0.0.1. Real nodes' pod addresses are
+        routed from this machine, so Traefik reaches the Services' endpoints as a proxy in a cluster does."""
+        scheduler_crds.install(self.kubectl, self.kubeconfig, files=scheduler_crds.gateway_api_crd_files())
+        port, ping_port = free_ports(2)
+        info = components.GatewayInfo(port, ping_port)
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        self._spawn("traefik", components.traefik_argv(traefik_dir, info), env=env)
+        for manifest in components.gateway_manifests(info):
+            kind = {"GatewayClass": "gatewayclasses", "Gateway": "gateways"}[manifest["kind"]]
+            namespace = manifest["metadata"].get("namespace")
+            where = f"/namespaces/{namespace}" if namespace else ""
+            path = f"/apis/gateway.networking.k8s.io/v1{where}/{kind}"
+            response = self.api("POST", path, manifest)
+            if response.status == 409:  # started before, in this cluster: its listener moves to the new port
+                response = self.api("PUT", f"{path}/{manifest['metadata']['name']}", self._replacing(path, manifest))
+            if not response.ok:
+                raise ClusterError(f"creating {manifest['kind']} {manifest['metadata']['name']}: {response.status}")
+        self.state.gateway = asdict(info)
+        self.state.save()
+        checks = {
+            "traefik": lambda: rest.probe(f"http://{LOCALHOST}:{info.ping_port}/ping"),
+            "the devcluster Gateway": self._gateway_programmed,
+        }
+        self._wait(checks, deadline)
+
+    def _replacing(self, path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        current = self.api("GET", f"{path}/{manifest['metadata']['name']}").body
+        version = (current.get("metadata") or {}).get("resourceVersion") if isinstance(current, dict) else None
+        return {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": version}}
+
+    def _gateway_programmed(self) -> bool:
+        path = f"/apis/gateway.networking.k8s.io/v1/namespaces/{components.GATEWAY_NAMESPACE}/gateways/"
+        response = self.api("GET", path + components.GATEWAY_NAME)
+        if not response.ok:
+            return False
+        generation = (response.body.get("metadata") or {}).get("generation")
+        conditions = (response.body.get("status") or {}).get("conditions") or []
+        return any(
+            c.get("type") == "Programmed" and c.get("status") == "True" and c.get("observedGeneration") == generation
+            for c in conditions
+        )
+
+    @property
+    def gateway(self) -> components.GatewayInfo | None:
+        """The Gateway ``up --gateway`` made (None: none)."""
+        return components.GatewayInfo(**self.state.gateway) if self.state.gateway else None
 
     def _volcano_queue_open(self) -> bool:
         """Volcano's scheduler creates the default queue; its queue controller opens it."""

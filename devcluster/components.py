@@ -40,6 +40,9 @@ CONTROLLERS = (
     "endpointslice-controller",
     # PodDisruptionBudgets' status: what the eviction API (kubectl drain) reads to refuse an eviction.
     "disruption-controller",
+    # Binds PersistentVolumeClaims to the PersistentVolumes a cluster with real nodes has
+    # (storage_manifests: a SparkHistoryServer's log directory); idle where there are none.
+    "persistentvolume-binder-controller",
 )
 # With real nodes (or when asked): a node whose kubelet stops reporting turns NotReady and is tainted
 # node.kubernetes.io/unreachable, its pods Ready=False, and they are deleted once their toleration of
@@ -466,3 +469,113 @@ def fake_node(name: str, cpu: str, memory: str, pods: str = "110") -> dict[str, 
         # Nodes may carry status on create; kwok's node stage keeps these values.
         "status": {"allocatable": resources, "capacity": dict(resources)},
     }
+
+
+# -- Gateway API (`up --gateway`) ------------------------------------------------------------------
+
+GATEWAYS = ("traefik",)
+GATEWAY_CLASS = "traefik"
+TRAEFIK_CONTROLLER = "traefik.io/gateway-controller"
+GATEWAY_NAMESPACE = "default"
+GATEWAY_NAME = "devcluster"
+GATEWAY_LISTENER = "web"
+
+
+@dataclass(frozen=True)
+class GatewayInfo:
+    """Where the devcluster's Gateway serves: its listener is Traefik's entry point ``port`` on
+    ``address`` (Traefik matches a Gateway's listeners to its entry points by port)."""
+
+    port: int
+    ping_port: int
+    address: str = LOCALHOST
+    namespace: str = GATEWAY_NAMESPACE
+    name: str = GATEWAY_NAME
+    listener: str = GATEWAY_LISTENER
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{self.port}"
+
+
+def traefik_argv(traefik_dir: Path, info: GatewayInfo) -> list[str]:
+    return [
+        str(traefik_dir / "traefik"),
+        f"--entryPoints.{GATEWAY_LISTENER}.address={info.address}:{info.port}",
+        f"--entryPoints.traefik.address={LOCALHOST}:{info.ping_port}",
+        "--ping=true",
+        "--ping.entryPoint=traefik",
+        "--providers.kubernetesgateway=true",
+        f"--providers.kubernetesgateway.statusAddress.ip={info.address}",
+        "--global.checkNewVersion=false",
+        "--global.sendAnonymousUsage=false",
+        "--log.level=INFO",
+    ]
+
+
+def gateway_manifests(info: GatewayInfo) -> list[dict[str, Any]]:
+    """The GatewayClass Traefik serves and the Gateway routes attach to: one HTTP listener on
+    Traefik's entry point, taking HTTPRoutes and GRPCRoutes from every namespace."""
+    return [
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": GATEWAY_CLASS},
+            "spec": {"controllerName": TRAEFIK_CONTROLLER},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": info.name, "namespace": info.namespace},
+            "spec": {
+                "gatewayClassName": GATEWAY_CLASS,
+                "listeners": [
+                    {
+                        "name": info.listener,
+                        "protocol": "HTTP",
+                        "port": info.port,
+                        "allowedRoutes": {
+                            "namespaces": {"from": "All"},
+                            "kinds": [{"kind": "HTTPRoute"}, {"kind": "GRPCRoute"}],
+                        },
+                    }
+                ],
+            },
+        },
+    ]
+
+
+# -- storage for real nodes ------------------------------------------------------------------------
+
+STORAGE_CLASS = "devcluster"
+VOLUMES = 8
+VOLUME_SIZE = "10Gi"
+
+
+def storage_manifests(root: Path, count: int = VOLUMES) -> list[dict[str, Any]]:
+    """The default StorageClass (no provisioner: its volumes are made here) and ``count`` hostPath
+    PersistentVolumes under ``root``, kept (Retain) when their claim goes: a cluster's volumes go with it."""
+    volumes = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"devcluster-pv-{i}"},
+            "spec": {
+                "capacity": {"storage": VOLUME_SIZE},
+                "accessModes": ["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": STORAGE_CLASS,
+                "hostPath": {"path": str(root / f"pv-{i}"), "type": "Directory"},
+            },
+        }
+        for i in range(1, count + 1)
+    ]
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "reclaimPolicy": "Retain",
+        "volumeBindingMode": "Immediate",
+    }
+    return [storage_class, *volumes]

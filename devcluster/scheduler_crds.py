@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from devcluster import build
 from devcluster.build import read_versions
 
 
@@ -47,18 +48,7 @@ CRDS = (
 
 def module_dir(module: str, version: str) -> Path:
     """Where the Go module cache holds ``module@version`` (downloaded from the module proxy once)."""
-    result = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{version}"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-        cwd="/",
-    )
-    info = json.loads(result.stdout or "{}")
-    if result.returncode != 0 or "Dir" not in info:
-        raise RuntimeError(f"go mod download {module}@{version} failed: {info.get('Error') or result.stderr.strip()}")
-    return Path(info["Dir"])
+    return build.module_dir(f"{module}@{version}")
 
 
 def crd_files() -> list[Path]:
@@ -141,3 +131,13 @@ def kueue_webhook_manifests() -> list[dict[str, Any]]:
     keeps the ones for Kueue's own kinds and points them at the local process."""
     text = (kueue_module_dir() / KUEUE_WEBHOOKS_FILE).read_text()
     return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+GATEWAY_API_CRDS_DIR = "config/crd/standard"
+
+
+def gateway_api_crd_files() -> list[Path]:
+    """Gateway API's standard channel (GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant,
+    BackendTLSPolicy), from the module at the version the Gateway implementation requires."""
+    directory = module_dir("sigs.k8s.io/gateway-api", read_versions()["GATEWAY_API_VERSION"]) / GATEWAY_API_CRDS_DIR
+    return sorted(directory.glob("*.yaml"))

@@ -17,6 +17,12 @@ SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
     GROUP, VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
 )
 SPARK_CONNECTS: Final = Resource(GROUP, VERSION, "sparkconnects", "SparkConnect")
+# Optional for the apps controller, which reads the history servers its apps name: apps still run where
+# an older CRD set lacks the kind.
+SPARK_HISTORY_SERVERS: Final = Resource(GROUP, VERSION, "sparkhistoryservers", "SparkHistoryServer", optional=True)
+# Gateway API's routes (gateway.networking.k8s.io/v1), served where its CRDs are installed.
+HTTP_ROUTES: Final = Resource("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", optional=True)
+GRPC_ROUTES: Final = Resource("gateway.networking.k8s.io", "v1", "grpcroutes", "GRPCRoute", optional=True)
 # Optional: the driver controller watches them (their status says why a gang waits) wherever they are
 # served, and starts all the same where they are not.
 VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", optional=True)
@@ -37,6 +43,9 @@ register_kinds(
     SPARK_DRIVERS,
     SCHEDULED_SPARK_APPLICATIONS,
     SPARK_CONNECTS,
+    SPARK_HISTORY_SERVERS,
+    HTTP_ROUTES,
+    GRPC_ROUTES,
     VOLCANO_POD_GROUPS,
     COSCHEDULING_POD_GROUPS,
     KUEUE_WORKLOADS,

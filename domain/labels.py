@@ -29,10 +29,16 @@ SCHEDULED_APP: Final = f"{GROUP}/scheduled-app"
 SCHEDULED_TIME: Final = f"{GROUP}/scheduled-time"
 # The owning SparkConnect (on its SparkDrivers, their pods and its Service).
 CONNECT: Final = f"{GROUP}/connect"
+# The owning SparkHistoryServer (on its Deployment, pods, Service, Ingress and HTTPRoute); on a
+# SparkDriver (annotation): the address of the history server its runs log to.
+HISTORY_SERVER: Final = f"{GROUP}/history-server"
+HISTORY_URL: Final = f"{GROUP}/history-url"
 COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for the Spark UI Service/Ingress)
 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.
 DRIVER_OUTCOME_FINALIZER: Final = f"{GROUP}/driver-outcome"
+# Finalizer on executor pods of a run that bounds its failing executors: their outcome is counted first.
+EXECUTOR_OUTCOME_FINALIZER: Final = f"{GROUP}/executor-outcome"
 
 # Kueue's keys, on a SparkApplication (copied to its SparkDrivers) or a SparkDriver: the LocalQueue
 # its runs queue in, and the WorkloadPriorityClass of their Workloads (Kueue's own job integrations

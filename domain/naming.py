@@ -42,6 +42,29 @@ def connect_service_name(connect_name: str) -> str:
     return dns_label(connect_name, DNS_LABEL_MAX - len(suffix)) + suffix
 
 
+def history_name(server_name: str) -> str:
+    """A SparkHistoryServer's Deployment, Service, ConfigMap, Ingress and HTTPRoute (one of each), a
+    DNS-1035 label."""
+    suffix = "-history"
+    return dns_label(server_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
+def history_service_name(server_name: str) -> str:
+    return history_name(server_name)
+
+
+def ui_route_name(app_name: str) -> str:
+    """The Spark UI HTTPRoute of an app."""
+    suffix = "-ui-route"
+    return dns_label(app_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
+def connect_route_name(connect_name: str) -> str:
+    """The GRPCRoute of a SparkConnect's server."""
+    suffix = "-server-route"
+    return dns_label(connect_name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
 def ui_service_name(app_name: str) -> str:
     """The Spark UI Service of an app (kubeflow's ``<app>-ui-svc``), a DNS-1035 label."""
     suffix = "-ui-svc"

@@ -59,6 +59,8 @@ SPARK_DRIVER: Final[Mapping[str, Wait]] = {
     "driverPod.nodeName": Wait(SETTLE_SECONDS, Since.DRIVER_POD_STEP),
     "driverPod.podIP": Wait(SETTLE_SECONDS, Since.DRIVER_POD_STEP),
     "driverPod.startTime": Wait(SETTLE_SECONDS, Since.DRIVER_POD_STEP),
+    # Not driverPod.createdTime, runningTime, readyTime: the run's timeouts count from them
+    # (driver_controller/timeouts.py); a process restarting inside a wait must read them, not see again.
     # Executors asked for, not running yet. The other counts (running, succeeded, failed, unknown) are
     # not here: written by the pass that sees them, within EXECUTOR_CHANGE_SECONDS of the pods' change.
     "executors.pending": Wait(PENDING_EXECUTORS_SECONDS, Since.OLDEST_PENDING_EXECUTOR),

@@ -33,9 +33,17 @@ def guarded_replace(path: str, old: Any, new: Any) -> list[JSON]:
     return [{"op": "test", "path": path, "value": old}, change]
 
 
+OUR_FINALIZERS: Final = frozenset({labels.DRIVER_OUTCOME_FINALIZER, labels.EXECUTOR_OUTCOME_FINALIZER})
+
+
+def holds(pod: PodSummary) -> bool:
+    """Whether ``pod`` carries a finalizer of ours (a driver's outcome, or an executor's)."""
+    return any(f in OUR_FINALIZERS for f in pod.finalizers)
+
+
 def release(pod: PodSummary, why: str) -> Patch:
-    """Remove our finalizer from ``pod``."""
-    rest = [f for f in pod.finalizers if f != labels.DRIVER_OUTCOME_FINALIZER]
+    """Remove our finalizers from ``pod``."""
+    rest = [f for f in pod.finalizers if f not in OUR_FINALIZERS]
     body = guarded_replace("/metadata/finalizers", list(pod.finalizers), rest or None)
     return Patch("v1", "Pod", pod.name, body, pod.resource_version, decision_reason(why))
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from sparkop.api.models import ExecutorCounts, IncarnationOutcome, SparkDriver
-from sparkop.core.plan import Delete
+from sparkop.api.models import TIMEOUT_REASONS, ExecutorCounts, IncarnationOutcome, SparkDriver
+from sparkop.core.plan import Delete, Patch
 from sparkop.core.resources import NETWORK_POLICIES
 from sparkop.domain import labels, naming
-from sparkop.driver_controller.actions import DRIVER_ENDED, STALE_INCARNATION, deletion, release
+from sparkop.driver_controller.actions import DRIVER_ENDED, STALE_INCARNATION, deletion, holds, release
 from sparkop.driver_controller.facts import Facts
 from sparkop.driver_controller.pod import KILLED_EXIT_CODES, lost_reason
 
@@ -35,9 +35,13 @@ def executors(f: Facts) -> Facts:
     keep_finished = not _deletes_finished_executors(f.driver)
     cleanup_left = _spark_cleanup_left(f) if over else None
     deletes: list[Delete] = []
+    patches: list[Patch] = []
     for pod in f.owned_pods:
         if pod.role != labels.ROLE_EXECUTOR:
             continue
+        if holds(pod) and (over or pod.finished or pod.deleting or pod.incarnation < f.incarnation):
+            # Its outcome is counted (spec.executorFailures, in this pass's status): it may go.
+            patches.append(release(pod, "executor outcome counted"))
         if pod.incarnation < f.incarnation:
             if not pod.deleting:
                 deletes.append(deletion("Pod", pod.name, pod.uid))
@@ -53,7 +57,7 @@ def executors(f: Facts) -> Facts:
             continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
-    return f.after(*deletes).update(executors=ExecutorCounts(**counts))
+    return f.after(*patches, *deletes).update(executors=ExecutorCounts(**counts))
 
 
 def stale_incarnations(f: Facts) -> Facts:
@@ -61,6 +65,7 @@ def stale_incarnations(f: Facts) -> Facts:
     NetworkPolicy once the driver has ended); finalizers of recorded outcomes."""
     recorded = {r.incarnation for r in f.status.incarnations or ()}
     terminal = f.ended
+    timed_out = f.status.termination is not None and f.status.termination.reason in TIMEOUT_REASONS
     for pod in f.owned_pods:
         if pod.role == labels.ROLE_EXECUTOR:
             continue
@@ -74,6 +79,10 @@ def stale_incarnations(f: Facts) -> Facts:
             f = f.after(release(pod, "outcome recorded"))
         if stale and not pod.deleting:
             f = f.after(deletion("Pod", pod.name, pod.uid))
+        elif terminal and timed_out and not pod.finished and not pod.deleting:
+            # A timeout ended the run while its driver ran: the pod goes, also when the pass that ended it
+            # died before deleting it.
+            f = f.after(deletion("Pod", pod.name, pod.uid, DRIVER_ENDED))
     for obj in [*f.owned(f.observed.config_maps), *f.owned(f.observed.services)]:
         if obj.incarnation < f.incarnation and not obj.deleting:
             f = f.after(deletion(obj.kind, obj.name, obj.uid))

@@ -36,6 +36,7 @@ from sparkop.driver_controller.observed import (
     Key,
     Observed,
     Settings,
+    TimeoutDefaults,
     controller_key,
     owner_key,
     pod_view,
@@ -162,8 +163,18 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         driver_pdb=options.driver_pod_disruption_budget,
         pod_security=options.pod_security,
         node_loss_toleration_seconds=options.node_loss_toleration_seconds,
+        max_executor_failures=options.max_executor_failures,
     )
-    observer = Observer(runtime, Settings(unschedulable_timeout=options.unschedulable_timeout_seconds, render=render))
+    limits = TimeoutDefaults(
+        driver_start_seconds=options.driver_start_timeout_seconds,
+        driver_ready_seconds=options.driver_ready_timeout_seconds,
+        executors_start_seconds=options.executors_start_timeout_seconds,
+        active_deadline_seconds=options.active_deadline_seconds,
+        max_executor_failures=options.max_executor_failures,
+        executor_failures_window_seconds=options.executor_failures_window_seconds,
+    )
+    settings = Settings(unschedulable_timeout=options.unschedulable_timeout_seconds, render=render, timeouts=limits)
+    observer = Observer(runtime, settings)
     pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)
     return Controller(
         name="driver",

@@ -6,9 +6,10 @@ one whose spec does not parse fails (SubmissionFailed) or, when it only sets fie
 not know yet, waits. For the rest, each row of :data:`STEPS` takes the facts so far
 (:class:`driver_controller.facts.Facts`, frozen) and returns them with what it adds, either to go on or to
 stop there (the driver has ended, the run waits for Kueue, the API server refused an object, the spec
-cannot run). Then every row of :data:`CLOSING` runs, however far the decision went: the Workload told of
-the end, the executors counted and cleaned up, what earlier incarnations left removed, and the status,
-computed once (:func:`status`).
+cannot run, a timeout ended the run: :mod:`driver_controller.timeouts`). Then every row of
+:data:`CLOSING` runs, however far the decision went: the Workload told of the end, the executors
+counted and cleaned up, what earlier incarnations left removed, and the status, computed once
+(:func:`status`).
 
 The skeleton applies the plan in ``core.applier``'s fixed order: the creates before the status write
 (ConfigMaps and Service before the pod that mounts them: status names a driver pod only once it was
@@ -34,8 +35,8 @@ from sparkop.core.frozen import evolve
 from sparkop.core.plan import Delete, Patch, Plan
 from sparkop.core.specs import SpecError
 from sparkop.domain import labels
-from sparkop.driver_controller import events, kueue
-from sparkop.driver_controller.actions import release
+from sparkop.driver_controller import events, kueue, timeouts
+from sparkop.driver_controller.actions import holds, release
 from sparkop.driver_controller.cleanup import executors, stale_incarnations
 from sparkop.driver_controller.create import create_missing
 from sparkop.driver_controller.facts import Closing, Facts, Step, run
@@ -46,8 +47,10 @@ from sparkop.driver_controller.transitions import transitions
 
 STEPS: Final[tuple[Step, ...]] = (
     recover_incarnation,  # which incarnation is current; the first one starts; an ended driver stops here
+    timeouts.deadline,  # activeDeadlineSeconds over: the run ends (also while it waits for Kueue)
     kueue.admission,  # with a Kueue queue: nothing of the run before its Workload is admitted
     follow_driver_pod,  # the current driver pod's outcome, loss (replaced) or progress
+    timeouts.waits,  # a start, readiness or executor-failure limit over: the run ends; else the next one
     create_missing,  # what the current incarnation lacks, its driver pod last
 )
 """The decision, in order: each row may stop it (:class:`driver_controller.facts.Stop`)."""
@@ -84,7 +87,7 @@ def let_go(observed: Observed) -> Plan[SparkDriverStatus]:
 def _release(pods: Iterable[PodSummary]) -> tuple[Patch, ...]:
     """Let go of ``pods`` holding our finalizer: their SparkDriver is gone or being deleted, or they are
     another's."""
-    return tuple(release(p, "owner gone or deleting") for p in pods if labels.DRIVER_OUTCOME_FINALIZER in p.finalizers)
+    return tuple(release(p, "owner gone or deleting") for p in pods if holds(p))
 
 
 def status(f: Facts) -> Plan[SparkDriverStatus]:
@@ -100,6 +103,8 @@ def status(f: Facts) -> Plan[SparkDriverStatus]:
     else:
         if f.generation is not None:
             f = f.update(observedGeneration=f.generation)
+        if f.ended and f.status.nextTimeout is not None:
+            f = f.update(nextTimeout=None)  # nothing is awaited of an ended run
         f = _last_error(f)
         if f.status != read:
             plan = evolve(plan, status=f.status, status_wait=_status_wait(f, announced=bool(plan.events)))

@@ -39,6 +39,7 @@ class Why(enum.StrEnum):
     WAITING_FOR_KUEUE = "the run waits for Kueue"
     REFUSED = "the API server refused an object of the incarnation"
     INVALID_SPEC = "the spec cannot run"
+    TIMED_OUT = "a timeout or the bound on failing executors ended the run"
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,8 @@ class Facts:
             incarnation=incarnation,
             phase=DriverPhase.PENDING,
             driverPod=None,
+            executorsStartedTime=None,
+            executorFailures=None,
             termination=None,
             startTime=self.status.startTime or self.now,
             sparkApplicationId=naming.spark_app_id(self.uid, incarnation),

@@ -518,12 +518,27 @@ def priority_value(body: Mapping[str, Any]) -> tuple[str, int]:
 # what a pass decides from
 
 DEFAULT_UNSCHEDULABLE_TIMEOUT: Final = 300.0
+DEFAULT_FAILURE_WINDOW_SECONDS: Final = 600
+
+
+@dataclass(frozen=True)
+class TimeoutDefaults:
+    """The operator's defaults of a run's timeouts and executor-failure bound, for the specs that do not
+    say (sparkop run --driver-start-timeout ...; :mod:`driver_controller.timeouts`); None or 0: none."""
+
+    driver_start_seconds: int | None = None
+    driver_ready_seconds: int | None = None
+    executors_start_seconds: int | None = None
+    active_deadline_seconds: int | None = None
+    max_executor_failures: int | None = None
+    executor_failures_window_seconds: int = DEFAULT_FAILURE_WINDOW_SECONDS
 
 
 @dataclass(frozen=True)
 class Settings:
     unschedulable_timeout: float = DEFAULT_UNSCHEDULABLE_TIMEOUT
     render: RenderOptions = field(default_factory=RenderOptions)
+    timeouts: TimeoutDefaults = field(default_factory=TimeoutDefaults)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def follow_driver_pod(f: Facts) -> Outcome:
     if loss is not None:
         return stop_if_ended(_lost(f, pod_name, *loss))
     assert pod is not None
-    info = pod_info(pod)
+    info = pod_info(pod, known)
     ending = outcome(pod)
     if ending is None:
         return Continue(_running(f, pod, info))
@@ -166,8 +166,10 @@ def outcome(pod: PodSummary) -> tuple[DriverPhase, Termination | None] | None:
     return (DriverPhase.SUCCEEDED if ok else DriverPhase.FAILED), termination(term, pod)
 
 
-def pod_info(pod: PodSummary) -> DriverPodInfo:
-    """The current driver pod, as status names it."""
+def pod_info(pod: PodSummary, known: DriverPodInfo | None = None) -> DriverPodInfo:
+    """The current driver pod, as status names it; the times the run's timeouts count from
+    (:mod:`driver_controller.timeouts`) kept from ``known``, what status said of the same pod."""
+    kept = known if known is not None and known.name == pod.name else None
     return DriverPodInfo(
         name=pod.name,
         uid=pod.uid,
@@ -176,6 +178,9 @@ def pod_info(pod: PodSummary) -> DriverPodInfo:
         podIP=pod.pod_ip or None,
         startTime=pod.start_time,
         ready=(pod.ready and not pod.finished) or None,
+        createdTime=kept.createdTime if kept is not None else None,
+        runningTime=kept.runningTime if kept is not None else None,
+        readyTime=kept.readyTime if kept is not None else None,
     )
 
 

@@ -60,6 +60,9 @@ class RenderOptions:
     pod_security: str = ""
     # --node-loss-toleration-seconds: the node-loss taints' tolerationSeconds for specs that do not say.
     node_loss_toleration_seconds: int | None = None
+    # --max-executor-failures: a bound on failing executors for specs that do not say (their pods then
+    # carry a finalizer until their outcome is counted).
+    max_executor_failures: int | None = None
 
 
 @dataclass
@@ -458,6 +461,10 @@ class FeatureSteps:
         if self.options.pod_security == podsecurity.RESTRICTED:
             podsecurity.fill_restricted(template)
         nodeloss.tolerate(template, node_loss_seconds(self.sub, self.options))
+        if failures_bounded(self.sub, self.options):
+            # Spark deletes a failed executor pod within a second: it stays until its outcome is counted.
+            meta = template.setdefault("metadata", {})
+            meta["finalizers"] = [*(meta.get("finalizers") or []), labels.EXECUTOR_OUTCOME_FINALIZER]
         # JSON is YAML: Spark's template loader reads it, and it is fast and canonical.
         return _config_map(
             self.template_map_name,
@@ -551,6 +558,12 @@ def own(obj: JSON, namespace: str, sparkop_labels: Mapping[str, str], owner: JSO
     meta["namespace"] = namespace
     meta["labels"] = {**(meta.get("labels") or {}), **sparkop_labels}
     meta["ownerReferences"] = [dict(owner)]
+
+
+def failures_bounded(sub: Submission, options: RenderOptions) -> bool:
+    """Whether the run bounds its failing executors (spec.executorFailures, else the operator's default)."""
+    asked = sub.source.spec.executorFailures if sub.source is not None else None
+    return asked is not None or bool(options.max_executor_failures)
 
 
 def node_loss_seconds(sub: Submission, options: RenderOptions) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from sparkop.api import models
 from sparkop.api.models import ExecutorCounts, IncarnationOutcome, SparkDriverStatus
 from sparkop.core.metrics import MetricSpec, Transitions
 from sparkop.core.plan import Observation
@@ -19,6 +20,7 @@ EXECUTOR_SUCCESS_COUNT: Final = "spark_executor_success_count"
 EXECUTOR_FAILURE_COUNT: Final = "spark_executor_failure_count"
 DRIVER_PODS_LOST: Final = "sparkop_driver_pods_lost"
 DRIVER_PODS_REPLACED: Final = "sparkop_driver_pods_replaced"
+RUNS_TIMED_OUT: Final = "sparkop_driver_runs_timed_out"
 
 SPECS: Final = (
     MetricSpec(EXECUTOR_SUCCESS_COUNT, "Total number of successful Spark executors", "exact counter"),
@@ -30,6 +32,13 @@ SPECS: Final = (
         labels=("reason",),
     ),
     MetricSpec(DRIVER_PODS_REPLACED, "Driver pods created to replace a lost incarnation", "counter", labels=()),
+    MetricSpec(
+        RUNS_TIMED_OUT,
+        "Runs sparkop ended: a timeout (DriverStartTimedOut, DriverReadyTimedOut, ExecutorsStartTimedOut, "
+        "DeadlineExceeded) or executors failing in a loop (ExecutorsCrashLooping)",
+        "counter",
+        labels=("reason",),
+    ),
 )
 
 TRANSITIONS: Final = Transitions(SPECS)
@@ -49,6 +58,9 @@ def transitions(
     for record in after_status.incarnations or ():
         if record.outcome == lost and record.incarnation not in lost_before:
             found.append(Observation(DRIVER_PODS_LOST, labels=(("reason", str(record.reason or "Unknown")),)))
+    ended = after_status.termination.reason if after_status.termination else None
+    if ended in models.TIMEOUT_REASONS and not (before_status.phase and before_status.phase.terminal):
+        found.append(Observation(RUNS_TIMED_OUT, labels=(("reason", ended),)))
     was, now = before_status.incarnation, after_status.incarnation
     found += [Observation(DRIVER_PODS_REPLACED)] * (max(0, now - max(was, 1)))
     # The counts are of the current incarnation's executors: a new one starts from none.

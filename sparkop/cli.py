@@ -48,7 +48,7 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="run the operator (all four controllers, or some)",
+        help="run the operator (all five controllers, or some)",
         formatter_class=_Formatter,
         description="Run the operator against the cluster in --kubeconfig (or in-cluster config).",
         epilog="Example:\n  sparkop run --kubeconfig ~/.kube/config --namespace spark-jobs --log-format json",
@@ -60,8 +60,8 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--controllers",
-        default="apps,driver,scheduled,connect",
-        help="comma-separated: apps, driver, scheduled, connect (default: all)",
+        default="apps,driver,scheduled,connect,history",
+        help="comma-separated: apps, driver, scheduled, connect, history (default: all)",
     )
     run.add_argument(
         "--workers",
@@ -111,6 +111,32 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
         help="tolerationSeconds of the node.kubernetes.io/unreachable and not-ready taints on driver and "
         "executor pods whose spec sets no nodeLossTolerationSeconds: how long a pod stays bound to a node "
         "that stopped reporting before it is evicted and a lost driver replaced (default: Kubernetes' 300)",
+    )
+    timeouts = run.add_argument_group(
+        "timeouts",
+        "defaults for the runs whose spec does not say (spec.timeouts, activeDeadlineSeconds, executorFailures); "
+        "unset or 0: none",
+    )
+    for flag, field in (
+        ("driver-start-timeout", "timeouts.driverStartSeconds: the driver container running after its pod's creation"),
+        ("driver-ready-timeout", "timeouts.driverReadySeconds: the driver pod Ready after its creation"),
+        ("executors-start-timeout", "timeouts.executorsStartSeconds: the run's executors running after the driver"),
+        ("active-deadline", "activeDeadlineSeconds: a run still going after its creation is stopped"),
+    ):
+        timeouts.add_argument(f"--{flag}", type=int, default=None, metavar="SECONDS", help=field)
+    timeouts.add_argument(
+        "--max-executor-failures",
+        type=int,
+        default=None,
+        metavar="N",
+        help="executorFailures.maxFailures: more executor pods of one driver failed within the window fail the run",
+    )
+    timeouts.add_argument(
+        "--executor-failures-window",
+        type=int,
+        default=600,
+        metavar="SECONDS",
+        help="executorFailures.windowSeconds for --max-executor-failures (default 600)",
     )
     run.add_argument(
         "--driver-pod-disruption-budget",
@@ -384,6 +410,23 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     connect.add_argument("--address", metavar="ADDR", help="address --port-forward listens on (default 127.0.0.1)")
 
+    ui = sub.add_parser(
+        "ui",
+        parents=flags,
+        help="open a SparkApplication's Spark UI: live while it runs, its history page after",
+        formatter_class=_Formatter,
+        description="While a run is active: the driver's live UI; once it has ended: the run's page in the\n"
+        "history server it logged to (spec.historyServer). An address inside the cluster is reached through\n"
+        "a local port forwarded through the API server, until Ctrl-C; one outside it is printed.",
+        epilog="Examples:\n  sparkop ui spark-pi            # then open the printed http://127.0.0.1:PORT/ URL\n"
+        "  sparkop ui spark-pi --open --port 4040",
+    )
+    ui.add_argument("app", metavar="APP", help="SparkApplication name")
+    ui.add_argument("--port", type=_port, default=0, metavar="LOCAL_PORT", help="local port (default 0: any free port)")
+    ui.add_argument("--address", metavar="ADDR", help="address to listen on (default 127.0.0.1)")
+    ui.add_argument("--open", action="store_true", help="open the page in a browser")
+    ui.add_argument("--no-forward", action="store_true", help="only say where the UI is")
+
 
 # --port-forward without a number: the local port is the server's own.
 _SERVER_PORT = -1
@@ -443,6 +486,12 @@ def _daily(args: argparse.Namespace) -> int:
             local_port=None if args.port_forward in (None, _SERVER_PORT) else args.port_forward,
             address=args.address,
         )
+    if args.command == "ui":
+        from sparkop import ui_cli
+
+        return ui_cli.main(
+            target, args.app, port=args.port, address=args.address, forward=not args.no_forward, open_=args.open
+        )
     return daily_cli.suspend_main(target, args.app, suspend=args.command == "suspend")
 
 
@@ -466,7 +515,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "sparkop") -> int:
         from sparkop import daily_cli, status_cli
 
         return status_cli.main(daily_cli.Target(args.kubeconfig, args.context, args.namespace), args.name)
-    if args.command in ("list", "logs", "events", "suspend", "resume", "connect"):
+    if args.command in ("list", "logs", "events", "suspend", "resume", "connect", "ui"):
         return _daily(args)
     if args.command == "demo":
         from sparkop.demo import main as demo_main
@@ -562,6 +611,12 @@ def _run(args: argparse.Namespace) -> int:
                 unschedulable_timeout_seconds=args.unschedulable_timeout,
                 driver_pod_disruption_budget=args.driver_pod_disruption_budget,
                 node_loss_toleration_seconds=args.node_loss_toleration_seconds,
+                driver_start_timeout_seconds=args.driver_start_timeout,
+                driver_ready_timeout_seconds=args.driver_ready_timeout,
+                executors_start_timeout_seconds=args.executors_start_timeout,
+                active_deadline_seconds=args.active_deadline,
+                max_executor_failures=args.max_executor_failures,
+                executor_failures_window_seconds=args.executor_failures_window,
                 pod_security=args.pod_security,
                 workers=args.workers,
                 kube_api_qps=args.kube_api_qps,

@@ -139,7 +139,10 @@ async def relay(stream: k8s.PortForward, reader: asyncio.StreamReader, writer: a
 
 class Forwarder:
     """A local listener whose every accepted connection is forwarded to the port of the SparkConnect's
-    current server pod, looked up as the connection arrives."""
+    current server pod, looked up as the connection arrives (a subclass looks up another pod:
+    :meth:`target`; ``command`` names it in what it says)."""
+
+    command: str = "connect"
 
     def __init__(self, kube: k8s.Kube, namespace: str, name: str, *, log: TextIO | None = None) -> None:
         self.kube = kube
@@ -168,16 +171,22 @@ class Forwarder:
         the line that says where, and to which pod."""
         pod, grpc = await self.target()
         self.pod = pod
-        wanted = grpc if port is None else port
+        bound = await self.bind(address, grpc if port is None else port)
+        return forwarding_line(address, bound, self.namespace, pod, grpc)
+
+    def local_url(self, address: str, port: int) -> str:
+        return local_url(address, port)
+
+    async def bind(self, address: str, port: int) -> int:
+        """Listen on ``address``:``port`` (0: any free port); the port bound."""
         try:
-            self._server = await asyncio.start_server(self._accepted, address, wanted)
+            self._server = await asyncio.start_server(self._accepted, address, port)
         except OSError as exc:
             raise Unavailable(
-                f"cannot listen on {local_url(address, wanted)}: {exc.strerror or exc}; "
+                f"cannot listen on {self.local_url(address, port)}: {exc.strerror or exc}; "
                 "--port-forward 0 takes any free port"
             ) from None
-        bound = int(self._server.sockets[0].getsockname()[1])
-        return forwarding_line(address, bound, self.namespace, pod, grpc)
+        return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         if self._server is not None:
@@ -189,7 +198,7 @@ class Forwarder:
             await self._server.wait_closed()
 
     def _say(self, text: str) -> None:
-        print(f"sparkop connect: {text}", file=self.log or sys.stderr, flush=True)
+        print(f"sparkop {self.command}: {text}", file=self.log or sys.stderr, flush=True)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

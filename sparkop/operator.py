@@ -16,11 +16,12 @@ from sparkop.apps_controller.controller import register as register_apps
 from sparkop.connect_controller.controller import register as register_connect
 from sparkop.core.manager import LeadershipLost, Register, Serving, run_operator
 from sparkop.driver_controller.controller import register as register_driver
+from sparkop.history_controller.controller import register as register_history
 from sparkop.schedule_controller.controller import register as register_scheduled
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONTROLLERS: Final = ("apps", "driver", "scheduled", "connect")
+DEFAULT_CONTROLLERS: Final = ("apps", "driver", "scheduled", "connect", "history")
 
 
 def controller_registrations(names: Iterable[str]) -> list[Register]:
@@ -29,6 +30,7 @@ def controller_registrations(names: Iterable[str]) -> list[Register]:
         "driver": register_driver,
         "scheduled": register_scheduled,
         "connect": register_connect,
+        "history": register_history,
     }
     unknown = sorted(set(names) - set(known))
     if unknown:

@@ -10,7 +10,7 @@ is stable (placeholder uids and time, no timestamps), so it diffs cleanly in rev
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ PLACEHOLDER_APP_UID = "00000000-0000-0000-0000-00000000a001"
 PLACEHOLDER_DRIVER_UID = "00000000-0000-0000-0000-00000000d001"
 PLACEHOLDER_SCHEDULED_UID = "00000000-0000-0000-0000-00000000c001"
 PLACEHOLDER_CONNECT_UID = "00000000-0000-0000-0000-00000000cc01"
+PLACEHOLDER_HISTORY_UID = "00000000-0000-0000-0000-00000000e001"
 PLACEHOLDER_SCHEDULED_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 
@@ -57,11 +58,29 @@ def render_driver_objects(driver: JSON) -> Iterator[JSON]:
     yield objects.pod
 
 
-def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
-    """What sparkop creates for one SparkApplication, SparkDriver, ScheduledSparkApplication or SparkConnect. Raises
+def history_servers(docs: Iterable[Any], namespace: str | None = None) -> dict[tuple[str, str], Any]:
+    """The SparkHistoryServers among ``docs``, as the apps controller reads them, by (namespace, name)
+    and, for a namespace's default, (namespace, ""): an app of the same file that names one is rendered
+    logging there."""
+    from sparkop.apps_controller.observed import HistoryServerView, history_keys
+
+    found: dict[tuple[str, str], Any] = {}
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "SparkHistoryServer":
+            body = _with_identity(doc, PLACEHOLDER_HISTORY_UID, namespace)
+            for key in history_keys(body):
+                found.setdefault(key, HistoryServerView.from_body(body))
+    return found
+
+
+def render_document(
+    doc: JSON, namespace: str | None = None, servers: Mapping[tuple[str, str], Any] | None = None
+) -> list[JSON]:
+    """What sparkop creates for one SparkApplication, SparkDriver, ScheduledSparkApplication, SparkConnect or
+    SparkHistoryServer (``servers``: the history servers an app may name, :func:`history_servers`). Raises
     RenderError for another kind, InvalidSpec for a spec Spark would refuse."""
     from sparkop.apps_controller.builders import build_driver
-    from sparkop.apps_controller.observed import AppView
+    from sparkop.apps_controller.observed import AppView, choose_history
 
     if doc.get("apiVersion") != labels.API_VERSION:
         raise RenderError(f"apiVersion must be {labels.API_VERSION} (got {quote(doc.get('apiVersion'))})")
@@ -81,21 +100,37 @@ def render_document(doc: JSON, namespace: str | None = None) -> list[JSON]:
         view = ConnectView.from_body(sc)
         server = _with_identity(build.build_server(view, sc, run=1), PLACEHOLDER_DRIVER_UID, view.namespace)
         return [build.build_service(view, sc, server["metadata"]["name"]), server, *render_driver_objects(server)]
+    if doc.get("kind") == "SparkHistoryServer":
+        from sparkop.history_controller import build as history
+        from sparkop.history_controller.observed import ServerView
+
+        body = _with_identity(doc, PLACEHOLDER_HISTORY_UID, namespace)
+        server_view = ServerView.from_body(body)
+        made = (history.deployment(server_view, body), history.service(server_view, body))
+        ways_in = (history.ingress(server_view, body), history.http_route(server_view, body))
+        return [*made, *(o for o in ways_in if o is not None)]
     if doc.get("kind") == "SparkApplication":
         app = AppView.from_body(_with_identity(doc, PLACEHOLDER_APP_UID, namespace))
-        driver = _with_identity(build_driver(app, run=1), PLACEHOLDER_DRIVER_UID, app.namespace)
+        known = servers or {}
+        chosen = choose_history(app, lambda key: tuple(v for k, v in known.items() if k == key))
+        built = build_driver(app, run=1, history_server=chosen.server)
+        driver = _with_identity(built, PLACEHOLDER_DRIVER_UID, app.namespace)
     elif doc.get("kind") == "SparkDriver":
         driver = _with_identity(doc, PLACEHOLDER_DRIVER_UID, namespace)
     else:
         raise RenderError(
             f"cannot render kind {quote(doc.get('kind'))}: expected SparkApplication, SparkDriver, "
-            "ScheduledSparkApplication or SparkConnect"
+            "ScheduledSparkApplication, SparkConnect or SparkHistoryServer"
         )
     return [driver, *render_driver_objects(driver)]
 
 
 def render_documents(docs: Iterable[JSON], namespace: str | None = None) -> list[JSON]:
-    return [obj for doc in docs if doc for obj in render_document(doc, namespace)]
+    """What sparkop creates for each of its documents among ``docs`` (others, a claim or RBAC beside
+    them, are passed over)."""
+    listed = [doc for doc in docs if doc and doc.get("apiVersion") == labels.API_VERSION]
+    servers = history_servers(listed, namespace)
+    return [obj for doc in listed if doc for obj in render_document(doc, namespace, servers)]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -143,7 +178,9 @@ def render_file(path: str, namespace: str | None = None) -> tuple[list[JSON], li
     objects: list[JSON] = []
     problems: list[str] = []
     notes: list[str] = []
-    for checked in validate.check(documents):
+    checked_all = list(validate.check(documents))
+    servers = history_servers((c.body for c in checked_all if not c.note and not c.errors), namespace)
+    for checked in checked_all:
         if checked.note:
             notes.append(f"{checked.source}: {checked.note}")
             continue
@@ -153,7 +190,7 @@ def render_file(path: str, namespace: str | None = None) -> tuple[list[JSON], li
             problems.append(f"{checked.errors[0]}{suffix}")
             continue
         try:
-            objects.extend(render_document(checked.body, namespace))
+            objects.extend(render_document(checked.body, namespace, servers))
         except Exception as exc:  # the CLI boundary: one line per document, never a traceback
             problems.append(one_line(f"{checked.source}: {_document_name(checked.body)}: {_first_problem(exc)}"))
     return objects, problems, notes

@@ -81,6 +81,8 @@ def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
             f"    run {record.get('run', '?'):>2}  {record.get('driver', ''):<30} {outcome:<18}"
             f"{_clock(record.get('startTime'))} -> {_clock(record.get('finishTime'))}{reason}{message}"
         )
+        if record.get("historyURL"):
+            lines.append(f"           history: {record['historyURL']}")
     if status.get("nextAttemptTime"):
         lines.append(f"    next attempt at {status['nextAttemptTime']}")
 

@@ -17,32 +17,14 @@ from typing import Any
 
 import pytest
 
-from devcluster import images
 from tests.support.connect_client import EXPECTED, run_query
-from tests.support.spark_e2e import SPARK_SERVICE_ACCOUNT, SparkNamespace, release_order, spark_versions
+from tests.support.spark_e2e import CONNECT_VERSIONS, SparkNamespace, release_order, spark_connect, spark_versions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
 
 # A server JVM, its two executors and the first query's code generation on 2-CPU nodes.
 READY_S = 300.0
-CONNECT_VERSIONS = [v for v in images.pinned_spark_versions() if release_order(v) >= (4, 0)]
 CI_VERSIONS = (min(CONNECT_VERSIONS, key=release_order), max(CONNECT_VERSIONS, key=release_order))
-
-
-def spark_connect(name: str, version: str) -> dict[str, Any]:
-    small = {"cores": 1, "coreRequest": "250m", "memory": "768m"}
-    return {
-        "apiVersion": "sparkop.io/v1alpha1",
-        "kind": "SparkConnect",
-        "metadata": {"name": name},
-        "spec": {
-            "sparkVersion": version,
-            "image": f"apache/spark:{version}",
-            "imagePullPolicy": "IfNotPresent",
-            "server": {**small, "serviceAccount": SPARK_SERVICE_ACCOUNT},
-            "executor": {**small, "instances": 1},
-        },
-    }
 
 
 @contextmanager

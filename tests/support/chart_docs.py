@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from sparkop.operator import DEFAULT_CONTROLLERS
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "sparkop"
 VALUES = CHART / "values.yaml"
 SCHEMA = CHART / "values.schema.json"
@@ -153,7 +155,7 @@ RULES: dict[str, dict[str, Any]] = {
         "type": "array",
         "minItems": 1,
         "uniqueItems": True,
-        "items": {"enum": ["apps", "driver", "scheduled", "connect"]},
+        "items": {"enum": list(DEFAULT_CONTROLLERS)},
     },
     "controller.workers": {"type": "integer", "minimum": 1},
     "controller.logLevel": {"enum": ["debug", "info", "warning", "error"]},
@@ -163,6 +165,17 @@ RULES: dict[str, dict[str, Any]] = {
     "controller.kubeApi.burst": {"type": "integer", "minimum": 1},
     "controller.unschedulableTimeout": {"type": "number", "exclusiveMinimum": 0},
     "controller.nodeLossTolerationSeconds": {"type": ["integer", "null"], "minimum": 0},
+    **{
+        f"controller.timeouts.{name}": {"type": ["integer", "null"], "minimum": 0}
+        for name in (
+            "driverStartSeconds",
+            "driverReadySeconds",
+            "executorsStartSeconds",
+            "activeDeadlineSeconds",
+            "maxExecutorFailures",
+        )
+    },
+    "controller.timeouts.executorFailuresWindowSeconds": {"type": "integer", "minimum": 1},
     "controller.podSecurity": {"enum": ["", "restricted"]},
     "controller.leaderElection.leaseDuration": DURATION,
     "controller.leaderElection.renewDeadline": DURATION,

@@ -16,7 +16,15 @@ from typing import Any, Literal, TypeVar
 
 from sparkop.api.models import ApplicationState, AttemptOutcome, Condition, DriverPhase, SparkApplicationStatus
 from sparkop.apps_controller.decide import decide
-from sparkop.apps_controller.observed import AppView, DriverView, Observed, OwnedObject, UIConfig
+from sparkop.apps_controller.observed import (
+    AppView,
+    DriverView,
+    HistoryServerView,
+    Observed,
+    OwnedObject,
+    UIConfig,
+    choose_history,
+)
 from sparkop.apps_controller.status import counted, finished, read_status, state
 from sparkop.core import kube
 from sparkop.core.applier import Applier, CreateRefused
@@ -82,6 +90,7 @@ class SimDriver:
     stuck: Condition | None = None
     queued: Condition | None = None
     created: datetime | None = None  # its creationTimestamp
+    history_url: str | None = None
 
     @property
     def pod_name(self) -> str | None:
@@ -107,6 +116,7 @@ class SimDriver:
             stuck=self.stuck,
             queued=self.queued,
             created=self.created,
+            history_url=self.history_url,
         )
 
 
@@ -133,6 +143,7 @@ class SimCluster:
     deleted: bool = False
     now: datetime = EPOCH
     ui: UIConfig = field(default_factory=UIConfig)
+    history_server: HistoryServerView | None = None  # the history server the app's runs log to
     labels: dict[str, str] = field(default_factory=dict)  # the SparkApplication's metadata.labels
     drivers: dict[str, SimDriver] = field(default_factory=dict)
     created: dict[int, str] = field(default_factory=dict)  # run -> uid of the one SparkDriver ever made
@@ -207,10 +218,20 @@ class SimCluster:
         body = {**manifest, "metadata": {**meta, "uid": f"uid-{manifest['kind']}-{meta['name']}"}}
         return OwnedObject.from_body(body)
 
+    def history_servers(self, key: tuple[str, str]) -> tuple[HistoryServerView, ...]:
+        """The history server filed under ``key`` (its own, and its namespace's default one's)."""
+        server = self.history_server
+        if server is None:
+            return ()
+        filed = {(server.namespace, server.name)} | ({(server.namespace, "")} if server.default else set())
+        return (server,) if key in filed else ()
+
     def observed(self, snap: Snapshot | None = None) -> tuple[Observed, int]:
         s = snap or self.snapshot()
         status = read_status(s.status)
-        return Observed(s.app, status, s.drivers, self.ui, self.refusals, ui_objects=s.ui_objects), s.rv
+        history = choose_history(s.app, self.history_servers)
+        observed = Observed(s.app, status, s.drivers, self.ui, self.refusals, ui_objects=s.ui_objects, history=history)
+        return observed, s.rv
 
     def unfinished(self) -> list[SimDriver]:
         return [d for d in self.drivers.values() if d.phase is None or not d.phase.terminal]
@@ -385,6 +406,7 @@ class SimCluster:
             spec_hash=ann.get(labels.SPEC_HASH),
             spec=manifest["spec"],
             created=self.now,
+            history_url=ann.get(labels.HISTORY_URL),
         )
         self.created[run] = uid
         self.creates.append((run, self.now))

@@ -410,7 +410,7 @@ def drain(cluster: ClusterHandle, ns: str) -> None:
     """Delete the apps while the operator still runs (it removes the driver pods' finalizer),
     then wait for the pods, so the next test has the nodes' CPUs to itself."""
     # Owners first: a SparkConnect whose server SparkDriver is deleted starts another one.
-    kinds = "sparkconnects,scheduledsparkapplications,sparkapplications,sparkdrivers"
+    kinds = "sparkconnects,scheduledsparkapplications,sparkapplications,sparkdrivers,sparkhistoryservers"
     cluster.kubectl("delete", kinds, "--all", "-n", ns, "--wait=false", check=False)
     cluster.kubectl("delete", "pods", "--all", "-n", ns, "--wait=false", "--grace-period=2", check=False)
 
@@ -433,14 +433,14 @@ def spark_namespace(
     labels: dict[str, str] | None = None,
     operator_args: Sequence[str] = (),
 ) -> Iterator[SparkNamespace]:
-    """A namespace (with ``labels``) holding the `spark` ServiceAccount, and the operator (apps, driver
-    and connect controllers, plus ``operator_args``) watching it; on the way out, the operator's log
+    """A namespace (with ``labels``) holding the `spark` ServiceAccount, and the operator (apps, driver,
+    connect and history controllers, plus ``operator_args``) watching it; on the way out, the operator's log
     tail is printed and the namespace drained while the operator still runs."""
     with temporary_namespace(cluster, prefix="e2e") as ns:
         if labels:
             cluster.kubectl("label", "namespace", ns, *(f"{k}={v}" for k, v in labels.items()), "--overwrite")
         grant_spark_service_account(cluster, ns)
-        controllers = ("apps", "driver", "connect")
+        controllers = ("apps", "driver", "connect", "history")
         with OperatorProcess(
             cluster.kubeconfig, namespaces=[ns], log_dir=log_dir, controllers=controllers, extra_args=operator_args
         ) as operator:
@@ -453,3 +453,23 @@ def spark_namespace(
                 if not operator.alive():
                     operator.start()  # a test that killed it: the drain needs it to let the pods go
                 drain(cluster, ns)
+
+
+# Spark Connect needs Spark 4: the pinned releases that have its server.
+CONNECT_VERSIONS: tuple[str, ...] = tuple(v for v in PINNED_VERSIONS if release_order(v) >= (4, 0))
+
+
+def spark_connect(name: str, version: str) -> dict[str, Any]:
+    small = {"cores": 1, "coreRequest": "250m", "memory": "768m"}
+    return {
+        "apiVersion": "sparkop.io/v1alpha1",
+        "kind": "SparkConnect",
+        "metadata": {"name": name},
+        "spec": {
+            "sparkVersion": version,
+            "image": f"apache/spark:{version}",
+            "imagePullPolicy": "IfNotPresent",
+            "server": {**small, "serviceAccount": SPARK_SERVICE_ACCOUNT},
+            "executor": {**small, "instances": 1},
+        },
+    }

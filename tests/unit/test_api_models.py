@@ -15,6 +15,7 @@ from devcluster.build import kubernetes_releases
 from sparkop.api import crds, k8s_openapi, rules, validate
 from sparkop.api import models as api
 from sparkop.api.connect import SparkConnect
+from sparkop.api.history import SparkHistoryServer
 from sparkop.api.scheduled import ScheduledSparkApplication
 from sparkop.api.types import now
 from tests.support import testcases
@@ -23,34 +24,29 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
-def load(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(path.read_text())
-    return doc
-
-
 # ---------------------------------------------------------------------------------------------- models
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_round_trip_through_models(path: Path) -> None:
-    doc = load(path)
-    model = {
+    """Each sparkop document of an example (one with its claim and RBAC holds others too)."""
+    models = {
         "SparkApplication": api.SparkApplication,
         "SparkDriver": api.SparkDriver,
         "ScheduledSparkApplication": ScheduledSparkApplication,
         "SparkConnect": SparkConnect,
-    }[doc["kind"]]
-    obj = model.model_validate(doc)
-    again = model.model_validate(json.loads(json.dumps(obj.to_json())))
-    assert again == obj
-    # What the user wrote survives unchanged (dumps add only defaults).
-    dumped = obj.to_json()
-    assert (
-        validate.apply_defaults(
-            crds.crd(doc["kind"])["spec"]["versions"][0]["schema"]["openAPIV3Schema"], json.loads(json.dumps(doc))
-        )
-        == dumped
-    )
+        "SparkHistoryServer": SparkHistoryServer,
+    }
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d.get("apiVersion") == "sparkop.io/v1alpha1"]
+    assert docs
+    for doc in docs:
+        model = models[doc["kind"]]
+        obj = model.model_validate(doc)
+        again = model.model_validate(json.loads(json.dumps(obj.to_json())))
+        assert again == obj
+        # What the user wrote survives unchanged (dumps add only defaults).
+        schema = crds.crd(doc["kind"])["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert validate.apply_defaults(schema, json.loads(json.dumps(doc))) == obj.to_json()
 
 
 def test_models_reject_unknown_fields() -> None:
@@ -198,6 +194,7 @@ def test_crd_is_structural_and_bounded(kind: str) -> None:
         "SparkDriver": "sparkdrv",
         "ScheduledSparkApplication": "scheduledsparkapp",
         "SparkConnect": "sparkconn",  # kubeflow's
+        "SparkHistoryServer": "sparkhist",
     }
     assert names["shortNames"] == [short[kind]]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}

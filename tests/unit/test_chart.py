@@ -48,21 +48,25 @@ NAMESPACED_RESOURCES = {
     "ingresses",
     "networkpolicies",  # Spark 4.2+'s executor NetworkPolicy, a SparkDriver's child (on by default)
     "poddisruptionbudgets",  # a driver's, when asked (driverPodDisruptionBudget)
+    "deployments",  # a SparkHistoryServer's (the history controller runs by default)
     "sparkapplications",
     "sparkdrivers",
     "scheduledsparkapplications",
     "sparkconnects",
+    "sparkhistoryservers",
 }
 STATUSES = {
     "sparkapplications/status",
     "sparkdrivers/status",
     "scheduledsparkapplications/status",
     "sparkconnects/status",
+    "sparkhistoryservers/status",
 }
 # Granted only with the feature on: each value and the resources it adds.
 FEATURE_RESOURCES = {
     "batchScheduler": {"podgroups"},  # Volcano's and scheduler-plugins'
     "kueue": {"workloads", "workloads/status"},  # a queued run's; admission handed back, Finished
+    "gatewayAPI": {"httproutes", "grpcroutes"},  # a Spark UI's, a history server's, a Connect server's
 }
 # Kueue's cluster-scoped configuration, read (never written) whatever the namespaces.
 KUEUE_READ_RULE = {
@@ -355,6 +359,9 @@ def test_each_features_rights_are_granted_only_when_it_is_enabled(helm: Path, tm
     kueue_cluster_reads = {"resourceflavors", "workloadpriorityclasses"}
     assert granted({"kueue": {"enable": True}}) - base == FEATURE_RESOURCES["kueue"] | kueue_cluster_reads
     assert base - granted({"networkPolicy": {"enable": False}}) == {"networkpolicies"}
+    assert not FEATURE_RESOURCES["gatewayAPI"] & base
+    assert granted({"gatewayAPI": {"enable": True}}) - base == FEATURE_RESOURCES["gatewayAPI"]
+    assert base - granted({"controllers": ["apps", "driver", "scheduled", "connect"]}) == {"deployments"}
     objects = render(
         helm, tmp_path, {"spark": {"jobNamespaces": scope}, "controller": {"batchScheduler": {"enable": True}}}
     )
@@ -418,6 +425,18 @@ FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "--leader-elect-retry-period": (
         {"controller": {"leaderElection": {"retryPeriod": "4s"}}},
         "--leader-elect-retry-period=4s",
+    ),
+    "--driver-start-timeout": ({"controller": {"timeouts": {"driverStartSeconds": 60}}}, "--driver-start-timeout=60"),
+    "--driver-ready-timeout": ({"controller": {"timeouts": {"driverReadySeconds": 90}}}, "--driver-ready-timeout=90"),
+    "--executors-start-timeout": (
+        {"controller": {"timeouts": {"executorsStartSeconds": 120}}},
+        "--executors-start-timeout=120",
+    ),
+    "--active-deadline": ({"controller": {"timeouts": {"activeDeadlineSeconds": 3600}}}, "--active-deadline=3600"),
+    "--max-executor-failures": ({"controller": {"timeouts": {"maxExecutorFailures": 5}}}, "--max-executor-failures=5"),
+    "--executor-failures-window": (
+        {"controller": {"timeouts": {"executorFailuresWindowSeconds": 300}}},
+        "--executor-failures-window=300",
     ),
     "--log-format": ({"controller": {"logEncoder": "console"}}, "--log-format=text"),
     "--log-level": ({"controller": {"logLevel": "debug"}}, "--log-level=debug"),

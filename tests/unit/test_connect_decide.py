@@ -306,3 +306,30 @@ def test_the_node_loss_toleration_reaches_the_server_pod_and_its_executors() -> 
     objects = render(parse(manifest), 1)
     seconds = {t["key"]: t["tolerationSeconds"] for t in objects.pod["spec"]["tolerations"]}
     assert seconds == {"node.kubernetes.io/unreachable": 25, "node.kubernetes.io/not-ready": 25}
+
+
+def test_a_grpc_route_to_the_stable_service_follows_the_spec() -> None:
+    route = {"gateway": {"name": "gw", "namespace": "gateway", "sectionName": "http"}}
+    plan = decide(observed(spec={**SPEC, "grpcRoute": route}), NOW)
+    (made,) = [a.manifest for a in plan.before_status if isinstance(a, Ensure) and a.kind == "GRPCRoute"]
+    assert made["metadata"]["name"] == "sc-server-route"
+    assert made["spec"]["parentRefs"][0] == {
+        **route["gateway"],
+        "group": "gateway.networking.k8s.io",
+        "kind": "Gateway",
+    }
+    (rule,) = made["spec"]["rules"]
+    assert rule["backendRefs"][0] == {"group": "", "kind": "Service", "name": "sc-server", "port": 15002, "weight": 1}
+    service = next(a.manifest for a in plan.before_status if isinstance(a, Ensure) and a.kind == "Service")
+    assert service["spec"]["ports"][0]["appProtocol"] == "kubernetes.io/h2c"  # what a Gateway reads as gRPC in clear
+    existing = ServiceView(
+        name="sc-server-route",
+        uid="r-uid",
+        owner_uid=UID,
+        selector={},
+        kind="GRPCRoute",
+        api_version="gateway.networking.k8s.io/v1",
+    )
+    gone = decide(observed(services=(existing,)), NOW)
+    assert [(a.kind, a.name) for a in gone.before_status if isinstance(a, Delete)] == [("GRPCRoute", "sc-server-route")]
+    assert connect.SparkConnectSpec.model_validate({**SPEC, "grpcRoute": route}).grpcRoute is not None

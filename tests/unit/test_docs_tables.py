@@ -71,7 +71,7 @@ def cli_md_rows() -> dict[str, str]:
 
 def test_docs_cli_md_names_the_flags_each_daily_command_has_and_only_those() -> None:
     rows = cli_md_rows()
-    assert sorted(rows) == ["connect", "events", "list", "logs", "resume", "status", "suspend"]
+    assert sorted(rows) == ["connect", "events", "list", "logs", "resume", "status", "suspend", "ui"]
     for command, usage in rows.items():
         has = flags_of(commands()[command]) - CONNECTION
         documented = named_flags(usage)

@@ -5,12 +5,14 @@ renders the incarnation at most once."""
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from sparkop.api.models import SparkDriver
 from sparkop.core.plan import Create, Plan, Refusal, refusal_key
+from sparkop.core.times import format_time
 from sparkop.domain import labels
 from sparkop.driver_controller import facts as facts_module
 from sparkop.driver_controller.decide import CLOSING, STEPS, decide
@@ -23,8 +25,10 @@ def test_the_decision_reads_as_its_steps_in_order() -> None:
     # Adding a step (a timeout, a history link) is adding a row here and in decide.STEPS.
     assert [step.__name__ for step in STEPS] == [
         "recover_incarnation",
+        "deadline",
         "admission",
         "follow_driver_pod",
+        "waits",
         "create_missing",
     ]
     assert [step.__name__ for step in CLOSING] == ["workload_finished", "executors", "stale_incarnations"]
@@ -74,6 +78,28 @@ def test_a_run_waiting_for_kueue_stops_at_its_admission() -> None:
     assert stop_of(Observed.of(body)) == ("admission", Why.WAITING_FOR_KUEUE)
 
 
+def past_deadline(body: dict[str, Any], seconds: int = 60) -> dict[str, Any]:
+    """``body`` created ``seconds`` + 1 before NOW, with activeDeadlineSeconds ``seconds``."""
+    body["metadata"]["creationTimestamp"] = format_time(NOW - timedelta(seconds=seconds + 1))
+    body["spec"]["activeDeadlineSeconds"] = seconds
+    return body
+
+
+def test_a_run_past_its_deadline_stops_before_anything_else_is_decided_even_while_queued() -> None:
+    assert stop_of(Observed.of(past_deadline(driver()))) == ("deadline", Why.TIMED_OUT)
+    queued = past_deadline(driver())
+    queued["metadata"]["labels"] = {labels.KUEUE_QUEUE_NAME: "team-a"}
+    assert stop_of(Observed.of(queued)) == ("deadline", Why.TIMED_OUT)
+
+
+def test_a_driver_that_does_not_start_in_time_stops_where_its_waits_are_checked() -> None:
+    pod, cms, svcs = objects()
+    pod["metadata"]["creationTimestamp"] = format_time(NOW - timedelta(seconds=61))
+    body = driver({"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}})
+    body["spec"]["timeouts"] = {"driverStartSeconds": 60}
+    assert stop_of(Observed.of(body, [summarize_pod(pod)], cms, svcs)) == ("waits", Why.TIMED_OUT)
+
+
 SCENARIOS: dict[str, Any] = {
     "new": lambda: Observed.of(driver()),
     "running": lambda: (
@@ -92,6 +118,7 @@ SCENARIOS: dict[str, Any] = {
             svcs,
         )
     )(*objects()),
+    "timed out": lambda: Observed.of(past_deadline(driver())),
     "queued": lambda: Observed.of(
         {**driver(), "metadata": {**driver()["metadata"], "labels": {labels.KUEUE_QUEUE_NAME: "team-a"}}}
     ),

@@ -25,6 +25,7 @@ SHIPPED = (
     "driver_controller",
     "schedule_controller",
     "connect_controller",
+    "history_controller",
     "sparkop",
     "devcluster",
 )
@@ -40,6 +41,7 @@ ALLOWED: Mapping[str, set[str]] = {
     "driver_controller": {"core", "domain", "api"},
     "schedule_controller": {"core", "domain", "api"},
     "connect_controller": {"core", "domain", "api"},
+    "history_controller": {"core", "domain", "api"},
     "sparkop": {
         "core",
         "domain",
@@ -48,6 +50,7 @@ ALLOWED: Mapping[str, set[str]] = {
         "driver_controller",
         "schedule_controller",
         "connect_controller",
+        "history_controller",
         "devcluster",
     },
     # The local control plane and its Spark-driver simulator are a separate tool: none of sparkop.
@@ -224,6 +227,7 @@ def test_sparkop_holds_only_entry_points() -> None:
         "render_cli",
         "daily_cli",  # list, logs, events, suspend, resume
         "connect_cli",  # connect: a SparkConnect's endpoint, and a port-forward to its server
+        "ui_cli",  # ui: an app's live Spark UI or its history page, through a port-forward
     }
     assert {p.stem for p in (ROOT / "sparkop").glob("*.py")} == entry_points
 

@@ -15,6 +15,7 @@ PRODUCT = (
     "driver_controller",
     "schedule_controller",
     "connect_controller",
+    "history_controller",
     "sparkop",
 )
 
@@ -64,7 +65,8 @@ def test_the_controller_loop_is_written_once() -> None:
 
 
 def test_every_controller_is_a_declaration_for_the_skeleton() -> None:
-    for package in ("apps_controller", "driver_controller", "schedule_controller", "connect_controller"):
+    controllers = ("apps", "driver", "schedule", "connect", "history")
+    for package in (f"{name}_controller" for name in controllers):
         shell = (ROOT / package / "controller.py").read_text()
         assert "from sparkop.core.controller import" in shell and "start(runtime, " in shell, package
         assert "reconcile_key" not in shell, package

@@ -87,8 +87,9 @@ documented `spark`, which a cluster may already have, and never shared by two re
 {{/*
 What the operator does in a watched namespace: SparkApplications and SparkDrivers (and their
 status), the driver pods, ConfigMaps and Services it renders, the Events it records, the Spark UI
-Ingresses, the drivers' PodDisruptionBudgets; and, per enabled feature only, Spark 4.2+'s executor
-NetworkPolicies, the batch schedulers' PodGroups (created, and read back after a 409 to check they
+Ingresses, the drivers' PodDisruptionBudgets; and, per enabled feature only, the history servers'
+Deployments (the history controller runs), Gateway API's HTTPRoutes and GRPCRoutes (gatewayAPI),
+Spark 4.2+'s executor NetworkPolicies, the batch schedulers' PodGroups (created, and read back after a 409 to check they
 are ours) and Kueue's Workloads (created; their status says admitted, evicted, finished). The operator
 treats a kind it may not read as absent (core.informer), so a feature left off costs nothing but its
 apps: their submission fails naming the refusal. The same rules in a ClusterRole (whole cluster) or
@@ -96,10 +97,10 @@ in a Role per namespace.
 */}}
 {{- define "sparkop.rules" -}}
 - apiGroups: ["sparkop.io"]
-  resources: ["sparkapplications", "sparkdrivers", "scheduledsparkapplications", "sparkconnects"]
+  resources: ["sparkapplications", "sparkdrivers", "scheduledsparkapplications", "sparkconnects", "sparkhistoryservers"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
 - apiGroups: ["sparkop.io"]
-  resources: ["sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status", "sparkconnects/status"]
+  resources: ["sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status", "sparkconnects/status", "sparkhistoryservers/status"]
   verbs: ["get", "patch", "update"]
 - apiGroups: [""]
   resources: ["pods", "configmaps", "services"]
@@ -116,6 +117,16 @@ in a Role per namespace.
 {{- if .Values.controller.networkPolicy.enable }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+{{- end }}
+{{- if has "history" .Values.controller.controllers }}
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+{{- end }}
+{{- if .Values.controller.gatewayAPI.enable }}
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["httproutes", "grpcroutes"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
 {{- end }}
 {{- if .Values.controller.batchScheduler.enable }}

@@ -1,0 +1,1 @@
+"""The history controller: SparkHistoryServer -> its Deployment, Service, and Ingress or HTTPRoute."""
