@@ -6,6 +6,7 @@ secondary indexes and the resourceVersion the content is current as of. Pure: th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, NamedTuple
 
@@ -30,7 +31,8 @@ class Delta(NamedTuple):
 
 def key_of(obj: Mapping[str, Any]) -> Key:
     meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    # The namespace interned: a handful of names shared by every cached key, not a copy per object.
+    return (sys.intern(str(meta.get("namespace") or "")), str(meta.get("name") or ""))
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:
@@ -108,7 +110,10 @@ class Store:
         self._items: dict[Key, Stored] = {}
         self._by_uid: dict[str, Key] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
-        self._indexes: dict[str, dict[str, set[Key]]] = {name: {} for name in self._indexers}
+        # A value that files one object holds its key itself, a set only once it files more: most
+        # values file one (an app's own key, its SparkDriver's), and a set of one is 216 bytes, a
+        # seventh of what the caches held per finished app (bench/bench_cache_memory.py).
+        self._indexes: dict[str, dict[str, Key | set[Key]]] = {name: {} for name in self._indexers}
         self._indexed: dict[str, dict[Key, tuple[str, ...]]] = {name: {} for name in self._indexers}
         self.resource_version: str | None = None
         self._synced = False
@@ -153,14 +158,19 @@ class Store:
 
     def stored_by_index(self, index: str, value: str) -> list[Stored]:
         """As :meth:`by_index`, undecoded: for readers that decode only what they have not seen."""
-        return [self._items[k] for k in sorted(self._indexes[index].get(value, ()))]
+        filed = self._indexes[index].get(value)
+        if filed is None:
+            return []
+        if isinstance(filed, set):
+            return [self._items[k] for k in sorted(filed)]
+        return [self._items[filed]]
 
     def index_values(self, index: str) -> list[str]:
         return list(self._indexes[index])
 
     def index_counts(self, index: str) -> dict[str, int]:
         """How many objects each value of ``index`` files (nothing decoded)."""
-        return {value: len(keys) for value, keys in self._indexes[index].items()}
+        return {value: len(filed) if isinstance(filed, set) else 1 for value, filed in self._indexes[index].items()}
 
     def is_at_least(self, resource_version: str) -> bool:
         """Whether the cache is at least as new as ``resource_version`` (has seen every change up to it)."""
@@ -261,16 +271,27 @@ class Store:
             values = tuple(dict.fromkeys(values))
         if values:
             self._indexed[name][key] = values
+            index = self._indexes[name]
             for value in values:
-                self._indexes[name].setdefault(value, set()).add(key)
+                filed = index.get(value)
+                if filed is None:
+                    index[value] = key
+                elif isinstance(filed, set):
+                    filed.add(key)
+                elif filed != key:
+                    index[value] = {filed, key}
 
     def _unindex(self, key: Key) -> None:
         for name, indexed in self._indexed.items():
+            index = self._indexes[name]
             for value in indexed.pop(key, ()):
-                keys = self._indexes[name][value]
-                keys.discard(key)
-                if not keys:
-                    del self._indexes[name][value]
+                filed = index[value]
+                if isinstance(filed, set):
+                    filed.discard(key)
+                    if len(filed) == 1:
+                        index[value] = filed.pop()
+                elif filed == key:
+                    del index[value]
 
 
 __all__ = [

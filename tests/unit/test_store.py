@@ -64,6 +64,7 @@ def assert_indexes_match(store: Store) -> None:
             for value in func(obj):
                 expected.setdefault(value, []).append(key_of(obj))
         assert sorted(store.index_values(name)) == sorted(expected)
+        assert store.index_counts(name) == {value: len(keys) for value, keys in expected.items()}
         for value, keys in expected.items():
             assert [key_of(o) for o in store.by_index(name, value)] == sorted(keys)
     for obj in store.objects():
