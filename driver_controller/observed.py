@@ -182,10 +182,27 @@ def trim_pod(body: JSON) -> JSON:
     }
 
 
+# What a ConfigMap's or Service's metadata keeps in the cache (see trim_owned).
+OWNED_META: Final = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "finalizers")
+# The name too: it is how core.owners files an object under its owner's key.
+OWNER_REFERENCE: Final = ("apiVersion", "kind", "name", "uid", "controller")
+
+
 def trim_owned(body: JSON) -> JSON:
-    """What the ConfigMap and Service caches keep: what :func:`summarize_object` reads (a driver's
-    ConfigMaps hold its Spark properties and pod template: kilobytes each, never read back)."""
-    return _kept(body)
+    """What the ConfigMap and Service caches keep: what :func:`summarize_object` and the keys filing it
+    under its SparkDriver read (a driver's ConfigMaps hold its Spark properties and pod template:
+    kilobytes each, never read back). Of the metadata, its identity, sparkop's own labels and who owns
+    it: a finished app's two ConfigMaps and Service are cached for as long as it is kept, and the other
+    labels (Spark's app selector, the managed-by label) and timestamps were much of what they held."""
+    meta = body.get("metadata") or {}
+    kept: JSON = {k: meta[k] for k in OWNED_META if k in meta}
+    kept["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k.startswith(labels.GROUP + "/")}
+    kept["ownerReferences"] = [
+        {k: ref[k] for k in OWNER_REFERENCE if k in ref}
+        for ref in meta.get("ownerReferences") or ()
+        if isinstance(ref, dict)
+    ]
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": kept}
 
 
 def trim_policy(body: JSON) -> JSON:

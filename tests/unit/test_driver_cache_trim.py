@@ -1,5 +1,5 @@
 """The driver controller's caches keep only what its passes read: the summaries of a trimmed pod,
-ConfigMap or Service are those of the whole object."""
+ConfigMap or Service, and the SparkDriver keys each is filed under, are those of the whole object."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkop.driver_controller.observed import summarize_object, summarize_pod, trim_owned, trim_pod
+from sparkop.driver_controller.observed import (
+    controller_key,
+    owner_key,
+    summarize_object,
+    summarize_pod,
+    trim_owned,
+    trim_pod,
+)
 from sparkop.render_cli import render_document
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,9 +68,13 @@ def test_a_trimmed_object_summarizes_as_the_whole_one(kind: str) -> None:
     for obj in objects:
         if kind == "Pod":
             whole = with_life(obj)
-            assert summarize_pod(trim_pod(copy.deepcopy(whole))) == summarize_pod(whole)
-            assert len(str(trim_pod(whole))) < len(str(whole))
+            trimmed = trim_pod(copy.deepcopy(whole))
+            assert summarize_pod(trimmed) == summarize_pod(whole)
+            assert owner_key(trimmed) == owner_key(whole) != []
+            assert len(str(trimmed)) < len(str(whole))
         else:
-            assert summarize_object(trim_owned(copy.deepcopy(obj))) == summarize_object(obj)
+            trimmed = trim_owned(copy.deepcopy(obj))
+            assert summarize_object(trimmed) == summarize_object(obj)
+            assert controller_key(trimmed) == controller_key(obj) != []
     if kind == "ConfigMap":  # the Spark properties are gone from the cache
         assert all("data" not in trim_owned(o) for o in objects)
