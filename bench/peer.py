@@ -266,7 +266,8 @@ class PrebuiltPeer:
         absent = [name for name in self.required if not (self.directory / name).exists()]
         if not absent:
             return None
-        return f"no build at {self.directory} ({', '.join(absent)} missing; see bench/README.md)"
+        where = self.directory.relative_to(PEERS_DIR) if self.directory.is_relative_to(PEERS_DIR) else self.directory
+        return f"no build in the peers' directory ({where}/: {', '.join(absent)} missing; see bench/README.md)"
 
     def read(self, name: str) -> str:
         path = self.directory / name
@@ -873,7 +874,7 @@ async def burst(
     figures["machine_other_cpu_s"] = round(figures["machine_busy_cpu_s"] - accounted, 1)
     writes = writes_in(bench, since, ns)
     ours = [w for w in writes if str(w.get("userAgent", "")).startswith(target.agents)]
-    others = Counter(agent_of(w) for w in writes if w not in ours)
+    others = Counter(agent_of(w) for w in writes if not str(w.get("userAgent", "")).startswith(target.agents))
     last_pod = max(pods.seen.values()) - start
     return {
         "apps": count,
@@ -1067,7 +1068,7 @@ def contenders(wanted: Sequence[str]) -> tuple[list[Contender], dict[str, str]]:
         elif key == "kubeflow-rest":
             missing = KUBEFLOW_MAIN_BUILD.missing()
             if missing:
-                left_out[key] = missing
+                left_out[key] = f"its k8s-spark-submitter service could not be built here, {missing}"
             else:
                 chosen.append(kubeflow_rest_contender())
         elif key == "apache":
