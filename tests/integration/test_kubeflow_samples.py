@@ -42,6 +42,7 @@ EXPECTED: dict[str, str] = {
     "spark-pi-configmap.yaml": RUNS,
     "spark-pi-custom-resource.yaml": RUNS,
     "spark-pi-dynamic-allocation.yaml": RUNS,
+    "spark-pi-emptydir.yaml": RUNS,
     "spark-pi-kube-scheduler.yaml": RUNS,
     "spark-pi-prometheus-servlet.yaml": RUNS,
     "spark-pi-python.yaml": RUNS,
