@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from harness import (
@@ -819,6 +819,7 @@ class Window:
             "machine_busy_cpu_s": busy,
             "machine_niced_cpu_s": nice,  # other people's niced work (tests, builds) sharing the cores
             "load_average_1m_before": round(self.load_before, 2),
+            "load_average_1m_after": round(os.getloadavg()[0], 2),
             "cpu_seconds": cpu,
         }
 
@@ -1158,6 +1159,9 @@ def operator_entry(peer: Peer, fig: Mapping[str, Any]) -> dict[str, Any]:
         "peak_rss_mib": fig.get("tree_peak_rss_mib"),
         "writes_per_app": fig["writes_per_app"],
         "apiserver_cpu_ms_per_app": fig["apiserver_cpu_ms_per_app"],
+        # The machine is shared: figures taken with a 1-minute load average over QUIET_LOAD need re-taking.
+        "load_average_1m_before": fig.get("load_average_1m_before"),
+        "load_average_1m_after": fig.get("load_average_1m_after"),
     }
 
 
@@ -1236,7 +1240,13 @@ ROWS = (
     Row("peak RSS, whole process tree", lambda f: f.get("tree_peak_rss_mib"), " MiB", False, False),
     Row("writes per app (audit log)", lambda f: f["writes_per_app"], "", False),
     Row("API server CPU per app (its idle rate taken off)", lambda f: f["apiserver_cpu_ms_per_app"], " ms", False),
+    Row(
+        "machine's load average (1 min) before → after",
+        lambda f: f"{_num(f.get('load_average_1m_before'))} → {_num(f.get('load_average_1m_after'))}",
+    ),
 )
+QUIET_LOAD: Final = 3.0
+"""A 1-minute load average above this on the 2-core machine: the burst's times and CPU need re-taking."""
 
 
 def table_rows(burst_result: Mapping[str, Any]) -> list[tuple[str, ...]]:
@@ -1296,6 +1306,17 @@ def sharing(burst_result: Mapping[str, Any]) -> str:
             f"(load {fig.get('load_average_1m_before')} before)"
         )
     text = f"* other processes on the machine during each burst: {'; '.join(parts)}.\n"
+    loads = [
+        load
+        for p in burst_result["peers"]
+        for when in ("before", "after")
+        if isinstance(load := burst_result["summary"][p["key"]].get(f"load_average_1m_{when}"), (int, float))
+    ]
+    if loads and max(loads) > QUIET_LOAD:
+        text += (
+            f"* the load average reached {_num(max(loads))} (over {QUIET_LOAD:g} on {burst_result['machine']['cores']} "
+            "cores): the times and CPU figures need re-taking on a quiet machine; the writes are counts and hold.\n"
+        )
     for key, why in (burst_result.get("left_out") or {}).items():
         text += f"* {key} not run at {burst_result['apps']} apps: {why}.\n"
     return text
