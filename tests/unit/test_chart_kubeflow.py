@@ -86,6 +86,9 @@ def test_kubeflows_default_values_with_sparkops_image_mean_what_they_mean_in_kub
     assert [v["name"] for v in pod["volumes"]] == ["tmp"] and pod["volumes"][0]["emptyDir"]["sizeLimit"] == "1Gi"
     # Helm merges a map value into the default: kubeflow's fsGroup joins sparkop's non-root user.
     assert pod["securityContext"]["fsGroup"] == 185 and pod["securityContext"]["runAsUser"] == 65532
+    # kubeflow's client rate (20/s, bursts of 30, in its chart since v2.5.2) is accepted and unused:
+    # sparkop's own bound stays its default.
+    assert {"--kube-api-qps=1000", "--kube-api-burst=2000"} <= set(args)
     # No webhook object: nothing in sparkop needs one (NOTES.txt says so; tests/integration/test_helm_releases.py).
     kinds = {o["kind"] for o in rendered}
     assert not kinds & {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Job", "Certificate"}
@@ -105,6 +108,21 @@ def test_a_custom_kubeflow_file_is_refused_naming_each_value_sparkop_cannot_do()
         "controller.batchScheduler.default",
     ]
     assert "controller.featureGates PartialRestart" in result.stderr
+
+
+def test_other_latency_buckets_than_kubeflows_defaults_are_refused() -> None:
+    result = template(
+        *SPARKOP_IMAGE,
+        "--set-string",
+        "prometheus.metrics.jobSubmitLatencyBuckets=1\\,10\\,100",
+        "--set-string",
+        "prometheus.metrics.jobStartLatencyBuckets=60\\,600",
+    )
+    assert result.returncode != 0
+    assert refused_values(result.stderr) == [
+        "prometheus.metrics.jobStartLatencyBuckets",
+        "prometheus.metrics.jobSubmitLatencyBuckets",
+    ]
 
 
 def test_the_custom_file_without_what_sparkop_cannot_do_works_as_it_does_in_kubeflows_chart(tmp_path: Path) -> None:

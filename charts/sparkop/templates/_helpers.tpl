@@ -187,6 +187,9 @@ values are refused before this, by values.schema.json.)
 {{- if ne (regexReplaceAll "\\s" (toString .Values.prometheus.metrics.jobStartLatencyBuckets) "") "30,60,90,120,150,180,210,240,270,300" }}
 {{- $refused = append $refused "prometheus.metrics.jobStartLatencyBuckets: sparkop's start-latency buckets are kubeflow's defaults, fixed (30,60,...,300)" }}
 {{- end }}
+{{- if ne (regexReplaceAll "\\s" (toString .Values.prometheus.metrics.jobSubmitLatencyBuckets) "") "0.5,1,2,4,8,16,32,64,128,256" }}
+{{- $refused = append $refused "prometheus.metrics.jobSubmitLatencyBuckets: sparkop's submit-latency buckets are kubeflow's defaults, fixed (0.5,1,2,...,256)" }}
+{{- end }}
 {{- if and (gt (int $c.replicas) 1) (not $c.leaderElection.enable) }}
 {{- $refused = append $refused "controller.replicas > 1 needs controller.leaderElection.enable: without it every replica would reconcile" }}
 {{- end }}
@@ -233,6 +236,9 @@ when set to other than kubeflow's default: NOTES.txt names them. */}}
 {{- $queue := $c.workqueueRateLimiter }}
 {{- if or (ne (int $queue.bucketQPS) 50) (ne (int $queue.bucketSize) 500) (not $queue.maxDelay.enable) (ne (toString $queue.maxDelay.duration) "6h") }}
 {{- $unused = append $unused "controller.workqueueRateLimiter.*: sparkop's bound on its requests is controller.kubeApi.qps and .burst" }}
+{{- end }}
+{{- if or (ne (int $c.kubeAPIQPS) 20) (ne (int $c.kubeAPIBurst) 30) }}
+{{- $unused = append $unused "controller.kubeAPIQPS, controller.kubeAPIBurst: sparkop's bound on its requests is controller.kubeApi.qps and .burst" }}
 {{- end }}
 {{- toJson $unused }}
 {{- end }}
