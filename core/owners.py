@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from sparkop.core.jsontypes import JSON
 
@@ -42,6 +42,16 @@ def owner_references(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     """Every readable ownerReference of an object, in order."""
     refs = (body.get("metadata") or {}).get("ownerReferences") or ()
     return tuple(ref for ref in refs if _is_mapping(ref))
+
+
+READ_FIELDS: Final = ("apiVersion", "kind", "name", "uid", "controller")
+"""What this module reads of an ownerReference (the name: an owned object is filed under its owner's key)."""
+
+
+def read_references(body: Mapping[str, Any]) -> list[JSON]:
+    """An object's ownerReferences with only what this module reads of each: for a cache that keeps
+    little of what it holds for long (a finished app's ConfigMaps and Service)."""
+    return [{k: ref[k] for k in READ_FIELDS if k in ref} for ref in owner_references(body)]
 
 
 def controller_of(

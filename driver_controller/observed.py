@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from sparkop.api.models import SparkDriver, SparkDriverStatus
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of, reference_keys, reference_to
+from sparkop.core.owners import controller_keys, controller_of, read_references, reference_keys, reference_to
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, lenient, unknown_fields
 from sparkop.core.times import parse_time
@@ -184,8 +184,6 @@ def trim_pod(body: JSON) -> JSON:
 
 # What a ConfigMap's or Service's metadata keeps in the cache (see trim_owned).
 OWNED_META: Final = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "finalizers")
-# The name too: it is how core.owners files an object under its owner's key.
-OWNER_REFERENCE: Final = ("apiVersion", "kind", "name", "uid", "controller")
 
 
 def trim_owned(body: JSON) -> JSON:
@@ -197,11 +195,7 @@ def trim_owned(body: JSON) -> JSON:
     meta = body.get("metadata") or {}
     kept: JSON = {k: meta[k] for k in OWNED_META if k in meta}
     kept["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k.startswith(labels.GROUP + "/")}
-    kept["ownerReferences"] = [
-        {k: ref[k] for k in OWNER_REFERENCE if k in ref}
-        for ref in meta.get("ownerReferences") or ()
-        if isinstance(ref, dict)
-    ]
+    kept["ownerReferences"] = read_references(body)
     return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": kept}
 
 
