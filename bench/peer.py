@@ -1101,9 +1101,11 @@ def measure_burst(
     timeout: float,
     spark_submit_max_apps: int,
     left_out: Mapping[str, str],
+    after_round: Callable[[dict[str, Any]], None] = lambda burst: None,
 ) -> dict[str, Any]:
     """Every contender on ``bench``, ``rounds`` times each in turn (fresh namespaces each round): every
-    round's figures, their medians under "summary", and one entry per operator under "operators"."""
+    round's figures, their medians under "summary", and one entry per operator under "operators".
+    ``after_round`` is given the result as of each round (so a run stopped early keeps what it measured)."""
     started = time.strftime("%Y-%m-%d %H:%M")
     running = [c for c in chosen if c.peer.in_process or apps <= spark_submit_max_apps]
     skipped = dict(left_out)
@@ -1131,21 +1133,46 @@ def measure_burst(
         log(f"ceiling: {one['ceiling']['apps_per_second']} apps/s")
         settle(bench)
         per_round.append(one)
+        after_round(_burst_result(apps, started, peers, skipped, per_round))
+    return _burst_result(apps, started, peers, skipped, per_round)
+
+
+def _burst_result(
+    apps: int, started: str, peers: Sequence[Peer], skipped: Mapping[str, str], per_round: list[dict[str, Any]]
+) -> dict[str, Any]:
     summary = {p.key: _medians([one[p.key] for one in per_round]) for p in peers}
     return {
         "apps": apps,
-        "rounds": rounds,
+        "rounds": len(per_round),
         "machine": {
             "cores": os.cpu_count(),
             "started": started,
             "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         },
         "peers": [{**p.record(), "submits": p.how} for p in peers],
-        "left_out": skipped,
+        "left_out": dict(skipped),
         "operators": [operator_entry(p, summary[p.key]) for p in peers],
         "summary": summary,
-        "per_round": per_round,
+        "per_round": list(per_round),
     }
+
+
+def carry_over(burst: dict[str, Any], recorded: Mapping[str, Any] | None, key: str) -> None:
+    """Put ``key``'s figures from an earlier recorded run of the same burst size into ``burst``, first,
+    marked with when they were taken and over how many rounds (a peer too slow to run again in the
+    time there is: kubeflow's spark-submit takes half an hour for 40 apps on a busy machine)."""
+    if recorded is None or key not in (recorded.get("summary") or {}):
+        burst["left_out"][key] = (
+            f"not run in this run (--carry), and no earlier run of {burst['apps']} apps is recorded for it"
+        )
+        return
+    (peer,) = [p for p in recorded["peers"] if p["key"] == key]
+    taken = {"measured": recorded["machine"]["started"], "rounds": recorded["rounds"]}
+    burst["peers"] = [{**peer, "carried_over": taken}, *burst["peers"]]
+    burst["summary"] = {key: recorded["summary"][key], **burst["summary"]}
+    entries = [e for e in recorded["operators"] if e["key"] == key]
+    burst["operators"] = [{**e, "carried_over": taken} for e in entries] + burst["operators"]
+    burst["left_out"].pop(key, None)
 
 
 def operator_entry(peer: Peer, fig: Mapping[str, Any]) -> dict[str, Any]:
@@ -1317,6 +1344,12 @@ def sharing(burst_result: Mapping[str, Any]) -> str:
             f"* the load average reached {_num(max(loads))} (over {QUIET_LOAD:g} on {burst_result['machine']['cores']} "
             "cores): the times and CPU figures need re-taking on a quiet machine; the writes are counts and hold.\n"
         )
+    for p in burst_result["peers"]:
+        if taken := p.get("carried_over"):
+            text += (
+                f"* {p['key']}'s figures are carried over from the run of {taken['measured']} "
+                f"({taken['rounds']} round(s)), not taken in this one.\n"
+            )
     for key, why in (burst_result.get("left_out") or {}).items():
         text += f"* {key} not run at {burst_result['apps']} apps: {why}.\n"
     return text
@@ -1379,6 +1412,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--from-json", type=Path, help="only render the tables and markdown of a recorded run")
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's comparison from the result")
+    parser.add_argument(
+        "--carry",
+        default="",
+        help="comma-separated peers not run again: their figures of each burst size come from the recorded --out",
+    )
     args = parser.parse_args(argv)
     if args.from_json is not None:
         recorded = json.loads(args.from_json.read_text())
@@ -1387,8 +1425,9 @@ def main(argv: list[str] | None = None) -> int:
             write_readme(recorded)
         print(markdown(recorded))
         return 0
-    wanted = [k for k in args.peers.split(",") if k]
-    if unknown := set(wanted) - set(PEER_KEYS):
+    carried = [k for k in args.carry.split(",") if k]
+    wanted = [k for k in args.peers.split(",") if k and k not in carried]
+    if unknown := set(wanted + carried) - set(PEER_KEYS):
         parser.error(f"unknown peers {sorted(unknown)}; choose from {', '.join(PEER_KEYS)}")
     if min(args.apps) < 1 or args.rounds < 1:
         parser.error("--apps and --rounds must be at least 1")
@@ -1398,15 +1437,27 @@ def main(argv: list[str] | None = None) -> int:
     conformance.ensure_spark(SPARK_VERSION)
     out = Path(args.out)
     result: dict[str, Any] = {"bursts": {}}
-    if out.exists() and not args.replace:
-        recorded = json.loads(out.read_text())
-        result["bursts"] = dict(recorded.get("bursts") or {})
+    earlier: dict[str, Any] = json.loads(out.read_text()).get("bursts") or {} if out.exists() else {}
+    if not args.replace:
+        result["bursts"] = dict(earlier)
+
+    def record(apps: int, burst: dict[str, Any]) -> None:
+        for key in carried:
+            if key == "kubeflow" and apps > args.spark_submit_max_apps:
+                burst["left_out"][key] = (
+                    f"forks a spark-submit JVM per app: run up to {args.spark_submit_max_apps} apps"
+                )
+            else:
+                carry_over(burst, earlier.get(str(apps)), key)
+        result["bursts"][str(apps)] = burst
+        write_result(out, result)
+
     with BenchCluster.up(f"bench-peer-{os.getpid()}") as bench:
         install_peer_crds(bench, chosen)
         settle(bench)
         _namespace(bench, CEILING_NAMESPACE)
         for apps in args.apps:
-            result["bursts"][str(apps)] = measure_burst(
+            burst = measure_burst(
                 bench,
                 chosen,
                 apps,
@@ -1415,8 +1466,9 @@ def main(argv: list[str] | None = None) -> int:
                 timeout=args.timeout,
                 spark_submit_max_apps=args.spark_submit_max_apps,
                 left_out=left_out,
+                after_round=partial(record, apps),
             )
-            write_result(out, result)
+            record(apps, burst)
     Path(args.markdown).write_text(markdown(result))
     if args.readme:
         write_readme(result)
