@@ -6,7 +6,10 @@ The cluster has two real nodes (kubelet, containerd; the operator's pod runs the
 the Spark-driver simulator. Where the driver's own rights matter, real Spark runs: spark-pi.yaml
 (Scala) and python-pi.yaml (PySpark) on the real nodes, their drivers creating and deleting their
 executors with the chart's Role, and printing "Pi is roughly 3.1"; and pod-template.yaml (its driver
-template asks for ephemeral storage, which kwok nodes do not have). The others run on the kwok nodes
+template asks for ephemeral storage, which kwok nodes do not have) and history-server.yaml (its driver
+logs to a claim that only the real nodes' volumes bind; its history server runs there too). An
+example's documents before its last (a claim, a history server) are applied first. The others run on
+the kwok nodes
 (their sim.sparkop.io annotations; the API server still refuses a driver pod whose ServiceAccount is
 missing): their point is what the operator does with them (retries, a schedule, a Connect server,
 volumes), and dynamic-allocation (up to 5 executors of 1 CPU) and spark-connect (three 1 GiB JVMs)
@@ -44,6 +47,7 @@ KWOK = {"type": "kwok"}
 # Real Spark on two busy cores, one app at a time; a simulated app, or the schedule's first run
 # (@every 3m), well within it.
 REAL_S = 420.0
+SPARK_KINDS = ("SparkApplication", "ScheduledSparkApplication", "SparkConnect", "SparkDriver")
 SIMULATED_S = 300.0
 
 
@@ -69,6 +73,11 @@ EXPECTED: dict[str, Expected] = {
     "scheduled-spark-pi.yaml": Expected(False, "ScheduledSparkApplication", "COMPLETED"),
     "spark-connect.yaml": Expected(False, "SparkConnect", "Ready"),
     "sparkdriver-by-hand.yaml": Expected(False, "SparkDriver", "Succeeded"),
+    # Its simulated driver's image pull fails: each of its two runs (one infrastructure retry) times
+    # out after 45 s, then FAILED.
+    "app-timeout.yaml": Expected(False, "SparkApplication", "FAILED"),
+    # Real: its driver writes its event log to a claim, which only the real nodes' volumes can bind.
+    "history-server.yaml": Expected(True, "SparkApplication", "COMPLETED"),
 }
 
 
@@ -83,6 +92,12 @@ def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def placed(manifest: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
     pinned = copy.deepcopy(manifest)
+    if pinned["kind"] == "SparkHistoryServer":  # its server pod goes where the example's app runs
+        pod = pinned["spec"].setdefault("template", {}).setdefault("spec", {})
+        pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **selector}
+        return pinned
+    if pinned["kind"] not in SPARK_KINDS:  # what the example's app needs (a claim)
+        return pinned
     for part in pod_specs(pinned):
         part["nodeSelector"] = {**(part.get("nodeSelector") or {}), **selector}
     if (
@@ -93,9 +108,19 @@ def placed(manifest: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]
     return pinned
 
 
+def documents(name: str) -> list[dict[str, Any]]:
+    return [dict(doc) for doc in yaml.safe_load_all((EXAMPLES / name).read_text()) if doc]
+
+
 def example(name: str) -> dict[str, Any]:
-    (manifest,) = [doc for doc in yaml.safe_load_all((EXAMPLES / name).read_text()) if doc]
-    return dict(manifest)
+    """The example's own object: its last document (those before it are what it needs: a claim, a
+    history server)."""
+    return documents(name)[-1]
+
+
+def apply_example(cluster: ClusterHandle, name: str, selector: dict[str, str]) -> None:
+    for manifest in documents(name):
+        cluster.apply(placed(manifest, selector), JOBS)
 
 
 def test_every_example_has_an_expected_end_and_names_the_charts_driver_account() -> None:
@@ -167,10 +192,10 @@ def test_each_example_reaches_its_expected_end_on_a_chart_install(chart_cluster:
     cluster = chart_cluster
     simulated = [name for name, want in EXPECTED.items() if not want.real]
     for name in simulated:
-        cluster.apply(placed(example(name), KWOK), JOBS)
+        apply_example(cluster, name, KWOK)
     ends: dict[str, str] = {}
     for name in [n for n, want in EXPECTED.items() if want.real]:  # one at a time: two cores
-        cluster.apply(placed(example(name), REAL), JOBS)
+        apply_example(cluster, name, REAL)
         app = example(name)["metadata"]["name"]
         try:
             ends[name] = wait_for(
