@@ -7,7 +7,8 @@ the Spark-driver simulator. Where the driver's own rights matter, real Spark run
 (Scala) and python-pi.yaml (PySpark) on the real nodes, their drivers creating and deleting their
 executors with the chart's Role, and printing "Pi is roughly 3.1"; and pod-template.yaml (its driver
 template asks for ephemeral storage, which kwok nodes do not have) and history-server.yaml (its driver
-logs to a claim that only the real nodes' volumes bind; its history server runs there too). An
+logs to a claim that only the real nodes' volumes bind; its history server runs there, and is Ready
+before the app is applied). An
 example's documents before its last (a claim, a history server) are applied first. The others run on
 the kwok nodes
 (their sim.sparkop.io annotations; the API server still refuses a driver pod whose ServiceAccount is
@@ -32,6 +33,7 @@ from devcluster import images, nodes
 from devcluster.cluster import Cluster
 from devcluster.testing import REAL_SESSION_PREFIX, ClusterHandle, RealNodeClusters, wait_for
 from sparkop.domain import labels
+from sparkop.history_controller.build import CONTAINER as HISTORY_CONTAINER
 from tests.support.helm import CHART, Release, install, wait_ready
 from tests.support.operator import release_driver_pods
 
@@ -92,9 +94,10 @@ def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def placed(manifest: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
     pinned = copy.deepcopy(manifest)
-    if pinned["kind"] == "SparkHistoryServer":  # its server pod goes where the example's app runs
+    if pinned["kind"] == "SparkHistoryServer":  # on the nodes of the app whose log directory it makes
         pod = pinned["spec"].setdefault("template", {}).setdefault("spec", {})
         pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **selector}
+        pod.setdefault("containers", [{"name": HISTORY_CONTAINER}])  # the API server's PodSpec needs one
         return pinned
     if pinned["kind"] not in SPARK_KINDS:  # what the example's app needs (a claim)
         return pinned
@@ -119,8 +122,18 @@ def example(name: str) -> dict[str, Any]:
 
 
 def apply_example(cluster: ClusterHandle, name: str, selector: dict[str, str]) -> None:
+    """Its documents in order; the app after its history server is Ready, which makes the app's event
+    log directory (a driver whose directory is missing fails at its start)."""
     for manifest in documents(name):
         cluster.apply(placed(manifest, selector), JOBS)
+        if manifest["kind"] == "SparkHistoryServer":
+            server = manifest["metadata"]["name"]
+            wait_for(
+                lambda s=server: status_of(cluster, "SparkHistoryServer", s).get("state") == "Ready",
+                timeout=REAL_S,
+                interval=2.0,
+                message=f"SparkHistoryServer {server} Ready",
+            )
 
 
 def test_every_example_has_an_expected_end_and_names_the_charts_driver_account() -> None:
