@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import ConfigDict, Field
 
 from sparkop.core.specs import Model as JsonModel
+from sparkop.core.limits import MAX_TRACKED_CHILDREN
 from sparkop.domain.labels import API_VERSION
 
 from . import spark_lines
@@ -71,6 +72,7 @@ __all__ = [
     "ExecutorFailure",
     "ExecutorFailurePolicy",
     "ExecutorSpec",
+    "ExecutorState",
     "GPUSpec",
     "GatewayRef",
     "HistoryServerRef",
@@ -168,6 +170,23 @@ class DriverPhase(enum.StrEnum):
 
 # Asked several times in every pass: a set built once, not the members looked up on the class each time.
 _TERMINAL_DRIVER_PHASES: Final = frozenset({DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED})
+
+
+class ExecutorState(enum.StrEnum):
+    """State of one executor pod (kubeflow's executorState values, from the pod's phase)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+
+
+# How many executors a status names in executorState (kubeflow's --max-tracked-executor-per-app
+# default): those with the lowest Spark executor ids. The map is written with every status write of an
+# app and its SparkDriver, so it must not grow with a long run's executors without end.
+MAX_TRACKED_EXECUTORS: Final = MAX_TRACKED_CHILDREN
+ExecutorStates = Annotated[dict[str, ExecutorState], Field(max_length=MAX_TRACKED_EXECUTORS)]
 
 
 class IncarnationOutcome(enum.StrEnum):
@@ -1047,6 +1066,13 @@ class SparkDriverStatus(Model):
         json_schema_extra={"default": {}},
         description="Executor pods by phase.",
     )
+    executorState: ExecutorStates | None = Field(
+        None,
+        description="State of each executor pod of the current incarnation, by pod name (kubeflow's values: "
+        "PENDING, RUNNING, COMPLETED, FAILED, UNKNOWN), the executors with the lowest Spark executor ids "
+        "up to the operator's --max-tracked-executor-per-app. An executor that is gone keeps its last "
+        "state; one gone before it finished is UNKNOWN while the driver runs.",
+    )
     termination: Termination | None = Field(None, description="How the last driver pod ended.")
     incarnations: list[IncarnationRecord] | None = Field(
         None, max_length=10, description="The last (at most 10) ended driver-pod incarnations, oldest first."
@@ -1131,6 +1157,11 @@ class SparkApplicationStatus(Model):
     sparkApplicationId: Annotated[str, Field(max_length=256)] | None = Field(
         None, description="spark.app.id of the current driver."
     )
+    submissionID: Annotated[str, Field(max_length=64)] | None = Field(
+        None,
+        description="Unique id of the current run: its SparkDriver's uid, also the driver and executor pods' "
+        "sparkoperator.k8s.io/submission-id label (kubeflow's submissionID).",
+    )
     lastSubmissionAttemptTime: Time | None = Field(None, description="When the current run was started.")
     terminationTime: Time | None = Field(None, description="When the application finished.")
     driverInfo: DriverInfo | None = Field(None, description="The current driver.")
@@ -1163,6 +1194,12 @@ class SparkApplicationStatus(Model):
         default_factory=ExecutorCounts,
         json_schema_extra={"default": {}},
         description="Executor pods of the current run by phase.",
+    )
+    executorState: ExecutorStates | None = Field(
+        None,
+        description="State of each executor pod of the current run by pod name, as its SparkDriver reports it "
+        "(kubeflow's executorState: PENDING, RUNNING, COMPLETED, FAILED, UNKNOWN), bounded by the operator's "
+        "--max-tracked-executor-per-app.",
     )
     nextAttemptTime: Time | None = Field(None, description="When the next run will be started, if waiting.")
     attempts: list[AttemptRecord] | None = Field(
@@ -1208,9 +1245,10 @@ def _compact(value: Any) -> Any:
 
 
 class SparkApplication(Model):
-    """A Spark application: sparkop starts a SparkDriver for each run and restarts it per restartPolicy."""
+    """A Spark application: sparkop starts a SparkDriver for each run and restarts it per restartPolicy.
+    In sparkop's group, or (``sparkop run --kubeflow-api``) in kubeflow's."""
 
-    apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
+    apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkApplication"] = "SparkApplication"
     metadata: ObjectMeta = Field(default_factory=dict)
     spec: SparkApplicationSpec

@@ -4,7 +4,9 @@ Each document is checked the way the API server checks a create with strict fiel
 (``kubectl create --validate=strict``):
 
 1. apiVersion and kind are ``sparkop.io/v1alpha1`` SparkApplication, SparkDriver, ScheduledSparkApplication or
-   SparkConnect or SparkHistoryServer;
+   SparkConnect or SparkHistoryServer, or kubeflow's ``sparkoperator.k8s.io/v1beta2`` SparkApplication or
+   ScheduledSparkApplication or ``sparkoperator.k8s.io/v1alpha1`` SparkConnect (served from the same
+   models with ``sparkop run --kubeflow-api``, and checked against the same schema);
 2. metadata: a DNS-1123 subdomain name (at most 253 characters), well-formed labels and
    annotation keys;
 3. the CRD's openAPIV3Schema (generated from the same models as ``crds/``), evaluated with JSON
@@ -39,7 +41,7 @@ import jsonschema  # type: ignore[import-untyped]
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore[import-untyped]
 
-from sparkop.domain import labels
+from sparkop.domain import kinds, labels
 
 from . import connect, crds, history, manifests, scheduled, spark_lines
 from .manifests import clip, one_line, quote
@@ -72,7 +74,7 @@ METADATA_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
-KUBEFLOW_GROUP: Final = "sparkoperator.k8s.io"
+KUBEFLOW_GROUP: Final = labels.KUBEFLOW_GROUP
 
 # kubeflow v1beta2 fields sparkop does not take, and what to do instead.
 KUBEFLOW_UNSUPPORTED: Final = {
@@ -350,17 +352,29 @@ def skip_note(doc: Any) -> str | None:
 
 
 def _api_version_error(api_version: Any, kind: Any) -> tuple[str, str] | None:
-    """(message, hint) when ``apiVersion`` is not sparkop's, or None."""
+    """(message, hint) when ``apiVersion`` is neither sparkop's nor kubeflow's for ``kind``, or None."""
     if api_version == labels.API_VERSION:
+        return None
+    if isinstance(api_version, str) and isinstance(kind, str) and kinds.api_of(api_version, kind) is not None:
         return None
     hint = f"change apiVersion to {labels.API_VERSION}"
     if not isinstance(api_version, str) or not api_version:
         return "apiVersion is required", f"set apiVersion: {labels.API_VERSION}"
     if _api_group(api_version) == KUBEFLOW_GROUP:
+        resource = kinds.KUBEFLOW_API.resource(kind) if isinstance(kind, str) else None
+        if resource is not None:
+            return (
+                f"kubeflow serves {clip(kind, 64)} as {resource.api_version}, not {quote(api_version)}",
+                f"{hint} (or to kubeflow's {resource.api_version}, served with --kubeflow-api)",
+            )
         if isinstance(kind, str) and kind in crds.KINDS:
-            hint += f" (a kubeflow {api_version.rpartition('/')[2]} {kind} needs only this change)"
+            return f"{clip(kind, 64)} is sparkop's own kind, not kubeflow's", hint
         return f"{quote(api_version)} is kubeflow spark-operator's apiVersion", hint
-    return f"unsupported apiVersion {quote(api_version)}: sparkop serves only {labels.API_VERSION}", hint
+    return (
+        f"unsupported apiVersion {quote(api_version)}: sparkop serves {labels.API_VERSION} (and kubeflow's "
+        f"{KUBEFLOW_GROUP} with --kubeflow-api)",
+        hint,
+    )
 
 
 def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError]:
@@ -392,7 +406,7 @@ def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError
 
 def document_warnings(doc: Any, source: str = "<input>") -> list[ValidationWarning]:
     """Warnings of one parsed document of a sparkop kind (none for what is not one: its errors say why)."""
-    if not isinstance(doc, dict) or doc.get("apiVersion") != labels.API_VERSION:
+    if not isinstance(doc, dict) or _api_version_error(doc.get("apiVersion"), doc.get("kind")) is not None:
         return []
     kind = doc.get("kind")
     if not isinstance(kind, str) or kind not in crds.KINDS:

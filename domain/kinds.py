@@ -1,15 +1,17 @@
-"""The kinds sparkop reads and writes beyond Kubernetes' own: its four, the batch schedulers' pod
-groups (driver_controller.schedulers) and Kueue's Workloads and ResourceFlavors
-(driver_controller.kueue), served only where those schedulers are installed. Known to
-the client layer (``core.kube.resource_of``) once this module is imported.
+"""The kinds sparkop reads and writes beyond Kubernetes' own: its four, the same three user-facing
+kinds in kubeflow's group (served with ``sparkop run --kubeflow-api``: :data:`KUBEFLOW_API`), the batch
+schedulers' pod groups (driver_controller.schedulers) and Kueue's Workloads and ResourceFlavors
+(driver_controller.kueue), served only where those schedulers are installed. Known to the client layer
+(``core.kube.resource_of``) once this module is imported.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from sparkop.core.resources import Resource, register_kinds
-from sparkop.domain.labels import GROUP, VERSION
+from sparkop.domain.labels import GROUP, KUBEFLOW_GROUP, VERSION
 
 SPARK_APPLICATIONS: Final = Resource(GROUP, VERSION, "sparkapplications", "SparkApplication")
 SPARK_DRIVERS: Final = Resource(GROUP, VERSION, "sparkdrivers", "SparkDriver")
@@ -23,6 +25,64 @@ SPARK_HISTORY_SERVERS: Final = Resource(GROUP, VERSION, "sparkhistoryservers", "
 # Gateway API's routes (gateway.networking.k8s.io/v1), served where its CRDs are installed.
 HTTP_ROUTES: Final = Resource("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", optional=True)
 GRPC_ROUTES: Final = Resource("gateway.networking.k8s.io", "v1", "grpcroutes", "GRPCRoute", optional=True)
+
+# kubeflow spark-operator's versions of the same kinds: its SparkApplication and
+# ScheduledSparkApplication are v1beta2, its SparkConnect v1alpha1.
+KUBEFLOW_APP_VERSION: Final = "v1beta2"
+KUBEFLOW_CONNECT_VERSION: Final = "v1alpha1"
+KUBEFLOW_SPARK_APPLICATIONS: Final = Resource(
+    KUBEFLOW_GROUP, KUBEFLOW_APP_VERSION, "sparkapplications", "SparkApplication"
+)
+KUBEFLOW_SCHEDULED_SPARK_APPLICATIONS: Final = Resource(
+    KUBEFLOW_GROUP, KUBEFLOW_APP_VERSION, "scheduledsparkapplications", "ScheduledSparkApplication"
+)
+KUBEFLOW_SPARK_CONNECTS: Final = Resource(KUBEFLOW_GROUP, KUBEFLOW_CONNECT_VERSION, "sparkconnects", "SparkConnect")
+
+
+@dataclass(frozen=True)
+class API:
+    """One API group whose SparkApplications, ScheduledSparkApplications and SparkConnects the operator
+    serves, from the same models and with the same controllers: sparkop's own, and kubeflow's with
+    ``--kubeflow-api``. Their SparkDrivers are sparkop's kind whatever the group (``naming.driver_name``
+    keeps the two groups' SparkDriver names apart). ``name`` tells the groups apart in queue, index and
+    metric names."""
+
+    name: str
+    group: str
+    applications: Resource
+    scheduled: Resource
+    connects: Resource
+
+    @property
+    def kinds(self) -> tuple[Resource, Resource, Resource]:
+        return (self.applications, self.scheduled, self.connects)
+
+    def resource(self, kind: str) -> Resource | None:
+        """This group's resource of ``kind`` (None: not one of its kinds)."""
+        return next((r for r in self.kinds if r.kind == kind), None)
+
+
+SPARKOP_API: Final = API("sparkop", GROUP, SPARK_APPLICATIONS, SCHEDULED_SPARK_APPLICATIONS, SPARK_CONNECTS)
+KUBEFLOW_API: Final = API(
+    "kubeflow",
+    KUBEFLOW_GROUP,
+    KUBEFLOW_SPARK_APPLICATIONS,
+    KUBEFLOW_SCHEDULED_SPARK_APPLICATIONS,
+    KUBEFLOW_SPARK_CONNECTS,
+)
+APIS: Final = (SPARKOP_API, KUBEFLOW_API)
+
+
+def served_apis(kubeflow: bool) -> tuple[API, ...]:
+    """The groups an operator serves: sparkop's, and kubeflow's too with ``--kubeflow-api``."""
+    return APIS if kubeflow else (SPARKOP_API,)
+
+
+def api_of(api_version: str, kind: str) -> API | None:
+    """The served group whose ``kind`` is ``api_version`` (a manifest's), or None."""
+    return next((a for a in APIS if (r := a.resource(kind)) is not None and r.api_version == api_version), None)
+
+
 # Optional: the driver controller watches them (their status says why a gang waits) wherever they are
 # served, and starts all the same where they are not.
 VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", optional=True)
@@ -46,6 +106,9 @@ register_kinds(
     SPARK_HISTORY_SERVERS,
     HTTP_ROUTES,
     GRPC_ROUTES,
+    KUBEFLOW_SPARK_APPLICATIONS,
+    KUBEFLOW_SCHEDULED_SPARK_APPLICATIONS,
+    KUBEFLOW_SPARK_CONNECTS,
     VOLCANO_POD_GROUPS,
     COSCHEDULING_POD_GROUPS,
     KUEUE_WORKLOADS,

@@ -6,9 +6,11 @@ after a crash hits 409 AlreadyExists instead of making a duplicate. The DNS rule
 
 from __future__ import annotations
 
+import sys
 from typing import Final
 
 from sparkop.core.names import DNS_LABEL_MAX, HASH_LEN, bounded, digest, dns_label, event_name, label_value
+from sparkop.domain.labels import GROUP
 
 # The longest suffix sparkop puts after an incarnation's prefix; every name it makes stays a DNS label.
 _LONGEST_SUFFIX: Final = "-podspec-conf-map"
@@ -17,9 +19,20 @@ _LONGEST_SUFFIX: Final = "-podspec-conf-map"
 POD_PREFIX_MAX: Final = DNS_LABEL_MAX - len(_LONGEST_SUFFIX)
 
 
-def driver_name(app_name: str, run: int) -> str:
-    """The SparkDriver of an app's ``run``-th run (runs are numbered from 1 and never reused)."""
-    suffix = f"-{run}"
+# What the SparkDrivers of another group's apps and Connect servers end with: an app ``pi`` may exist in
+# sparkop's group and in kubeflow's in one namespace, and its runs are SparkDrivers, sparkop's one kind.
+# sparkop's own end with the run number, so no name of one group is ever a name of the other.
+_GROUP_MARK: Final = "-kf"
+
+
+def _group_suffix(group: str) -> str:
+    return "" if group == GROUP else _GROUP_MARK
+
+
+def driver_name(app_name: str, run: int, group: str = GROUP) -> str:
+    """The SparkDriver of an app's ``run``-th run (runs are numbered from 1 and never reused):
+    ``<app>-<run>`` for an app of sparkop's group, ``<app>-<run>-kf`` for one of kubeflow's."""
+    suffix = f"-{run}{_group_suffix(group)}"
     return bounded(app_name, 253 - len(suffix)) + suffix
 
 
@@ -30,9 +43,10 @@ def scheduled_run_name(scheduled_name: str, minutes: int) -> str:
     return bounded(scheduled_name, 253 - len(suffix)) + suffix
 
 
-def connect_server_name(connect_name: str, run: int) -> str:
-    """The SparkDriver of a SparkConnect's ``run``-th server (runs are numbered from 1, never reused)."""
-    suffix = f"-server-{run}"
+def connect_server_name(connect_name: str, run: int, group: str = GROUP) -> str:
+    """The SparkDriver of a SparkConnect's ``run``-th server (runs are numbered from 1, never reused);
+    one of kubeflow's group ends with ``-kf``, as an app's runs do."""
+    suffix = f"-server-{run}{_group_suffix(group)}"
     return bounded(connect_name, 253 - len(suffix)) + suffix
 
 
@@ -137,6 +151,13 @@ def network_policy_name(driver: str, incarnation: int) -> str:
 def metrics_configmap_name(driver: str, incarnation: int) -> str:
     """The incarnation's metrics.properties / prometheus.yaml ConfigMap (kubeflow's ``<app>-prom-conf``)."""
     return f"{pod_prefix(driver, incarnation)}-prom-conf"
+
+
+def executor_id_of(pod_name: str) -> int:
+    """The Spark executor id at the end of an executor pod's name (Spark's ``<prefix>-exec-<id>``), or
+    a number above every id when it has none."""
+    head, _, tail = pod_name.rpartition("-exec-")
+    return int(tail) if head and tail.isdigit() else sys.maxsize
 
 
 def spark_app_id(driver_uid: str, incarnation: int) -> str:
