@@ -17,8 +17,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
-from sparkop.core.specs import Model as JsonModel
 from sparkop.core.limits import MAX_TRACKED_CHILDREN
+from sparkop.core.specs import Model as JsonModel
 from sparkop.domain.labels import API_VERSION
 
 from . import spark_lines

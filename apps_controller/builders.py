@@ -21,9 +21,9 @@ DRIVER_KIND = "SparkDriver"
 def build_driver(
     app: AppView, run: int, config: UIConfig | None = None, history_server: HistoryServerView | None = None
 ) -> JSON:
-    """SparkDriver ``<app>-<run>``, controller-owned by the app, with the app's run spec (plus the
-    UI proxy properties a path-based Spark UI Ingress or HTTPRoute needs, and the event-log properties
-    of its history server, unless the app sets them)."""
+    """SparkDriver ``<app>-<run>`` (``<app>-<run>-kf`` for an app of kubeflow's group), controller-owned by
+    the app, with the app's run spec (plus the UI proxy properties a path-based Spark UI Ingress or
+    HTTPRoute needs, and the event-log properties of its history server, unless the app sets them)."""
     spec = run_spec(app.spec)
     spec["appName"] = app.name
     spec["attempt"] = run
@@ -39,7 +39,7 @@ def build_driver(
         "apiVersion": labels.API_VERSION,
         "kind": DRIVER_KIND,
         "metadata": {
-            "name": naming.driver_name(app.name, run),
+            "name": naming.driver_name(app.name, run, app.group),
             "namespace": app.namespace,
             "labels": {
                 # Each run queues in Kueue as the app asks (driver_controller.kueue).

@@ -36,7 +36,7 @@ from sparkop.api.models import (
 )
 from sparkop.apps_controller import conditions, events, policy, ui_steps
 from sparkop.apps_controller.draft import APP_EXPIRED, Draft, delete_driver
-from sparkop.apps_controller.observed import Observed
+from sparkop.apps_controller.observed import APP_KIND, Observed
 from sparkop.apps_controller.runs import (
     count_execution,
     driver_message,
@@ -57,7 +57,7 @@ from sparkop.apps_controller.status import (
 from sparkop.apps_controller.status import state as state_of
 from sparkop.apps_controller.transitions import transitions
 from sparkop.core.plan import Delete, Plan
-from sparkop.domain import labels, naming
+from sparkop.domain import naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2
@@ -296,7 +296,7 @@ def stop_strays(d: Draft) -> bool:
 def plan_run(d: Draft) -> None:
     app = d.obs.app
     run = d.status.lastRun + 1
-    name = naming.driver_name(app.name, run)
+    name = naming.driver_name(app.name, run, app.group)
     # A new execution attempt (after a run ended, or a resume) counts its submissions afresh.
     fresh = d.state in _NEW_EXECUTION_ATTEMPT
     d.update(
@@ -308,8 +308,10 @@ def plan_run(d: Draft) -> None:
         nextAttemptTime=None,
         terminationTime=None,
         sparkApplicationId=None,
+        submissionID=None,
         driverIncarnations=0,
         executors=NO_EXECUTORS,
+        executorState=None,
     )
     d.set_error_message(None)
     d.set_driver_info(podName=None)
@@ -377,7 +379,9 @@ def invalidating(d: Draft) -> None:
         nextAttemptTime=None,
         lastError=None,
         sparkApplicationId=None,
+        submissionID=None,
         executors=NO_EXECUTORS,
+        executorState=None,
         driverIncarnations=0,
     )
     d.set_error_message(None)
@@ -388,7 +392,7 @@ def invalidating(d: Draft) -> None:
 def suspending(d: Draft) -> None:
     if not stop_current(d, _SUSPENDED):
         return
-    d.update(nextAttemptTime=None, sparkApplicationId=None, executors=NO_EXECUTORS)
+    d.update(nextAttemptTime=None, sparkApplicationId=None, executors=NO_EXECUTORS, executorState=None)
     d.set_error_message(None)
     d.set_driver_info(podName=None)
     d.transition(ApplicationState.SUSPENDED, "suspended: no driver is running")
@@ -436,7 +440,7 @@ def finished_app(d: Draft) -> None:
         return
     if d.now >= expires:
         d.event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {app.ttl_seconds} elapsed")
-        d.after(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
+        d.after(Delete(app.api_version, APP_KIND, app.name, app.uid, APP_EXPIRED))
     else:
         d.wait_until(expires)
 

@@ -23,6 +23,7 @@ from sparkop.api.history import EventLog, base_url, event_log
 from sparkop.api.models import (
     Condition,
     DriverPhase,
+    ExecutorState,
     RestartPolicyType,
     RunSpec,
     SparkApplicationSpec,
@@ -36,9 +37,10 @@ from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
 from sparkop.domain import kinds, labels
+from sparkop.domain.labels import API_VERSION, GROUP
 
 E = TypeVar("E", bound=Enum)
-Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key
+Key = tuple[str, str]  # (namespace, SparkApplication name): the key of the apps controller of its group
 APP_KIND: Final = kinds.SPARK_APPLICATIONS.kind
 
 # Kubeflow's defaulting webhook sets both retry intervals to 5 s when a policy does not.
@@ -148,6 +150,13 @@ class AppView(ObjectView):
     spec: Mapping[str, Any]
     spec_error: SpecError | None = None  # what is wrong with the spec (set by the shell's validation)
     created: datetime | None = None  # metadata.creationTimestamp: where kubeflow's latencies start
+    # sparkop's group or kubeflow's (--kubeflow-api): what its SparkDrivers' and UI objects' owner
+    # references name.
+    api_version: str = API_VERSION
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
 
     @property
     def suspend(self) -> bool:
@@ -200,6 +209,7 @@ class AppView(ObjectView):
             spec=dict(_map(body.get("spec"))),
             spec_error=spec_error,
             created=parse_time(meta.get("creationTimestamp")),
+            api_version=str(body.get("apiVersion") or labels.API_VERSION),
         )
 
 
@@ -220,6 +230,7 @@ class DriverView(OwnedView):
     web_ui_address: str | None = None
     incarnation: int = 0
     executors: Mapping[str, int] = field(default_factory=dict)
+    executor_state: Mapping[str, ExecutorState] = field(default_factory=dict)
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
@@ -247,7 +258,8 @@ class DriverView(OwnedView):
         return self.phase is not DriverPhase.PENDING or self.pod_name is not None
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> DriverView:
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> DriverView:
+        """A SparkDriver as the apps controller of ``group``'s SparkApplications sees it."""
         meta = _map(body.get("metadata"))
         lbls = _map(meta.get("labels"))
         ann = _map(meta.get("annotations"))
@@ -257,11 +269,16 @@ class DriverView(OwnedView):
         error = _map(status.get("lastError"))
         pod = _map(status.get("driverPod"))
         executors = {str(k): _int(v) for k, v in _map(status.get("executors")).items()}
+        executor_state = {
+            str(k): state
+            for k, v in _map(status.get("executorState")).items()
+            if (state := _opt_enum(ExecutorState, v)) is not None
+        }
         stuck = _condition_of(status.get("conditions"), CONDITION_STUCK)
         # A refused driver pod leaves no termination; its lastError says why.
         failed_early = phase is DriverPhase.SUBMISSION_FAILED or not term
         return cls(
-            **owned_identity(body, labels.GROUP, APP_KIND),
+            **owned_identity(body, group, APP_KIND),
             run=_int(lbls.get(labels.RUN), 0),
             app_generation=_int(ann.get(labels.APP_GENERATION), 0),
             spec_hash=_opt_str(ann.get(labels.SPEC_HASH)),
@@ -271,6 +288,7 @@ class DriverView(OwnedView):
             web_ui_address=_opt_str(status.get("webUIAddress")),
             incarnation=_int(status.get("incarnation"), 0),
             executors=executors,
+            executor_state=executor_state,
             exit_code=_opt_int(term.get("exitCode")),
             reason=_opt_str(term.get("reason")) or (_opt_str(error.get("reason")) if failed_early else None),
             message=_opt_str(term.get("message")) or (_opt_str(error.get("message")) if failed_early else None),
@@ -296,10 +314,11 @@ class OwnedObject(OwnedView):
     spec: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> OwnedObject:
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> OwnedObject:
+        """A Spark UI object as the apps controller of ``group``'s SparkApplications sees it."""
         meta = _map(body.get("metadata"))
         return cls(
-            **owned_identity(body, labels.GROUP, APP_KIND),
+            **owned_identity(body, group, APP_KIND),
             api_version=str(body.get("apiVersion", "")),
             kind=str(body.get("kind", "")),
             resource_version=_opt_str(meta.get("resourceVersion")),
@@ -428,10 +447,15 @@ class Observed:
 # what the shell's indexes file under an app's key
 
 
-owner_keys = controller_keys(labels.GROUP, APP_KIND)
-"""The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under: its
-controller owner's, when that is a sparkop SparkApplication. Ownership, not a label, links an app to
-its SparkDrivers and UI objects: a label can be edited away."""
+owner_keys_by_group: Final = {group: controller_keys(group, APP_KIND) for group in (GROUP, labels.KUBEFLOW_GROUP)}
+
+
+def owner_keys(body: Mapping[str, Any], group: str = GROUP) -> list[Key]:
+    """The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under by the apps
+    controller of ``group``: its controller owner's, when that is a SparkApplication of ``group``.
+    Ownership, not a label, links an app to its SparkDrivers and UI objects: a label can be edited away.
+    The group counts: an app ``pi`` of sparkop's group and one of kubeflow's are two apps."""
+    return owner_keys_by_group[group](body)
 
 
 def app_snapshot(body: Mapping[str, Any]) -> JSON:
@@ -451,7 +475,7 @@ def app_snapshot(body: Mapping[str, Any]) -> JSON:
     )
     return {
         "apiVersion": body.get("apiVersion", labels.API_VERSION),
-        "kind": "SparkApplication",
+        "kind": APP_KIND,
         "metadata": {k: meta[k] for k in keep if k in meta},
         "spec": copy_json(body.get("spec") or {}),
         "status": copy_json(body.get("status") or {}),

@@ -77,9 +77,11 @@ def mirror(d: Draft, drv: DriverView) -> None:
         d.event(events.NORMAL, events.DRIVER_POD_REPLACED, message)
     d.update(
         currentDriver=drv.name,
+        submissionID=drv.uid,
         sparkApplicationId=drv.spark_application_id or s.sparkApplicationId,
         driverIncarnations=max(drv.incarnation, s.driverIncarnations),
         executors=executor_counts(drv.executors) if drv.executors else s.executors,
+        executorState=dict(drv.executor_state) or None,
     )
     d.set_driver_info(podName=drv.pod_name or (s.driverInfo.podName if s.driverInfo else None))
 

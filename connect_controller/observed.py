@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -17,6 +17,7 @@ from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
+from sparkop.domain.labels import API_VERSION, GROUP
 
 Key = tuple[str, str]  # (namespace, SparkConnect name)
 
@@ -52,6 +53,12 @@ class ConnectView(ObjectView):
     # with before the SparkConnect is Failed, and the first backoff's seconds.
     failure_retries: int = DEFAULT_RETRIES
     failure_retry_interval: int = DEFAULT_RETRY_INTERVAL
+    # sparkop's group or kubeflow's: what its servers' owner references name.
+    api_version: str = API_VERSION
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
 
     @property
     def spec_hash(self) -> str:
@@ -73,6 +80,7 @@ class ConnectView(ObjectView):
             spec=spec,
             failure_retries=retries if isinstance(retries, int) and retries >= 0 else DEFAULT_RETRIES,
             failure_retry_interval=interval if isinstance(interval, int) and interval >= 1 else DEFAULT_RETRY_INTERVAL,
+            api_version=str(body.get("apiVersion") or labels.API_VERSION),
         )
 
 
@@ -102,7 +110,8 @@ class ServerView(OwnedView):
         return not self.finished and not self.deleting
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> ServerView:
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> ServerView:
+        """A SparkDriver as the connect controller of ``group``'s SparkConnects sees it."""
         meta = _map(body.get("metadata"))
         status = _map(body.get("status"))
         pod = _map(status.get("driverPod"))
@@ -115,7 +124,7 @@ class ServerView(OwnedView):
             phase = None
         exit_code = term.get("exitCode")
         return cls(
-            **owned_identity(body, labels.GROUP, KIND),
+            **owned_identity(body, group, KIND),
             run=_int(_map(meta.get("labels")).get(labels.RUN)),
             spec_hash=_opt_str(_map(meta.get("annotations")).get(labels.SPEC_HASH)),
             created=parse_time(meta.get("creationTimestamp")),
@@ -140,9 +149,10 @@ class ServiceView(OwnedView):
     api_version: str = "v1"
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> ServiceView:
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> ServiceView:
+        """A Service as the connect controller of ``group``'s SparkConnects sees it."""
         return cls(
-            **owned_identity(body, labels.GROUP, KIND),
+            **owned_identity(body, group, KIND),
             selector={str(k): str(v) for k, v in _map(_map(body.get("spec")).get("selector")).items()},
             kind=str(body.get("kind") or "Service"),
             api_version=str(body.get("apiVersion") or "v1"),
@@ -172,7 +182,10 @@ class Observed:
         return next((s for s in owned_by(self.services, self.connect.uid) if (s.kind, s.name) == (kind, name)), None)
 
 
-owner_keys = controller_keys(labels.GROUP, KIND)
+def owner_keys(group: str = labels.GROUP) -> Callable[[Mapping[str, Any]], list[Key]]:
+    """How the connect controller of ``group`` files its servers and Service: under their controller
+    owner's key."""
+    return controller_keys(group, KIND)
 
 
 def _opt_str(value: Any) -> str | None:

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from sparkop.api.models import TIMEOUT_REASONS, ExecutorCounts, IncarnationOutcome, SparkDriver
+from sparkop.api.models import (
+    TIMEOUT_REASONS,
+    DriverPhase,
+    ExecutorCounts,
+    ExecutorState,
+    IncarnationOutcome,
+    SparkDriver,
+)
 from sparkop.core.plan import Delete, Patch
 from sparkop.core.resources import NETWORK_POLICIES
 from sparkop.domain import labels, naming
@@ -57,7 +64,45 @@ def executors(f: Facts) -> Facts:
             continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
-    return f.after(*patches, *deletes).update(executors=ExecutorCounts(**counts))
+    return executor_states(f.after(*patches, *deletes).update(executors=ExecutorCounts(**counts)))
+
+
+# An executor pod's phase as kubeflow's executorState says it.
+_EXECUTOR_STATE: Final = {
+    "Pending": ExecutorState.PENDING,
+    "Running": ExecutorState.RUNNING,
+    "Succeeded": ExecutorState.COMPLETED,
+    "Failed": ExecutorState.FAILED,
+}
+_EXECUTOR_ENDED: Final = frozenset({ExecutorState.COMPLETED, ExecutorState.FAILED})
+
+
+def executor_states(f: Facts) -> Facts:
+    """status.executorState, with kubeflow's values: each executor pod of the current incarnation by its
+    phase; one seen before and gone since keeps its last state when it had ended, and is UNKNOWN while
+    the driver runs, else COMPLETED when the driver succeeded and FAILED when not. Once the driver has
+    ended, every executor has: those still running are given the state they end in (the status is
+    final now). Only the ``max_tracked_executors`` lowest executor ids are named."""
+    limit = f.observed.settings.max_tracked_executors
+    driver_phase = f.status.phase
+    if f.ended:
+        settled = ExecutorState.COMPLETED if driver_phase is DriverPhase.SUCCEEDED else ExecutorState.FAILED
+    else:
+        settled = ExecutorState.UNKNOWN if driver_phase is DriverPhase.RUNNING else ExecutorState.FAILED
+    states = {
+        name: state if state in _EXECUTOR_ENDED else settled for name, state in (f.status.executorState or {}).items()
+    }
+    ids: dict[str, int] = {}
+    for pod in f.owned_pods:
+        if pod.role != labels.ROLE_EXECUTOR or pod.incarnation != f.incarnation or pod.executor_id is None:
+            continue
+        if pod.executor_id > limit:
+            continue
+        state = _EXECUTOR_STATE.get(pod.phase, ExecutorState.UNKNOWN)
+        states[pod.name] = settled if f.ended and state not in _EXECUTOR_ENDED else state
+        ids[pod.name] = pod.executor_id
+    kept = sorted(states, key=lambda name: (ids.get(name, naming.executor_id_of(name)), name))[:limit]
+    return f.update(executorState={name: states[name] for name in kept} or None)
 
 
 def stale_incarnations(f: Facts) -> Facts:

@@ -173,7 +173,12 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         max_executor_failures=options.max_executor_failures,
         executor_failures_window_seconds=options.executor_failures_window_seconds,
     )
-    settings = Settings(unschedulable_timeout=options.unschedulable_timeout_seconds, render=render, timeouts=limits)
+    settings = Settings(
+        unschedulable_timeout=options.unschedulable_timeout_seconds,
+        render=render,
+        timeouts=limits,
+        max_tracked_executors=options.max_tracked_executors,
+    )
     observer = Observer(runtime, settings)
     pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)
     return Controller(
@@ -217,10 +222,10 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
     )
 
 
-def register(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
+def register(runtime: Runtime) -> tuple[Controller[Observed, SparkDriverStatus]]:
     """``sparkop run --controllers driver``: the driver controller's caches, change handlers and work
     queue, and its metrics."""
     declared = driver_controller(runtime)
     start(runtime, declared)
     runtime.collectors.append(metrics.collector(runtime, metrics.EXECUTORS_INDEX, runtime.options.metrics_labels))
-    return declared
+    return (declared,)

@@ -102,9 +102,10 @@ class Facts:
 
     @cached_property
     def app_controlled(self) -> bool:
-        """A SparkApplication controls this SparkDriver (and restates its run's events)."""
-        group, kind = labels.GROUP, kinds.SPARK_APPLICATIONS.kind
-        return controller_of({"metadata": self.driver.metadata}, group, kind) is not None
+        """A SparkApplication (of either served group) controls this SparkDriver (and restates its run's
+        events)."""
+        meta = {"metadata": self.driver.metadata}
+        return any(controller_of(meta, api.group, api.applications.kind) is not None for api in kinds.APIS)
 
     def _with(self, **changes: Any) -> Facts:
         facts = evolve(self, **changes)
@@ -142,6 +143,7 @@ class Facts:
             executorsStartedTime=None,
             executorFailures=None,
             termination=None,
+            executorState=None,
             startTime=self.status.startTime or self.now,
             sparkApplicationId=naming.spark_app_id(self.uid, incarnation),
         )

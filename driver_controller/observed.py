@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from sparkop.api.models import SparkDriver, SparkDriverStatus
+from sparkop.api.models import MAX_TRACKED_EXECUTORS, SparkDriver, SparkDriverStatus
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_keys, controller_of, read_references, reference_keys, reference_to
 from sparkop.core.plan import Refusal
@@ -130,6 +130,7 @@ class PodSummary:
     start_time: datetime | None
     ready: bool = False  # the Ready condition: every container passes its readiness probe
     scheduled_at: datetime | None = None  # the PodScheduled condition's turn to True: bound to its node
+    executor_id: int | None = None  # an executor's Spark executor id (its spark-exec-id label)
 
     @property
     def deleting(self) -> bool:
@@ -373,6 +374,7 @@ def summarize_pod(body: Body) -> PodSummary:
         start_time=parse_time(status.get("startTime")),
         ready=ready,
         scheduled_at=scheduled_at,
+        executor_id=_executor_id(pod_labels) if role == labels.ROLE_EXECUTOR else None,
     )
 
 
@@ -381,6 +383,11 @@ controller_key = controller_keys(labels.GROUP, DRIVER_KIND)
 owner_key = reference_keys(labels.GROUP, DRIVER_KIND)
 """The keys of the SparkDrivers a pod belongs to: its driver pod's controller, or an executor's owner
 (its driver pod controls it; the executor pod template's reference names the SparkDriver)."""
+
+
+def _executor_id(pod_labels: Body) -> int | None:
+    value = pod_labels.get(labels.SPARK_EXEC_ID)
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def _controlling_driver(body: Body) -> str:
@@ -550,6 +557,8 @@ class Settings:
     unschedulable_timeout: float = DEFAULT_UNSCHEDULABLE_TIMEOUT
     render: RenderOptions = field(default_factory=RenderOptions)
     timeouts: TimeoutDefaults = field(default_factory=TimeoutDefaults)
+    # How many executors status.executorState names (--max-tracked-executor-per-app).
+    max_tracked_executors: int = MAX_TRACKED_EXECUTORS
 
 
 @dataclass(frozen=True)

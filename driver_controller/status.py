@@ -38,7 +38,7 @@ def ended(status: SparkDriverStatus) -> bool:
 
 
 # What a pass derives again from the pods it observes, whatever was written before.
-_PROGRESS: Final = frozenset({"driverPod", "executors"})
+_PROGRESS: Final = frozenset({"driverPod", "executors", "executorState"})
 
 
 # What the pass that creates the first driver pod writes, all of which a later pass derives again from

@@ -39,6 +39,7 @@ from sparkop.driver_controller.templates import EXECUTOR_CONTAINER as EXECUTOR_C
 from sparkop.driver_controller.templates import (
     driver_template,
     executor_template,
+    kubeflow_pod_labels,
     owner_reference,
     spark_container_name,
     sparkop_labels,
@@ -111,6 +112,7 @@ class Submission:
     executor_template: JSON
     sparkop_labels: dict[str, str]
     owner: JSON  # the SparkDriver, as an ownerReference target
+    pod_labels: dict[str, str] = field(default_factory=dict)  # on the driver and executor pods only
     driver_container: str = DRIVER_CONTAINER  # the name of the driver template's Spark container
     submit_time_ms: int | None = None
     # The metrics ConfigMap's files (metrics.properties, prometheus.yaml); empty: no such ConfigMap.
@@ -435,6 +437,7 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
         executor_template=executor_template(driver, incarnation, template_mounts["executor"], metrics_map),
         sparkop_labels=sparkop_labels(driver, incarnation),
         owner=owner_reference(driver, controller=True),
+        pod_labels=kubeflow_pod_labels(driver),
         driver_container=spark_container_name(spec.sparkConf, "driver"),
         submit_time_ms=_submit_time_ms(driver),
         metrics_files=files,

@@ -3,7 +3,7 @@ SparkApplications it owns (its runs), read leniently from the informer caches.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -14,6 +14,7 @@ from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
+from sparkop.domain.labels import API_VERSION, GROUP
 
 Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
 
@@ -33,6 +34,12 @@ class ScheduledView(ObjectView):
     created: datetime
     spec: Mapping[str, Any]
     schedule: Schedule | ScheduleError  # spec.schedule and spec.timeZone read, or why they cannot be
+    # sparkop's group or kubeflow's: its runs are SparkApplications of the same apiVersion.
+    api_version: str = API_VERSION
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
@@ -46,6 +53,7 @@ class ScheduledView(ObjectView):
             created=created,
             spec=spec,
             schedule=_schedule(spec, created),
+            api_version=str(body.get("apiVersion") or labels.API_VERSION),
         )
 
 
@@ -77,11 +85,12 @@ class RunView(OwnedView):
         return self.scheduled or self.created or datetime.fromtimestamp(0, UTC)
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> RunView:
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> RunView:
+        """A run as the schedule controller of ``group``'s ScheduledSparkApplications sees it."""
         meta = _map(body.get("metadata"))
         state = _map(_map(body.get("status")).get("applicationState")).get("state")
         return cls(
-            **owned_identity(body, labels.GROUP, KIND),
+            **owned_identity(body, group, KIND),
             scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
             created=parse_time(meta.get("creationTimestamp")),
             state=state if isinstance(state, str) else None,
@@ -107,4 +116,6 @@ class Observed:
         return owned_by(self.runs, self.scheduled.uid, lambda r: r.when)
 
 
-owner_keys = controller_keys(labels.GROUP, KIND)
+def owner_keys(group: str = labels.GROUP) -> Callable[[Mapping[str, Any]], list[Key]]:
+    """How the schedule controller of ``group`` files its runs: under their controller owner's key."""
+    return controller_keys(group, KIND)

@@ -101,7 +101,10 @@ def executor(
     return {
         "metadata": {
             "name": f"pi-{incarnation}-exec-{n}", "namespace": "ns", "uid": f"e{n}", "resourceVersion": "7",
-            "labels": {labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor"},
+            "labels": {
+                labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor",
+                labels.SPARK_EXEC_ID: str(n),
+            },
             "ownerReferences": refs,
             **({"creationTimestamp": created} if created else {}),
         },

@@ -126,5 +126,5 @@ def test_the_manager_waits_for_the_kinds_its_controllers_declare(
     controllers: tuple[str, ...], served: list[str]
 ) -> None:
     runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
-    declared = [register(runtime) for register in controller_registrations(controllers)]
+    declared = [c for register in controller_registrations(controllers) for c in register(runtime)]
     assert [r.kind for r in served_kinds(declared)] == served

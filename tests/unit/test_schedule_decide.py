@@ -82,7 +82,12 @@ def test_run_name_is_the_scheduled_minute_and_the_run_carries_its_time() -> None
     assert create.name == f"nightly-{int(at(5).timestamp()) // 60}" == "nightly-29453765"
     meta = create.manifest["metadata"]
     assert meta["annotations"] == {labels.SCHEDULED_TIME: "2026-01-01T00:05:00Z"}
-    assert meta["labels"] == {"team": "data", labels.MANAGED_BY: "sparkop", labels.SCHEDULED_APP: "nightly"}
+    assert meta["labels"] == {
+        "team": "data",
+        labels.MANAGED_BY: "sparkop",
+        labels.SCHEDULED_APP: "nightly",
+        labels.KUBEFLOW_SCHEDULED_APP_NAME: "nightly",  # kubeflow's own label on a schedule's runs
+    }
     assert meta["ownerReferences"][0]["uid"] == UID and meta["ownerReferences"][0]["controller"] is True
     assert create.manifest["spec"] == {"type": "Scala", "mainClass": "X"}
     assert plan.status is not None
