@@ -92,7 +92,7 @@ def apps_controller(
         observe=observe,
         decide=decide,
         status=SparkApplicationStatus,
-        log=log,
+        log=log if api is kinds.SPARKOP_API else log.getChild(api.name),  # whose "ns/pi" a line is
         record=TRANSITIONS.record,
         unchanged=_unchanged,
         # The history servers the apps name: read when a run is planned, a change of one asks for no pass.

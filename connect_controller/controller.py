@@ -66,7 +66,7 @@ def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Contro
         observe=observe,
         decide=decide,
         status=SparkConnectStatus,
-        log=log,
+        log=log if api is kinds.SPARKOP_API else log.getChild(api.name),  # whose "ns/pi" a line is
         record=metrics.TRANSITIONS.record,
     )
 

@@ -64,6 +64,9 @@ SPARK_DRIVER: Final[Mapping[str, Wait]] = {
     # Executors asked for, not running yet. The other counts (running, succeeded, failed, unknown) are
     # not here: written by the pass that sees them, within EXECUTOR_CHANGE_SECONDS of the pods' change.
     "executors.pending": Wait(PENDING_EXECUTORS_SECONDS, Since.OLDEST_PENDING_EXECUTOR),
+    # Each executor's state (kubeflow's executorState), held as its count is: a pending one's entry goes
+    # out with its Running, or this long after its creation; any other change with the counts, at once.
+    "executorState": Wait(PENDING_EXECUTORS_SECONDS, Since.OLDEST_PENDING_EXECUTOR),
 }
 # A SparkDriver's first status, when it only says that its first driver pod was accepted (Pending,
 # incarnation 1, the pod named: driver_controller.status.first_pod_only) and its write posts no event

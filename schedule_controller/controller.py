@@ -64,7 +64,7 @@ def schedule_controller(
         observe=observe,
         decide=decide,
         status=ScheduledSparkApplicationStatus,
-        log=log,
+        log=log if api is kinds.SPARKOP_API else log.getChild(api.name),  # whose "ns/pi" a line is
         clock=clock or CLOCK,
     )
 
