@@ -189,6 +189,11 @@ MAX_TRACKED_EXECUTORS: Final = MAX_TRACKED_CHILDREN
 ExecutorStates = Annotated[dict[str, ExecutorState], Field(max_length=MAX_TRACKED_EXECUTORS)]
 
 
+# How much of the end of a driver pod's log its incarnation's record keeps (the pod itself goes).
+LOG_TAIL_CHARS: Final = 4096
+LOG_TAIL_LINES: Final = 50
+
+
 class IncarnationOutcome(enum.StrEnum):
     """How one driver-pod incarnation ended."""
 
@@ -390,8 +395,9 @@ class DriverSpec(SparkPodSpec):
 
     podName: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
         None,
-        description="Not supported: kubeflow uses it only for in-cluster-client mode. sparkop names driver "
-        "pods itself (<driver>-<incarnation>-driver) so that lost pods can be replaced; leave unset.",
+        description="Name of the driver pod (kubeflow's): the same for every run and every driver-pod "
+        "incarnation; a new one is created only once the last one's outcome is recorded and it is gone. "
+        "Default <app>-driver (a SparkDriver written by hand: <name>-driver).",
     )
     kubernetesMaster: Str | None = Field(
         None,
@@ -1042,6 +1048,11 @@ class IncarnationRecord(Model):
     reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Why, CamelCase.")
     message: Annotated[str, Field(max_length=4096)] | None = Field(None, description="Details.")
     time: Time | None = Field(None, description="When it ended.")
+    logTail: Annotated[str, Field(max_length=LOG_TAIL_CHARS)] | None = Field(
+        None,
+        description="The end of its driver container's log, read before the pod could go (the next pod of "
+        "the same name replaces it), or why it could not be read.",
+    )
 
 
 class SparkDriverStatus(Model):

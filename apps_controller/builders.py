@@ -23,8 +23,11 @@ def build_driver(
 ) -> JSON:
     """SparkDriver ``<app>-<run>`` (``<app>-<run>-kf`` for an app of kubeflow's group), controller-owned by
     the app, with the app's run spec (plus the UI proxy properties a path-based Spark UI Ingress or
-    HTTPRoute needs, and the event-log properties of its history server, unless the app sets them)."""
+    HTTPRoute needs, and the event-log properties of its history server, unless the app sets them, and
+    the driver pod's name, the app's for every run)."""
     spec = run_spec(app.spec)
+    # Every run's driver pod gets the app's one name (kubeflow's): its clients look for it.
+    spec["driver"] = {**(spec.get("driver") or {}), "podName": app.driver_pod_name}
     spec["appName"] = app.name
     spec["attempt"] = run
     spec["maxDriverPodReplacements"] = app.policy.max_driver_pod_replacements

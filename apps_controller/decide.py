@@ -314,7 +314,9 @@ def plan_run(d: Draft) -> None:
         executorState=None,
     )
     d.set_error_message(None)
-    d.set_driver_info(podName=None)
+    # kubeflow's clients read the driver pod's name as soon as a run is submitted (it is the same for
+    # every run: the SparkDriver creates it once the last one is gone).
+    d.set_driver_info(podName=app.driver_pod_name)
     d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
     d.transition(ApplicationState.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
     d.after(d.create_driver(run))

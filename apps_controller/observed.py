@@ -36,7 +36,7 @@ from sparkop.core.owners import ObjectView, OwnedView, controller_keys, copy_jso
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
-from sparkop.domain import kinds, labels
+from sparkop.domain import kinds, labels, naming
 from sparkop.domain.labels import API_VERSION, GROUP
 
 E = TypeVar("E", bound=Enum)
@@ -185,6 +185,11 @@ class AppView(ObjectView):
     @property
     def spec_hash(self) -> str:
         return spec_hash(self.spec)
+
+    @property
+    def driver_pod_name(self) -> str:
+        """The driver pod of each of its runs: spec.driver.podName, else kubeflow's ``<app>-driver``."""
+        return naming.driver_pod_name(self.name, _opt_str(_map(self.spec.get("driver")).get("podName")))
 
     @property
     def spark_conf(self) -> dict[str, str]:

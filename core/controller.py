@@ -38,7 +38,7 @@ from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast
 
 from sparkop.core import logs
-from sparkop.core.applier import Applied, Applier, CreateRefused
+from sparkop.core.applier import Applied, Applier, DecideAgain
 from sparkop.core.caches import IndexKey
 from sparkop.core.expectations import Expectations, Learnt
 from sparkop.core.informer import Transform
@@ -171,7 +171,7 @@ class Loop(Generic[O, S]):
             plan = self._unchanged_left_out(observed, self.controller.decide(observed, self.controller.clock()))
             try:
                 applied = await self.apply(key, body, plan, learnt)
-            except CreateRefused:
+            except DecideAgain:
                 if not self.applier.expectations.own_write(key, _uid(body), _version(body)):
                     body = self.body(key)
                 continue

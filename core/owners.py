@@ -88,6 +88,17 @@ def reference_to(body: Mapping[str, Any], group: str, kind: str, uid: str | None
     return None
 
 
+def same_controller(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two controller references name the same object: its group, kind and uid (a version
+    may differ)."""
+    return (
+        str(a.get("apiVersion", "")).partition("/")[0] == str(b.get("apiVersion", "")).partition("/")[0]
+        and a.get("kind") == b.get("kind")
+        and bool(a.get("uid"))
+        and a.get("uid") == b.get("uid")
+    )
+
+
 def _is_mapping(value: object) -> bool:
     # Decoded JSON holds dicts: the exact type check first spares the ABC's slower one.
     return type(value) is dict or isinstance(value, Mapping)

@@ -88,6 +88,10 @@ def api_of(api_version: str, kind: str) -> API | None:
 VOLCANO_POD_GROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", optional=True)
 COSCHEDULING_POD_GROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", optional=True)
 
+# The driver controller reads whether a driver pod's node is lost (a pod there is deleted at once, grace 0,
+# so that the next pod of its name can be created); optional: without the right to read Nodes, it waits.
+NODES: Final = Resource("", "v1", "nodes", "Node", namespaced=False, optional=True)
+
 # Kueue's (v0.17, API v1beta2): a SparkDriver labelled with a queue name owns a Workload, and runs once
 # Kueue admits it; the ResourceFlavors its admission names say where its pods go.
 KUEUE_WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", optional=True)

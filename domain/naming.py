@@ -127,8 +127,15 @@ def pod_prefix(driver: str, incarnation: int) -> str:
     return dns_label(f"{driver}-{incarnation}", POD_PREFIX_MAX)
 
 
-def driver_pod_name(driver: str, incarnation: int) -> str:
-    return f"{pod_prefix(driver, incarnation)}-driver"
+def driver_pod_name(owner: str, pod_name: str | None = None) -> str:
+    """The driver pod of every run and every incarnation, as kubeflow names it: ``pod_name`` (a
+    ``spec.driver.podName``) when set, else ``<owner>-driver``. ``owner`` is the app (whose SparkDrivers
+    get the name in their spec) or, for a SparkDriver written by hand, the SparkDriver. One name at a
+    time: the next pod of the name is created only once the last one is gone (driver_controller)."""
+    if pod_name:
+        return pod_name
+    suffix = "-driver"
+    return bounded(owner, 253 - len(suffix)) + suffix
 
 
 def driver_service_name(driver: str, incarnation: int) -> str:

@@ -27,6 +27,7 @@ from sparkop.domain import labels, naming
 from sparkop.driver_controller.actions import DRIVER_ENDED, STALE_INCARNATION, deletion, holds, release
 from sparkop.driver_controller.facts import Facts
 from sparkop.driver_controller.pod import KILLED_EXIT_CODES, lost_reason
+from sparkop.driver_controller.podname import LOST_NODE_RECHECK_SECONDS, remove_if_node_lost
 
 # How long the executors of a driver that exited by itself are left to Spark's own clean-up (its
 # SparkContext deletes them as it stops) before the controller deletes those still there.
@@ -116,14 +117,23 @@ def stale_incarnations(f: Facts) -> Facts:
             continue
         stale = pod.incarnation < f.incarnation
         if stale and pod.incarnation not in recorded:
-            # Its loss was never written (a crash between create and status write): record it now.
+            # Its loss was never written (a crash between create and status write): record it now, with
+            # the end of its log (read first: the decision then follows at once), before it may go.
+            f, tail = f.log_tail(pod)
+            if tail is None:
+                continue
             lost = lost_reason(pod) or ("Replaced", "superseded by a later incarnation")
-            f = f.record(pod.incarnation, pod.name, IncarnationOutcome.LOST, *lost)
+            f = f.record(pod.incarnation, pod.name, IncarnationOutcome.LOST, *lost, tail)
         has_finalizer = labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers
         if has_finalizer and (stale or terminal):
             f = f.after(release(pod, "outcome recorded"))
         if stale and not pod.deleting:
             f = f.after(deletion("Pod", pod.name, pod.uid))
+        elif stale:
+            # Being deleted, its outcome recorded (the finalizer goes first, in this same pass): its name
+            # is the next incarnation's. A lost node's kubelet never finishes it: removed at once; and
+            # looked at again now and then, in case its node is lost only after it was deleted.
+            f = remove_if_node_lost(f, pod).requeue(LOST_NODE_RECHECK_SECONDS)
         elif terminal and timed_out and not pod.finished and not pod.deleting:
             # A timeout ended the run while its driver ran: the pod goes, also when the pass that ended it
             # died before deleting it.

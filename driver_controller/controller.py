@@ -8,23 +8,24 @@ by ``sparkop run --controllers driver``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkop.api.models import SparkDriverStatus
+from sparkop.api.models import DriverPhase, SparkDriver, SparkDriverStatus
 from sparkop.core.controller import Controller, Own, Source, start
 from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import object_key
+from sparkop.core.owners import controller_of, object_key, same_controller
 from sparkop.core.resources import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from sparkop.core.runtime import COALESCE_SECONDS, Runtime
-from sparkop.domain import labels
+from sparkop.domain import labels, naming
 from sparkop.domain.kinds import (
     COSCHEDULING_POD_GROUPS,
     KUEUE_PRIORITY_CLASSES,
     KUEUE_RESOURCE_FLAVORS,
     KUEUE_WORKLOADS,
+    NODES,
     SPARK_DRIVERS,
     VOLCANO_POD_GROUPS,
 )
@@ -34,10 +35,13 @@ from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import (
     DriverView,
     Key,
+    NameHolder,
     Observed,
+    PodSummary,
     Settings,
     TimeoutDefaults,
     controller_key,
+    node_lost,
     owner_key,
     pod_view,
     policy_view,
@@ -49,6 +53,7 @@ from sparkop.driver_controller.observed import (
     summarize_policy,
     summarize_workload,
     trim_flavor,
+    trim_node,
     trim_owned,
     trim_pod,
     trim_pod_group,
@@ -82,7 +87,10 @@ INDEX_COSCHEDULING_POD_GROUPS = "sparkop_driver_coscheduling_podgroups"
 INDEX_WORKLOADS = "sparkop_driver_workloads"
 INDEX_FLAVORS = "sparkop_driver_resourceflavors"
 INDEX_PRIORITY_CLASSES = "sparkop_driver_workloadpriorityclasses"
+INDEX_DRIVER_PODS_BY_NAME = "sparkop_driver_pods_by_name"
+INDEX_NODES = "sparkop_driver_nodes"
 EVERY = ("", "")  # the key the reference indexes file everything under
+TERMINAL_PHASES: Final = frozenset(phase.value for phase in DriverPhase if phase.terminal)
 
 
 def as_read(body: JSON) -> JSON:
@@ -91,6 +99,17 @@ def as_read(body: JSON) -> JSON:
 
 def every(body: JSON) -> list[tuple[str, str]]:
     return [EVERY]
+
+
+def by_name(body: JSON) -> list[tuple[str, str]]:
+    meta = body.get("metadata") or {}
+    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+
+
+def driver_pod_by_name(body: JSON) -> list[tuple[str, str]]:
+    """A driver pod filed by its name: who holds the name the next driver pod of a run needs."""
+    role = ((body.get("metadata") or {}).get("labels") or {}).get(labels.SPARK_ROLE)
+    return by_name(body) if role == labels.ROLE_DRIVER else []
 
 
 def labelled(
@@ -130,16 +149,20 @@ class Observer:
     settings: Settings
 
     def observe(self, own: Own[SparkDriverStatus]) -> Observed:
-        return self.owned(own.key, DriverView.read(own.body, own.status), own.learnt, own.namespace_terminating)
+        driver = DriverView.read(own.body, own.status)
+        return self.owned(own.key, driver, own.learnt, own.namespace_terminating, self.name_holder(own.key, driver))
 
     def gone(self, key: Key, learnt: Learnt) -> Observed:
-        return self.owned(key, None, learnt, self.runtime.namespace_terminating(key[0]))
+        return self.owned(key, None, learnt, self.runtime.namespace_terminating(key[0]), None)
 
-    def owned(self, key: Key, driver: DriverView | None, learnt: Learnt, terminating: bool) -> Observed:
+    def owned(
+        self, key: Key, driver: DriverView | None, learnt: Learnt, terminating: bool, holder: NameHolder | None
+    ) -> Observed:
         values = self.values
+        pods = values(INDEX_PODS, key)
         return Observed(
             driver,
-            values(INDEX_PODS, key),
+            pods,
             values(INDEX_CONFIGMAPS, key),
             values(INDEX_SERVICES, key),
             self.settings,
@@ -151,10 +174,36 @@ class Observer:
             workloads=values(INDEX_WORKLOADS, key),
             flavors={f.name: f for f in values(INDEX_FLAVORS, EVERY)},
             priority_classes=dict(values(INDEX_PRIORITY_CLASSES, EVERY)),
+            name_holder=holder,
+            lost_nodes=self.lost_nodes(pods, holder),
+            logs=learnt.logs,
         )
 
     def values(self, index: str, key: Key) -> list[Any]:
         return list(self.runtime.index(index).get(key) or ())
+
+    def name_holder(self, key: Key, driver: DriverView) -> NameHolder | None:
+        """Whoever's driver pod holds the name this SparkDriver's next one needs, when not its own."""
+        if not isinstance(driver.spec, SparkDriver):
+            return None
+        namespace = key[0]
+        wanted = naming.driver_pod_name(driver.name, driver.spec.spec.driver.podName)
+        pod: PodSummary | None = next(iter(self.values(INDEX_DRIVER_PODS_BY_NAME, (namespace, wanted))), None)
+        if pod is None or pod.owner_uid == driver.uid:
+            return None
+        found = next(iter(self.values(INDEX_DRIVERS, (namespace, pod.driver))), None) if pod.driver else None
+        holder = found if found is not None and str(found["metadata"].get("uid")) == pod.owner_uid else None
+        if holder is None or holder["metadata"].get("deletionTimestamp"):
+            return NameHolder(pod, pod.driver, going=True)
+        ours, theirs = controller_of({"metadata": driver.spec.metadata}), controller_of(holder)
+        same = ours is not None and theirs is not None and same_controller(ours, theirs)
+        ended = str((holder.get("status") or {}).get("phase") or "") in TERMINAL_PHASES
+        return NameHolder(pod, pod.driver, same_owner=same, ended=ended)
+
+    def lost_nodes(self, pods: Sequence[PodSummary], holder: NameHolder | None) -> frozenset[str]:
+        """The nodes known lost among those of the driver pods being deleted (asked only of those)."""
+        deleting = {p.node_name for p in (*pods, *((holder.pod,) if holder else ())) if p.deleting and p.node_name}
+        return frozenset(n for n in deleting if any(self.values(INDEX_NODES, ("", n))))
 
 
 def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
@@ -207,7 +256,19 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
             labelled(INDEX_WORKLOADS, KUEUE_WORKLOADS, summarize_workload, workload_view, trim_workload),
         ),
         # Kueue's cluster-scoped configuration (optional kinds): what an admission and a priority name.
+        # The driver pods by name (who holds the name a run's next driver pod needs) and the Nodes (is a
+        # deleted driver pod's node lost?), looked up, never a reason for a pass by themselves.
         reads=(
+            Source(
+                INDEX_DRIVER_PODS_BY_NAME,
+                PODS,
+                driver_pod_by_name,
+                summarize_pod,
+                selector=labels.DRIVER,
+                transform=trim_pod,
+                shared=True,
+            ),
+            Source(INDEX_NODES, NODES, by_name, node_lost, transform=trim_node),
             Source(INDEX_FLAVORS, KUEUE_RESOURCE_FLAVORS, every, summarize_flavor, transform=trim_flavor),
             Source(
                 INDEX_PRIORITY_CLASSES, KUEUE_PRIORITY_CLASSES, every, priority_value, transform=trim_priority_class

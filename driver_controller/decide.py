@@ -39,7 +39,7 @@ from sparkop.driver_controller import events, kueue, timeouts
 from sparkop.driver_controller.actions import holds, release
 from sparkop.driver_controller.cleanup import executors, stale_incarnations
 from sparkop.driver_controller.create import create_missing
-from sparkop.driver_controller.facts import Closing, Facts, Step, run
+from sparkop.driver_controller.facts import Closing, Facts, Step, Why, run
 from sparkop.driver_controller.observed import DriverView, Observed, PodSummary
 from sparkop.driver_controller.pod import follow_driver_pod, recover_incarnation
 from sparkop.driver_controller.status import ended, status_wait, with_submission_failed
@@ -73,7 +73,10 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
     plan: Plan[SparkDriverStatus] = Plan().with_after(*_release(strangers))
     if isinstance(driver.spec, SpecError):
         return _settled(_spec_refused(plan, driver, driver.spec, now))
-    facts, _ = run(STEPS, Facts.first(observed, driver.spec, now, plan))
+    facts, stop = run(STEPS, Facts.first(observed, driver.spec, now, plan))
+    if stop is not None and stop.reason is Why.READING_LOG:
+        # Only the read: the Applier reads the log, then the decision follows at once with it.
+        return facts.plan
     for closing in CLOSING:
         facts = closing(facts)
     return status(facts)

@@ -18,15 +18,23 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, Literal, TypeVar
 
-from sparkop.api.models import DriverPhase, IncarnationOutcome, SparkDriver, SparkDriverStatus
+from sparkop.api.models import (
+    LOG_TAIL_CHARS,
+    LOG_TAIL_LINES,
+    DriverPhase,
+    IncarnationOutcome,
+    SparkDriver,
+    SparkDriverStatus,
+)
 from sparkop.core.frozen import evolve
 from sparkop.core.owners import controller_of, owned_by
-from sparkop.core.plan import Action, Plan
+from sparkop.core.plan import Action, Plan, ReadLog
 from sparkop.domain import kinds, labels, naming
 from sparkop.driver_controller import events
 from sparkop.driver_controller.observed import Observed, PodSummary
 from sparkop.driver_controller.render import DriverObjects, IncarnationNames, names, render
 from sparkop.driver_controller.status import ended, with_record, with_submission_failed
+from sparkop.driver_controller.templates import spark_container_name
 
 T = TypeVar("T")
 
@@ -40,6 +48,8 @@ class Why(enum.StrEnum):
     REFUSED = "the API server refused an object of the incarnation"
     INVALID_SPEC = "the spec cannot run"
     TIMED_OUT = "a timeout or the bound on failing executors ended the run"
+    READING_LOG = "the end of a driver pod's log is read before its outcome is recorded"
+    NAME_TAKEN = "another live owner's pod holds the driver pod's name"
 
 
 @dataclass(frozen=True)
@@ -89,12 +99,31 @@ class Facts:
 
     @property
     def pod_name(self) -> str:
-        """The current incarnation's driver pod's name."""
-        return naming.driver_pod_name(self.name, self.incarnation)
+        """What its driver pods are called: the same for every incarnation (kubeflow's naming)."""
+        return naming.driver_pod_name(self.name, self.driver.spec.driver.podName)
 
     def driver_pod(self, incarnation: int) -> PodSummary | None:
-        name = naming.driver_pod_name(self.name, incarnation)
-        return next((p for p in self.owned_pods if p.name == name and p.role != labels.ROLE_EXECUTOR), None)
+        """Its driver pod of ``incarnation``, by the incarnation label (every incarnation's pod has the
+        same name, one at a time; a pod made by an older version of sparkop has another)."""
+        return next(
+            (p for p in self.owned_pods if p.incarnation == incarnation and p.role != labels.ROLE_EXECUTOR), None
+        )
+
+    def log_tail(self, pod: PodSummary | None) -> tuple[Facts, str | None]:
+        """The end of ``pod``'s log for its incarnation's record, or why it could not be read; None while
+        it is being read (a ReadLog is planned: the decision follows at once, with it)."""
+        if pod is None:
+            return self, "(unavailable: the pod was gone before its log was read)"
+        if pod.node_name in self.observed.lost_nodes:
+            # Its kubelet serves no log any more: asking would only wait for a timeout, holding up the
+            # replacement (and the pod's removal, which frees its name).
+            return self, f"(unavailable: its node {pod.node_name} is lost)"
+        tail = self.observed.logs.get(pod.uid)
+        if tail is not None:
+            return self, tail.text if tail.text is not None else f"(unavailable: {tail.error})"
+        container = spark_container_name(self.driver.spec.sparkConf, "driver")
+        read = ReadLog(pod.name, pod.uid, container, LOG_TAIL_LINES, LOG_TAIL_CHARS, "RecordOutcome")
+        return (self if read in self.plan.reads else self.before(read)), None
 
     def owned(self, items: Iterable[T]) -> tuple[T, ...]:
         """Of ``items`` (filed under this SparkDriver's key), those it owns."""
@@ -119,9 +148,18 @@ class Facts:
         """Status fields (by their JSON names) set."""
         return self._with(status=self.status.model_copy(update=fields))
 
-    def record(self, incarnation: int, pod_name: str, outcome: IncarnationOutcome, reason: str, message: str) -> Facts:
-        """The incarnation's record in status.incarnations (once: an incarnation ends once)."""
-        status = with_record(self.status, incarnation, pod_name, outcome, reason, message, self.now)
+    def record(
+        self,
+        incarnation: int,
+        pod_name: str,
+        outcome: IncarnationOutcome,
+        reason: str,
+        message: str,
+        log_tail: str | None = None,
+    ) -> Facts:
+        """The incarnation's record in status.incarnations (once: an incarnation ends once), with the end
+        of its driver pod's log."""
+        status = with_record(self.status, incarnation, pod_name, outcome, reason, message, self.now, log_tail)
         return self._with(status=status)
 
     def at_incarnation(self, incarnation: int) -> Facts:
@@ -159,7 +197,7 @@ class Facts:
         """The API server refused an object of the incarnation: SubmissionFailed over the status as read
         (what this pass had worked out of the incarnation is not kept: a later pass of the stale one
         records it), no driver pod; the apps controller decides whether to run again."""
-        status = refusal_status(self.read, self.name, self.generation, self.now, self.incarnation, reason, message)
+        status = refusal_status(self.read, self.pod_name, self.generation, self.now, self.incarnation, reason, message)
         return self._with(status=status)
 
     # -- the plan ----------------------------------------------------------------------------------
@@ -191,7 +229,7 @@ class Facts:
 
 def refusal_status(
     status: SparkDriverStatus,
-    name: str,
+    pod_name: str,
     generation: int | None,
     now: datetime,
     incarnation: int,
@@ -203,7 +241,6 @@ def refusal_status(
     status = status.model_copy(update={"incarnation": incarnation, "driverPod": None})
     if generation is not None:
         status = status.model_copy(update={"observedGeneration": generation})
-    pod_name = naming.driver_pod_name(name, incarnation)
     return with_submission_failed(status, now, reason, message, incarnation, pod_name)
 
 

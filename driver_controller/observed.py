@@ -16,6 +16,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from sparkop.api.models import MAX_TRACKED_EXECUTORS, SparkDriver, SparkDriverStatus
+from sparkop.core.expectations import LogTail
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_keys, controller_of, read_references, reference_keys, reference_to
 from sparkop.core.plan import Refusal
@@ -131,6 +132,7 @@ class PodSummary:
     ready: bool = False  # the Ready condition: every container passes its readiness probe
     scheduled_at: datetime | None = None  # the PodScheduled condition's turn to True: bound to its node
     executor_id: int | None = None  # an executor's Spark executor id (its spark-exec-id label)
+    driver: str | None = None  # the SparkDriver it was made for (its sparkop.io/driver label)
 
     @property
     def deleting(self) -> bool:
@@ -140,6 +142,48 @@ class PodSummary:
     def finished(self) -> bool:
         """The Spark container (or the pod) has ended."""
         return self.phase in ("Succeeded", "Failed") or self.terminated is not None
+
+
+@dataclass(frozen=True)
+class NameHolder:
+    """The pod that holds the name a SparkDriver's next driver pod needs, when it is not one of its own
+    (kubeflow's naming gives every run of an app the same driver pod name). ``driver``: the SparkDriver
+    whose pod it is (its sparkop.io/driver label); ``same_owner``: that SparkDriver is controlled by the
+    same object as this one (group, kind and uid: an earlier run of the same app or SparkConnect);
+    ``ended``: its status is final, its pod's outcome and log tail recorded there; ``going``: that
+    SparkDriver is gone or being deleted (the garbage collector takes the pod)."""
+
+    pod: PodSummary
+    driver: str | None
+    same_owner: bool = False
+    ended: bool = False
+    going: bool = False
+
+
+def trim_node(body: JSON) -> JSON:
+    """What the Node cache keeps: its name and whether its kubelet still reports (the Ready condition's
+    status), not its images, addresses and capacities."""
+    meta = body.get("metadata") or {}
+    ready = [
+        {"type": "Ready", "status": c.get("status")}
+        for c in (body.get("status") or {}).get("conditions") or ()
+        if c.get("type") == "Ready"
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "status": {"conditions": ready},
+    }
+
+
+def node_lost(body: Body) -> bool:
+    """A node whose kubelet stopped reporting (Ready Unknown, as the node lifecycle controller marks it):
+    its pods' containers will never be confirmed stopped, so their deletion never completes by itself."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "Unknown"
+        for c in (body.get("status") or {}).get("conditions") or ()
+    )
 
 
 @dataclass(frozen=True)
@@ -375,6 +419,7 @@ def summarize_pod(body: Body) -> PodSummary:
         ready=ready,
         scheduled_at=scheduled_at,
         executor_id=_executor_id(pod_labels) if role == labels.ROLE_EXECUTOR else None,
+        driver=pod_labels.get(labels.DRIVER),
     )
 
 
@@ -619,6 +664,13 @@ class Observed:
     workloads: Sequence[WorkloadSummary] = ()
     flavors: Mapping[str, FlavorSummary] = field(default_factory=dict)
     priority_classes: Mapping[str, int] = field(default_factory=dict)
+    # Another SparkDriver's driver pod holding the name this one's next driver pod needs (kubeflow's
+    # naming: one name for every run of an app, and every incarnation of a run).
+    name_holder: NameHolder | None = None
+    # The nodes known lost (their kubelet stopped reporting) among those of its driver pods being deleted.
+    lost_nodes: frozenset[str] = frozenset()
+    # The ends of driver pods' logs an earlier plan read (core.plan.ReadLog), by pod uid.
+    logs: Mapping[str, LogTail] = field(default_factory=dict)
 
     @classmethod
     def of(cls, body: Body | None, *args: Any, **kwargs: Any) -> Observed:

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from sparkop.api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
+from sparkop.api.models import (
+    LOG_TAIL_CHARS,
+    DriverPhase,
+    IncarnationOutcome,
+    IncarnationRecord,
+    LastError,
+    SparkDriverStatus,
+)
 from sparkop.domain import status_waits
 from sparkop.domain.status_waits import Since
 from sparkop.driver_controller.observed import PodSummary
@@ -104,6 +111,7 @@ def with_record(
     reason: str,
     message: str,
     now: datetime,
+    log_tail: str | None = None,
 ) -> SparkDriverStatus:
     """The incarnation's record added to status.incarnations (the newest HISTORY_MAX kept), unless
     the incarnation already has one: it ended once."""
@@ -119,6 +127,7 @@ def with_record(
         reason=reason or None,
         message=message[:MAX_RECORD_MESSAGE] or None,
         time=now,
+        logTail=log_tail[-LOG_TAIL_CHARS:] if log_tail else None,
     )
     return status.model_copy(update={"incarnations": [*history, entry][-HISTORY_MAX:]})
 

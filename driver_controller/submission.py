@@ -355,8 +355,9 @@ def _spark_conf(
     _put_prefixed(conf, "spark.kubernetes.node.selector.", spec.nodeSelector)
     _dynamic_allocation_conf(conf, spec.dynamicAllocation)
     monitoring_conf(conf, driver)
-    # What sparkop owns: deterministic names per incarnation.
-    conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, incarnation)
+    # What sparkop owns: deterministic names (the driver pod's the same for every incarnation, the
+    # executors' and the other objects' per incarnation).
+    conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, spec.driver.podName)
     conf["spark.kubernetes.executor.podNamePrefix"] = naming.pod_prefix(name, incarnation)
     # The driver Service is the SparkDriver's, removed with its incarnation. A driver that deletes
     # it at stop (Spark's default) races the controller, which sees it missing while the driver

@@ -20,6 +20,7 @@ from devcluster.testing import ClusterHandle, wait_for
 from sparkop.domain import labels
 from tests.support.cluster_apps import KUBEFLOW_APPS, app_manifest, get, status, wait_state
 from tests.support.operator import OperatorProcess
+from tests.support.watches import CreationWatch
 
 pytestmark = pytest.mark.cluster
 
@@ -67,9 +68,11 @@ def test_an_app_of_the_same_name_in_each_group_runs_side_by_side(
     kubeflow_crds: ClusterHandle, namespace: str, operator: OperatorProcess
 ) -> None:
     cluster, ns = kubeflow_crds, namespace
-    # Different outcomes, so that one taken for the other would show.
+    # Different outcomes, so that one taken for the other would show. The two want one driver pod name
+    # (kubeflow's <app>-driver, the same for both groups): the second names its own.
     ours = app_manifest("pi", outcome="Succeeded", run_seconds=2)
     theirs = kubeflow(app_manifest("pi", outcome="Failed", run_seconds=2))
+    theirs["spec"]["driver"]["podName"] = "pi-kubeflow-driver"
     apply(cluster, ns, ours)
     apply(cluster, ns, theirs)
     done_ours = wait_state(cluster, ns, "pi", "COMPLETED", "FAILED", resource=SPARKOP_APPS)
@@ -90,6 +93,7 @@ def test_an_app_of_the_same_name_in_each_group_runs_side_by_side(
         assert [a["driver"] for a in st["attempts"]] == [driver]
         (driver_pod,) = pods_of(cluster, ns, driver, "driver")
         assert st["driverInfo"]["podName"] == driver_pod["metadata"]["name"]
+        assert driver_pod["metadata"]["name"] == ("pi-driver" if driver == "pi-1" else "pi-kubeflow-driver")
         assert driver_pod["metadata"]["labels"][labels.KUBEFLOW_SUBMISSION_ID] == st["submissionID"]
 
     # `sparkop list` shows both, `sparkop status` asks which one is meant, GROUP/NAME says it.
@@ -157,7 +161,8 @@ def test_a_failing_kubeflow_app_says_why_and_counts_its_retry(
 ) -> None:
     cluster, ns = kubeflow_crds, namespace
     policy = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
-    apply(cluster, ns, kubeflow(app_manifest("etl", policy, outcome="Failed", run_seconds=1)))
+    # Long enough for its executors to be seen (a run of a second may end before any pass sees one).
+    apply(cluster, ns, kubeflow(app_manifest("etl", policy, outcome="Failed", run_seconds=4)))
     failed = wait_state(cluster, ns, "etl", "FAILED", timeout=90, resource=KUBEFLOW_APPS)
     assert failed["applicationState"]["errorMessage"]
     assert (failed["executionAttempts"], failed["currentDriver"]) == (2, "etl-2-kf")
@@ -165,3 +170,63 @@ def test_a_failing_kubeflow_app_says_why_and_counts_its_retry(
     assert second is not None and failed["submissionID"] == second["metadata"]["uid"]
     assert set(failed["executorState"].values()) == {"FAILED"}
     assert status(cluster, ns, "etl", KUBEFLOW_APPS) == failed  # frozen
+
+
+def test_a_driver_pod_name_held_by_the_other_groups_app_refuses_the_submission_not_the_holder(
+    kubeflow_crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    cluster, ns = kubeflow_crds, namespace
+    apply(cluster, ns, app_manifest("clash", run_seconds=20))
+    wait_state(cluster, ns, "clash", "RUNNING", resource=SPARKOP_APPS)
+    holder = get(cluster, ns, "pod", "clash-driver")
+    assert holder is not None
+    apply(cluster, ns, kubeflow(app_manifest("clash", run_seconds=1)))
+    refused = wait_state(cluster, ns, "clash", "FAILED", resource=KUBEFLOW_APPS)
+    message = refused["applicationState"]["errorMessage"]
+    assert "driver pod name clash-driver is held by the driver pod of SparkDriver clash-1" in message, message
+    assert "spec.driver.podName" in message
+    # The holder never noticed: the same pod, and its app goes on to its end.
+    after = get(cluster, ns, "pod", "clash-driver")
+    assert after is not None and after["metadata"]["uid"] == holder["metadata"]["uid"]
+    assert after["metadata"]["labels"][labels.DRIVER] == "clash-1"
+    assert (
+        wait_state(cluster, ns, "clash", "COMPLETED", "FAILED", resource=SPARKOP_APPS, timeout=90)["applicationState"][
+            "state"
+        ]
+        == "COMPLETED"
+    )
+
+
+def test_a_retried_app_reuses_its_driver_pod_name_once_the_last_pod_is_gone(
+    kubeflow_crds: ClusterHandle, namespace: str, operator: OperatorProcess
+) -> None:
+    """kubeflow's naming across runs: every run's driver pod is <app>-driver; the next is created only
+    once the last one's outcome and log tail are recorded (in its SparkDriver's status) and it is gone,
+    so there are never two at once, and no outcome is lost."""
+    cluster, ns = kubeflow_crds, namespace
+    watch = CreationWatch(cluster, ns, "pods")
+    try:
+        policy = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
+        apply(cluster, ns, kubeflow(app_manifest("retried", policy, outcome="Failed", run_seconds=1)))
+        done = wait_state(cluster, ns, "retried", "FAILED", timeout=90, resource=KUBEFLOW_APPS)
+        wait_for(lambda: len(watch.uids.get("retried-driver", ())) == 2, timeout=30, message="both runs' pods seen")
+    finally:
+        watch.stop()
+    assert done["executionAttempts"] == 2 and done["driverInfo"]["podName"] == "retried-driver"
+    first, second = (get(cluster, ns, "sparkdriver", f"retried-{run}-kf") for run in (1, 2))
+    assert first is not None and second is not None
+    # Each run's outcome, with the end of its pod's log, in its own SparkDriver's status.
+    for driver in (first, second):
+        (record,) = driver["status"]["incarnations"]
+        assert (record["podName"], record["outcome"]) == ("retried-driver", "Failed")
+        assert record["logTail"]
+    # One pod of the name per run, each seen deleted before the next was created.
+    uids = watch.uids["retried-driver"]
+    assert len(uids) == 2, watch.uids
+    ordered = sorted(uids, key=lambda uid: watch.first_seen[uid])
+    gone_at = watch.deleted.get(ordered[0], float("inf"))
+    assert gone_at <= watch.first_seen[ordered[1]], (watch.deleted, watch.first_seen)
+    live = get(cluster, ns, "pod", "retried-driver")
+    assert live is not None and live["metadata"]["uid"] == ordered[1]
+    submission = live["metadata"]["labels"][labels.KUBEFLOW_SUBMISSION_ID]
+    assert submission == second["metadata"]["uid"] == done["submissionID"]

@@ -54,9 +54,15 @@ class FakeKube:
         self._call(f"patch {name}")
         return {}
 
-    async def delete(self, resource: Any, namespace: str, name: str, *, uid: str | None = None) -> bool:
-        self._call(f"delete {resource.kind} {name}")
+    async def delete(
+        self, resource: Any, namespace: str, name: str, *, uid: str | None = None, grace_seconds: int | None = None
+    ) -> bool:
+        self._call(f"delete {resource.kind} {name}" + (f" grace {grace_seconds}" if grace_seconds is not None else ""))
         return True
+
+    async def pod_log_tail(self, namespace: str, name: str, *, container: str | None, lines: int, limit: int) -> str:
+        self._call(f"log {name}")
+        return f"the end of {name}'s log\n"
 
     async def event(self, regarding: Any, *, type_: str, reason: str, message: str) -> None:
         self._call(f"event {reason}")
@@ -79,6 +85,8 @@ class FakeRuntime:
                 declaration.INDEX_WORKLOADS,
                 declaration.INDEX_FLAVORS,
                 declaration.INDEX_PRIORITY_CLASSES,
+                declaration.INDEX_DRIVER_PODS_BY_NAME,
+                declaration.INDEX_NODES,
             )
         }
 
@@ -99,6 +107,11 @@ def controller(fake: FakeKube, body: dict[str, Any], pods: list[dict[str, Any]] 
     runtime = FakeRuntime(fake)
     runtime.indexes[declaration.INDEX_DRIVERS][KEY] = [body]
     runtime.indexes[declaration.INDEX_PODS][KEY] = [summarize_pod(p) for p in pods]
+    for pod in pods:
+        if (pod["metadata"].get("labels") or {}).get("spark-role") == "driver":
+            runtime.indexes[declaration.INDEX_DRIVER_PODS_BY_NAME][("ns", pod["metadata"]["name"])] = [
+                summarize_pod(pod)
+            ]
     if with_objects:
         _, cms, svcs = objects()
         runtime.indexes[declaration.INDEX_CONFIGMAPS][KEY] = cms

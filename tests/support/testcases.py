@@ -179,7 +179,7 @@ INVALID: Final[tuple[Case, ...]] = (
         "spec: {driver: {secrets: [{name: s, path: /s, secretType: Magic}]}}",
         "spec.driver.secrets[0].secretType",
     ),
-    Case("driver-pod-name", "spec: {driver: {podName: my-driver}}", "spec.driver.podName"),
+    Case("driver-pod-name-not-dns", "spec: {driver: {podName: My_Driver}}", "spec.driver.podName"),
     Case("python-version-4", "spec: {pythonVersion: '4'}", "spec.pythonVersion"),
     Case(
         "sidecar-port-out-of-range",

@@ -42,6 +42,7 @@ UPDATE = os.environ.get("SPARKOP_UPDATE_SNAPSHOTS") == "1"
 # What the operator's own objects need in any namespace it serves; never cluster-wide in namespaced mode.
 NAMESPACED_RESOURCES = {
     "pods",
+    "pods/log",  # a driver pod's log tail, kept before the pod may go
     "configmaps",
     "services",
     "events",
@@ -68,12 +69,8 @@ FEATURE_RESOURCES = {
     "kueue": {"workloads", "workloads/status"},  # a queued run's; admission handed back, Finished
     "gatewayAPI": {"httproutes", "grpcroutes"},  # a Spark UI's, a history server's, a Connect server's
 }
-# Kueue's cluster-scoped configuration, read (never written) whatever the namespaces.
-KUEUE_READ_RULE = {
-    "apiGroups": ["kueue.x-k8s.io"],
-    "resources": ["resourceflavors", "workloadpriorityclasses"],
-    "verbs": ["get", "list", "watch"],
-}
+# Whether a deleted driver pod's node is lost, read whatever the namespaces (Nodes are cluster-scoped).
+NODES_READ_RULE = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +197,8 @@ def test_defaults_watch_default_with_one_replica_electing_a_leader(helm: Path, t
             "resources": ["namespaces"],
             "resourceNames": ["default"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        NODES_READ_RULE,
     ]
     (operator_role,) = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
     assert operator_role["metadata"]["namespace"] == "default"
@@ -354,7 +352,8 @@ def test_job_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespace_o
             "resources": ["namespaces"],
             "resourceNames": ["team-a", "team-b"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        NODES_READ_RULE,
     ]
     operator_roles = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
     assert sorted(r["metadata"]["namespace"] for r in operator_roles) == ["team-a", "team-b"]

@@ -17,7 +17,7 @@ from tests.support.driver_objects import NOW, objects, running, with_status
 
 EARLIER = "2026-01-01T11:00:00Z"
 AT_NOW = "2026-01-01T12:00:00Z"
-POD = "pi-1-driver"
+POD = "pi-driver"
 LONG = "x" * 40_000
 
 

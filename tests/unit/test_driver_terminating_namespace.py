@@ -40,7 +40,7 @@ def driver_pod(deleting: bool) -> dict[str, Any]:
     return {**pod, "metadata": meta, "status": {"phase": "Running"}}
 
 
-RUNNING = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+RUNNING = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
 
 
 def test_a_driver_pod_going_with_its_namespace_is_not_replaced() -> None:

@@ -20,14 +20,13 @@ from sparkop.connect_controller.build import build_server
 from sparkop.connect_controller.observed import ConnectView
 from sparkop.core.plan import Create
 from sparkop.domain import kinds, labels, naming
-from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.observed import Observed as DriverObserved
 from sparkop.driver_controller.observed import Settings, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from sparkop.schedule_controller.decide import build_run
 from sparkop.schedule_controller.observed import RunView, ScheduledView
 from sparkop.schedule_controller.observed import owner_keys as schedule_owner_keys
-from tests.support.driver_objects import NOW, driver, executor, objects, running, terminated
+from tests.support.driver_objects import NOW, decided, driver, executor, objects, running, terminated
 from tests.support.specs import PYTHON_PI_SPEC
 
 KUBEFLOW = "sparkoperator.k8s.io/v1beta2"
@@ -199,7 +198,7 @@ def plan_for(body: dict[str, Any], pods: list[dict[str, Any]], **settings: Any) 
     pod, cms, svcs = objects()
     del pod
     observed = DriverObserved.of(body, [summarize_pod(p) for p in pods], list(cms), list(svcs), Settings(**settings))
-    status = decide(observed, NOW).status
+    status = decided(observed, NOW).status
     assert status is not None
     return status
 

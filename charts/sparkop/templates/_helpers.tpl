@@ -113,6 +113,10 @@ in a Role per namespace.
 - apiGroups: [""]
   resources: ["pods", "configmaps", "services"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
+# The end of a driver pod's log, kept in its SparkDriver's status before the pod may go.
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
