@@ -9,6 +9,9 @@ from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
 from sparkop.daily_cli import Target, app_drivers, find_app, run_command
 
+# How many lines of the end of a replaced driver pod's log `sparkop status` shows per incarnation.
+LOG_LINES_SHOWN = 3
+
 
 def _age(stamp: str | None, now: datetime) -> str:
     if not stamp:
@@ -100,6 +103,9 @@ def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
                 f"    incarnation {record.get('incarnation')}: {record.get('outcome')}{why} "
                 f"at {_clock(record.get('time'))}"
             )
+            # The end of that pod's log, kept when the pod went (the last lines of it).
+            tail = [line for line in str(record.get("logTail") or "").splitlines() if line.strip()]
+            lines.extend(f"      | {line}" for line in tail[-LOG_LINES_SHOWN:])
         termination = dstatus.get("termination")
         if termination:
             lines.append(

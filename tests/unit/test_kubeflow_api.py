@@ -272,3 +272,24 @@ def test_the_app_shows_its_runs_submission_id_and_executor_state() -> None:
     assert status is not None
     assert status.submissionID == "pi-1-kf-uid"
     assert status.executorState == {"pi-1-kf-1-exec-1": ExecutorState.RUNNING}
+
+
+def test_sparkop_status_shows_the_end_of_a_replaced_driver_pods_log() -> None:
+    from sparkop.status_cli import render_status
+
+    app = {**app_body(SPARKOP, "u"), "status": {"applicationState": {"state": "RUNNING"}, "currentDriver": "pi-1"}}
+    driver = {
+        "metadata": {"name": "pi-1"},
+        "status": {
+            "phase": "Running",
+            "incarnation": 2,
+            "driverPod": {"name": "pi-driver"},
+            "incarnations": [
+                {"incarnation": 1, "outcome": "Lost", "reason": "Deleted", "time": "2026-01-01T12:00:00Z",
+                 "logTail": "starting\nstage 3 of 7\n\nPi is roughly 3.14\nshutdown hook called\n"},
+            ],
+        },
+    }  # fmt: skip
+    text = render_status(app, [driver], NOW)
+    assert "      | stage 3 of 7\n      | Pi is roughly 3.14\n      | shutdown hook called" in text
+    assert "starting" not in text  # its last lines only
