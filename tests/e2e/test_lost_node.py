@@ -120,8 +120,9 @@ def test_a_driver_on_a_lost_node_is_replaced_on_the_other_once_kubernetes_evicts
     assert disrupted is not None and disrupted[0] == "DeletionByTaintManager", old["status"]
 
     def replacement() -> dict[str, Any] | None:
+        # The same name (kubeflow's <app>-driver), a new pod: created once the lost one was removed.
         pod = (spark.get("sparkdriver", driver_name)["status"] or {}).get("driverPod") or {}
-        return pod if pod.get("name") != first["name"] and pod.get("phase") == "Running" else None
+        return pod if pod.get("uid") != first["uid"] and pod.get("phase") == "Running" else None
 
     second = mark("replacement Running", spark.wait_pod(replacement, RUN_S, "the replacement driver running"))
     app = mark("COMPLETED", spark.wait_app("node-lost", ["COMPLETED"], timeout=RUN_S))
@@ -133,6 +134,9 @@ def test_a_driver_on_a_lost_node_is_replaced_on_the_other_once_kubernetes_evicts
     incarnations = driver["status"]["incarnations"]
     assert [i["outcome"] for i in incarnations] == ["Lost", "Succeeded"]
     assert incarnations[0]["reason"] == "DeletionByTaintManager", incarnations[0]
+    # Its log went with its node: said so, not waited for.
+    assert incarnations[0]["logTail"] == f"(unavailable: its node {lost_node} is lost)", incarnations[0]
+    assert second["name"] == first["name"]
     assert second["nodeName"] != lost_node
     assert "stages result" in spark.driver_log("node-lost")
     # Never a second driver before Kubernetes gave the first up: created after the eviction.

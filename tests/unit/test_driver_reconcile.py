@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 
 from sparkop.core.kube import merge_patch
-from sparkop.core.plan import Plan
+from sparkop.core.plan import Delete, Patch, Plan, ReadLog
 from sparkop.domain import labels
 from sparkop.driver_controller.cleanup import EXECUTOR_CLEANUP_GRACE_SECONDS
+from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.facts import refusal_status
-from sparkop.driver_controller.observed import Observed, Settings, summarize_object, summarize_pod
+from sparkop.driver_controller.observed import NameHolder, Observed, Settings, summarize_object, summarize_pod
 from sparkop.driver_controller.render import parse, render
 from tests.support.driver_objects import (
     NOW,
@@ -188,11 +190,13 @@ def test_a_lost_driver_pods_name_waits_for_it_and_a_lost_nodes_pod_is_removed_at
     gone = deleting(running(pod))  # taken away by the taint manager, say
     recorded = plan_for(driver(st), [gone], cms, svcs)
     assert recorded.status is not None and recorded.status.incarnation == 2
+    assert [r.logTail for r in recorded.status.incarnations or ()] == [log_of("pi-driver")]
     # Recorded and released: it is still there (its kubelet has not finished with it).
     released = {**gone, "metadata": {**gone["metadata"], "finalizers": []}}
     waiting = plan_for(driver(recorded.status.to_json()), [released], cms, svcs)
     assert "Pod/pi-driver" not in kinds(waiting)
     assert not [d for d in waiting.deletes if d.kind == "Pod"]  # a kubelet that runs finishes it
+    assert waiting.requeue_after is not None  # looked at again, should its node be lost meanwhile
     # Its node known lost (its kubelet stopped reporting): the pod is removed at once, grace 0.
     observed = Observed.of(driver(recorded.status.to_json()), [summarize_pod(released)], cms, svcs,
                         lost_nodes=frozenset({"node-a"}))  # fmt: skip
@@ -200,6 +204,24 @@ def test_a_lost_driver_pods_name_waits_for_it_and_a_lost_nodes_pod_is_removed_at
     (removal,) = [d for d in lost.deletes if d.kind == "Pod"]
     assert (removal.name, removal.uid, removal.grace_seconds) == ("pi-driver", "pod-1", 0)
     assert "Pod/pi-driver" not in kinds(lost)  # created once the watch says it is gone
+
+
+def test_a_driver_pod_evicted_from_a_lost_node_is_recorded_released_and_removed_in_one_pass() -> None:
+    """The node lost first, then the pod evicted (the taint manager): no log read (its kubelet serves
+    none), and the finalizer's release and the grace-0 removal in the pass that records the loss: the
+    release's own echo asks for no pass, and nothing else would bring one."""
+    pod, cms, svcs = objects()
+    pod = {**pod, "spec": {**pod["spec"], "nodeName": "node-a"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
+    evicted = deleting(running(pod))
+    plan = decide(Observed.of(driver(st), [summarize_pod(evicted)], cms, svcs, lost_nodes=frozenset({"node-a"})), NOW)
+    assert not [a for a in plan.before_status if isinstance(a, ReadLog)]
+    assert plan.status is not None and plan.status.incarnation == 2
+    (record,) = plan.status.incarnations or []
+    assert record.logTail == "(unavailable: its node node-a is lost)"
+    assert [(a.kind, a.name) for a in plan.after_status][:2] == [("Pod", "pi-driver"), ("Pod", "pi-driver")]
+    release, removal = plan.after_status[:2]
+    assert isinstance(release, Patch) and isinstance(removal, Delete) and removal.grace_seconds == 0
 
 
 def test_deleted_after_it_finished_is_an_outcome_not_a_loss() -> None:
@@ -638,3 +660,62 @@ def test_a_driver_that_could_not_reach_the_api_server_at_start_is_lost_not_faile
         assert (record.outcome, record.reason) == ("Lost", "APIServerUnreachable")
     else:
         assert plan.status.phase == "Failed" and plan.status.incarnation == 1
+
+
+def held_by(holder_pod: dict[str, Any], **facts: Any) -> Plan:
+    """A new SparkDriver "pi" whose driver pod's name is held by another SparkDriver's pod."""
+    observed = Observed.of(driver(), [], name_holder=NameHolder(summarize_pod(holder_pod), "pi-old", **facts))
+    return decided(observed, NOW)
+
+
+def earlier_runs_pod(**meta: Any) -> dict[str, Any]:
+    pod, _, _ = objects()
+    done = terminated(pod, 0)
+    return {**done, "metadata": {**done["metadata"], "uid": "old-pod", "finalizers": [], **meta}}
+
+
+def test_an_earlier_runs_ended_pod_is_deleted_for_the_next_and_waited_for() -> None:
+    plan = held_by(earlier_runs_pod(), same_owner=True, ended=True)
+    assert "Pod/pi-driver" not in kinds(plan)  # not until it is gone
+    assert {"ConfigMap/pi-1-conf-map", "Service/pi-1-driver-svc"} <= set(kinds(plan))  # made meanwhile
+    (delete,) = [d for d in plan.deletes if d.kind == "Pod"]
+    assert (delete.name, delete.uid, delete.grace_seconds) == ("pi-driver", "old-pod", None)
+    assert plan.requeue_after is not None  # its deletion brings its own SparkDriver a pass, not this one
+    assert [e.reason for e in plan.events] == ["DriverPodReleased"]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"same_owner": True, "ended": False},  # an earlier run still ending: its SparkDriver records it first
+        {"going": True},  # its SparkDriver is gone (an app deleted and applied again): the GC takes it
+    ],
+)
+def test_a_name_held_by_a_pod_that_will_go_is_waited_for_untouched(facts: dict[str, Any]) -> None:
+    plan = held_by(earlier_runs_pod(), **facts)
+    assert "Pod/pi-driver" not in kinds(plan) and not [d for d in plan.deletes if d.kind == "Pod"]
+    assert plan.requeue_after is not None
+    assert plan.status is None or plan.status.phase != "SubmissionFailed"
+
+
+def test_a_name_held_by_another_live_owners_pod_refuses_the_submission_and_leaves_it() -> None:
+    plan = held_by(earlier_runs_pod(), same_owner=False, ended=False)
+    assert plan.creates == () and plan.deletes == ()
+    assert plan.status is not None and plan.status.phase == "SubmissionFailed"
+    assert plan.status.lastError is not None and plan.status.lastError.reason == "DriverPodNameTaken"
+    assert "held by the driver pod of SparkDriver pi-old" in (plan.status.lastError.message or "")
+    assert "spec.driver.podName" in (plan.status.lastError.message or "")
+
+
+def test_an_earlier_runs_pod_stuck_on_a_lost_node_is_removed_at_once() -> None:
+    stuck = earlier_runs_pod(deletionTimestamp="2026-01-01T11:59:00Z", deletionGracePeriodSeconds=30)
+    stuck = {**stuck, "spec": {**stuck["spec"], "nodeName": "node-a"}}
+    _, cms, svcs = objects()
+    holder = NameHolder(summarize_pod(stuck), "pi-old", same_owner=True, ended=True)
+    observed = Observed.of(driver(), [], cms, svcs, name_holder=holder, lost_nodes=frozenset({"node-a"}))
+    (removal,) = [d for d in decided(observed, NOW).deletes if d.kind == "Pod"]
+    assert (removal.uid, removal.grace_seconds) == ("old-pod", 0)
+    # Another's pod on a lost node is not ours to remove.
+    foreign = Observed.of(driver(), [], cms, svcs, name_holder=replace(holder, same_owner=False),
+                       lost_nodes=frozenset({"node-a"}))  # fmt: skip
+    assert not [d for d in decided(foreign, NOW).deletes if d.kind == "Pod"]
