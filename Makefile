@@ -16,6 +16,8 @@ test: $(STAMP)
 	$(VENV)/bin/python -m devcluster prepare
 	@# Airflow's Kubernetes provider, pinned, in a venv of its own (tests/e2e/test_airflow.py); cached.
 	$(VENV)/bin/python -m tests.support.airflow_venv
+	@# kubeflow's spark-operator from its Go module, for the live swap (tests/integration/test_kubeflow_swap.py); cached.
+	$(VENV)/bin/python -m tests.support.kubeflow_operator
 	@# Two pytest processes side by side: the real-node tests in one, the rest in the other
 	@# (tests/run_suite.py; PYTEST_ARGS=--serial for one process).
 	$(VENV)/bin/python tests/run_suite.py $(PYTEST_ARGS)
