@@ -1,12 +1,12 @@
 """Apache Airflow's Kubernetes provider in a venv of its own, as its users install it: the pinned
-packages of tests/clients/airflow-requirements.txt (145 wheels, about 450 MB) from PyPI, unchanged.
+packages of tests/clients/airflow-requirements.txt (145 wheels, 445 MB installed) from PyPI, unchanged.
 
 Cached under ``~/.cache/sparkop/airflow-<key>/``, the key a hash of the requirements and of the
 interpreter that makes it, so a new pin or Python makes a new venv and an unchanged one costs nothing.
-``make test`` makes it before the tests (``python -m tests.support.airflow_venv``; about 4 minutes the
-first time), and the tests that use it ask for it again (a moment, once made). A venv is made under the
-caches' lock and counts only once its ``.complete`` mark is written: one left half-made by a killed
-run is made again.
+``make test`` makes it before the tests (``python -m tests.support.airflow_venv``; 3.7 minutes the
+first time on a quiet machine, 20 under a load of 30), and the tests that use it ask for it again (a
+moment, once made). A venv is made under the caches' lock and counts only once its ``.complete`` mark
+is written: one left half-made by a killed run is made again.
 
     .venv/bin/python -m tests.support.airflow_venv     # prints the venv's python
 """
@@ -56,7 +56,7 @@ def ensure_airflow_venv(requirements: Path = REQUIREMENTS, python: str = sys.exe
         if (target / COMPLETE).exists():
             return interpreter
         shutil.rmtree(target, ignore_errors=True)
-        _log(f"making {target} from {requirements.name} (first run only, about 4 minutes)")
+        _log(f"making {target} from {requirements.name} (first run only, minutes)")
         started = time.monotonic()
         subprocess.run([python, "-m", "venv", str(target)], check=True)
         pip = [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
