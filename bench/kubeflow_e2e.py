@@ -172,18 +172,33 @@ REFUSED_VALUES: dict[tuple[str, str], str] = {
 }
 
 
+# Values added to kubeflow's, each with why: what a kubeflow user's install means that sparkop's chart
+# needs said. Recorded in the result.
+ADDED_VALUES: dict[str, tuple[Any, str]] = {
+    "fullnameOverride": (
+        "spark-operator",
+        "kubeflow's chart names its objects after the release (spark-operator: the drivers' ServiceAccount "
+        "spark-operator-spark, which every example names); sparkop's adds its chart's name unless the release "
+        "name holds it (spark-operator-sparkop-spark)",
+    ),
+}
+
+
 def chart_values(module: Path, operator_image: images.BuiltImage) -> tuple[dict[str, Any], dict[str, str]]:
-    """kubeflow's own ci-values.yaml (what its suite installs with) less the values sparkop's chart refuses
-    (returned with why), then what sparkop needs here: the kubeflow API on, and the operator image built
-    on this machine (no registry)."""
+    """kubeflow's own ci-values.yaml (what its suite installs with) less the values sparkop's chart refuses,
+    plus ADDED_VALUES (both returned with why), then what sparkop needs here: the kubeflow API on, and
+    the operator image built on this machine (no registry)."""
     values: dict[str, Any] = yaml.safe_load((module / CI_VALUES).read_text()) or {}
-    left_out = {}
+    changed = {}
     for (section, key), why in REFUSED_VALUES.items():
         if key in (values.get(section) or {}):
-            left_out[f"{section}.{key}={values[section].pop(key)!r}"] = why
+            changed[f"left out: {section}.{key}={values[section].pop(key)!r}"] = why
+    for key, (value, why) in ADDED_VALUES.items():
+        values[key] = value
+        changed[f"added: {key}={value!r}"] = why
     values["kubeflowAPI"] = {**values.get("kubeflowAPI", {}), "enabled": True}
     values["image"] = {**values.get("image", {}), "tag": operator_image.key, "pullPolicy": "Never"}
-    return values, left_out
+    return values, changed
 
 
 def alias_examples_image(cluster: Cluster) -> None:
@@ -231,13 +246,13 @@ def run_suite(
     binary: Path, cluster: Cluster, module: Path, run_dir: Path, focus: str | None
 ) -> tuple[list[SpecResult], int, dict[str, str]]:
     """The suite on ``cluster``; its values, report and output go to ``run_dir``. The specs' results,
-    the suite's exit code, and the ci-values left out (with why)."""
+    the suite's exit code, and how the values differ from kubeflow's ci-values (with why)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     operator_image = images.ensure_operator_image(log)
     cluster.import_images([operator_image])
     alias_examples_image(cluster)
     values = run_dir / "values.json"
-    chosen, left_out = chart_values(module, operator_image)
+    chosen, changed = chart_values(module, operator_image)
     values.write_text(json.dumps(chosen, indent=2))
     report = run_dir / "report.json"
     report.unlink(missing_ok=True)
@@ -260,7 +275,7 @@ def run_suite(
         code = subprocess.run(argv, cwd=suite_dir, env=env, stdout=output, stderr=subprocess.STDOUT).returncode
     if not report.is_file():
         raise RuntimeError(f"the suite wrote no report (exit {code}); see {log_path}")
-    return spec_results(json.loads(report.read_text())), code, left_out
+    return spec_results(json.loads(report.read_text())), code, changed
 
 
 def markdown(result: Mapping[str, Any]) -> str:
@@ -283,9 +298,9 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append(f"| {spec['name']} | {spec['state']} | {spec['seconds']} | {reason} |")
     counts = result["counts"]
     lines += ["", ", ".join(f"{n} {state}" for state, n in sorted(counts.items())), ""]
-    if result.get("ci_values_left_out"):
-        lines += ["kubeflow's ci-values.yaml values left out (sparkop's chart refuses them):", ""]
-        lines += [f"- `{value}`: {why}" for value, why in result["ci_values_left_out"].items()]
+    if result.get("ci_values_changed"):
+        lines += ["How the install's values differ from kubeflow's ci-values.yaml, and why:", ""]
+        lines += [f"- `{value}`: {why}" for value, why in result["ci_values_changed"].items()]
         lines.append("")
     return "\n".join(lines)
 
@@ -320,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster.up(f"kubeflow-e2e-{os.getpid()}", nodes=0, real_nodes=2, die_with_parent=not args.keep)
     try:
         module = scheduler_crds.module_dir(MODULE, version)
-        specs, code, left_out = run_suite(binary, cluster, module, binary.parent / "run", args.focus)
+        specs, code, changed = run_suite(binary, cluster, module, binary.parent / "run", args.focus)
     finally:
         if not args.keep:
             cluster.down()
@@ -334,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.monotonic() - began, 1),
         "suite_exit_code": code,
         "focus": args.focus,
-        "ci_values_left_out": left_out,
+        "ci_values_changed": changed,
         "counts": counts,
         "specs": [asdict(spec) for spec in specs],
     }
