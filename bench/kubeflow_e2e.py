@@ -3,10 +3,9 @@
 kubeflow's spark-operator keeps its Ginkgo suite in ``test/e2e`` of its repository: specs over its
 ``examples/*.yaml`` and ``test/e2e/bad_examples/``, whose ``BeforeSuite`` (``suite_test.go``) installs
 kubeflow's chart with helm's Go API on an existing cluster (envtest's ``UseExistingCluster``) and waits
-for kubeflow's webhooks. At the release this runs (``KUBEFLOW_E2E_VERSION`` in
-devcluster/gobuild/versions.env, the newest release), ``test/e2e`` is a package of the operator's own
-module, so the Go module proxy serves it with the module (``go mod download``): CI and every machine
-here can get it, and nothing of it is committed. (On kubeflow's main branch it has since become a
+for kubeflow's webhooks. At the release this runs (``SUITE_VERSION``, the newest release),
+``test/e2e`` is a package of the operator's own module, so the Go module proxy serves it with the
+module (``go mod download``): CI and every machine here can get it, and nothing of it is committed. (On kubeflow's main branch it has since become a
 nested module with ``replace ... => ../..``, which the proxy does not serve.)
 
 What this does, each step cached under ``~/.cache/sparkop/kubeflow-e2e/<key>/``:
@@ -59,13 +58,15 @@ if str(ROOT) not in sys.path:  # run as a script from any directory
     sys.path.insert(0, str(ROOT))
 
 from devcluster import images, realnodes, scheduler_crds  # noqa: E402
-from devcluster.build import helm_binary, read_versions  # noqa: E402
+from devcluster.build import helm_binary  # noqa: E402
 from devcluster.cluster import Cluster  # noqa: E402
 from devcluster.locks import held  # noqa: E402
 from devcluster.paths import cache_root  # noqa: E402
 
 MODULE = "github.com/kubeflow/spark-operator/v2"
-VERSION_KEY = "KUBEFLOW_E2E_VERSION"
+# The suite's release: kubeflow's newest. Pinned here, not in devcluster/gobuild/versions.env, whose
+# tools section keys the tools' builds (helm, Volcano, Kueue, scheduler-plugins): a pin there rebuilds them.
+SUITE_VERSION = "v2.5.2"
 HERE = Path(__file__).resolve().parent
 INSTALL_FILE = HERE / "kubeflow_e2e" / "sparkop_install_test.go"
 RESULTS = HERE / "results"
@@ -93,10 +94,6 @@ RENAMES: tuple[tuple[str, str], ...] = (
 
 def log(message: str) -> None:
     print(f"[kubeflow-e2e {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def suite_version() -> str:
-    return read_versions()[VERSION_KEY]
 
 
 def patched_suite(text: str) -> str:
@@ -324,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         markdown_path.write_text(markdown(json.loads(args.from_json.read_text())))
         print(markdown_path.read_text())
         return 0
-    version = suite_version()
+    version = SUITE_VERSION
     binary = ensure_suite(version)
     if args.build_only:
         print(binary)

@@ -18,7 +18,7 @@ from devcluster import scheduler_crds  # noqa: E402
 
 @pytest.fixture(scope="module")
 def suite_dir() -> Path:
-    return scheduler_crds.module_dir(kubeflow_e2e.MODULE, kubeflow_e2e.suite_version()) / "test" / "e2e"
+    return scheduler_crds.module_dir(kubeflow_e2e.MODULE, kubeflow_e2e.SUITE_VERSION) / "test" / "e2e"
 
 
 def test_only_the_install_changes_and_every_spec_file_is_kubeflows(suite_dir: Path) -> None:
