@@ -46,9 +46,11 @@ func installViaHelm() {
 	Expect(k8sClient.Create(context.TODO(), namespace)).NotTo(HaveOccurred())
 
 	By("Installing sparkop's helm chart with kubeflowAPI.enabled")
+	// --take-ownership: envtest installed the same CRDs (kubeflow's group, sparkop's definitions) just
+	// before, as kubeflow's suite has its own installed before its chart; the release adopts them.
 	runHelm("install", ReleaseName, sparkopSetting("SPARKOP_CHART"),
 		"--namespace", ReleaseNamespace, "--values", sparkopSetting("SPARKOP_VALUES"),
-		"--wait", "--timeout", WaitTimeout.String())
+		"--take-ownership", "--wait", "--timeout", WaitTimeout.String())
 }
 
 // uninstallViaHelm uninstalls the release and deletes its namespace, as kubeflow's suite does.
