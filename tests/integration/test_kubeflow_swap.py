@@ -78,8 +78,9 @@ HOLD_LABEL = "swap.sparkop.io/hold"  # no node has it until the test says so
 HOLD_FINALIZER = "swap.sparkop.io/hold"
 GO_AHEAD = "swap-go-ahead"  # the ConfigMap the running app's driver waits for
 JOBS = "swap-jobs"
-# A real Spark run is a JVM or three on two shared cores: a minute, more on a busy machine.
-RUN_S = 420.0
+# A real Spark run is a JVM or three on two shared cores: a minute; kubeflow's six spark-submits at once
+# took 4.5 minutes to create their pods at a load of 30 (2026-12-06), and SparkPi 4 more.
+RUN_S = 600.0
 FINISHED = ("COMPLETED", "FAILED")
 
 # The running app's driver: alive, and waiting (it polls the API server as its ServiceAccount) for the
