@@ -5,8 +5,9 @@ kubeflow's spark-operator keeps its Ginkgo suite in ``test/e2e`` of its reposito
 kubeflow's chart with helm's Go API on an existing cluster (envtest's ``UseExistingCluster``) and waits
 for kubeflow's webhooks. At the release this runs (``SUITE_VERSION``, the newest release),
 ``test/e2e`` is a package of the operator's own module, so the Go module proxy serves it with the
-module (``go mod download``): CI and every machine here can get it, and nothing of it is committed. (On kubeflow's main branch it has since become a
-nested module with ``replace ... => ../..``, which the proxy does not serve.)
+module (``go mod download``): CI and every machine here can get it, and nothing of it is committed.
+(On kubeflow's main branch it has since become a nested module with ``replace ... => ../..``, which the
+proxy does not serve.)
 
 What this does, each step cached under ``~/.cache/sparkop/kubeflow-e2e/<key>/``:
 
@@ -198,6 +199,25 @@ def chart_values(module: Path, operator_image: images.BuiltImage) -> tuple[dict[
     return values, changed
 
 
+def serve_crds(cluster: Cluster, timeout: float = 300) -> None:
+    """sparkop's CRDs of kubeflow's group, served before the suite starts. envtest installs them again
+    (an update) and then waits at most 10 s for them to be served: sparkop's three (45,000 lines of
+    schema) took the API server longer than that on a loaded machine the first time."""
+    kubectl = [str(cluster.kubectl), f"--kubeconfig={cluster.kubeconfig}"]
+    subprocess.run([*kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(KUBEFLOW_CRDS)], check=True)
+    names = [f"crd/{path.stem.split('_', 1)[1]}.{path.stem.split('_', 1)[0]}" for path in KUBEFLOW_CRDS.glob("*.yaml")]
+    wait = [*kubectl, "wait", "--for=condition=Established", f"--timeout={timeout:.0f}s", *names]
+    subprocess.run(wait, check=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listed = subprocess.run([*kubectl, "api-resources", "--api-group=sparkoperator.k8s.io", "-o", "name"],
+                                capture_output=True, text=True)  # fmt: skip
+        if len(listed.stdout.split()) >= len(names):
+            return
+        time.sleep(1)
+    raise TimeoutError(f"kubeflow's group not served {timeout:.0f}s after its CRDs were applied")
+
+
 def alias_examples_image(cluster: Cluster) -> None:
     for node in cluster.real_nodes:
         done = realnodes.ctr(node, "images", "tag", "--force", DEVCLUSTER_IMAGE, EXAMPLES_IMAGE)
@@ -245,6 +265,7 @@ def run_suite(
     """The suite on ``cluster``; its values, report and output go to ``run_dir``. The specs' results,
     the suite's exit code, and how the values differ from kubeflow's ci-values (with why)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    serve_crds(cluster)
     operator_image = images.ensure_operator_image(log)
     cluster.import_images([operator_image])
     alias_examples_image(cluster)
