@@ -54,6 +54,7 @@ import pytest
 
 from devcluster.testing import ClusterHandle, temporary_namespace, wait_for
 from tests.support import kubeflow_operator
+from tests.support.crds import install_crds
 from tests.support.operator import OperatorProcess, release_driver_pods
 from tests.support.spark_e2e import (
     OLDEST_VERSION,
@@ -358,8 +359,10 @@ def test_kubeflow_operator_out_sparkop_in_nothing_lost(
             kubeflow.stop()
         finished_versions = {name: at_swap[name]["metadata"]["resourceVersion"] for name in ("done-ok", "done-failed")}
         kubeflow_runs = runs_of(timeline, "every-minute")
-        # sparkop's CRDs of kubeflow's group take over from kubeflow's (docs/migrating-from-kubeflow.md).
+        # sparkop's own CRDs, and its CRDs of kubeflow's group over kubeflow's (docs/migrating-from-kubeflow.md).
+        install_crds(cluster)
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUBEFLOW_CRDS))
+        timeline.step("sparkop's CRDs installed, kubeflow's group's replaced")
         timeline.step("sparkop starts with --kubeflow-api")
         with OperatorProcess(
             cluster.kubeconfig,
