@@ -33,12 +33,6 @@ KUBEFLOW_CRDS = ROOT / "crds" / "kubeflow"
 KUBEFLOW_API_VERSION = "sparkoperator.k8s.io/v1beta2"
 SPARKOP_API_VERSION = "sparkop.io/v1alpha1"
 GROUPS = {"kubeflow": KUBEFLOW_API_VERSION, "sparkop": SPARKOP_API_VERSION}
-# Both need issue 44's kubeflow API: the v1beta2 kind served, and the driver pod named <app>-driver
-# for either group (Airflow waits on that pod, then deletes the app named after it).
-NEEDS_KUBEFLOW_API = pytest.mark.skip(
-    reason="needs issue 44's `sparkop run --kubeflow-api` and kubeflow's driver-pod name <app>-driver "
-    "(branch issue44-kubeflow-api), not on main yet: remove this mark when they land"
-)
 # Airflow polls a SUBMITTED app every 10 s, then follows its driver pod; three JVMs start on two busy cores.
 TASK_S = 600.0
 VERSION = OLDEST_VERSION
@@ -147,7 +141,6 @@ def none_left(spark: SparkNamespace) -> None:
     wait_for(lambda: not spark_applications(spark), timeout=60, interval=1.0, message="no SparkApplication left")
 
 
-@NEEDS_KUBEFLOW_API
 @pytest.mark.operator_args("--kubeflow-api")
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_spark_kubernetes_operator_returns_for_spark_pi_with_its_driver_log(
@@ -166,7 +159,6 @@ def test_spark_kubernetes_operator_returns_for_spark_pi_with_its_driver_log(
     none_left(spark)
 
 
-@NEEDS_KUBEFLOW_API
 @pytest.mark.operator_args("--kubeflow-api")
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_spark_kubernetes_operator_raises_for_a_failing_app(
@@ -184,7 +176,6 @@ def test_spark_kubernetes_operator_raises_for_a_failing_app(
     none_left(spark)
 
 
-@NEEDS_KUBEFLOW_API
 @pytest.mark.operator_args("--kubeflow-api")
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_spark_kubernetes_sensor_sees_completed_and_failed(

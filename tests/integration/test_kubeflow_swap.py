@@ -68,8 +68,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
 ROOT = Path(__file__).resolve().parents[2]
 KUBEFLOW_CRDS = ROOT / "crds" / "kubeflow"
 NEEDS_SWAP = pytest.mark.skip(
-    reason="needs issue 44's `sparkop run --kubeflow-api`, kubeflow's driver-pod name <app>-driver and the "
-    "adoption of a driver pod kubeflow's spark-submit made, not on main yet: remove this mark when they land"
+    reason="needs the adoption of a driver pod kubeflow's spark-submit made (apps_controller.takeover decides it, "
+    "nothing wires it yet: the apps controller does not call it, the driver controller cannot claim a pod); "
+    "--kubeflow-api and the driver-pod name <app>-driver are in: remove this mark when the adoption lands"
 )
 API = kubeflow_operator.KUBEFLOW_API_VERSION
 APPS = "sparkapplications.sparkoperator.k8s.io"
