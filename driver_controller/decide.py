@@ -76,7 +76,7 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
     facts, stop = run(STEPS, Facts.first(observed, driver.spec, now, plan))
     if stop is not None and stop.reason is Why.READING_LOG:
         # Only the read: the Applier reads the log, then the decision follows at once with it.
-        return facts.plan
+        return _settled(facts.plan)
     for closing in CLOSING:
         facts = closing(facts)
     return status(facts)

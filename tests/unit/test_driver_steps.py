@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sparkop.api.models import SparkDriver
+from sparkop.core.expectations import LogTail
 from sparkop.core.plan import Create, Plan, Refusal, refusal_key
 from sparkop.core.times import format_time
 from sparkop.domain import labels
@@ -61,13 +62,18 @@ def test_an_ended_driver_stops_at_its_incarnation() -> None:
 
 def test_a_driver_pod_that_finished_stops_the_decision_where_it_is_followed() -> None:
     pod, cms, svcs = objects()
-    status = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
-    observed = Observed.of(driver(status), [summarize_pod(terminated(pod, 0))], cms, svcs)
+    status = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
+    pods = [summarize_pod(terminated(pod, 0))]
+    # First the end of its log is read (the pod may go once its outcome is recorded, and the log with it).
+    reading = Observed.of(driver(status), pods, cms, svcs)
+    assert stop_of(reading) == ("follow_driver_pod", Why.READING_LOG)
+    assert [read.pod for read in decide(reading, NOW).reads] == ["pi-driver"]
+    observed = Observed.of(driver(status), pods, cms, svcs, logs={"pod-1": LogTail("Pi is roughly 3.14\n")})
     assert stop_of(observed) == ("follow_driver_pod", Why.FINISHED)
 
 
 def test_a_refused_create_is_a_visible_stop() -> None:
-    key = refusal_key(Create({"kind": "Pod", "metadata": {"name": "pi-1-driver"}}))
+    key = refusal_key(Create({"kind": "Pod", "metadata": {"name": "pi-driver"}}))
     observed = Observed.of(driver(), refusals={key: Refusal(403, "Forbidden", "exceeded quota")})
     assert stop_of(observed) == ("create_missing", Why.REFUSED)
 
