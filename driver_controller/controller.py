@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sparkop.api.models import DriverPhase, SparkDriver, SparkDriverStatus
 from sparkop.core.controller import Controller, Own, Source, start
