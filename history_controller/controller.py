@@ -57,8 +57,9 @@ def history_controller(runtime: Runtime) -> Controller[Observed, SparkHistorySer
     )
 
 
-def register(runtime: Runtime) -> Controller[Observed, SparkHistoryServerStatus]:
-    """The history controller's caches, change handlers and work queue."""
+def register(runtime: Runtime) -> tuple[Controller[Observed, SparkHistoryServerStatus]]:
+    """The history controller's caches, change handlers and work queue (sparkop's group only: kubeflow
+    has no such kind)."""
     declared = history_controller(runtime)
     start(runtime, declared)
-    return declared
+    return (declared,)
