@@ -46,7 +46,7 @@ def decide_at(body: dict[str, Any], pods: list[dict[str, Any]], later: float = 0
     return decide(observed, NOW + timedelta(seconds=later))
 
 
-STARTED = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+STARTED = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-driver"}}
 
 
 def test_a_driver_that_does_not_start_fails_its_run_at_the_deadline_its_pod_set() -> None:
@@ -64,7 +64,7 @@ def test_a_driver_that_does_not_start_fails_its_run_at_the_deadline_its_pod_set(
     assert over.status.phase == DriverPhase.FAILED
     assert over.status.termination.reason == "DriverStartTimedOut"
     assert "ImagePullBackOff" in over.status.termination.message and "60s" in over.status.termination.message
-    assert [(d.kind, d.name) for d in over.deletes] == [("Pod", "pi-1-driver")]
+    assert [(d.kind, d.name) for d in over.deletes] == [("Pod", "pi-driver")]
     assert "DriverStartTimedOut" in [e.reason for e in over.events]
     assert any(
         o.metric == RUNS_TIMED_OUT and o.labels == (("reason", "DriverStartTimedOut"),) for o in over.observations
@@ -86,10 +86,10 @@ def test_a_run_past_its_deadline_is_stopped_and_its_executors_deleted() -> None:
     body = timed({**STARTED, "phase": "Running"}, 120, activeDeadlineSeconds=120)
     plan = decide_at(body, live)
     assert plan.status.termination.reason == "DeadlineExceeded"
-    assert sorted(d.name for d in plan.deletes) == ["pi-1-driver", "pi-1-exec-1", "pi-1-exec-2"]
+    assert sorted(d.name for d in plan.deletes) == ["pi-driver", "pi-1-exec-1", "pi-1-exec-2"]
     # A pass after the end (the one that ended it died before deleting): the pod still goes.
     after = decide_at(timed(plan.status.to_json(), 130, activeDeadlineSeconds=120), live, later=10)
-    assert "pi-1-driver" in [d.name for d in after.deletes] and after.status is None
+    assert "pi-driver" in [d.name for d in after.deletes] and after.status is None
 
 
 def test_executors_that_do_not_start_end_the_run_counted_from_the_drivers_start() -> None:
