@@ -86,7 +86,7 @@ def test_a_run_past_its_deadline_is_stopped_and_its_executors_deleted() -> None:
     body = timed({**STARTED, "phase": "Running"}, 120, activeDeadlineSeconds=120)
     plan = decide_at(body, live)
     assert plan.status.termination.reason == "DeadlineExceeded"
-    assert sorted(d.name for d in plan.deletes) == ["pi-driver", "pi-1-exec-1", "pi-1-exec-2"]
+    assert sorted(d.name for d in plan.deletes) == ["pi-1-exec-1", "pi-1-exec-2", "pi-driver"]
     # A pass after the end (the one that ended it died before deleting): the pod still goes.
     after = decide_at(timed(plan.status.to_json(), 130, activeDeadlineSeconds=120), live, later=10)
     assert "pi-driver" in [d.name for d in after.deletes] and after.status is None
