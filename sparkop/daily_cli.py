@@ -178,12 +178,16 @@ def list_row(app: JSON, now: datetime, *, all_namespaces: bool, wide: bool, grou
     return row
 
 
-def render_list(apps: Iterable[JSON], now: datetime, *, all_namespaces: bool, wide: bool = False) -> str:
+def render_list(
+    apps: Iterable[JSON], now: datetime, *, all_namespaces: bool, wide: bool = False, groups: bool | None = None
+) -> str:
     """``sparkop list``'s table: kubectl get spark's columns plus the run's duration and last error;
     ``wide`` (``-o wide``) adds the Spark version, the driver pod and the Spark application id; a GROUP
-    column when apps of kubeflow's group are among them."""
+    column when apps of kubeflow's group are among them (``groups`` says so instead, where later rows
+    must line up: a watch)."""
     apps = list(apps)
-    groups = any(group_of(app) != labels.GROUP for app in apps)
+    if groups is None:
+        groups = any(group_of(app) != labels.GROUP for app in apps)
     ordered = sorted(apps, key=lambda a: (a["metadata"].get("namespace", ""), a["metadata"]["name"], group_of(a)))
     rows = [list_row(app, now, all_namespaces=all_namespaces, wide=wide, groups=groups) for app in ordered]
     return render_table(list_headers(all_namespaces=all_namespaces, wide=wide, groups=groups), rows)
@@ -472,29 +476,15 @@ class ListOptions:
 
 async def _list(kube: k8s.Kube, target: Target, options: ListOptions) -> int:
     namespace = None if options.all_namespaces else (target.namespace or kube.namespace)
-    try:
-        listing = await kube.listing(kinds.SPARK_APPLICATIONS, namespace, selector=options.selector)
-    except ApiException as exc:
-        if exc.status == 404:
-            raise Unavailable(
-                "the API server does not serve sparkapplications.sparkop.io; install the CRDs: "
-                "sparkop crds --out crds && kubectl apply --server-side -f crds/"
-            ) from None
-        raise
-    apps: list[JSON] = list(listing.get("items") or [])
-    for api in kinds.APIS:
-        if api is kinds.SPARKOP_API:
-            continue
-        try:
-            apps += (await kube.listing(api.applications, namespace, selector=options.selector)).get("items") or []
-        except ApiException as exc:
-            if exc.status != 404:  # kubeflow's group is served only where the operator runs with --kubeflow-api
-                raise
+    listings = await _list_served(kube, namespace, options.selector)
+    apps = [app for listing in listings.values() for app in listing.get("items") or []]
     table = options.output in (None, "wide")
     wide = options.output == "wide"
+    # A watch's later rows line up with the table's columns: GROUP wherever kubeflow's group is served.
+    groups = len(listings) > 1 if options.watch else None
     if apps:
         if table:
-            print(render_list(apps, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide))
+            print(render_list(apps, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide, groups=groups))
         elif options.watch:  # kubectl get -w prints each object of the listing by itself, then each change
             for app in apps:
                 print(render_object(app, str(options.output)))
@@ -507,34 +497,79 @@ async def _list(kube: k8s.Kube, target: Target, options: ListOptions) -> int:
         print(f"No SparkApplications in {where}.", file=sys.stderr)
     if not options.watch:
         return 0
-    version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
-    return await _watch(kube, namespace, version, options, header=table and not apps)
+    printer = _WatchPrinter(options, header=table and not apps, groups=bool(groups))
+    try:
+        async with asyncio.TaskGroup() as watches:  # one watch per served group, printed as they come
+            for resource, listing in listings.items():
+                version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+                watches.create_task(_watch(kube, resource, namespace, version, options.selector, printer))
+    except* Unavailable as ended:
+        raise ended.exceptions[0] from None
+    return 0
 
 
-async def _watch(kube: k8s.Kube, namespace: str | None, version: str, options: ListOptions, *, header: bool) -> int:
-    """kubectl get -w: a line (or object) per change, until Ctrl-C; a watch the server ends is
-    started again from the last version seen."""
-    wide = options.output == "wide"
+async def _list_served(kube: k8s.Kube, namespace: str | None, selector: str | None) -> dict[k8s.Resource, JSON]:
+    """The listing of SparkApplications of each group the API server serves: sparkop's (refused with
+    how to install its CRDs where it is not served), and kubeflow's where the operator runs with
+    --kubeflow-api."""
+    listings: dict[k8s.Resource, JSON] = {}
+    for api in kinds.APIS:
+        try:
+            listings[api.applications] = await kube.listing(api.applications, namespace, selector=selector)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            if api is kinds.SPARKOP_API:
+                raise Unavailable(
+                    "the API server does not serve sparkapplications.sparkop.io; install the CRDs: "
+                    "sparkop crds --out crds && kubectl apply --server-side -f crds/"
+                ) from None
+    return listings
+
+
+@dataclass
+class _WatchPrinter:
+    """Prints each change a watch of ``sparkop list -w`` sees, as kubectl get -w does: a table row (the
+    header once, before the first row, where the listing printed none) or the object itself."""
+
+    options: ListOptions
+    header: bool
+    groups: bool
+
+    def print(self, app: JSON) -> None:
+        if self.options.output not in (None, "wide"):
+            print(render_object(app, str(self.options.output)), flush=True)
+            return
+        wide, everywhere = self.options.output == "wide", self.options.all_namespaces
+        row = list_row(app, datetime.now(UTC), all_namespaces=everywhere, wide=wide, groups=self.groups)
+        headers = list_headers(all_namespaces=everywhere, wide=wide, groups=self.groups)
+        lines = render_table(headers, [row]).splitlines()
+        print("\n".join(lines if self.header else lines[1:]), flush=True)
+        self.header = False
+
+
+async def _watch(
+    kube: k8s.Kube,
+    resource: k8s.Resource,
+    namespace: str | None,
+    version: str,
+    selector: str | None,
+    printer: _WatchPrinter,
+) -> None:
+    """kubectl get -w for one group's SparkApplications: each change, until Ctrl-C; a watch the server
+    ends is started again from the last version seen."""
     while True:
-        async for event in kube.watch(kinds.SPARK_APPLICATIONS, namespace, version, selector=options.selector):
+        async for event in kube.watch(resource, namespace, version, selector=selector):
             obj = event.get("object") or {}
             if event.get("type") == "ERROR":
                 if obj.get("code") == 410:  # the version is too old to watch from: list again
-                    listing = await kube.listing(kinds.SPARK_APPLICATIONS, namespace, selector=options.selector)
+                    listing = await kube.listing(resource, namespace, selector=selector)
                     version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
                     break
                 raise Unavailable(f"the watch ended: {obj.get('message') or obj}")
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-            if event.get("type") == "BOOKMARK":
-                continue
-            if options.output in (None, "wide"):
-                row = list_row(obj, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide)
-                headers = list_headers(all_namespaces=options.all_namespaces, wide=wide)
-                lines = render_table(headers, [row]).splitlines()
-                print("\n".join(lines if header else lines[1:]), flush=True)
-                header = False
-            else:
-                print(render_object(obj, str(options.output)), flush=True)
+            if event.get("type") != "BOOKMARK":
+                printer.print(obj)
 
 
 async def _logs(

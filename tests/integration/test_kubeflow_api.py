@@ -9,6 +9,7 @@ import copy
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -230,3 +231,27 @@ def test_a_retried_app_reuses_its_driver_pod_name_once_the_last_pod_is_gone(
     assert live is not None and live["metadata"]["uid"] == ordered[1]
     submission = live["metadata"]["labels"][labels.KUBEFLOW_SUBMISSION_ID]
     assert submission == second["metadata"]["uid"] == done["submissionID"]
+
+
+def test_list_watch_follows_the_apps_of_both_groups(kubeflow_crds: ClusterHandle, namespace: str) -> None:
+    """`sparkop list -w` prints a row for each change of an app of either group, with its GROUP, as
+    the apps come (no operator runs: a created app is a change)."""
+    cluster, ns = kubeflow_crds, namespace
+    command = [sys.executable, "-m", "sparkop", "list", "-w", "-n", ns, "--kubeconfig", str(cluster.kubeconfig)]
+    watch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(watch.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        # The empty listing says so on stderr; the watches are open once the first app's row comes.
+        apply(cluster, ns, app_manifest("ours", outcome="Succeeded"))
+        wait_for(lambda: any(line.split()[:2] == ["ours", "sparkop.io"] for line in lines), timeout=60,
+                 message=f"a row for sparkop.io's app; printed so far: {lines}")  # fmt: skip
+        apply(cluster, ns, kubeflow(app_manifest("theirs", outcome="Succeeded")))
+        wait_for(lambda: any(line.split()[:2] == ["theirs", "sparkoperator.k8s.io"] for line in lines), timeout=60,
+                 message=f"a row for kubeflow's app; printed so far: {lines}")  # fmt: skip
+        assert lines[0].split()[:2] == ["NAME", "GROUP"], lines
+        assert watch.poll() is None, watch.stderr.read() if watch.stderr else ""
+    finally:
+        watch.terminate()
+        watch.wait(timeout=30)
