@@ -64,7 +64,7 @@ def apps_controller(
     """The apps controller of ``api``'s SparkApplications."""
     ui = ui or UIConfig()
     spec_error = spec_error or SpecErrors()
-    drivers_index = index_name(DRIVERS_INDEX, api)
+    drivers_index, history_index = index_name(DRIVERS_INDEX, api), index_name(HISTORY_INDEX, api)
     ui_indexes = tuple((index_name(index, api), resource) for index, resource in UI_INDEXES)
     keys = partial(owner_keys, group=api.group)
 
@@ -73,7 +73,7 @@ def apps_controller(
         drivers = tuple(runtime.index(drivers_index).get(own.key) or ())
         ui_objects = tuple(o for index, _ in ui_indexes for o in runtime.index(index).get(own.key) or ())
         status = as_read(own.status, own.body.get("status"))
-        history = choose_history(app, lambda at: tuple(runtime.index(HISTORY_INDEX).get(at) or ()))
+        history = choose_history(app, lambda at: tuple(runtime.index(history_index).get(at) or ()))
         refusals = dict(own.learnt.refusals)
         return Observed(app, status, drivers, ui, refusals, ui_objects, own.namespace_terminating, history)
 
@@ -96,7 +96,7 @@ def apps_controller(
         record=TRANSITIONS.record,
         unchanged=_unchanged,
         # The history servers the apps name: read when a run is planned, a change of one asks for no pass.
-        reads=(Source(HISTORY_INDEX, kinds.SPARK_HISTORY_SERVERS, history_keys, HistoryServerView.from_body),),
+        reads=(Source(history_index, kinds.SPARK_HISTORY_SERVERS, history_keys, HistoryServerView.from_body),),
     )
 
 
