@@ -123,7 +123,9 @@ def test_kubeflows_status_fields_and_pod_labels_in_each_state(
     kubeflow_crds: ClusterHandle, namespace: str, operator: OperatorProcess
 ) -> None:
     cluster, ns = kubeflow_crds, namespace
-    manifest = kubeflow(app_manifest("etl", outcome="Succeeded", run_seconds=4))
+    # Running long enough to be read as RUNNING with its pod alive and its two executors up (they start
+    # 3 s after the driver, as Spark's do), on a loaded machine too: 4 s ended before the read at load 8.
+    manifest = kubeflow(app_manifest("etl", outcome="Succeeded", run_seconds=15))
     manifest["spec"]["executor"]["instances"] = 2
     apply(cluster, ns, manifest)
 
