@@ -32,37 +32,41 @@ from sparkop.domain.kinds import (
 from sparkop.domain.status_waits import EXECUTOR_CHANGE_SECONDS
 from sparkop.driver_controller import metrics
 from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.kueue_summaries import (
+    priority_value,
+    summarize_flavor,
+    summarize_workload,
+    trim_flavor,
+    trim_priority_class,
+    trim_workload,
+    workload_view,
+)
 from sparkop.driver_controller.observed import (
     DriverView,
     Key,
     NameHolder,
     Observed,
-    PodSummary,
     Settings,
     TimeoutDefaults,
     controller_key,
-    node_lost,
     owner_key,
+)
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.summaries import (
+    PodSummary,
+    node_lost,
     pod_view,
     policy_view,
-    priority_value,
-    summarize_flavor,
     summarize_object,
     summarize_pod,
     summarize_pod_group,
     summarize_policy,
-    summarize_workload,
-    trim_flavor,
     trim_node,
     trim_owned,
     trim_pod,
     trim_pod_group,
     trim_policy,
-    trim_priority_class,
-    trim_workload,
-    workload_view,
 )
-from sparkop.driver_controller.podbuild import RenderOptions
 from sparkop.driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)

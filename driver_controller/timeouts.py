@@ -44,8 +44,9 @@ from sparkop.api.models import (
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why
-from sparkop.driver_controller.observed import DEFAULT_FAILURE_WINDOW_SECONDS, PodSummary, TimeoutDefaults
+from sparkop.driver_controller.observed import DEFAULT_FAILURE_WINDOW_SECONDS, TimeoutDefaults
 from sparkop.driver_controller.pod import outcome
+from sparkop.driver_controller.summaries import PodSummary
 
 DRIVER_START: Final = models.DRIVER_START_TIMED_OUT
 DRIVER_READY: Final = models.DRIVER_READY_TIMED_OUT

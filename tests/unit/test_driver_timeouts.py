@@ -13,9 +13,10 @@ from sparkop.api.models import DriverPhase
 from sparkop.core.times import format_time
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, Settings, TimeoutDefaults, summarize_pod
+from sparkop.driver_controller.observed import Observed, Settings, TimeoutDefaults
 from sparkop.driver_controller.podbuild import POD_TEMPLATE_KEY
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_pod
 from sparkop.driver_controller.transitions import RUNS_TIMED_OUT
 from tests.support.app_runs import BASE_SPEC
 from tests.support.driver_objects import NOW, driver, executor, objects, running, with_status
