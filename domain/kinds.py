@@ -7,6 +7,7 @@ schedulers' pod groups (driver_controller.schedulers) and Kueue's Workloads and 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Final
 
@@ -60,6 +61,15 @@ class API:
     def resource(self, kind: str) -> Resource | None:
         """This group's resource of ``kind`` (None: not one of its kinds)."""
         return next((r for r in self.kinds if r.kind == kind), None)
+
+    def named(self, name: str) -> str:
+        """``name`` (of a controller, its queue or an index) for this group's controller: sparkop's keeps
+        the plain name, another group's ends with ``_<its name>``."""
+        return name if self.group == GROUP else f"{name}_{self.name}"
+
+    def log(self, log: logging.Logger) -> logging.Logger:
+        """``log`` for this group's controller: another group's child logger says whose "ns/pi" a line is."""
+        return log if self.group == GROUP else log.getChild(self.name)
 
 
 SPARKOP_API: Final = API("sparkop", GROUP, SPARK_APPLICATIONS, SCHEDULED_SPARK_APPLICATIONS, SPARK_CONNECTS)
