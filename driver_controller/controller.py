@@ -44,10 +44,10 @@ from sparkop.driver_controller.kueue_summaries import (
 from sparkop.driver_controller.observed import (
     DriverView,
     Key,
+    Limits,
     NameHolder,
     Observed,
     Settings,
-    TimeoutDefaults,
     controller_key,
     owner_key,
 )
@@ -218,13 +218,13 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         node_loss_toleration_seconds=options.node_loss_toleration_seconds,
         max_executor_failures=options.max_executor_failures,
     )
-    limits = TimeoutDefaults(
-        driver_start_seconds=options.driver_start_timeout_seconds,
-        driver_ready_seconds=options.driver_ready_timeout_seconds,
-        executors_start_seconds=options.executors_start_timeout_seconds,
-        active_deadline_seconds=options.active_deadline_seconds,
-        max_executor_failures=options.max_executor_failures,
-        executor_failures_window_seconds=options.executor_failures_window_seconds,
+    limits = Limits(
+        driver_start=options.driver_start_timeout_seconds,
+        driver_ready=options.driver_ready_timeout_seconds,
+        executors_start=options.executors_start_timeout_seconds,
+        deadline=options.active_deadline_seconds,
+        max_failures=options.max_executor_failures,
+        failure_window=options.executor_failures_window_seconds,
     )
     settings = Settings(
         unschedulable_timeout=options.unschedulable_timeout_seconds,

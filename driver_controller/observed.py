@@ -68,23 +68,38 @@ DEFAULT_FAILURE_WINDOW_SECONDS: Final = 600
 
 
 @dataclass(frozen=True)
-class TimeoutDefaults:
-    """The operator's defaults of a run's timeouts and executor-failure bound, for the specs that do not
-    say (sparkop run --driver-start-timeout ...; :mod:`driver_controller.timeouts`); None or 0: none."""
+class Limits:
+    """A run's timeouts, deadline and executor-failure bound, in seconds (None: none): the operator's
+    defaults (``Settings.timeouts``: sparkop run --driver-start-timeout ...) and, where its spec says,
+    a run's own (:func:`driver_controller.timeouts.limits`)."""
 
-    driver_start_seconds: int | None = None
-    driver_ready_seconds: int | None = None
-    executors_start_seconds: int | None = None
-    active_deadline_seconds: int | None = None
-    max_executor_failures: int | None = None
-    executor_failures_window_seconds: int = DEFAULT_FAILURE_WINDOW_SECONDS
+    driver_start: int | None = None
+    driver_ready: int | None = None
+    executors_start: int | None = None
+    deadline: int | None = None
+    max_failures: int | None = None
+    failure_window: int = DEFAULT_FAILURE_WINDOW_SECONDS
+
+    @property
+    def bounds_failures(self) -> bool:
+        return self.max_failures is not None
+
+    @property
+    def times_wanted(self) -> bool:
+        """Whether a wait counts from the driver pod's times (else they are not written: a run without
+        timeouts costs no write for them)."""
+        return any(x is not None for x in (self.driver_start, self.driver_ready, self.executors_start))
+
+    @property
+    def any(self) -> bool:
+        return self.times_wanted or self.deadline is not None or self.bounds_failures
 
 
 @dataclass(frozen=True)
 class Settings:
     unschedulable_timeout: float = DEFAULT_UNSCHEDULABLE_TIMEOUT
     render: RenderOptions = field(default_factory=RenderOptions)
-    timeouts: TimeoutDefaults = field(default_factory=TimeoutDefaults)
+    timeouts: Limits = field(default_factory=Limits)  # the operator's defaults
     # How many executors status.executorState names (--max-tracked-executor-per-app).
     max_tracked_executors: int = MAX_TRACKED_EXECUTORS
 
