@@ -8,11 +8,13 @@ schedulers' pod groups (driver_controller.schedulers) and Kueue's Workloads and 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+from sparkop.core.owners import ObjectView
 from sparkop.core.resources import Resource, register_kinds
-from sparkop.domain.labels import GROUP, KUBEFLOW_GROUP, VERSION
+from sparkop.domain.labels import API_VERSION, GROUP, KUBEFLOW_GROUP, VERSION
 
 SPARK_APPLICATIONS: Final = Resource(GROUP, VERSION, "sparkapplications", "SparkApplication")
 SPARK_DRIVERS: Final = Resource(GROUP, VERSION, "sparkdrivers", "SparkDriver")
@@ -81,6 +83,22 @@ KUBEFLOW_API: Final = API(
     KUBEFLOW_SPARK_CONNECTS,
 )
 APIS: Final = (SPARKOP_API, KUBEFLOW_API)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServedView(ObjectView):
+    """What a pass reads of an object of a served group (a SparkApplication, ScheduledSparkApplication or
+    SparkConnect): its metadata (``core.owners.ObjectView``), generation and spec as written, and its
+    apiVersion, sparkop's group or kubeflow's (``--kubeflow-api``): the group the ownerReferences of
+    what it creates name."""
+
+    generation: int
+    spec: Mapping[str, Any]
+    api_version: str = API_VERSION
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
 
 
 def served_apis(kubeflow: bool) -> tuple[API, ...]:

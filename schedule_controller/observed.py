@@ -10,11 +10,12 @@ from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
+from sparkop.core.owners import OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.plan import Refusal
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
-from sparkop.domain.labels import API_VERSION, GROUP
+from sparkop.domain.kinds import ServedView
+from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
 
@@ -27,19 +28,11 @@ def _map(value: Any) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScheduledView(ObjectView):
+class ScheduledView(ServedView):
     """The facts of one ScheduledSparkApplication a pass reads (its status: Observed.status)."""
 
-    generation: int
     created: datetime
-    spec: Mapping[str, Any]
     schedule: Schedule | ScheduleError  # spec.schedule and spec.timeZone read, or why they cannot be
-    # sparkop's group or kubeflow's: its runs are SparkApplications of the same apiVersion.
-    api_version: str = API_VERSION
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
