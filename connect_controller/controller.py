@@ -45,8 +45,7 @@ def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Contro
         servers = tuple(runtime.index(servers_index).get(own.key) or ())
         services = tuple(runtime.index(services_index).get(own.key) or ())
         services += tuple(runtime.index(routes_index).get(own.key) or ())
-        view, refusals = ConnectView.from_body(own.body), dict(own.learnt.refusals)
-        return Observed(view, own.status, own.body, servers, services, refusals, own.namespace_terminating)
+        return Observed(ConnectView.from_body(own.body), servers, services, **own.observed())
 
     keys = owner_keys(api.group)
     server_view = partial(ServerView.from_body, group=api.group)

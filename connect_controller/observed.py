@@ -12,9 +12,7 @@ from typing import Any, Final
 
 from sparkop.api.connect import DEFAULT_RETRIES, DEFAULT_RETRY_INTERVAL, KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 from sparkop.domain.kinds import ServedView
@@ -153,18 +151,14 @@ class ServiceView(OwnedView):
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[SparkConnectStatus]):
     """Everything one pass decides from. ``servers`` and ``services``: those filed under this key
     (only those whose controller is this object's uid count). ``body``: the object as listed, for
     the ownerReference of what it creates."""
 
     connect: ConnectView
-    status: SparkConnectStatus
-    body: JSON
     servers: Sequence[ServerView] = ()
     services: Sequence[ServiceView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     @property
     def owned_servers(self) -> tuple[ServerView, ...]:

@@ -49,8 +49,7 @@ def schedule_controller(
 
     def observe(own: Own[ScheduledSparkApplicationStatus]) -> Observed:
         runs = tuple(runtime.index(runs_index).get(own.key) or ())
-        view = ScheduledView.from_body(own.body)
-        return Observed(view, own.status, own.body, runs, dict(own.learnt.refusals), own.namespace_terminating)
+        return Observed(ScheduledView.from_body(own.body), runs, **own.observed())
 
     run_view = partial(RunView.from_body, group=api.group)
     return Controller(

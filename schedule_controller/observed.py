@@ -4,14 +4,12 @@ SparkApplications it owns (its runs), read leniently from the informer caches.""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 from sparkop.domain.kinds import ServedView
@@ -91,17 +89,13 @@ class RunView(OwnedView):
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[ScheduledSparkApplicationStatus]):
     """Everything one pass decides from. ``runs``: the SparkApplications filed under this key (only those
     whose controller is this object's uid count). ``refusals``: creates the API server refused, by
     ``core.plan.refusal_key``. ``body``: the object as listed, for the runs' ownerReference."""
 
     scheduled: ScheduledView
-    status: ScheduledSparkApplicationStatus
-    body: JSON
     runs: Sequence[RunView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     @property
     def owned(self) -> tuple[RunView, ...]:
