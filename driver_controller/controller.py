@@ -18,7 +18,7 @@ from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_of, object_key, same_controller
 from sparkop.core.resources import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
-from sparkop.core.runtime import COALESCE_SECONDS, Runtime
+from sparkop.core.runtime import COALESCE_SECONDS, Options, Runtime
 from sparkop.domain import labels, naming
 from sparkop.domain.kinds import (
     COSCHEDULING_POD_GROUPS,
@@ -210,8 +210,8 @@ class Observer:
         return frozenset(n for n in deleting if any(self.values(INDEX_NODES, ("", n))))
 
 
-def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
-    options = runtime.options
+def settings_of(options: Options) -> Settings:
+    """What every pass decides with, from the operator's options (sparkop run --driver-start-timeout ...)."""
     render = RenderOptions(
         driver_pdb=options.driver_pod_disruption_budget,
         pod_security=options.pod_security,
@@ -226,13 +226,16 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
         max_failures=options.max_executor_failures,
         failure_window=options.executor_failures_window_seconds,
     )
-    settings = Settings(
+    return Settings(
         unschedulable_timeout=options.unschedulable_timeout_seconds,
         render=render,
         timeouts=limits,
         max_tracked_executors=options.max_tracked_executors,
     )
-    observer = Observer(runtime, settings)
+
+
+def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
+    observer = Observer(runtime, settings_of(runtime.options))
     pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)
     return Controller(
         name="driver",
