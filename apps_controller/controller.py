@@ -50,11 +50,6 @@ UI_INDEXES: Final = (
 HISTORY_INDEX: Final = "apps_history_servers"
 
 
-def index_name(index: str, api: API) -> str:
-    """An index of the apps controller of ``api``'s group (sparkop's keeps the plain names)."""
-    return index if api is kinds.SPARKOP_API else f"{index}_{api.name}"
-
-
 def apps_controller(
     runtime: Runtime,
     ui: UIConfig | None = None,
@@ -64,8 +59,8 @@ def apps_controller(
     """The apps controller of ``api``'s SparkApplications."""
     ui = ui or UIConfig()
     spec_error = spec_error or SpecErrors()
-    drivers_index, history_index = index_name(DRIVERS_INDEX, api), index_name(HISTORY_INDEX, api)
-    ui_indexes = tuple((index_name(index, api), resource) for index, resource in UI_INDEXES)
+    drivers_index, history_index = api.named(DRIVERS_INDEX), api.named(HISTORY_INDEX)
+    ui_indexes = tuple((api.named(index), resource) for index, resource in UI_INDEXES)
     keys = partial(owner_keys, group=api.group)
 
     def observe(own: Own[SparkApplicationStatus]) -> Observed:
@@ -83,8 +78,8 @@ def apps_controller(
     )
     driver_view = partial(DriverView.from_body, group=api.group)
     return Controller(
-        name=index_name("apps", api),
-        own=Source(index_name(APPS_INDEX, api), api.applications, object_key, app_snapshot),
+        name=api.named("apps"),
+        own=Source(api.named(APPS_INDEX), api.applications, object_key, app_snapshot),
         owned=(
             Source(drivers_index, kinds.SPARK_DRIVERS, keys, driver_view, shared=True, view=driver_view),
             *ui_sources,
@@ -92,7 +87,7 @@ def apps_controller(
         observe=observe,
         decide=decide,
         status=SparkApplicationStatus,
-        log=log if api is kinds.SPARKOP_API else log.getChild(api.name),  # whose "ns/pi" a line is
+        log=api.log(log),
         record=TRANSITIONS.record,
         unchanged=_unchanged,
         # The history servers the apps name: read when a run is planned, a change of one asks for no pass.
@@ -117,6 +112,6 @@ def register(runtime: Runtime) -> tuple[Controller[Observed, SparkApplicationSta
     declared = tuple(apps_controller(runtime, ui, api=api) for api in apis)
     for controller in declared:
         start(runtime, controller)
-    gauges = [(index_name(metrics.GAUGES_INDEX, api), api.applications) for api in apis]
+    gauges = [(api.named(metrics.GAUGES_INDEX), api.applications) for api in apis]
     runtime.collectors.append(metrics.collector(runtime, gauges, opts.metrics_labels))
     return declared

@@ -32,12 +32,13 @@ from sparkop.api.models import (
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, copy_json, identity, owned_by, owned_identity
+from sparkop.core.owners import OwnedView, controller_keys, copy_json, identity, owned_by, owned_identity
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
 from sparkop.domain import kinds, labels, naming
-from sparkop.domain.labels import API_VERSION, GROUP
+from sparkop.domain.kinds import ServedView
+from sparkop.domain.labels import GROUP
 
 E = TypeVar("E", bound=Enum)
 Key = tuple[str, str]  # (namespace, SparkApplication name): the key of the apps controller of its group
@@ -143,20 +144,11 @@ def run_spec(spec: Mapping[str, Any]) -> JSON:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AppView(ObjectView):
+class AppView(ServedView):
     """The facts of one SparkApplication that the state machine reads (its status: Observed.status)."""
 
-    generation: int
-    spec: Mapping[str, Any]
     spec_error: SpecError | None = None  # what is wrong with the spec (set by the shell's validation)
     created: datetime | None = None  # metadata.creationTimestamp: where kubeflow's latencies start
-    # sparkop's group or kubeflow's (--kubeflow-api): what its SparkDrivers' and UI objects' owner
-    # references name.
-    api_version: str = API_VERSION
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
 
     @property
     def suspend(self) -> bool:

@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, summarize_object, summarize_pod
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -36,28 +36,23 @@ ROUTES_INDEX: Final = "connect_routes"
 SERVICE_SELECTOR: Final = labels.CONNECT
 
 
-def _named(name: str, api: API) -> str:
-    return name if api is kinds.SPARKOP_API else f"{name}_{api.name}"
-
-
 def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Controller[Observed, SparkConnectStatus]:
     """The connect controller of ``api``'s SparkConnects."""
-    servers_index, services_index = _named(SERVERS_INDEX, api), _named(SERVICES_INDEX, api)
-    routes_index = _named(ROUTES_INDEX, api)
+    servers_index, services_index = api.named(SERVERS_INDEX), api.named(SERVICES_INDEX)
+    routes_index = api.named(ROUTES_INDEX)
 
     def observe(own: Own[SparkConnectStatus]) -> Observed:
         servers = tuple(runtime.index(servers_index).get(own.key) or ())
         services = tuple(runtime.index(services_index).get(own.key) or ())
         services += tuple(runtime.index(routes_index).get(own.key) or ())
-        view, refusals = ConnectView.from_body(own.body), dict(own.learnt.refusals)
-        return Observed(view, own.status, own.body, servers, services, refusals, own.namespace_terminating)
+        return Observed(ConnectView.from_body(own.body), servers, services, **own.observed())
 
     keys = owner_keys(api.group)
     server_view = partial(ServerView.from_body, group=api.group)
     service_view = partial(ServiceView.from_body, group=api.group)
     return Controller(
-        name=_named("connect", api),
-        own=Source(_named(CONNECTS_INDEX, api), api.connects, object_key, snapshot),
+        name=api.named("connect"),
+        own=Source(api.named(CONNECTS_INDEX), api.connects, object_key, snapshot),
         owned=(
             Source(servers_index, kinds.SPARK_DRIVERS, keys, server_view, shared=True, view=server_view),
             Source(services_index, resources.SERVICES, keys, service_view, selector=SERVICE_SELECTOR, shared=True),
@@ -66,7 +61,7 @@ def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Contro
         observe=observe,
         decide=decide,
         status=SparkConnectStatus,
-        log=log if api is kinds.SPARKOP_API else log.getChild(api.name),  # whose "ns/pi" a line is
+        log=api.log(log),
         record=metrics.TRANSITIONS.record,
     )
 
@@ -78,6 +73,6 @@ def register(runtime: Runtime) -> tuple[Controller[Observed, SparkConnectStatus]
     declared = tuple(connect_controller(runtime, api) for api in apis)
     for controller in declared:
         start(runtime, controller)
-    gauges = [(_named(metrics.GAUGES_INDEX, api), api.connects) for api in apis]
+    gauges = [(api.named(metrics.GAUGES_INDEX), api.connects) for api in apis]
     runtime.collectors.append(metrics.collector(runtime, gauges))
     return declared

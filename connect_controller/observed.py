@@ -12,12 +12,11 @@ from typing import Any, Final
 
 from sparkop.api.connect import DEFAULT_RETRIES, DEFAULT_RETRY_INTERVAL, KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
-from sparkop.domain.labels import API_VERSION, GROUP
+from sparkop.domain.kinds import ServedView
+from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, SparkConnect name)
 
@@ -44,21 +43,13 @@ def spec_hash(spec: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConnectView(ObjectView):
+class ConnectView(ServedView):
     """The facts of one SparkConnect a pass reads (its status: Observed.status)."""
 
-    generation: int
-    spec: Mapping[str, Any]
     # spec.restartPolicy, read leniently with kubeflow's defaults: failures in a row a server may end
     # with before the SparkConnect is Failed, and the first backoff's seconds.
     failure_retries: int = DEFAULT_RETRIES
     failure_retry_interval: int = DEFAULT_RETRY_INTERVAL
-    # sparkop's group or kubeflow's: what its servers' owner references name.
-    api_version: str = API_VERSION
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
 
     @property
     def spec_hash(self) -> str:
@@ -160,18 +151,14 @@ class ServiceView(OwnedView):
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[SparkConnectStatus]):
     """Everything one pass decides from. ``servers`` and ``services``: those filed under this key
     (only those whose controller is this object's uid count). ``body``: the object as listed, for
     the ownerReference of what it creates."""
 
     connect: ConnectView
-    status: SparkConnectStatus
-    body: JSON
     servers: Sequence[ServerView] = ()
     services: Sequence[ServiceView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     @property
     def owned_servers(self) -> tuple[ServerView, ...]:

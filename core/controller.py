@@ -44,6 +44,7 @@ from sparkop.core.expectations import Expectations, Learnt
 from sparkop.core.informer import Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Rules
+from sparkop.core.owners import ObservedOwnFields
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
 from sparkop.core.resources import Resource
@@ -141,6 +142,17 @@ class Own(Generic[S]):
     def meta(self) -> JSON:
         meta: JSON = self.body.get("metadata") or {}
         return meta
+
+    def observed(self) -> ObservedOwnFields[S]:
+        """What an ``Observed`` holds of the object beside its views (``core.owners.ObservedOwn``): its
+        status, body, the creates the API server refused (the pass's own copy) and whether its namespace
+        is being deleted."""
+        return ObservedOwnFields(
+            status=self.status,
+            body=self.body,
+            refusals=dict(self.learnt.refusals),
+            namespace_terminating=self.namespace_terminating,
+        )
 
 
 class Loop(Generic[O, S]):

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypedDict, TypeVar
 
 from sparkop.core.jsontypes import JSON
+from sparkop.core.plan import Refusal
 
 # Kept apart from ``core.kube`` so that the pure renderers can use it without importing the client
 # layer (kubernetes_asyncio would double their import time).
@@ -153,6 +154,7 @@ def controller_uid(body: Mapping[str, Any], group: str, kind: str) -> str:
 
 
 T = TypeVar("T")
+S = TypeVar("S")  # a controller's status model
 
 
 def owned_by(views: Iterable[T], uid: str, order: Callable[[T], Any] | None = None) -> tuple[T, ...]:
@@ -171,6 +173,27 @@ class ObjectView:
     uid: str
     labels: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservedOwn(Generic[S]):
+    """What a controller's ``Observed`` holds of its own object beside the views its decision reads, as
+    the pass's :class:`Own` has it: the status as read, the body as listed (for the ownerReference of
+    what it creates), the creates the API server refused and whether its namespace is being deleted."""
+
+    status: S
+    body: JSON
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    namespace_terminating: bool = False
+
+
+class ObservedOwnFields(TypedDict, Generic[S]):
+    """:class:`ObservedOwn`'s fields as ``core.controller.Own.observed()`` hands them to an ``Observed``."""
+
+    status: S
+    body: JSON
+    refusals: Mapping[str, Refusal]
+    namespace_terminating: bool
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,11 +7,14 @@ schedulers' pod groups (driver_controller.schedulers) and Kueue's Workloads and 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+from sparkop.core.owners import ObjectView
 from sparkop.core.resources import Resource, register_kinds
-from sparkop.domain.labels import GROUP, KUBEFLOW_GROUP, VERSION
+from sparkop.domain.labels import API_VERSION, GROUP, KUBEFLOW_GROUP, VERSION
 
 SPARK_APPLICATIONS: Final = Resource(GROUP, VERSION, "sparkapplications", "SparkApplication")
 SPARK_DRIVERS: Final = Resource(GROUP, VERSION, "sparkdrivers", "SparkDriver")
@@ -61,6 +64,15 @@ class API:
         """This group's resource of ``kind`` (None: not one of its kinds)."""
         return next((r for r in self.kinds if r.kind == kind), None)
 
+    def named(self, name: str) -> str:
+        """``name`` (of a controller, its queue or an index) for this group's controller: sparkop's keeps
+        the plain name, another group's ends with ``_<its name>``."""
+        return name if self.group == GROUP else f"{name}_{self.name}"
+
+    def log(self, log: logging.Logger) -> logging.Logger:
+        """``log`` for this group's controller: another group's child logger says whose "ns/pi" a line is."""
+        return log if self.group == GROUP else log.getChild(self.name)
+
 
 SPARKOP_API: Final = API("sparkop", GROUP, SPARK_APPLICATIONS, SCHEDULED_SPARK_APPLICATIONS, SPARK_CONNECTS)
 KUBEFLOW_API: Final = API(
@@ -71,6 +83,22 @@ KUBEFLOW_API: Final = API(
     KUBEFLOW_SPARK_CONNECTS,
 )
 APIS: Final = (SPARKOP_API, KUBEFLOW_API)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServedView(ObjectView):
+    """What a pass reads of an object of a served group (a SparkApplication, ScheduledSparkApplication or
+    SparkConnect): its metadata (``core.owners.ObjectView``), generation and spec as written, and its
+    apiVersion, sparkop's group or kubeflow's (``--kubeflow-api``): the group the ownerReferences of
+    what it creates name."""
+
+    generation: int
+    spec: Mapping[str, Any]
+    api_version: str = API_VERSION
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
 
 
 def served_apis(kubeflow: bool) -> tuple[API, ...]:

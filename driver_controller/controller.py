@@ -18,7 +18,7 @@ from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_of, object_key, same_controller
 from sparkop.core.resources import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
-from sparkop.core.runtime import COALESCE_SECONDS, Runtime
+from sparkop.core.runtime import COALESCE_SECONDS, Options, Runtime
 from sparkop.domain import labels, naming
 from sparkop.domain.kinds import (
     COSCHEDULING_POD_GROUPS,
@@ -32,37 +32,41 @@ from sparkop.domain.kinds import (
 from sparkop.domain.status_waits import EXECUTOR_CHANGE_SECONDS
 from sparkop.driver_controller import metrics
 from sparkop.driver_controller.decide import decide
+from sparkop.driver_controller.kueue_summaries import (
+    priority_value,
+    summarize_flavor,
+    summarize_workload,
+    trim_flavor,
+    trim_priority_class,
+    trim_workload,
+    workload_view,
+)
 from sparkop.driver_controller.observed import (
     DriverView,
     Key,
+    Limits,
     NameHolder,
     Observed,
-    PodSummary,
     Settings,
-    TimeoutDefaults,
     controller_key,
-    node_lost,
     owner_key,
+)
+from sparkop.driver_controller.podbuild import RenderOptions
+from sparkop.driver_controller.summaries import (
+    PodSummary,
+    node_lost,
     pod_view,
     policy_view,
-    priority_value,
-    summarize_flavor,
     summarize_object,
     summarize_pod,
     summarize_pod_group,
     summarize_policy,
-    summarize_workload,
-    trim_flavor,
     trim_node,
     trim_owned,
     trim_pod,
     trim_pod_group,
     trim_policy,
-    trim_priority_class,
-    trim_workload,
-    workload_view,
 )
-from sparkop.driver_controller.podbuild import RenderOptions
 from sparkop.driver_controller.transitions import TRANSITIONS
 
 log = logging.getLogger(__name__)
@@ -206,29 +210,32 @@ class Observer:
         return frozenset(n for n in deleting if any(self.values(INDEX_NODES, ("", n))))
 
 
-def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
-    options = runtime.options
+def settings_of(options: Options) -> Settings:
+    """What every pass decides with, from the operator's options (sparkop run --driver-start-timeout ...)."""
     render = RenderOptions(
         driver_pdb=options.driver_pod_disruption_budget,
         pod_security=options.pod_security,
         node_loss_toleration_seconds=options.node_loss_toleration_seconds,
         max_executor_failures=options.max_executor_failures,
     )
-    limits = TimeoutDefaults(
-        driver_start_seconds=options.driver_start_timeout_seconds,
-        driver_ready_seconds=options.driver_ready_timeout_seconds,
-        executors_start_seconds=options.executors_start_timeout_seconds,
-        active_deadline_seconds=options.active_deadline_seconds,
-        max_executor_failures=options.max_executor_failures,
-        executor_failures_window_seconds=options.executor_failures_window_seconds,
+    limits = Limits(
+        driver_start=options.driver_start_timeout_seconds,
+        driver_ready=options.driver_ready_timeout_seconds,
+        executors_start=options.executors_start_timeout_seconds,
+        deadline=options.active_deadline_seconds,
+        max_failures=options.max_executor_failures,
+        failure_window=options.executor_failures_window_seconds,
     )
-    settings = Settings(
+    return Settings(
         unschedulable_timeout=options.unschedulable_timeout_seconds,
         render=render,
         timeouts=limits,
         max_tracked_executors=options.max_tracked_executors,
     )
-    observer = Observer(runtime, settings)
+
+
+def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
+    observer = Observer(runtime, settings_of(runtime.options))
     pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)
     return Controller(
         name="driver",

@@ -14,9 +14,9 @@ from sparkop.domain import naming
 from sparkop.driver_controller import events
 from sparkop.driver_controller.actions import POLICY_RESTORED, policy_restore_patch
 from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why
-from sparkop.driver_controller.observed import PolicySummary
 from sparkop.driver_controller.podname import name_held
 from sparkop.driver_controller.render import InvalidSpec, network_policy, spark_release
+from sparkop.driver_controller.summaries import PolicySummary
 
 
 def create_missing(f: Facts) -> Outcome:

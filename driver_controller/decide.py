@@ -40,9 +40,10 @@ from sparkop.driver_controller.actions import holds, release
 from sparkop.driver_controller.cleanup import executors, stale_incarnations
 from sparkop.driver_controller.create import create_missing
 from sparkop.driver_controller.facts import Closing, Facts, Step, Why, run
-from sparkop.driver_controller.observed import DriverView, Observed, PodSummary
+from sparkop.driver_controller.observed import DriverView, Observed
 from sparkop.driver_controller.pod import follow_driver_pod, recover_incarnation
 from sparkop.driver_controller.status import ended, status_wait, with_submission_failed
+from sparkop.driver_controller.summaries import PodSummary
 from sparkop.driver_controller.transitions import transitions
 
 STEPS: Final[tuple[Step, ...]] = (

@@ -31,9 +31,10 @@ from sparkop.core.owners import controller_of, owned_by
 from sparkop.core.plan import Action, Plan, ReadLog
 from sparkop.domain import kinds, labels, naming
 from sparkop.driver_controller import events
-from sparkop.driver_controller.observed import Observed, PodSummary
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import DriverObjects, IncarnationNames, names, render
 from sparkop.driver_controller.status import ended, with_record, with_submission_failed
+from sparkop.driver_controller.summaries import PodSummary
 from sparkop.driver_controller.templates import spark_container_name
 
 T = TypeVar("T")

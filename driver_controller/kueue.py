@@ -18,7 +18,7 @@ integrations keep it (its jobframework reconciler), for a SparkDriver labelled
 * the driver's end marks the Workload ``Finished`` (Succeeded or Failed): its quota is free.
 
 Pure: the Workload to create, where an admission puts the pods, the status patches to send (the
-Workload's summary is in :mod:`driver_controller.observed`), and the steps of a driver's decision that
+Workload's summary is in :mod:`driver_controller.kueue_summaries`), and the steps of a driver's decision that
 keep the contract: :func:`admission` (nothing of the run before Kueue admits it, and an eviction stops
 it) and :func:`workload_finished`; :func:`let_go` when the SparkDriver goes.
 """
@@ -43,16 +43,16 @@ from sparkop.driver_controller.facts import (
     Stop,
     Why,
 )
-from sparkop.driver_controller.observed import (
+from sparkop.driver_controller.kueue_summaries import (
     ADMITTED,
     EVICTED,
     FINISHED,
     QUOTA_RESERVED,
     REQUEUED,
     FlavorSummary,
-    Observed,
     WorkloadSummary,
 )
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import InvalidSpec
 from sparkop.driver_controller.schedulers import PodSetRequests, run_object
 from sparkop.driver_controller.templates import DRIVER_CONTAINER, EXECUTOR_CONTAINER, owner_reference

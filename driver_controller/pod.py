@@ -12,7 +12,7 @@ from sparkop.api.models import DriverPhase, DriverPodInfo, IncarnationOutcome, T
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import conditions, events
 from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why, stop_if_ended
-from sparkop.driver_controller.observed import DISRUPTION_REASONS, PodGroupSummary, PodSummary, Terminated
+from sparkop.driver_controller.summaries import DISRUPTION_REASONS, PodGroupSummary, PodSummary, Terminated
 
 # Spark's driver reads its own pod from the API server while its SparkContext starts (the Kubernetes
 # scheduler backend), then asks for its executors; when the API server cannot be reached at that moment

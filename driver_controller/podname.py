@@ -21,7 +21,7 @@ from sparkop.domain import labels
 from sparkop.driver_controller import events
 from sparkop.driver_controller.actions import deletion
 from sparkop.driver_controller.facts import Facts
-from sparkop.driver_controller.observed import PodSummary
+from sparkop.driver_controller.summaries import PodSummary
 
 # How soon to look again while the next driver pod's name is held by an earlier run's pod on its way out
 # (that pod's deletion brings its own SparkDriver a pass, not this one).

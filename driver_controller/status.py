@@ -24,7 +24,7 @@ from sparkop.api.models import (
 )
 from sparkop.domain import status_waits
 from sparkop.domain.status_waits import Since
-from sparkop.driver_controller.observed import PodSummary
+from sparkop.driver_controller.summaries import PodSummary
 
 HISTORY_MAX: Final = 10  # status.incarnations keeps the last ten
 MAX_RECORD_MESSAGE: Final = 4096  # an incarnation record's message is cut to this

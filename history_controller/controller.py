@@ -32,8 +32,7 @@ CHILD_INDEXES: Final = (
 def history_controller(runtime: Runtime) -> Controller[Observed, SparkHistoryServerStatus]:
     def observe(own: Own[SparkHistoryServerStatus]) -> Observed:
         children = tuple(c for index, _ in CHILD_INDEXES for c in runtime.index(index).get(own.key) or ())
-        view, refusals = ServerView.from_body(own.body), dict(own.learnt.refusals)
-        return Observed(view, own.status, own.body, children, refusals, own.namespace_terminating)
+        return Observed(ServerView.from_body(own.body), children, **own.observed())
 
     return Controller(
         name="history",

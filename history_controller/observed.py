@@ -4,13 +4,11 @@ controls (Deployment, Service, Ingress, HTTPRoute), read leniently from the info
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sparkop.api.history import KIND, SparkHistoryServerStatus
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
+from sparkop.core.owners import ObjectView, ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.domain import labels
 
 Key = tuple[str, str]  # (namespace, SparkHistoryServer name)
@@ -63,16 +61,12 @@ class ChildView(OwnedView):
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[SparkHistoryServerStatus]):
     """Everything one pass decides from. ``children``: those filed under this key; only those whose
     controller is this object's uid count. ``body``: the object as listed (for ownerReferences)."""
 
     server: ServerView
-    status: SparkHistoryServerStatus
-    body: JSON
     children: Sequence[ChildView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     def owned(self) -> tuple[ChildView, ...]:
         return owned_by(self.children, self.server.uid)

@@ -41,30 +41,25 @@ Clock = Callable[[], datetime]
 CLOCK: Clock = utc_now
 
 
-def _named(name: str, api: API) -> str:
-    return name if api is kinds.SPARKOP_API else f"{name}_{api.name}"
-
-
 def schedule_controller(
     runtime: Runtime, clock: Clock | None = None, api: API = kinds.SPARKOP_API
 ) -> Controller[Observed, ScheduledSparkApplicationStatus]:
     """The schedule controller of ``api``'s ScheduledSparkApplications."""
-    runs_index = _named(RUNS_INDEX, api)
+    runs_index = api.named(RUNS_INDEX)
 
     def observe(own: Own[ScheduledSparkApplicationStatus]) -> Observed:
         runs = tuple(runtime.index(runs_index).get(own.key) or ())
-        view = ScheduledView.from_body(own.body)
-        return Observed(view, own.status, own.body, runs, dict(own.learnt.refusals), own.namespace_terminating)
+        return Observed(ScheduledView.from_body(own.body), runs, **own.observed())
 
     run_view = partial(RunView.from_body, group=api.group)
     return Controller(
-        name=_named("scheduled", api),
-        own=Source(_named(SCHEDULED_INDEX, api), api.scheduled, object_key, snapshot),
+        name=api.named("scheduled"),
+        own=Source(api.named(SCHEDULED_INDEX), api.scheduled, object_key, snapshot),
         owned=(Source(runs_index, api.applications, owner_keys(api.group), run_view),),
         observe=observe,
         decide=decide,
         status=ScheduledSparkApplicationStatus,
-        log=log if api is kinds.SPARKOP_API else log.getChild(api.name),  # whose "ns/pi" a line is
+        log=api.log(log),
         clock=clock or CLOCK,
     )
 

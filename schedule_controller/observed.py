@@ -4,17 +4,16 @@ SparkApplications it owns (its runs), read leniently from the informer caches.""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
-from sparkop.domain.labels import API_VERSION, GROUP
+from sparkop.domain.kinds import ServedView
+from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
 
@@ -27,19 +26,11 @@ def _map(value: Any) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScheduledView(ObjectView):
+class ScheduledView(ServedView):
     """The facts of one ScheduledSparkApplication a pass reads (its status: Observed.status)."""
 
-    generation: int
     created: datetime
-    spec: Mapping[str, Any]
     schedule: Schedule | ScheduleError  # spec.schedule and spec.timeZone read, or why they cannot be
-    # sparkop's group or kubeflow's: its runs are SparkApplications of the same apiVersion.
-    api_version: str = API_VERSION
-
-    @property
-    def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
@@ -98,17 +89,13 @@ class RunView(OwnedView):
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[ScheduledSparkApplicationStatus]):
     """Everything one pass decides from. ``runs``: the SparkApplications filed under this key (only those
     whose controller is this object's uid count). ``refusals``: creates the API server refused, by
     ``core.plan.refusal_key``. ``body``: the object as listed, for the runs' ownerReference."""
 
     scheduled: ScheduledView
-    status: ScheduledSparkApplicationStatus
-    body: JSON
     runs: Sequence[RunView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     @property
     def owned(self) -> tuple[RunView, ...]:

@@ -11,8 +11,8 @@ from typing import Any
 from sparkop.core.expectations import LogTail
 from sparkop.core.plan import Plan, ReadLog
 from sparkop.domain import labels
-from sparkop.driver_controller.observed import summarize_object
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_object
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000001"

@@ -13,7 +13,7 @@ from sparkop.core.controller import Loop
 from sparkop.core.runtime import Options, Runtime
 from sparkop.driver_controller import controller as declaration
 from sparkop.driver_controller.controller import driver_controller
-from sparkop.driver_controller.observed import summarize_pod
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.driver_objects import objects
 from tests.support.fake_index import FakeIndex
 

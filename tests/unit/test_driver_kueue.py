@@ -14,15 +14,10 @@ from sparkop.core.plan import Create, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller import kueue
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import (
-    FlavorSummary,
-    Observed,
-    WorkloadSummary,
-    summarize_object,
-    summarize_pod,
-    summarize_workload,
-)
+from sparkop.driver_controller.kueue_summaries import FlavorSummary, WorkloadSummary, summarize_workload
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod
 from tests.support.driver_objects import NOW, decided, driver, kinds, running, terminated
 
 WORKLOAD = "pi-workload"

@@ -14,8 +14,9 @@ from sparkop.core.plan import Delete, Ensure, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller.actions import policy_restore_patch
 from sparkop.driver_controller.build import EXCLUDED_STEPS_KEY, FEATURE_STEP_PACKAGE
-from sparkop.driver_controller.observed import (
-    Observed,
+from sparkop.driver_controller.observed import Observed
+from sparkop.driver_controller.render import names, network_policy, parse, render
+from sparkop.driver_controller.summaries import (
     PolicySummary,
     policy_view,
     summarize_object,
@@ -23,7 +24,6 @@ from sparkop.driver_controller.observed import (
     summarize_policy,
     trim_policy,
 )
-from sparkop.driver_controller.render import names, network_policy, parse, render
 from tests.support.driver_objects import NOW, UID, decided, deleting, driver, executor, kinds, running, terminated
 from tests.support.fake_driver_runtime import KEY, FakeKube, controller
 from tests.support.simulation import _merge_patch as merge_patched

@@ -17,8 +17,9 @@ from sparkop.domain import labels
 from sparkop.driver_controller.cleanup import EXECUTOR_CLEANUP_GRACE_SECONDS
 from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.facts import refusal_status
-from sparkop.driver_controller.observed import NameHolder, Observed, Settings, summarize_object, summarize_pod
+from sparkop.driver_controller.observed import NameHolder, Observed, Settings
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod
 from tests.support.driver_objects import (
     NOW,
     decided,

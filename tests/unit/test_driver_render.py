@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import sparkconf
-from sparkop.driver_controller.observed import summarize_pod
 from sparkop.driver_controller.podbuild import app_name_label
 from sparkop.driver_controller.render import (
     CONFIGMAP_DATA_LIMIT,
@@ -24,6 +23,7 @@ from sparkop.driver_controller.render import (
     render,
 )
 from sparkop.driver_controller.sparkconf import driver_memory_mib
+from sparkop.driver_controller.summaries import summarize_pod
 
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

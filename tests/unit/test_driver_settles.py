@@ -19,7 +19,8 @@ from hypothesis import strategies as hst
 
 from sparkop.core.plan import Plan
 from sparkop.domain import labels
-from sparkop.driver_controller.observed import Observed, Settings, summarize_pod
+from sparkop.driver_controller.observed import Observed, Settings
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.driver_objects import (
     NOW,
     decided,

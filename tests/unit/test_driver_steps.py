@@ -18,7 +18,8 @@ from sparkop.domain import labels
 from sparkop.driver_controller import facts as facts_module
 from sparkop.driver_controller.decide import CLOSING, STEPS, decide
 from sparkop.driver_controller.facts import Facts, Stop, Why, run
-from sparkop.driver_controller.observed import Observed, summarize_pod
+from sparkop.driver_controller.observed import Observed
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated
 
 

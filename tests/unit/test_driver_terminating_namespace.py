@@ -9,8 +9,9 @@ from typing import Any
 
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, summarize_pod
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.patches import patched
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

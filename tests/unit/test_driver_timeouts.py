@@ -13,9 +13,10 @@ from sparkop.api.models import DriverPhase
 from sparkop.core.times import format_time
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, Settings, TimeoutDefaults, summarize_pod
+from sparkop.driver_controller.observed import Limits, Observed, Settings
 from sparkop.driver_controller.podbuild import POD_TEMPLATE_KEY
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_pod
 from sparkop.driver_controller.transitions import RUNS_TIMED_OUT
 from tests.support.app_runs import BASE_SPEC
 from tests.support.driver_objects import NOW, driver, executor, objects, running, with_status
@@ -74,7 +75,7 @@ def test_a_driver_that_does_not_start_fails_its_run_at_the_deadline_its_pod_set(
 def test_the_operators_default_applies_where_the_spec_is_silent_and_zero_turns_it_off() -> None:
     pod, _, _ = objects()
     stuck = pod_created(pulling(pod), 100)
-    defaults = TimeoutDefaults(driver_start_seconds=30)
+    defaults = Limits(driver_start=30)
     assert decide_at(timed(STARTED, 100), [stuck], timeouts=defaults).status.phase == DriverPhase.FAILED
     off = timed(STARTED, 100, timeouts={"driverStartSeconds": 0})
     assert decide_at(off, [stuck], timeouts=defaults).status.phase == DriverPhase.PENDING

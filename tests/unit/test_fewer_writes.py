@@ -17,8 +17,9 @@ from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import AppView, UIConfig
 from sparkop.core.specs import lenient
 from sparkop.domain.status_waits import SETTLE_SECONDS
-from sparkop.driver_controller.observed import Observed, PodSummary, summarize_pod
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.status import first_pod_only, status_wait
+from sparkop.driver_controller.summaries import PodSummary, summarize_pod
 from tests.support.driver_objects import NOW, decided, driver, objects, running, terminated
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC

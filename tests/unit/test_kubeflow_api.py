@@ -21,8 +21,9 @@ from sparkop.connect_controller.observed import ConnectView
 from sparkop.core.plan import Create
 from sparkop.domain import kinds, labels, naming
 from sparkop.driver_controller.observed import Observed as DriverObserved
-from sparkop.driver_controller.observed import Settings, summarize_pod
+from sparkop.driver_controller.observed import Settings
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_pod
 from sparkop.schedule_controller.decide import build_run
 from sparkop.schedule_controller.observed import RunView, ScheduledView
 from sparkop.schedule_controller.observed import owner_keys as schedule_owner_keys

@@ -58,7 +58,7 @@ def run(at: datetime, state: str | None = None, owner: str = UID) -> RunView:
 
 def observed(runs: tuple[RunView, ...] = (), status: dict[str, Any] | None = None, **spec: Any) -> Observed:
     b = body(**spec)
-    return Observed(ScheduledView.from_body(b), lenient(ScheduledSparkApplicationStatus, status), b, runs)
+    return Observed(ScheduledView.from_body(b), runs, status=lenient(ScheduledSparkApplicationStatus, status), body=b)
 
 
 def at(minute: int, second: int = 0) -> datetime:
