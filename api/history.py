@@ -191,10 +191,11 @@ def _map(value: Any) -> Mapping[str, Any]:
 @dataclass(frozen=True)
 class EventLog:
     """Where a run writes its event log: ``directory`` (spark.eventLog.dir), and for a claim the volume
-    the driver mounts."""
+    the driver mounts and the directory inside it (``path``, "" for the claim's root)."""
 
     directory: str
     claim: str | None = None
+    path: str = ""
 
 
 def event_log(spec: Mapping[str, Any]) -> EventLog | None:
@@ -203,10 +204,20 @@ def event_log(spec: Mapping[str, Any]) -> EventLog | None:
     claim = _map(directory.get("persistentVolumeClaim"))
     if claim.get("claimName"):
         sub = str(claim.get("path") or "").strip("/")
-        return EventLog(f"file://{MOUNT_PATH}/{sub}" if sub else f"file://{MOUNT_PATH}", str(claim["claimName"]))
+        return EventLog(f"file://{MOUNT_PATH}/{sub}" if sub else f"file://{MOUNT_PATH}", str(claim["claimName"]), sub)
     if directory.get("url"):
         return EventLog(str(directory["url"]))
     return None
+
+
+def driver_mount(target: EventLog) -> dict[str, str]:
+    """How a driver mounts the claim ``target`` is on: only the directory it logs to, as a ``subPath``,
+    at the path spark.eventLog.dir names. The kubelet makes a missing subPath directory before the
+    container starts, so a driver never finds its log directory missing (Spark exits at start when
+    it is), whether or not the history server is up yet, or exists at all."""
+    if not target.path:
+        return {"name": VOLUME_NAME, "mountPath": MOUNT_PATH}
+    return {"name": VOLUME_NAME, "mountPath": f"{MOUNT_PATH}/{target.path}", "subPath": target.path}
 
 
 def service_name(name: str) -> str:
@@ -322,6 +333,7 @@ __all__ = [
     "SparkHistoryServerStatus",
     "app_url",
     "base_url",
+    "driver_mount",
     "event_log",
     "history_rules",
 ]
