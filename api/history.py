@@ -15,6 +15,7 @@ app's run needs (:func:`event_log`) and where its pages are (:func:`base_url`).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
@@ -51,6 +52,9 @@ LOG_DIR_CONF: Final = "spark.history.fs.logDirectory"
 MOUNT_PATH: Final = "/mnt/spark-history"
 VOLUME_NAME: Final = "spark-history"
 DEFAULT_MEMORY: Final = "1g"
+# The server's container in its pod template (else the first): sparkop fills in its image, command, port.
+CONTAINER: Final = "spark-history-server"
+TEMPLATE_SPEC: Final = "spec.template.spec"
 
 
 class HistoryState(enum.StrEnum):
@@ -140,7 +144,8 @@ class SparkHistoryServerSpec(Model):
     template: PodTemplateSpec | None = Field(
         None,
         description="A pod template the server pod starts from (nodeSelector, tolerations, securityContext, "
-        "sidecars); its container named spark-history-server (else the first) is the server's.",
+        f"sidecars); its container named {CONTAINER} (else the first) is the server's. The API server's pod "
+        f"template needs containers, each named: at least [{{name: {CONTAINER}}}].",
     )
     service: HistoryService | None = Field(None, description="The Service (default ClusterIP, port 18080).")
     ingress: HistoryIngress | None = Field(None, description="An Ingress to the Service.")
@@ -322,7 +327,22 @@ def history_rules() -> tuple[rules.Rule, ...]:
     return _OWN_RULES
 
 
+def required_hint(path: str, missing: str) -> str | None:
+    """The fix for a field the pod template's schema (Kubernetes' PodTemplateSpec, as the API server
+    checks it) requires at ``path``, or None where the generic one says enough. A template written
+    for its node selector or tolerations alone lacks the containers the schema requires."""
+    if path == TEMPLATE_SPEC and missing == "containers":
+        return (
+            f"add containers: [{{name: {CONTAINER}}}] to {TEMPLATE_SPEC} (the server's container: sparkop fills in "
+            "its image, command and port)"
+        )
+    if re.fullmatch(rf"{re.escape(TEMPLATE_SPEC)}\.(init)?[cC]ontainers\[\d+\]", path) and missing == "name":
+        return f"name the container: {CONTAINER} for the server's own, any other name for one beside it"
+    return None
+
+
 __all__ = [
+    "CONTAINER",
     "DEFAULT_PORT",
     "KIND",
     "SERVER_CLASS",
@@ -336,4 +356,5 @@ __all__ = [
     "driver_mount",
     "event_log",
     "history_rules",
+    "required_hint",
 ]
