@@ -268,6 +268,11 @@ def app_url(base: str, spark_application_id: str) -> str:
 # ------------------------------------------------------------------------------------------------
 # rules
 
+
+def _template_restart_policy(spec: Mapping[str, Any]) -> str:
+    return str(_map(_map(spec.get("template")).get("spec")).get("restartPolicy") or "Always")
+
+
 SPEC: Final = ("spec",)
 _OWN_RULES: Final = (
     rules.Rule(
@@ -319,6 +324,19 @@ _OWN_RULES: Final = (
         field_path=".sparkConf",
         hint=f"remove {LOG_DIR_CONF}; set spec.logDirectory instead",
         predicate=lambda s: LOG_DIR_CONF not in (s.get("sparkConf") or {}),
+    ),
+    # What the API server refuses of the server's Deployment, refused at the server itself (it would
+    # otherwise be accepted, then Failed with the Deployment's refusal).
+    rules.Rule(
+        name="history-template-restarts-always",
+        kinds=(KIND,),
+        paths=(SPEC,),
+        cel="!has(self.template) || !has(self.template.spec) || !has(self.template.spec.restartPolicy) || "
+        "self.template.spec.restartPolicy == 'Always'",
+        message="the server's pod runs in a Deployment, whose pods restart Always",
+        field_path=".template.spec.restartPolicy",
+        hint="remove spec.template.spec.restartPolicy",
+        predicate=lambda s: _template_restart_policy(s) == "Always",
     ),
 )
 

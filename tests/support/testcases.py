@@ -337,6 +337,12 @@ INVALID: Final[tuple[Case, ...]] = (
         kind="SparkHistoryServer",
     ),
     Case(
+        "history-template-restart-never",
+        "spec: {template: {spec: {restartPolicy: Never, containers: [{name: spark-history-server}]}}}",
+        "spec.template.spec.restartPolicy",
+        kind="SparkHistoryServer",
+    ),
+    Case(
         "history-two-log-directories",
         "spec: {logDirectory: {url: 's3a://bucket/events'}}",
         "spec.logDirectory",
