@@ -265,7 +265,12 @@ _BOUNDS: Final = {
 }
 
 
-def _schema_error(error: SchemaError) -> tuple[str, str, str]:
+def _required_hint(kind: str, path: str, missing: str) -> str:
+    found = history.required_hint(path, missing) if kind == history.KIND else None
+    return found or f"add {missing}"
+
+
+def _schema_error(kind: str, error: SchemaError) -> tuple[str, str, str]:
     path = _path(error)
     if error.validator == "additionalProperties":
         unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
@@ -280,8 +285,11 @@ def _schema_error(error: SchemaError) -> tuple[str, str, str]:
     if error.validator == "pattern":
         hint = PATTERN_HINTS.get(error.validator_value, f"match {error.validator_value}")
         return path, f"{quote(error.instance)} is malformed", hint
-    if error.validator == "required":
-        return path, clip(error.message, 200), "add the missing field"
+    if error.validator == "required":  # named at the missing field, as the API server names it
+        absent = [str(r) for r in error.validator_value if r not in error.instance]  # one error for each
+        missing = next((r for r in absent if error.message.startswith(repr(r))), absent[0] if absent else "")
+        where = f"{path}.{clip(missing)}" if path else clip(missing)
+        return where, "required value", _required_hint(kind, path, missing)
     if error.validator == "type":
         return path, f"{quote(error.instance)} is not of type {error.validator_value}", ""
     if error.validator in _BOUNDS:
@@ -397,7 +405,7 @@ def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError
 
     errors = [err(*e) for e in _metadata_errors(meta)]
     schema_errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: (_path(e), e.message))
-    errors += [err(*_schema_error(e)) for e in schema_errors]
+    errors += [err(*_schema_error(kind, e)) for e in schema_errors]
     errors += [err(*e) for e in _rule_errors(kind, doc)]
     if kind == scheduled.KIND:
         errors += [err(*e) for e in scheduled.schedule_errors(doc)]

@@ -60,7 +60,8 @@ def build_driver(
 
 def log_to(spec: dict[str, Any], target: history.EventLog) -> None:
     """Spark's event-log properties on a run spec (the app's own win), and for a claim the volume its
-    driver mounts at the path the history server reads it from."""
+    driver mounts: the log directory inside it, which the kubelet makes if missing
+    (:func:`api.history.driver_mount`)."""
     wanted = {EVENT_LOG_ENABLED: "true", EVENT_LOG_DIR: target.directory}
     spec["sparkConf"] = {**wanted, **(spec.get("sparkConf") or {})}
     if target.claim is None:
@@ -69,5 +70,5 @@ def log_to(spec: dict[str, Any], target: history.EventLog) -> None:
     spec["volumes"] = [*volumes, {"name": history.VOLUME_NAME, "persistentVolumeClaim": {"claimName": target.claim}}]
     driver = dict(spec.get("driver") or {})
     mounts = [m for m in driver.get("volumeMounts") or [] if m.get("name") != history.VOLUME_NAME]
-    driver["volumeMounts"] = [*mounts, {"name": history.VOLUME_NAME, "mountPath": history.MOUNT_PATH}]
+    driver["volumeMounts"] = [*mounts, history.driver_mount(target)]
     spec["driver"] = driver
