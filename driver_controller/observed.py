@@ -133,6 +133,7 @@ class PodSummary:
     scheduled_at: datetime | None = None  # the PodScheduled condition's turn to True: bound to its node
     executor_id: int | None = None  # an executor's Spark executor id (its spark-exec-id label)
     driver: str | None = None  # the SparkDriver it was made for (its sparkop.io/driver label)
+    app_selector: str | None = None  # its spark-app-selector label: the spark.app.id of its driver
 
     @property
     def deleting(self) -> bool:
@@ -420,6 +421,7 @@ def summarize_pod(body: Body) -> PodSummary:
         scheduled_at=scheduled_at,
         executor_id=_executor_id(pod_labels) if role == labels.ROLE_EXECUTOR else None,
         driver=pod_labels.get(labels.DRIVER),
+        app_selector=pod_labels.get(labels.SPARK_APP_SELECTOR),
     )
 
 
@@ -671,6 +673,9 @@ class Observed:
     lost_nodes: frozenset[str] = frozenset()
     # The ends of driver pods' logs an earlier plan read (core.plan.ReadLog), by pod uid.
     logs: Mapping[str, LogTail] = field(default_factory=dict)
+    # The pods kubeflow's operator left for this SparkDriver's app (its driver's and its executors), read
+    # only for a SparkDriver that adopts one (spec.adoptDriverPod: driver_controller.adoption).
+    left_pods: Sequence[PodSummary] = ()
 
     @classmethod
     def of(cls, body: Body | None, *args: Any, **kwargs: Any) -> Observed:
