@@ -395,7 +395,9 @@ def observe_current(d: Draft) -> None:
         enter_outcome(d, finish(d, cur, outcome, drv.reason, driver_message(drv)))
     elif drv.phase is DriverPhase.RUNNING:
         d.transition(ApplicationState.RUNNING, f"driver {drv.name} is running")
-    else:
+    elif drv.phase is not None:
+        # A SparkDriver that has said nothing yet changes no state: a run taken over RUNNING stays so
+        # until its SparkDriver reports the adopted pod.
         d.transition(ApplicationState.SUBMITTED, f"SparkDriver {drv.name} is pending")
 
 
