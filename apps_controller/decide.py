@@ -59,7 +59,7 @@ from sparkop.apps_controller.status import state as state_of
 from sparkop.apps_controller.takeover import LIVE_RUN_STATES, takeover
 from sparkop.apps_controller.transitions import transitions
 from sparkop.core.plan import Delete, Plan
-from sparkop.domain import naming
+from sparkop.domain import labels, naming
 
 # Finished SparkDrivers kept for their logs: the current run's and the one before.
 KEEP_FINISHED_DRIVERS: Final = 2
@@ -207,6 +207,8 @@ def take_over(d: Draft) -> bool:
     lost its driver while no operator ran: a failed run, per the restart policy. Any other state takes
     its own step in this pass, from kubeflow's counts (True: the pass is decided)."""
     app, s = d.obs.app, d.status
+    if app.group != labels.KUBEFLOW_GROUP:
+        return False  # only kubeflow's group's apps can have been run by kubeflow's operator
     driver_info = s.driverInfo.podName if s.driverInfo else None
     taken = takeover(
         s,

@@ -152,3 +152,15 @@ def test_a_finished_kubeflow_app_gets_no_write(state: str) -> None:
     plan = decide(observed(kubeflow_status(state, executionAttempts=1)), NOW)
     assert plan.status is None or plan.status == kubeflow_status(state, executionAttempts=1)
     assert creates(plan) == [] and plan.events == ()
+
+
+def test_an_app_of_sparkops_group_is_never_taken_over() -> None:
+    body = {
+        "apiVersion": labels.API_VERSION,
+        "kind": "SparkApplication",
+        "metadata": {"name": "pi", "namespace": "ns", "uid": APP_UID, "generation": 1},
+        "spec": BASE_SPEC,
+    }
+    status = kubeflow_status("SUSPENDED", executionAttempts=3)
+    plan = decide(Observed(AppView.from_body(body), status, left=(POD,)), NOW)
+    assert plan.status is None or plan.status.lastRun == 0
