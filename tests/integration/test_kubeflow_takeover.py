@@ -39,8 +39,8 @@ SUBMISSION_ID = "3f0c8a52-kubeflow-submission"
 SPARK_APP_ID = "spark-5e1b2c0d9a8f4e7b"
 
 
-def kubeflow_app(name: str, **spec: Any) -> Obj:
-    app = app_manifest(name, **spec)
+def kubeflow_app(name: str, policy: Obj | None = None) -> Obj:
+    app = app_manifest(name, policy)
     app["apiVersion"] = KUBEFLOW_API
     return app
 
@@ -225,3 +225,58 @@ def test_a_running_kubeflow_app_is_adopted_and_followed_to_its_end_with_the_same
     assert lost["applicationState"]["state"] == "FAILED", lost
     assert lost["executionAttempts"] == 1 and lost["lastRun"] == 1, lost
     assert get(cluster, ns, "sparkdriver", "lost-2-kf") is None
+
+
+HOLD = "test.sparkop.io/hold"
+
+
+def test_a_pending_rerun_runs_on_from_kubeflows_count_once_kubeflows_last_driver_pod_is_gone(
+    kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path
+) -> None:
+    cluster, ns = kubeflow_crds, namespace
+    retry = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
+    app = apply(cluster, ns, kubeflow_app("rerun", retry))
+    # kubeflow's first run failed; it deleted that run's driver pod, which is still on its way out.
+    old = kubeflow_driver_pod(app)
+    old["metadata"]["finalizers"] = [HOLD]
+    old["metadata"]["annotations"] = {"sim.sparkop.io/outcome": "Failed", "sim.sparkop.io/executors": "0"}
+    old["spec"].pop("volumes")
+    old["spec"]["containers"][0].pop("volumeMounts")
+    old = apply(cluster, ns, old)
+    wait_for(
+        lambda: ((get(cluster, ns, "pod", "rerun-driver") or {}).get("status") or {}).get("phase") == "Failed",
+        timeout=60, interval=0.5, message="kubeflow's first driver pod failed",
+    )  # fmt: skip
+    cluster.kubectl("delete", "pod", "rerun-driver", "-n", ns, "--wait=false")
+    write_kubeflow_status(cluster, ns, "rerun", {
+        "applicationState": {"state": "PENDING_RERUN"},
+        "submissionID": SUBMISSION_ID,
+        "executionAttempts": 1,
+        "submissionAttempts": 1,
+        "terminationTime": "2026-12-06T10:00:00Z",
+        "driverInfo": {"podName": "rerun-driver"},
+    })  # fmt: skip
+    driver_pods = CreationWatch(cluster, ns, "pods")
+    try:
+        with OperatorProcess(cluster.kubeconfig, namespaces=[ns], log_dir=tmp_path, extra_args=["--kubeflow-api"]):
+            wait_for(
+                lambda: get(cluster, ns, "sparkdriver", "rerun-2-kf"),
+                timeout=60, interval=0.5, message="the rerun's SparkDriver, numbered on from kubeflow's run",
+            )  # fmt: skip
+            # Its pod waits for kubeflow's, which holds the name.
+            held = get(cluster, ns, "pod", "rerun-driver")
+            assert held is not None and held["metadata"]["uid"] == old["metadata"]["uid"]
+            cluster.kubectl(
+                "patch", "pod", "rerun-driver", "-n", ns, "--type=json",
+                "-p", json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]),
+            )  # fmt: skip
+            final = wait_state(cluster, ns, "rerun", "COMPLETED", "FAILED", resource=KUBEFLOW_APPS)
+    finally:
+        driver_pods.stop()
+    assert final["applicationState"]["state"] == "COMPLETED", final
+    assert final["executionAttempts"] == 2 and final["lastRun"] == 2, final
+    uids = driver_pods.uids.get("rerun-driver") or set()
+    assert len(uids) == 2 and old["metadata"]["uid"] in uids, driver_pods.uids
+    (ours,) = uids - {old["metadata"]["uid"]}
+    # Never two at once: sparkop's pod was first seen after kubeflow's was deleted.
+    assert driver_pods.first_seen[ours] >= driver_pods.deleted[old["metadata"]["uid"]], driver_pods.uids
