@@ -60,7 +60,8 @@ def adopt_driver_pod(f: Facts) -> Outcome:
     ]
     ours = {p.uid for p in f.owned_pods}
     mine = [p for p in (pod, *executors) if p.uid not in ours]
-    claims = tuple(_claim(f, p) for p in mine if p.owner_uid != f.uid)
+    # One on its way out is followed, not claimed: the API server takes no new finalizer on it.
+    claims = tuple(_claim(f, p) for p in mine if p.owner_uid != f.uid and not p.deleting)
     label = sparkop_labels(f.driver, ADOPTED_INCARNATION)[labels.DRIVER]
     as_claimed = tuple(replace(p, incarnation=ADOPTED_INCARNATION, owner_uid=f.uid, driver=label) for p in mine)
     f = f.with_pods(as_claimed).before(*claims)

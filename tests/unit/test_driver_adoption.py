@@ -143,3 +143,17 @@ def test_another_pod_of_the_name_is_never_claimed() -> None:
     other = kubeflow_pod("pi-driver", "uid-another", labels.ROLE_DRIVER, APP_REF)
     plan = plan_for(None, [running(other)])
     assert not [a for a in plan.before_status if isinstance(a, Patch)]
+
+
+def test_a_pod_on_its_way_out_is_followed_as_lost_not_claimed() -> None:
+    going = {**running(KUBEFLOW_DRIVER)}
+    going["metadata"] = {
+        **going["metadata"],
+        "deletionTimestamp": "2026-01-01T11:59:30Z",
+        "deletionGracePeriodSeconds": 30,
+    }
+    plan = plan_for(None, [going], logs={POD_UID: LogTail("killed")})
+    assert not [a for a in plan.before_status if isinstance(a, Patch)]
+    assert plan.status is not None
+    [record] = plan.status.incarnations or []
+    assert (record.incarnation, record.outcome.value, record.reason) == (1, "Lost", "Deleted")
