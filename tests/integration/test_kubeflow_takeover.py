@@ -280,3 +280,55 @@ def test_a_pending_rerun_runs_on_from_kubeflows_count_once_kubeflows_last_driver
     (ours,) = uids - {old["metadata"]["uid"]}
     # Never two at once: sparkop's pod was first seen after kubeflow's was deleted.
     assert driver_pods.first_seen[ours] >= driver_pods.deleted[old["metadata"]["uid"]], driver_pods.uids
+
+
+def test_a_submitted_kubeflow_app_is_adopted_pending_and_claims_the_executors_its_driver_makes_later(
+    kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path
+) -> None:
+    cluster, ns = kubeflow_crds, namespace
+    app = apply(cluster, ns, kubeflow_app("later"))
+    cluster.kubectl(
+        "create", "configmap", "later-driver-conf-map", "-n", ns,
+        f"--from-literal=spark.properties={spark_properties('later')}",
+    )  # fmt: skip
+    # SUBMITTED: kubeflow's spark-submit made the pod, which is not scheduled yet (gated, so that it is
+    # scheduled at once when the test lets it: an unschedulable pod waits out the scheduler's backoff).
+    manifest = kubeflow_driver_pod(app)
+    manifest["spec"]["schedulingGates"] = [{"name": HOLD}]
+    pod = apply(cluster, ns, manifest)
+    write_kubeflow_status(cluster, ns, "later", {
+        "applicationState": {"state": "SUBMITTED"},
+        "submissionID": SUBMISSION_ID,
+        "executionAttempts": 1,
+        "submissionAttempts": 1,
+        "driverInfo": {"podName": "later-driver"},
+    })  # fmt: skip
+    driver_pods = CreationWatch(cluster, ns, "pods")
+    try:
+        with OperatorProcess(cluster.kubeconfig, namespaces=[ns], log_dir=tmp_path, extra_args=["--kubeflow-api"]):
+            # Claimed (the SparkDriver's status may hold the pending pod's first sight a while:
+            # domain/status_waits.py).
+            wait_for(
+                lambda: ((get(cluster, ns, "pod", "later-driver") or {}).get("metadata") or {})
+                .get("labels", {}).get(labels.DRIVER) == "later-1-kf",
+                timeout=60, interval=0.5, message="the pending pod claimed by later-1-kf",
+            )  # fmt: skip
+            assert status(cluster, ns, "later", KUBEFLOW_APPS)["applicationState"]["state"] == "SUBMITTED"
+            cluster.kubectl(
+                "patch", "pod", "later-driver", "-n", ns, "--type=json",
+                "-p", json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}]),
+            )  # fmt: skip
+            # Its driver runs and makes its executor (kubeflow's labels) after the claim: claimed too, counted.
+            wait_for(
+                lambda: (((get(cluster, ns, "sparkdriver", "later-1-kf") or {}).get("status") or {})
+                         .get("executors") or {}).get("running") == 1,
+                timeout=60, interval=0.5, message="the executor made after the adoption counted",
+            )  # fmt: skip
+            [executor] = kubeflow_pods(cluster, ns, "later", "executor")
+            assert executor["metadata"]["labels"].get(labels.DRIVER) == "later-1-kf", executor["metadata"]
+            cluster.kubectl("annotate", "pod", "later-driver", "-n", ns, "sim.sparkop.io/outcome=Succeeded")
+            final = wait_state(cluster, ns, "later", "COMPLETED", "FAILED", resource=KUBEFLOW_APPS)
+    finally:
+        driver_pods.stop()
+    assert final["applicationState"]["state"] == "COMPLETED" and final["executionAttempts"] == 1, final
+    assert driver_pods.uids.get("later-driver") == {pod["metadata"]["uid"]}, driver_pods.uids
