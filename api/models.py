@@ -55,6 +55,7 @@ from .types import (
 )
 
 __all__ = [
+    "AdoptedPod",
     "ApplicationState",
     "ApplicationStateInfo",
     "AttemptOutcome",
@@ -944,6 +945,14 @@ class SparkApplicationSpec(RunSpec):
     )
 
 
+class AdoptedPod(Model):
+    """A driver pod another operator's spark-submit made (kubeflow's, in a live swap), which a run goes on
+    with as its first incarnation instead of creating one (docs/migrating-from-kubeflow.md)."""
+
+    name: Annotated[str, Field(max_length=253)] = Field(description="Pod name.")
+    uid: Annotated[str, Field(max_length=64)] = Field(description="Pod uid: only this pod is adopted.")
+
+
 class SparkDriverSpec(RunSpec):
     """One run of a Spark application: created by a SparkApplication for each run, or by hand."""
 
@@ -956,6 +965,12 @@ class SparkDriverSpec(RunSpec):
         ge=0,
         description="How many times a driver pod lost before it finishes (deleted, evicted, preempted, "
         "node lost) is replaced by a new incarnation. 0: a lost driver pod fails the SparkDriver.",
+    )
+    adoptDriverPod: AdoptedPod | None = Field(
+        None,
+        description="The driver pod of this run another operator made (set by the apps controller when it "
+        "takes over kubeflow's running app): its first incarnation is that pod, followed to its end, never "
+        "created anew while it lives.",
     )
 
 
@@ -1157,6 +1172,9 @@ class AttemptRecord(Model):
     )
     historyURL: Annotated[str, Field(max_length=1024)] | None = Field(
         None, description="Its page in the history server it logged to (spec.historyServer)."
+    )
+    adoptedPod: AdoptedPod | None = Field(
+        None, description="The driver pod another operator made that this run went on with (a live swap)."
     )
 
 

@@ -18,6 +18,7 @@ from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.observed import (
     AppView,
     DriverView,
+    ForeignDriver,
     HistoryServerView,
     Observed,
     OwnedObject,
@@ -26,6 +27,7 @@ from sparkop.apps_controller.observed import (
     app_snapshot,
     choose_history,
     history_keys,
+    left_driver_keys,
     owner_keys,
 )
 from sparkop.apps_controller.status import as_read
@@ -37,6 +39,7 @@ from sparkop.core.owners import object_key
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
 from sparkop.domain.kinds import API
+from sparkop.domain.labels import KUBEFLOW_LEFT_PODS
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,8 @@ UI_INDEXES: Final = (
     ("apps_ui_routes", kinds.HTTP_ROUTES),
 )
 HISTORY_INDEX: Final = "apps_history_servers"
+# The driver pods kubeflow's operator left, by their app (read by kubeflow's group's apps controller).
+LEFT_DRIVERS_INDEX: Final = "apps_kubeflow_left_drivers"
 
 
 def apps_controller(
@@ -62,6 +67,21 @@ def apps_controller(
     drivers_index, history_index = api.named(DRIVERS_INDEX), api.named(HISTORY_INDEX)
     ui_indexes = tuple((api.named(index), resource) for index, resource in UI_INDEXES)
     keys = partial(owner_keys, group=api.group)
+    # Only kubeflow's group's apps can have been left running by kubeflow's operator (a live swap).
+    takes_over = api is kinds.KUBEFLOW_API
+    left_sources = (
+        (
+            Source(
+                LEFT_DRIVERS_INDEX,
+                resources.PODS,
+                left_driver_keys,
+                ForeignDriver.from_body,
+                selector=KUBEFLOW_LEFT_PODS,
+            ),
+        )
+        if takes_over
+        else ()
+    )
 
     def observe(own: Own[SparkApplicationStatus]) -> Observed:
         app = AppView.from_body(own.body, spec_error=spec_error(own.body))
@@ -70,7 +90,8 @@ def apps_controller(
         status = as_read(own.status, own.body.get("status"))
         history = choose_history(app, lambda at: tuple(runtime.index(history_index).get(at) or ()))
         refusals = dict(own.learnt.refusals)
-        return Observed(app, status, drivers, ui, refusals, ui_objects, own.namespace_terminating, history)
+        left = tuple(runtime.index(LEFT_DRIVERS_INDEX).get(own.key) or ()) if takes_over else ()
+        return Observed(app, status, drivers, ui, refusals, ui_objects, own.namespace_terminating, history, left)
 
     owned_ui = partial(OwnedObject.from_body, group=api.group)
     ui_sources = tuple(
@@ -91,7 +112,11 @@ def apps_controller(
         record=TRANSITIONS.record,
         unchanged=_unchanged,
         # The history servers the apps name: read when a run is planned, a change of one asks for no pass.
-        reads=(Source(history_index, kinds.SPARK_HISTORY_SERVERS, history_keys, HistoryServerView.from_body),),
+        # kubeflow's driver pods: read by the first pass of an app taken over (the caches are listed before).
+        reads=(
+            Source(history_index, kinds.SPARK_HISTORY_SERVERS, history_keys, HistoryServerView.from_body),
+            *left_sources,
+        ),
     )
 
 

@@ -32,7 +32,15 @@ from sparkop.api.models import (
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import OwnedView, controller_keys, copy_json, identity, owned_by, owned_identity
+from sparkop.core.owners import (
+    OwnedView,
+    controller_keys,
+    controller_of,
+    copy_json,
+    identity,
+    owned_by,
+    owned_identity,
+)
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
@@ -337,6 +345,38 @@ def _condition_of(conditions: Any, kind: str) -> Condition | None:
     return None
 
 
+@dataclass(frozen=True)
+class ForeignDriver:
+    """A driver pod another operator made (kubeflow's spark-submit: not labelled as sparkop's), as the apps
+    controller sees it when it takes over an app that operator was running (``apps_controller.takeover``)."""
+
+    name: str
+    uid: str
+    controller_uid: str | None  # the uid of its controller ownerReference
+    submission_id: str | None  # its sparkoperator.k8s.io/submission-id label
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ForeignDriver:
+        meta = _map(body.get("metadata"))
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            controller_uid=_opt_str(_map(controller_of(body)).get("uid")),
+            submission_id=_opt_str(_map(meta.get("labels")).get(labels.KUBEFLOW_SUBMISSION_ID)),
+        )
+
+
+def left_driver_keys(body: Mapping[str, Any]) -> list[Key]:
+    """The key a driver pod kubeflow's operator left is filed under: its app's (kubeflow's app-name label)
+    in its namespace. Executors are the driver controller's to claim, not the app's."""
+    meta = _map(body.get("metadata"))
+    pod_labels = _map(meta.get("labels"))
+    app = _opt_str(pod_labels.get(labels.KUBEFLOW_APP_NAME))
+    if app is None or pod_labels.get(labels.SPARK_ROLE) != labels.ROLE_DRIVER:
+        return []
+    return [(str(meta.get("namespace", "")), app)]
+
+
 # Under this name a namespace's default history server is filed too (api.history's namespaceDefault).
 DEFAULT_HISTORY_SERVER: Final = ""
 
@@ -430,6 +470,8 @@ class Observed:
     ui_objects: Sequence[OwnedObject] = ()
     namespace_terminating: bool = False
     history: HistoryChoice = field(default_factory=HistoryChoice)
+    # The driver pods kubeflow's operator left for this app (a live swap; only with --kubeflow-api).
+    left: Sequence[ForeignDriver] = ()
 
     @property
     def owned(self) -> tuple[DriverView, ...]:

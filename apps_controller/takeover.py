@@ -26,6 +26,11 @@ told apart by ``lastRun``: sparkop sets it with its first run of an app, and kub
   ``FAILING``, ``SUCCEEDING``, ``INVALIDATING``, ``SUBMISSION_FAILED``, ``SUSPENDING``, ``SUSPENDED``,
   ``RESUMING``) the state's own step goes on from the counts, and the next run's pod, named as
   kubeflow's was, is created only once that pod is gone.
+
+``apps_controller.decide`` acts on the answer (``take_over``): the first pass of such an app records the
+run and, for a pod to adopt, creates that run's SparkDriver with ``spec.adoptDriverPod`` (the pod's name
+and uid: the run's record keeps it too, ``adoptedPod``, so that a create retried after a crash says the
+same); ``driver_controller.adoption`` claims the pod.
 """
 
 from __future__ import annotations
@@ -35,20 +40,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from sparkop.api.models import ApplicationState, SparkApplicationStatus
+from sparkop.apps_controller.observed import ForeignDriver
 from sparkop.apps_controller.status import TERMINAL_STATES, state
 
 # States in which the other operator's current run may still have its driver pod.
 LIVE_RUN_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING, ApplicationState.UNKNOWN})
-
-
-@dataclass(frozen=True)
-class ForeignDriver:
-    """A driver pod another operator made (not labelled as sparkop's), as the apps controller sees it."""
-
-    name: str
-    uid: str
-    controller_uid: str | None  # the uid of its controller ownerReference
-    submission_id: str | None  # its sparkoperator.k8s.io/submission-id label
 
 
 @dataclass(frozen=True)
@@ -89,3 +85,6 @@ def takeover(
     ]
     # A live run was counted when it was submitted; a status whose count was lost still ran once.
     return Takeover(run=max(run, 1), adopt=ours[0] if ours else None)
+
+
+__all__ = ["LIVE_RUN_STATES", "ForeignDriver", "Takeover", "takeover"]

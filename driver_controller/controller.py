@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from sparkop.api.models import DriverPhase, SparkDriver, SparkDriverStatus
@@ -93,6 +93,7 @@ INDEX_FLAVORS = "sparkop_driver_resourceflavors"
 INDEX_PRIORITY_CLASSES = "sparkop_driver_workloadpriorityclasses"
 INDEX_DRIVER_PODS_BY_NAME = "sparkop_driver_pods_by_name"
 INDEX_NODES = "sparkop_driver_nodes"
+INDEX_LEFT_PODS = "sparkop_driver_kubeflow_left_pods"
 EVERY = ("", "")  # the key the reference indexes file everything under
 TERMINAL_PHASES: Final = frozenset(phase.value for phase in DriverPhase if phase.terminal)
 
@@ -114,6 +115,13 @@ def driver_pod_by_name(body: JSON) -> list[tuple[str, str]]:
     """A driver pod filed by its name: who holds the name the next driver pod of a run needs."""
     role = ((body.get("metadata") or {}).get("labels") or {}).get(labels.SPARK_ROLE)
     return by_name(body) if role == labels.ROLE_DRIVER else []
+
+
+def left_pod_keys(body: JSON) -> list[tuple[str, str]]:
+    """A pod kubeflow's operator left, filed by its app (kubeflow's app-name label) in its namespace."""
+    meta = body.get("metadata") or {}
+    app = (meta.get("labels") or {}).get(labels.KUBEFLOW_APP_NAME)
+    return [(str(meta.get("namespace") or ""), str(app))] if app else []
 
 
 def labelled(
@@ -151,10 +159,15 @@ class Observer:
 
     runtime: Runtime
     settings: Settings
+    takes_over: bool = False  # kubeflow's group is served: a run may adopt a pod kubeflow's operator left
 
     def observe(self, own: Own[SparkDriverStatus]) -> Observed:
         driver = DriverView.read(own.body, own.status)
-        return self.owned(own.key, driver, own.learnt, own.namespace_terminating, self.name_holder(own.key, driver))
+        observed = self.owned(own.key, driver, own.learnt, own.namespace_terminating, self.name_holder(own.key, driver))
+        if self.takes_over and isinstance(driver.spec, SparkDriver) and driver.spec.spec.adoptDriverPod is not None:
+            app = driver.spec.spec.appName or driver.name
+            observed = replace(observed, left_pods=self.values(INDEX_LEFT_PODS, (own.key[0], app)))
+        return observed
 
     def gone(self, key: Key, learnt: Learnt) -> Observed:
         return self.owned(key, None, learnt, self.runtime.namespace_terminating(key[0]), None)
@@ -235,7 +248,14 @@ def settings_of(options: Options) -> Settings:
 
 
 def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatus]:
-    observer = Observer(runtime, settings_of(runtime.options))
+    options = runtime.options
+    observer = Observer(runtime, settings_of(options), takes_over=options.kubeflow_api)
+    # What kubeflow's operator left (with --kubeflow-api): the pods a run taken over adopts, by their app.
+    left = (
+        (Source(INDEX_LEFT_PODS, PODS, left_pod_keys, summarize_pod, selector=labels.KUBEFLOW_LEFT_PODS),)
+        if options.kubeflow_api
+        else ()
+    )
     pod_group_parts = (summarize_pod_group, summarize_pod_group, trim_pod_group)
     return Controller(
         name="driver",
@@ -276,6 +296,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
                 shared=True,
             ),
             Source(INDEX_NODES, NODES, by_name, node_lost, transform=trim_node),
+            *left,
             Source(INDEX_FLAVORS, KUEUE_RESOURCE_FLAVORS, every, summarize_flavor, transform=trim_flavor),
             Source(
                 INDEX_PRIORITY_CLASSES, KUEUE_PRIORITY_CLASSES, every, priority_value, transform=trim_priority_class

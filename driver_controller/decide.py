@@ -37,6 +37,7 @@ from sparkop.core.specs import SpecError
 from sparkop.domain import labels
 from sparkop.driver_controller import events, kueue, timeouts
 from sparkop.driver_controller.actions import holds, release
+from sparkop.driver_controller.adoption import adopt_driver_pod, made_elsewhere
 from sparkop.driver_controller.cleanup import executors, stale_incarnations
 from sparkop.driver_controller.create import create_missing
 from sparkop.driver_controller.facts import Closing, Facts, Step, Why, run
@@ -48,10 +49,12 @@ from sparkop.driver_controller.transitions import transitions
 
 STEPS: Final[tuple[Step, ...]] = (
     recover_incarnation,  # which incarnation is current; the first one starts; an ended driver stops here
+    adopt_driver_pod,  # a run taken over from kubeflow: its first incarnation is kubeflow's pod, claimed
     timeouts.deadline,  # activeDeadlineSeconds over: the run ends (also while it waits for Kueue)
     kueue.admission,  # with a Kueue queue: nothing of the run before its Workload is admitted
     follow_driver_pod,  # the current driver pod's outcome, loss (replaced) or progress
     timeouts.waits,  # a start, readiness or executor-failure limit over: the run ends; else the next one
+    made_elsewhere,  # the adopted incarnation's objects are spark-submit's: nothing to create
     create_missing,  # what the current incarnation lacks, its driver pod last
 )
 """The decision, in order: each row may stop it (:class:`driver_controller.facts.Stop`)."""

@@ -51,6 +51,7 @@ class Why(enum.StrEnum):
     TIMED_OUT = "a timeout or the bound on failing executors ended the run"
     READING_LOG = "the end of a driver pod's log is read before its outcome is recorded"
     NAME_TAKEN = "another live owner's pod holds the driver pod's name"
+    ADOPTED = "the incarnation's driver pod and objects were made by another operator's spark-submit"
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,10 @@ class Facts:
         if incarnation == self.incarnation:
             return self
         return self._with(incarnation=incarnation, rendered=None)
+
+    def with_pods(self, pods: Sequence[PodSummary]) -> Facts:
+        """``pods`` among its own, as they are once claimed (a driver pod it adopts: driver_controller.adoption)."""
+        return self._with(owned_pods=(*self.owned_pods, *pods)) if pods else self
 
     def admitted(self, placed: SparkDriver) -> Facts:
         """Kueue admitted the run: its pods render from ``placed`` (the spec with the admission's placement)."""

@@ -169,6 +169,9 @@ class Observed:
     lost_nodes: frozenset[str] = frozenset()
     # The ends of driver pods' logs an earlier plan read (core.plan.ReadLog), by pod uid.
     logs: Mapping[str, LogTail] = field(default_factory=dict)
+    # The pods kubeflow's operator left for this SparkDriver's app (its driver's and its executors), read
+    # only for a SparkDriver that adopts one (spec.adoptDriverPod: driver_controller.adoption).
+    left_pods: Sequence[PodSummary] = ()
 
     @classmethod
     def of(cls, body: Body | None, *args: Any, **kwargs: Any) -> Observed:

@@ -120,6 +120,7 @@ class PodSummary:
     scheduled_at: datetime | None = None  # the PodScheduled condition's turn to True: bound to its node
     executor_id: int | None = None  # an executor's Spark executor id (its spark-exec-id label)
     driver: str | None = None  # the SparkDriver it was made for (its sparkop.io/driver label)
+    app_selector: str | None = None  # its spark-app-selector label: the spark.app.id of its driver
 
     @property
     def deleting(self) -> bool:
@@ -391,6 +392,7 @@ def summarize_pod(body: Body) -> PodSummary:
         scheduled_at=scheduled_at,
         executor_id=_executor_id(pod_labels) if role == labels.ROLE_EXECUTOR else None,
         driver=pod_labels.get(labels.DRIVER),
+        app_selector=pod_labels.get(labels.SPARK_APP_SELECTOR),
     )
 
 

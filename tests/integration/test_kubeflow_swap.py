@@ -68,9 +68,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
 ROOT = Path(__file__).resolve().parents[2]
 KUBEFLOW_CRDS = ROOT / "crds" / "kubeflow"
 NEEDS_SWAP = pytest.mark.skip(
-    reason="needs the adoption of a driver pod kubeflow's spark-submit made (apps_controller.takeover decides it, "
-    "nothing wires it yet: the apps controller does not call it, the driver controller cannot claim a pod); "
-    "--kubeflow-api and the driver-pod name <app>-driver are in: remove this mark when the adoption lands"
+    reason="the adoption is in (apps_controller.takeover wired into decide, driver_controller.adoption) and shown on "
+    "the simulator by tests/integration/test_kubeflow_takeover.py (kubeflow's RUNNING pod followed by uid to "
+    "COMPLETED, no second driver pod, no write to a finished app, a lost run per policy); this real-node run with "
+    "kubeflow's own operator has not passed yet: remove this mark once it has"
 )
 API = kubeflow_operator.KUBEFLOW_API_VERSION
 APPS = "sparkapplications.sparkoperator.k8s.io"

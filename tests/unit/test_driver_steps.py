@@ -27,10 +27,12 @@ def test_the_decision_reads_as_its_steps_in_order() -> None:
     # Adding a step (a timeout, a history link) is adding a row here and in decide.STEPS.
     assert [step.__name__ for step in STEPS] == [
         "recover_incarnation",
+        "adopt_driver_pod",
         "deadline",
         "admission",
         "follow_driver_pod",
         "waits",
+        "made_elsewhere",
         "create_missing",
     ]
     assert [step.__name__ for step in CLOSING] == ["workload_finished", "executors", "stale_incarnations"]

@@ -357,3 +357,23 @@ def test_each_scheduled_time_is_started_at_most_once_and_only_the_latest_of_a_ga
             status = plan.status.to_json()
         if spec["concurrencyPolicy"] != "Allow":
             assert sum(not r.finished for r in runs.values()) <= 1
+
+
+def test_a_schedule_kubeflows_operator_ran_goes_on_from_its_last_run_neither_again_nor_missing_one() -> None:
+    # kubeflow's status after its run of minute 5: lastRun is when it started it (a second into the
+    # minute), its run is named <schedule>-<unix time> and carries no scheduled-time of sparkop's.
+    status = {
+        "lastRun": format_time(at(5, 1)),
+        "lastRunName": "nightly-1767225901",
+        "nextRun": format_time(at(10)),
+        "scheduleState": "Scheduled",
+    }
+    theirs = RunView(
+        name="nightly-1767225901", uid="uid-kf", owner_uid=UID, scheduled=None, created=at(5, 1), state=None
+    )
+    for now in (at(5, 30), at(9, 59)):  # sparkop starts within kubeflow's minute, or before the next
+        plan = decide(observed((theirs,), status), now)
+        assert created(plan) == [], now
+        assert plan.status is not None and plan.status.nextRun == at(10)
+    plan = decide(observed((theirs,), status), at(10, 1))
+    assert created(plan) == [run_name("nightly", at(10))]
