@@ -83,7 +83,13 @@ class Scenarios:
         self.knows_logs = "logs" in {f.name for f in fields(self.observed_type)}
 
     def observe(self, body: dict[str, Any], pods: list[dict[str, Any]], children: list[dict[str, Any]]) -> Any:
-        """What observe makes of them (as the informers' summaries would file them under the SparkDriver)."""
+        return self.observer(body, pods, children)()
+
+    def observer(
+        self, body: dict[str, Any], pods: list[dict[str, Any]], children: list[dict[str, Any]]
+    ) -> Callable[[], Any]:
+        """What a pass's observe does with them: the caches hold the children's summaries (made once per
+        watch event, not per pass); observe reads the SparkDriver and files them into an Observed."""
         module = self.observed_module
         summaries = [module.summarize_object(c) for c in children]
         config_maps = [s for s, c in zip(summaries, children, strict=True) if c["kind"] == "ConfigMap"]
@@ -95,7 +101,8 @@ class Scenarios:
             extra["logs"] = {p["metadata"]["uid"]: LogTail(text="Pi is roughly 3.14") for p in pods}
         # Before issue 46, Observed held the raw body (decide parsed it); since, Observed.of reads it.
         make = getattr(self.observed_type, "of", self.observed_type)
-        return make(body, [module.summarize_pod(p) for p in pods], config_maps, services, **extra)
+        pod_summaries = [module.summarize_pod(p) for p in pods]
+        return lambda: make(body, pod_summaries, config_maps, services, **extra)
 
     def incarnation(self, n: int) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
         """The driver pod (uid, resourceVersion as created), executors and children of incarnation ``n``."""
@@ -157,10 +164,10 @@ class Scenarios:
         ended_status = self.settle(driver_body(steady_status), [succeeded], children)
         assert ended_status["phase"] == "Succeeded", ended_status["phase"]
         return {
-            "create": lambda: self.observe(driver_body(), [], []),
-            "steady": lambda: self.observe(driver_body(steady_status), [running, *executors], children),
-            "lost": lambda: self.observe(driver_body(steady_status), [], children),
-            "ended": lambda: self.observe(driver_body(ended_status), [succeeded], children),
+            "create": self.observer(driver_body(), [], []),
+            "steady": self.observer(driver_body(steady_status), [running, *executors], children),
+            "lost": self.observer(driver_body(steady_status), [], children),
+            "ended": self.observer(driver_body(ended_status), [succeeded], children),
         }
 
 
