@@ -89,7 +89,8 @@ def changed_fields(old: BaseModel, new: BaseModel, by_field: Collection[str] = (
     changed: set[str] = set()
     for name in type(new).model_fields:
         before, after = getattr(old, name), getattr(new, name)
-        if before == after:
+        # A copy with some fields replaced shares the others: by identity, no model compares field by field.
+        if before is after or before == after:
             continue
         if name in by_field and isinstance(before, BaseModel) and isinstance(after, BaseModel):
             subs = type(after).model_fields

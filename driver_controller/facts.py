@@ -18,6 +18,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel
+
 from sparkop.api.models import (
     LOG_TAIL_CHARS,
     LOG_TAIL_LINES,
@@ -145,8 +147,13 @@ class Facts:
     # -- status (a copy with the parts replaced, never changed in place) -----------------------------
 
     def update(self, **fields: Any) -> Facts:
-        """Status fields (by their JSON names) set."""
-        return self._with(status=self.status.model_copy(update=fields))
+        """Status fields (by their JSON names) set. Setting what is there already keeps these facts (and
+        their status: a pass that changes nothing ends with the status as read, known by identity); most
+        of a pass's updates are such, and a copy of the status costs more than the rest of the update."""
+        status = self.status
+        if all(_same(getattr(status, name), value) for name, value in fields.items()):
+            return self
+        return self._with(status=status.model_copy(update=fields))
 
     def record(
         self,
@@ -225,6 +232,17 @@ class Facts:
             objects = render(self.placed or self.driver, self.incarnation, self.observed.settings.render)
             return self._with(rendered=objects), objects
         return self, self.rendered
+
+
+def _same(current: Any, value: Any) -> bool:
+    """Whether setting ``value`` over ``current`` leaves the status as it is, written and read alike: of
+    the same type (a str is not its StrEnum member), equal, and a model with the same fields set (what
+    ``SparkDriverStatus.to_json`` writes of ``executors``)."""
+    if current is value:
+        return True
+    if type(current) is not type(value) or current != value:
+        return False
+    return not isinstance(value, BaseModel) or current.model_fields_set == value.model_fields_set
 
 
 def refusal_status(
