@@ -18,8 +18,6 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel
-
 from sparkop.api.models import (
     LOG_TAIL_CHARS,
     LOG_TAIL_LINES,
@@ -151,7 +149,7 @@ class Facts:
         their status: a pass that changes nothing ends with the status as read, known by identity); most
         of a pass's updates are such, and a copy of the status costs more than the rest of the update."""
         status = self.status
-        if all(_same(getattr(status, name), value) for name, value in fields.items()):
+        if all(_same(name, getattr(status, name), value) for name, value in fields.items()):
             return self
         return self._with(status=status.model_copy(update=fields))
 
@@ -234,15 +232,16 @@ class Facts:
         return self, self.rendered
 
 
-def _same(current: Any, value: Any) -> bool:
-    """Whether setting ``value`` over ``current`` leaves the status as it is, written and read alike: of
-    the same type (a str is not its StrEnum member), equal, and a model with the same fields set (what
-    ``SparkDriverStatus.to_json`` writes of ``executors``)."""
+def _same(name: str, current: Any, value: Any) -> bool:
+    """Whether setting status field ``name`` to ``value`` over ``current`` leaves the status as it is,
+    written and read alike: of the same type (a str is not its StrEnum member) and equal; for
+    ``executors``, whose JSON is the counts that were set (``SparkDriverStatus.to_json``), with the same
+    fields set."""
     if current is value:
         return True
     if type(current) is not type(value) or current != value:
         return False
-    return not isinstance(value, BaseModel) or current.model_fields_set == value.model_fields_set
+    return name != "executors" or current.model_fields_set == value.model_fields_set
 
 
 def refusal_status(
