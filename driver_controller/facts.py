@@ -63,30 +63,34 @@ class Facts:
     status: SparkDriverStatus  # as decided so far: ``read`` with the parts the steps replaced
     owned_pods: tuple[PodSummary, ...]
     plan: Plan[SparkDriverStatus]  # the actions and events decided so far (status: set at the end)
+    # The SparkDriver's identity, as observe read it: every step asks for it (plain fields: a
+    # cached_property costs a lock the first time each pass).
+    name: str
+    uid: str
+    generation: int | None
     incarnation: int = 0
     placed: SparkDriver | None = None  # the spec with Kueue's admission's placement: what pods render from
     rendered: DriverObjects | None = None  # the incarnation's objects, once rendered
 
     @classmethod
     def first(cls, observed: Observed, driver: SparkDriver, now: datetime, plan: Plan[SparkDriverStatus]) -> Facts:
-        assert observed.driver is not None
-        uid, status = observed.driver.uid, observed.driver.status
-        return cls(observed, driver, now, status, status, owned_by(observed.pods, uid), plan)
+        view = observed.driver
+        assert view is not None
+        status = view.status
+        return cls(
+            observed,
+            driver,
+            now,
+            status,
+            status,
+            owned_by(observed.pods, view.uid),
+            plan,
+            view.name,
+            view.uid,
+            view.generation,
+        )
 
     # -- reading -----------------------------------------------------------------------------------
-
-    @cached_property
-    def name(self) -> str:
-        return str(self.driver.metadata["name"])
-
-    @cached_property
-    def uid(self) -> str:
-        return str(self.driver.metadata["uid"])
-
-    @cached_property
-    def generation(self) -> int | None:
-        generation: int | None = self.driver.metadata.get("generation")
-        return generation
 
     @property
     def ended(self) -> bool:
