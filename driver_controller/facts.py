@@ -3,7 +3,8 @@ result of each step of its decision (:mod:`driver_controller.decide`): :class:`C
 it adds, or :class:`Stop` with them and the reason the decision goes no further.
 
 A step never changes the facts it was given: every method here returns new facts. The status a pass
-decides is the status as read (``read``), copied with the parts a step replaces (``status``); the actions
+decides is the status as read (``read``), copied with the parts a step replaces (``status``; an update
+that replaces nothing keeps it, so a pass that changed nothing ends with ``status is read``); the actions
 and events it plans accumulate in ``plan``. The spec (``driver``) is the one the pass parsed, for every
 step; where Kueue's admission places the pods, that is a fact of its own (``placed``), which only the
 renderer reads. The incarnation's objects are rendered at most once a pass (:meth:`Facts.render`).
