@@ -65,7 +65,8 @@ def executors(f: Facts) -> Facts:
             continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
-    return executor_states(f.after(*patches, *deletes).update(executors=ExecutorCounts(**counts)))
+    f = f.after(*patches, *deletes)
+    return f.update(executors=ExecutorCounts(**counts), executorState=executor_states(f))
 
 
 # An executor pod's phase as kubeflow's executorState says it.
@@ -78,12 +79,12 @@ _EXECUTOR_STATE: Final = {
 _EXECUTOR_ENDED: Final = frozenset({ExecutorState.COMPLETED, ExecutorState.FAILED})
 
 
-def executor_states(f: Facts) -> Facts:
-    """status.executorState, with kubeflow's values: each executor pod of the current incarnation by its
-    phase; one seen before and gone since keeps its last state when it had ended, and is UNKNOWN while
-    the driver runs, else COMPLETED when the driver succeeded and FAILED when not. Once the driver has
-    ended, every executor has: those still running are given the state they end in (the status is
-    final now). Only the ``max_tracked_executors`` lowest executor ids are named."""
+def executor_states(f: Facts) -> dict[str, ExecutorState] | None:
+    """status.executorState (None: no executor), with kubeflow's values: each executor pod of the current
+    incarnation by its phase; one seen before and gone since keeps its last state when it had ended, and
+    is UNKNOWN while the driver runs, else COMPLETED when the driver succeeded and FAILED when not. Once
+    the driver has ended, every executor has: those still running are given the state they end in (the
+    status is final now). Only the ``max_tracked_executors`` lowest executor ids are named."""
     limit = f.observed.settings.max_tracked_executors
     driver_phase = f.status.phase
     if f.ended:
@@ -103,7 +104,7 @@ def executor_states(f: Facts) -> Facts:
         states[pod.name] = settled if f.ended and state not in _EXECUTOR_ENDED else state
         ids[pod.name] = pod.executor_id
     kept = sorted(states, key=lambda name: (ids.get(name, naming.executor_id_of(name)), name))[:limit]
-    return f.update(executorState={name: states[name] for name in kept} or None)
+    return {name: states[name] for name in kept} or None
 
 
 def stale_incarnations(f: Facts) -> Facts:

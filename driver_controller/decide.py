@@ -113,7 +113,7 @@ def status(f: Facts) -> Plan[SparkDriverStatus]:
         if f.ended and f.status.nextTimeout is not None:
             f = f.update(nextTimeout=None)  # nothing is awaited of an ended run
         f = _last_error(f)
-        if f.status != read:
+        if f.status is not read and f.status != read:  # identical: no step changed anything (Facts.update)
             plan = evolve(plan, status=f.status, status_wait=_status_wait(f, announced=bool(plan.events)))
     return _settled(plan.with_observations(*transitions(read, plan.status)))
 

@@ -3,7 +3,8 @@ result of each step of its decision (:mod:`driver_controller.decide`): :class:`C
 it adds, or :class:`Stop` with them and the reason the decision goes no further.
 
 A step never changes the facts it was given: every method here returns new facts. The status a pass
-decides is the status as read (``read``), copied with the parts a step replaces (``status``); the actions
+decides is the status as read (``read``), copied with the parts a step replaces (``status``; an update
+that replaces nothing keeps it, so a pass that changed nothing ends with ``status is read``); the actions
 and events it plans accumulate in ``plan``. The spec (``driver``) is the one the pass parsed, for every
 step; where Kueue's admission places the pods, that is a fact of its own (``placed``), which only the
 renderer reads. The incarnation's objects are rendered at most once a pass (:meth:`Facts.render`).
@@ -65,30 +66,34 @@ class Facts:
     status: SparkDriverStatus  # as decided so far: ``read`` with the parts the steps replaced
     owned_pods: tuple[PodSummary, ...]
     plan: Plan[SparkDriverStatus]  # the actions and events decided so far (status: set at the end)
+    # The SparkDriver's identity, as observe read it: every step asks for it (plain fields: a
+    # cached_property costs a lock the first time each pass).
+    name: str
+    uid: str
+    generation: int | None
     incarnation: int = 0
     placed: SparkDriver | None = None  # the spec with Kueue's admission's placement: what pods render from
     rendered: DriverObjects | None = None  # the incarnation's objects, once rendered
 
     @classmethod
     def first(cls, observed: Observed, driver: SparkDriver, now: datetime, plan: Plan[SparkDriverStatus]) -> Facts:
-        assert observed.driver is not None
-        uid, status = observed.driver.uid, observed.driver.status
-        return cls(observed, driver, now, status, status, owned_by(observed.pods, uid), plan)
+        view = observed.driver
+        assert view is not None
+        status = view.status
+        return cls(
+            observed,
+            driver,
+            now,
+            status,
+            status,
+            owned_by(observed.pods, view.uid),
+            plan,
+            view.name,
+            view.uid,
+            view.generation,
+        )
 
     # -- reading -----------------------------------------------------------------------------------
-
-    @cached_property
-    def name(self) -> str:
-        return str(self.driver.metadata["name"])
-
-    @cached_property
-    def uid(self) -> str:
-        return str(self.driver.metadata["uid"])
-
-    @cached_property
-    def generation(self) -> int | None:
-        generation: int | None = self.driver.metadata.get("generation")
-        return generation
 
     @property
     def ended(self) -> bool:
@@ -147,8 +152,13 @@ class Facts:
     # -- status (a copy with the parts replaced, never changed in place) -----------------------------
 
     def update(self, **fields: Any) -> Facts:
-        """Status fields (by their JSON names) set."""
-        return self._with(status=self.status.model_copy(update=fields))
+        """Status fields (by their JSON names) set. Setting what is there already keeps these facts (and
+        their status: a pass that changes nothing ends with the status as read, known by identity); most
+        of a pass's updates are such, and a copy of the status costs more than the rest of the update."""
+        status = self.status
+        if all(_same(name, getattr(status, name), value) for name, value in fields.items()):
+            return self
+        return self._with(status=status.model_copy(update=fields))
 
     def record(
         self,
@@ -231,6 +241,18 @@ class Facts:
             objects = render(self.placed or self.driver, self.incarnation, self.observed.settings.render)
             return self._with(rendered=objects), objects
         return self, self.rendered
+
+
+def _same(name: str, current: Any, value: Any) -> bool:
+    """Whether setting status field ``name`` to ``value`` over ``current`` leaves the status as it is,
+    written and read alike: of the same type (a str is not its StrEnum member) and equal; for
+    ``executors``, whose JSON is the counts that were set (``SparkDriverStatus.to_json``), with the same
+    fields set."""
+    if current is value:
+        return True
+    if type(current) is not type(value) or current != value:
+        return False
+    return name != "executors" or current.model_fields_set == value.model_fields_set
 
 
 def refusal_status(

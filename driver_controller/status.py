@@ -90,8 +90,7 @@ def status_wait(
     }
     if first_pod_only(old, new):
         return 0.0 if announced else status_waits.left(status_waits.SPARK_DRIVER_FIRST_POD, since, now)
-    changed = status_waits.changed_fields(old, new, by_field=_PROGRESS)
-    return status_waits.may_wait(changed, status_waits.SPARK_DRIVER, since, now)
+    return status_waits.status_wait(old, new, status_waits.SPARK_DRIVER, since, now, by_field=_PROGRESS)
 
 
 def _last_step(pod: PodSummary) -> datetime | None:

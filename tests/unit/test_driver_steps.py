@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sparkop.api.models import SparkDriver
+from sparkop.api.models import DriverPhase, ExecutorCounts, SparkDriver
 from sparkop.core.expectations import LogTail
 from sparkop.core.plan import Create, Plan, Refusal, refusal_key
 from sparkop.core.times import format_time
@@ -170,3 +170,29 @@ def test_run_stops_at_the_first_stop() -> None:
     ended = {"phase": "Failed", "incarnation": 2, "driverPod": {"name": "pi-2-driver"}}
     facts, stop = run(STEPS, first_facts(Observed.of(driver(ended))))
     assert stop is not None and stop.reason == Why.ENDED and facts.incarnation == 2
+
+
+def test_an_update_that_replaces_nothing_keeps_the_facts_and_their_status() -> None:
+    facts = first_facts(SCENARIOS["running"]())
+    status = facts.status
+    assert status.phase is DriverPhase.PENDING and status.executors.model_fields_set == set()
+    assert facts.update(phase=DriverPhase.PENDING, incarnation=status.incarnation) is facts
+    assert facts.update(driverPod=status.driverPod.model_copy() if status.driverPod else None) is facts  # equal
+    # Anything else is a new status: another value, a str for its StrEnum member, executors with other
+    # counts set (their JSON is what was set), and a pass that changed nothing ends with the status read.
+    assert facts.update(phase=DriverPhase.RUNNING).status.phase is DriverPhase.RUNNING
+    assert facts.update(phase="Pending").status is not status
+    assert facts.update(executors=ExecutorCounts(running=0)).status is not status
+    written = decide(SCENARIOS["running"](), NOW).status  # the pod runs: status says so
+    assert written is not None
+    steady = first_facts(Observed.of(driver(written.to_json()), *running_objects()))
+    steady, stop = run(STEPS, steady)
+    for closing in CLOSING:
+        steady = closing(steady)
+    assert stop is None and steady.status is steady.read
+
+
+def running_objects() -> tuple[list[Any], list[Any], list[Any]]:
+    """The running driver pod with an executor, the ConfigMaps and the Service of incarnation 1."""
+    pod, cms, svcs = objects()
+    return [summarize_pod(running(pod)), summarize_pod(executor(1))], cms, svcs
