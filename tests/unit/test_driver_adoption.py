@@ -10,7 +10,8 @@ from sparkop.core.expectations import LogTail
 from sparkop.core.plan import Create, Patch, Plan, ReadLog
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, summarize_pod
+from sparkop.driver_controller.observed import Observed
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.driver_objects import NOW, UID, driver, running, terminated
 
 APP_UID = "uid-app"
