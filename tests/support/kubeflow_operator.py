@@ -26,7 +26,7 @@ if str(BENCH) not in sys.path:
 
 import peer  # noqa: E402  (bench/peer.py: the kubeflow operator's build and runner)
 
-KUBEFLOW_API_VERSION = peer.KUBEFLOW_API_VERSION
+KUBEFLOW_API_VERSION = peer.KUBEFLOW_APPS.api_version
 KUBEFLOW_APP_LABEL = peer.KUBEFLOW_APP_LABEL
 
 
@@ -52,7 +52,7 @@ def start(handle: ClusterHandle, namespace: str) -> Any:
     """kubeflow's operator watching ``namespace``, ready (its workers started); stop() uninstalls it."""
     assert handle.cluster is not None, "kubeflow's operator runs beside a devcluster this session started"
     workdir = Path(tempfile.mkdtemp(prefix=f"{handle.cluster.name}-kubeflow-"))
-    operator = peer.KubeflowOperator(_OnCluster(handle.cluster), ensure_binary(), namespace, workdir).start()  # type: ignore[arg-type]
+    operator = peer.kubeflow_processes(_OnCluster(handle.cluster), ensure_binary(), namespace, workdir).start()  # type: ignore[arg-type]
     try:
         operator.wait_ready()
     except BaseException:
