@@ -325,11 +325,19 @@ def test_logs_follow_streams_a_real_driver_containers_output(request: pytest.Fix
         app = app_manifest("echo")
         cluster.apply(app, namespace=ns)
         driver_spec = {k: v for k, v in app["spec"].items() if k not in ("restartPolicy", "mode")}
+        # The app's SparkDrivers are those it controls (issue 44: not another group's app's of the name).
+        app_uid = cluster.kubectl_json("get", "sparkapplications.sparkop.io", "echo", "-n", ns)["metadata"]["uid"]
+        controller = {"apiVersion": app["apiVersion"], "kind": "SparkApplication", "name": "echo", "uid": app_uid,
+                      "controller": True}  # fmt: skip
         cluster.apply(
             {
                 "apiVersion": "sparkop.io/v1alpha1",
                 "kind": "SparkDriver",
-                "metadata": {"name": "echo-1", "labels": {"sparkop.io/app": "echo", "sparkop.io/run": "1"}},
+                "metadata": {
+                    "name": "echo-1",
+                    "labels": {"sparkop.io/app": "echo", "sparkop.io/run": "1"},
+                    "ownerReferences": [controller],
+                },
                 "spec": {**driver_spec, "attempt": 1},
             },
             namespace=ns,
