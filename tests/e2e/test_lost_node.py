@@ -86,6 +86,7 @@ def test_a_driver_on_a_lost_node_is_replaced_on_the_other_once_kubernetes_evicts
     assert isinstance(cluster, Cluster) and len(cluster.real_nodes) >= 2, "two real nodes"
     spark.jobs({"stages.py": STAGES_JOB})
     executors = spark.watch(f"{labels.SPARK_ROLE}={labels.ROLE_EXECUTOR}")
+    drivers = spark.watch(f"{labels.SPARK_ROLE}={labels.ROLE_DRIVER}")
     spark.apply(long_job("node-lost", version, nodeLossTolerationSeconds=TOLERATION_S))
     app = spark.wait_app("node-lost", ["RUNNING"], timeout=RUN_S)
     driver_name = app["status"]["currentDriver"]
@@ -112,8 +113,12 @@ def test_a_driver_on_a_lost_node_is_replaced_on_the_other_once_kubernetes_evicts
     mark("unreachable taint", True)
 
     def evicted() -> dict[str, Any] | None:
-        pod = spark.find("pod", first["name"])
-        return pod if pod is not None and pod["metadata"].get("deletionTimestamp") else None
+        # Followed by uid through the watch: its successor takes the same name (<app>-driver) as soon as
+        # sparkop has recorded the loss and removed it, which can fall between two reads by name.
+        for _, _, pod in drivers.events():
+            if pod["metadata"]["uid"] == first["uid"] and pod["metadata"].get("deletionTimestamp"):
+                return pod
+        return None
 
     old = mark("driver pod evicted", wait_for(evicted, timeout=EVICTION_BOUND_S, interval=1.0, message="eviction"))
     disrupted = _disrupted_at(old)
