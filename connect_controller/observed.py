@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from sparkop.api.connect import DEFAULT_RETRIES, DEFAULT_RETRY_INTERVAL, KIND, SparkConnectStatus
 from sparkop.api.models import DriverPhase
+from sparkop.core.jsonread import integer, mapping, opt_str
 from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
@@ -22,17 +23,6 @@ Key = tuple[str, str]  # (namespace, SparkConnect name)
 
 # Fields whose change never restarts the server.
 NON_RUN_FIELDS: Final = frozenset({"suspend", "restartPolicy", "grpcRoute"})
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _int(value: Any, default: int = 0) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
 
 
 def spec_hash(spec: Mapping[str, Any]) -> str:
@@ -61,9 +51,9 @@ class ConnectView(ServedView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ConnectView:
-        generation = _map(body.get("metadata")).get("generation")
-        spec = _map(body.get("spec"))
-        policy = _map(spec.get("restartPolicy"))
+        generation = mapping(body.get("metadata")).get("generation")
+        spec = mapping(body.get("spec"))
+        policy = mapping(spec.get("restartPolicy"))
         retries, interval = policy.get("onFailureRetries"), policy.get("onFailureRetryInterval")
         return cls(
             **identity(body),
@@ -103,11 +93,11 @@ class ServerView(OwnedView):
     @classmethod
     def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> ServerView:
         """A SparkDriver as the connect controller of ``group``'s SparkConnects sees it."""
-        meta = _map(body.get("metadata"))
-        status = _map(body.get("status"))
-        pod = _map(status.get("driverPod"))
-        term = _map(status.get("termination"))
-        error = _map(status.get("lastError"))
+        meta = mapping(body.get("metadata"))
+        status = mapping(body.get("status"))
+        pod = mapping(status.get("driverPod"))
+        term = mapping(status.get("termination"))
+        error = mapping(status.get("lastError"))
         phase_text = status.get("phase")
         try:
             phase = DriverPhase(phase_text) if isinstance(phase_text, str) else None
@@ -116,18 +106,18 @@ class ServerView(OwnedView):
         exit_code = term.get("exitCode")
         return cls(
             **owned_identity(body, group, KIND),
-            run=_int(_map(meta.get("labels")).get(labels.RUN)),
-            spec_hash=_opt_str(_map(meta.get("annotations")).get(labels.SPEC_HASH)),
+            run=integer(mapping(meta.get("labels")).get(labels.RUN)),
+            spec_hash=opt_str(mapping(meta.get("annotations")).get(labels.SPEC_HASH)),
             created=parse_time(meta.get("creationTimestamp")),
             phase=phase,
-            pod_name=_opt_str(pod.get("name")),
-            pod_ip=_opt_str(pod.get("podIP")),
+            pod_name=opt_str(pod.get("name")),
+            pod_ip=opt_str(pod.get("podIP")),
             ready=pod.get("ready") is True,
-            incarnation=_int(status.get("incarnation")),
-            executors={str(k): _int(v) for k, v in _map(status.get("executors")).items()},
+            incarnation=integer(status.get("incarnation")),
+            executors={str(k): integer(v) for k, v in mapping(status.get("executors")).items()},
             exit_code=exit_code if isinstance(exit_code, int) else None,
-            reason=_opt_str(term.get("reason")) or _opt_str(error.get("reason")),
-            message=_opt_str(term.get("message")) or _opt_str(error.get("message")),
+            reason=opt_str(term.get("reason")) or opt_str(error.get("reason")),
+            message=opt_str(term.get("message")) or opt_str(error.get("message")),
         )
 
 
@@ -144,7 +134,7 @@ class ServiceView(OwnedView):
         """A Service as the connect controller of ``group``'s SparkConnects sees it."""
         return cls(
             **owned_identity(body, group, KIND),
-            selector={str(k): str(v) for k, v in _map(_map(body.get("spec")).get("selector")).items()},
+            selector={str(k): str(v) for k, v in mapping(mapping(body.get("spec")).get("selector")).items()},
             kind=str(body.get("kind") or "Service"),
             api_version=str(body.get("apiVersion") or "v1"),
         )
@@ -173,7 +163,3 @@ def owner_keys(group: str = labels.GROUP) -> Callable[[Mapping[str, Any]], list[
     """How the connect controller of ``group`` files its servers and Service: under their controller
     owner's key."""
     return controller_keys(group, KIND)
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
+from sparkop.core.jsonread import mapping
 from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
@@ -21,10 +22,6 @@ COMPLETED: Final = "COMPLETED"
 FAILED: Final = "FAILED"
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 @dataclass(frozen=True, kw_only=True)
 class ScheduledView(ServedView):
     """The facts of one ScheduledSparkApplication a pass reads (its status: Observed.status)."""
@@ -34,10 +31,10 @@ class ScheduledView(ServedView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
-        meta = _map(body.get("metadata"))
+        meta = mapping(body.get("metadata"))
         generation = meta.get("generation")
         created = parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
-        spec = _map(body.get("spec"))
+        spec = mapping(body.get("spec"))
         return cls(
             **identity(body),
             generation=generation if isinstance(generation, int) else 0,
@@ -78,11 +75,11 @@ class RunView(OwnedView):
     @classmethod
     def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> RunView:
         """A run as the schedule controller of ``group``'s ScheduledSparkApplications sees it."""
-        meta = _map(body.get("metadata"))
-        state = _map(_map(body.get("status")).get("applicationState")).get("state")
+        meta = mapping(body.get("metadata"))
+        state = mapping(mapping(body.get("status")).get("applicationState")).get("state")
         return cls(
             **owned_identity(body, group, KIND),
-            scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
+            scheduled=parse_time(mapping(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
             created=parse_time(meta.get("creationTimestamp")),
             state=state if isinstance(state, str) else None,
         )
