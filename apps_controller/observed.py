@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from sparkop.api.driver_view import SparkDriverView, spark_driver_fields
 from sparkop.api.history import EventLog, base_url, event_log
 from sparkop.api.models import (
     Condition,
@@ -180,30 +181,16 @@ class AppView(ServedView):
 
 
 @dataclass(frozen=True, kw_only=True)
-class DriverView(OwnedView):
+class DriverView(SparkDriverView):
     """One owned SparkDriver as the apps controller sees it: identity, run, and its mirrored status."""
 
-    run: int
     app_generation: int
-    spec_hash: str | None
-    phase: DriverPhase | None = None
-    pod_name: str | None = None
     spark_application_id: str | None = None
     web_ui_address: str | None = None
-    incarnation: int = 0
-    executors: Mapping[str, int] = field(default_factory=dict)
     executor_state: Mapping[str, ExecutorState] = field(default_factory=dict)
-    exit_code: int | None = None
-    reason: str | None = None
-    message: str | None = None
     stuck: Condition | None = None  # the SparkDriver's Stuck condition (ImagePullBackOff, Unschedulable, ...)
     queued: Condition | None = None  # the SparkDriver's Queued condition (its gang waits for a batch scheduler)
-    created: datetime | None = None  # metadata.creationTimestamp
     history_url: str | None = None  # the history server its runs log to (the sparkop.io/history-url annotation)
-
-    @property
-    def finished(self) -> bool:
-        return self.phase is not None and self.phase.terminal
 
     @property
     def accepted(self) -> bool:
@@ -222,41 +209,20 @@ class DriverView(OwnedView):
     @classmethod
     def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> DriverView:
         """A SparkDriver as the apps controller of ``group``'s SparkApplications sees it."""
-        meta = mapping(body.get("metadata"))
-        lbls = mapping(meta.get("labels"))
-        ann = mapping(meta.get("annotations"))
+        ann = mapping(mapping(body.get("metadata")).get("annotations"))
         status = mapping(body.get("status"))
-        phase = opt_enum(DriverPhase, status.get("phase"))
-        term = mapping(status.get("termination"))
-        error = mapping(status.get("lastError"))
-        pod = mapping(status.get("driverPod"))
-        executors = {str(k): integer(v) for k, v in mapping(status.get("executors")).items()}
-        executor_state = {
-            str(k): state
-            for k, v in mapping(status.get("executorState")).items()
-            if (state := opt_enum(ExecutorState, v)) is not None
-        }
-        stuck = _condition_of(status.get("conditions"), CONDITION_STUCK)
-        # A refused driver pod leaves no termination; its lastError says why.
-        failed_early = phase is DriverPhase.SUBMISSION_FAILED or not term
         return cls(
-            **owned_identity(body, group, APP_KIND),
-            run=integer(lbls.get(labels.RUN), 0),
+            **spark_driver_fields(body, group, APP_KIND, error_beside_termination=False),
             app_generation=integer(ann.get(labels.APP_GENERATION), 0),
-            spec_hash=opt_str(ann.get(labels.SPEC_HASH)),
-            phase=phase,
-            pod_name=opt_str(pod.get("name")),
             spark_application_id=opt_str(status.get("sparkApplicationId")),
             web_ui_address=opt_str(status.get("webUIAddress")),
-            incarnation=integer(status.get("incarnation"), 0),
-            executors=executors,
-            executor_state=executor_state,
-            exit_code=opt_int(term.get("exitCode")),
-            reason=opt_str(term.get("reason")) or (opt_str(error.get("reason")) if failed_early else None),
-            message=opt_str(term.get("message")) or (opt_str(error.get("message")) if failed_early else None),
-            stuck=stuck,
+            executor_state={
+                str(k): state
+                for k, v in mapping(status.get("executorState")).items()
+                if (state := opt_enum(ExecutorState, v)) is not None
+            },
+            stuck=_condition_of(status.get("conditions"), CONDITION_STUCK),
             queued=_condition_of(status.get("conditions"), CONDITION_QUEUED),
-            created=parse_time(meta.get("creationTimestamp")),
             history_url=opt_str(ann.get(labels.HISTORY_URL)),
         )
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sparkop.api.connect import DEFAULT_RETRIES, DEFAULT_RETRY_INTERVAL, KIND, SparkConnectStatus
-from sparkop.api.models import DriverPhase
-from sparkop.core.jsonread import integer, mapping, opt_str
+from sparkop.api.driver_view import SparkDriverView, spark_driver_fields
+from sparkop.core.jsonread import mapping, opt_str
 from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.times import parse_time
 from sparkop.domain import labels
 from sparkop.domain.kinds import ServedView
 from sparkop.domain.labels import GROUP
@@ -66,25 +64,11 @@ class ConnectView(ServedView):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServerView(OwnedView):
+class ServerView(SparkDriverView):
     """One SparkDriver that runs (or ran) a server of a SparkConnect."""
 
-    run: int
-    spec_hash: str | None
-    created: datetime | None
-    phase: DriverPhase | None = None
-    pod_name: str | None = None
     pod_ip: str | None = None
     ready: bool = False
-    incarnation: int = 0
-    executors: Mapping[str, int] = field(default_factory=dict)
-    exit_code: int | None = None
-    reason: str | None = None
-    message: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.phase is not None and self.phase.terminal
 
     @property
     def live(self) -> bool:
@@ -93,31 +77,12 @@ class ServerView(OwnedView):
     @classmethod
     def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> ServerView:
         """A SparkDriver as the connect controller of ``group``'s SparkConnects sees it."""
-        meta = mapping(body.get("metadata"))
-        status = mapping(body.get("status"))
-        pod = mapping(status.get("driverPod"))
-        term = mapping(status.get("termination"))
-        error = mapping(status.get("lastError"))
-        phase_text = status.get("phase")
-        try:
-            phase = DriverPhase(phase_text) if isinstance(phase_text, str) else None
-        except ValueError:
-            phase = None
-        exit_code = term.get("exitCode")
+        pod = mapping(mapping(body.get("status")).get("driverPod"))
         return cls(
-            **owned_identity(body, group, KIND),
-            run=integer(mapping(meta.get("labels")).get(labels.RUN)),
-            spec_hash=opt_str(mapping(meta.get("annotations")).get(labels.SPEC_HASH)),
-            created=parse_time(meta.get("creationTimestamp")),
-            phase=phase,
-            pod_name=opt_str(pod.get("name")),
+            # A server's lastError says why it ended even beside its termination.
+            **spark_driver_fields(body, group, KIND, error_beside_termination=True),
             pod_ip=opt_str(pod.get("podIP")),
             ready=pod.get("ready") is True,
-            incarnation=integer(status.get("incarnation")),
-            executors={str(k): integer(v) for k, v in mapping(status.get("executors")).items()},
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            reason=opt_str(term.get("reason")) or opt_str(error.get("reason")),
-            message=opt_str(term.get("message")) or opt_str(error.get("message")),
         )
 
 
