@@ -38,7 +38,6 @@ from sparkop.core.owners import (
     controller_keys,
     controller_of,
     copy_json,
-    identity,
     owned_by,
     owned_identity,
 )
@@ -46,7 +45,7 @@ from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
 from sparkop.domain import kinds, labels, naming
-from sparkop.domain.kinds import ServedView
+from sparkop.domain.kinds import ServedView, served_fields
 from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, SparkApplication name): the key of the apps controller of its group
@@ -165,14 +164,11 @@ class AppView(ServedView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], spec_error: SpecError | None = None) -> AppView:
-        meta = mapping(body.get("metadata"))
         return cls(
-            **identity(body),
-            generation=integer(meta.get("generation"), 1),
-            spec=dict(mapping(body.get("spec"))),
+            # An app without a generation (a body not from the API server) counts as its first.
+            **served_fields(body, generation_default=1),
             spec_error=spec_error,
-            created=parse_time(meta.get("creationTimestamp")),
-            api_version=str(body.get("apiVersion") or labels.API_VERSION),
+            created=parse_time(mapping(body.get("metadata")).get("creationTimestamp")),
         )
 
 

@@ -12,9 +12,9 @@ from typing import Any, Final
 from sparkop.api.connect import DEFAULT_RETRIES, DEFAULT_RETRY_INTERVAL, KIND, SparkConnectStatus
 from sparkop.api.driver_view import SparkDriverView, spark_driver_fields
 from sparkop.core.jsonread import mapping, opt_str
-from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, owned_by, owned_identity
 from sparkop.domain import labels
-from sparkop.domain.kinds import ServedView
+from sparkop.domain.kinds import ServedView, served_fields
 from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, SparkConnect name)
@@ -49,17 +49,13 @@ class ConnectView(ServedView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ConnectView:
-        generation = mapping(body.get("metadata")).get("generation")
-        spec = mapping(body.get("spec"))
-        policy = mapping(spec.get("restartPolicy"))
+        fields = served_fields(body)
+        policy = mapping(fields["spec"].get("restartPolicy"))
         retries, interval = policy.get("onFailureRetries"), policy.get("onFailureRetryInterval")
         return cls(
-            **identity(body),
-            generation=generation if isinstance(generation, int) else 0,
-            spec=spec,
+            **fields,
             failure_retries=retries if isinstance(retries, int) and retries >= 0 else DEFAULT_RETRIES,
             failure_retry_interval=interval if isinstance(interval, int) and interval >= 1 else DEFAULT_RETRY_INTERVAL,
-            api_version=str(body.get("apiVersion") or labels.API_VERSION),
         )
 
 

@@ -10,10 +10,10 @@ from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
 from sparkop.core.jsonread import mapping
-from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
-from sparkop.domain.kinds import ServedView
+from sparkop.domain.kinds import ServedView, served_fields
 from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
@@ -31,18 +31,9 @@ class ScheduledView(ServedView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
-        meta = mapping(body.get("metadata"))
-        generation = meta.get("generation")
-        created = parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
-        spec = mapping(body.get("spec"))
-        return cls(
-            **identity(body),
-            generation=generation if isinstance(generation, int) else 0,
-            created=created,
-            spec=spec,
-            schedule=_schedule(spec, created),
-            api_version=str(body.get("apiVersion") or labels.API_VERSION),
-        )
+        fields = served_fields(body)
+        created = parse_time(mapping(body.get("metadata")).get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
+        return cls(**fields, created=created, schedule=_schedule(fields["spec"], created))
 
 
 def _schedule(spec: Mapping[str, Any], created: datetime) -> Schedule | ScheduleError:
