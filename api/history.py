@@ -22,6 +22,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
+from sparkop.core.jsonread import mapping
 from sparkop.domain import naming
 
 from . import rules
@@ -189,10 +190,6 @@ class SparkHistoryServer(Model):
 # what a server's spec means for the apps that log there (pure: the apps controller reads it too)
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 @dataclass(frozen=True)
 class EventLog:
     """Where a run writes its event log: ``directory`` (spark.eventLog.dir), and for a claim the volume
@@ -205,8 +202,8 @@ class EventLog:
 
 def event_log(spec: Mapping[str, Any]) -> EventLog | None:
     """The event-log target of a server's spec (None when it names none: the CRD refuses that)."""
-    directory = _map(spec.get("logDirectory"))
-    claim = _map(directory.get("persistentVolumeClaim"))
+    directory = mapping(spec.get("logDirectory"))
+    claim = mapping(directory.get("persistentVolumeClaim"))
     if claim.get("claimName"):
         sub = str(claim.get("path") or "").strip("/")
         return EventLog(f"file://{MOUNT_PATH}/{sub}" if sub else f"file://{MOUNT_PATH}", str(claim["claimName"]), sub)
@@ -230,19 +227,19 @@ def service_name(name: str) -> str:
 
 
 def service_port(spec: Mapping[str, Any]) -> int:
-    port = _map(spec.get("service")).get("port")
+    port = mapping(spec.get("service")).get("port")
     return port if isinstance(port, int) and 1 <= port <= 65535 else DEFAULT_PORT
 
 
 def ui_port(spec: Mapping[str, Any]) -> int:
     """The port the server listens on (spark.history.ui.port, else 18080)."""
-    value = str(_map(spec.get("sparkConf")).get(PORT_CONF) or "").strip()
+    value = str(mapping(spec.get("sparkConf")).get(PORT_CONF) or "").strip()
     return int(value) if value.isdigit() and 1 <= int(value) <= 65535 else DEFAULT_PORT
 
 
 def proxy_base(spec: Mapping[str, Any]) -> str:
     """The path prefix the server's pages live under (an HTTPRoute's or Ingress's), "" for none."""
-    route, ingress = _map(spec.get("httpRoute")), _map(spec.get("ingress"))
+    route, ingress = mapping(spec.get("httpRoute")), mapping(spec.get("ingress"))
     path = route.get("path") if route else ingress.get("path")
     return str(path or "").rstrip("/")
 
@@ -250,10 +247,10 @@ def proxy_base(spec: Mapping[str, Any]) -> str:
 def base_url(namespace: str, name: str, spec: Mapping[str, Any]) -> str:
     """Where a user opens the server: its HTTPRoute's or Ingress's address when they name a host, else
     its Service's, in the cluster (``sparkop ui`` forwards to it from outside)."""
-    route = _map(spec.get("httpRoute"))
+    route = mapping(spec.get("httpRoute"))
     if route and (found := url(route)):
         return found
-    ingress = _map(spec.get("ingress"))
+    ingress = mapping(spec.get("ingress"))
     if ingress.get("host"):
         scheme = "https" if ingress.get("tls") else "http"
         return f"{scheme}://{ingress['host']}{str(ingress.get('path') or '').rstrip('/')}"
@@ -270,7 +267,7 @@ def app_url(base: str, spark_application_id: str) -> str:
 
 
 def _template_restart_policy(spec: Mapping[str, Any]) -> str:
-    return str(_map(_map(spec.get("template")).get("spec")).get("restartPolicy") or "Always")
+    return str(mapping(mapping(spec.get("template")).get("spec")).get("restartPolicy") or "Always")
 
 
 SPEC: Final = ("spec",)

@@ -85,12 +85,12 @@ def apps_controller(
 
     def observe(own: Own[SparkApplicationStatus]) -> Observed:
         app = AppView.from_body(own.body, spec_error=spec_error(own.body))
-        drivers = tuple(runtime.index(drivers_index).get(own.key) or ())
-        ui_objects = tuple(o for index, _ in ui_indexes for o in runtime.index(index).get(own.key) or ())
+        drivers = runtime.filed(drivers_index, own.key)
+        ui_objects = tuple(o for index, _ in ui_indexes for o in runtime.filed(index, own.key))
         status = as_read(own.status, own.body.get("status"))
-        history = choose_history(app, lambda at: tuple(runtime.index(history_index).get(at) or ()))
+        history = choose_history(app, lambda at: runtime.filed(history_index, at))
         refusals = dict(own.learnt.refusals)
-        left = tuple(runtime.index(LEFT_DRIVERS_INDEX).get(own.key) or ()) if takes_over else ()
+        left = runtime.filed(LEFT_DRIVERS_INDEX, own.key) if takes_over else ()
         return Observed(app, status, drivers, ui, refusals, ui_objects, own.namespace_terminating, history, left)
 
     owned_ui = partial(OwnedObject.from_body, group=api.group)

@@ -42,9 +42,9 @@ def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Contro
     routes_index = api.named(ROUTES_INDEX)
 
     def observe(own: Own[SparkConnectStatus]) -> Observed:
-        servers = tuple(runtime.index(servers_index).get(own.key) or ())
-        services = tuple(runtime.index(services_index).get(own.key) or ())
-        services += tuple(runtime.index(routes_index).get(own.key) or ())
+        servers = runtime.filed(servers_index, own.key)
+        services = runtime.filed(services_index, own.key)
+        services += runtime.filed(routes_index, own.key)
         return Observed(ConnectView.from_body(own.body), servers, services, **own.observed())
 
     keys = owner_keys(api.group)

@@ -167,7 +167,7 @@ class Loop(Generic[O, S]):
 
     def body(self, key: Key) -> JSON | None:
         """The object of ``key`` as its own cache holds it."""
-        return next(iter(self.runtime.index(self.controller.own.index).get(key) or ()), None)
+        return next(iter(self.runtime.filed(self.controller.own.index, key)), None)
 
     def learnt(self, key: Key, body: JSON | None) -> Learnt:
         return self.applier.expectations.learnt(key, _uid(body))

@@ -106,6 +106,11 @@ class Runtime:
         ``key`` (None if none); it raises ``core.caches.NotCurrent`` while a cache is re-listing."""
         return self.indexes[name]
 
+    def filed(self, index: str, key: IndexKey) -> tuple[Any, ...]:
+        """The values filed under ``key`` in the index ``index`` (none: empty); ``NotCurrent`` as
+        :meth:`index`'s ``get``."""
+        return tuple(self.index(index).get(key) or ())
+
     def ensure_holds(self, index: str, key: IndexKey, uid: str) -> None:
         """Before creating on behalf of the object ``uid`` filed under ``key``: it must still be in the
         cache and the cache continuous (``NotCurrent`` otherwise, and the queue looks again shortly on a

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sparkop.core.owners import ObjectView
+from sparkop.core.jsonread import integer, mapping
+from sparkop.core.owners import ObjectView, identity
 from sparkop.core.resources import Resource, register_kinds
 from sparkop.domain.labels import API_VERSION, GROUP, KUBEFLOW_GROUP, VERSION
 
@@ -99,6 +100,19 @@ class ServedView(ObjectView):
     @property
     def group(self) -> str:
         return self.api_version.rpartition("/")[0]
+
+
+def served_fields(body: Mapping[str, Any], *, generation_default: int = 0) -> dict[str, Any]:
+    """:class:`ServedView`'s fields of an object, read leniently: ``core.owners.identity``'s, its
+    generation (``generation_default`` when it has none), its spec (a copy of its top level) and its
+    apiVersion (sparkop's when it has none)."""
+    meta = mapping(body.get("metadata"))
+    return {
+        **identity(body),
+        "generation": integer(meta.get("generation"), generation_default),
+        "spec": dict(mapping(body.get("spec"))),
+        "api_version": str(body.get("apiVersion") or API_VERSION),
+    }
 
 
 def served_apis(kubeflow: bool) -> tuple[API, ...]:

@@ -197,7 +197,7 @@ class Observer:
         )
 
     def values(self, index: str, key: Key) -> list[Any]:
-        return list(self.runtime.index(index).get(key) or ())
+        return list(self.runtime.filed(index, key))
 
     def name_holder(self, key: Key, driver: DriverView) -> NameHolder | None:
         """Whoever's driver pod holds the name this SparkDriver's next one needs, when not its own."""

@@ -31,7 +31,7 @@ CHILD_INDEXES: Final = (
 
 def history_controller(runtime: Runtime) -> Controller[Observed, SparkHistoryServerStatus]:
     def observe(own: Own[SparkHistoryServerStatus]) -> Observed:
-        children = tuple(c for index, _ in CHILD_INDEXES for c in runtime.index(index).get(own.key) or ())
+        children = tuple(c for index, _ in CHILD_INDEXES for c in runtime.filed(index, own.key))
         return Observed(ServerView.from_body(own.body), children, **own.observed())
 
     return Controller(

@@ -48,7 +48,7 @@ def schedule_controller(
     runs_index = api.named(RUNS_INDEX)
 
     def observe(own: Own[ScheduledSparkApplicationStatus]) -> Observed:
-        runs = tuple(runtime.index(runs_index).get(own.key) or ())
+        runs = runtime.filed(runs_index, own.key)
         return Observed(ScheduledView.from_body(own.body), runs, **own.observed())
 
     run_view = partial(RunView.from_body, group=api.group)

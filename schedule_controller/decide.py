@@ -203,7 +203,3 @@ def _act_on(
     plan = plan.with_event("Normal", RUN_STARTED, f"started run {name} scheduled at {when}")
     status.lastRun, status.lastRunName = due, name
     return replaced, plan
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

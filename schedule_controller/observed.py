@@ -9,20 +9,17 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
-from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
+from sparkop.core.jsonread import mapping
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
-from sparkop.domain.kinds import ServedView
+from sparkop.domain.kinds import ServedView, served_fields
 from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
 
 COMPLETED: Final = "COMPLETED"
 FAILED: Final = "FAILED"
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,18 +31,9 @@ class ScheduledView(ServedView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
-        meta = _map(body.get("metadata"))
-        generation = meta.get("generation")
-        created = parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
-        spec = _map(body.get("spec"))
-        return cls(
-            **identity(body),
-            generation=generation if isinstance(generation, int) else 0,
-            created=created,
-            spec=spec,
-            schedule=_schedule(spec, created),
-            api_version=str(body.get("apiVersion") or labels.API_VERSION),
-        )
+        fields = served_fields(body)
+        created = parse_time(mapping(body.get("metadata")).get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
+        return cls(**fields, created=created, schedule=_schedule(fields["spec"], created))
 
 
 def _schedule(spec: Mapping[str, Any], created: datetime) -> Schedule | ScheduleError:
@@ -78,11 +66,11 @@ class RunView(OwnedView):
     @classmethod
     def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> RunView:
         """A run as the schedule controller of ``group``'s ScheduledSparkApplications sees it."""
-        meta = _map(body.get("metadata"))
-        state = _map(_map(body.get("status")).get("applicationState")).get("state")
+        meta = mapping(body.get("metadata"))
+        state = mapping(mapping(body.get("status")).get("applicationState")).get("state")
         return cls(
             **owned_identity(body, group, KIND),
-            scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
+            scheduled=parse_time(mapping(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
             created=parse_time(meta.get("creationTimestamp")),
             state=state if isinstance(state, str) else None,
         )

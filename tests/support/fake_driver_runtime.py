@@ -94,6 +94,7 @@ class FakeRuntime:
         return self.indexes[name]
 
     ensure_holds = Runtime.ensure_holds  # the real check, on these indexes
+    filed = Runtime.filed  # the real reading of an index, on these
 
     def queue(self, name: str, reconcile: Any) -> Any:
         return None

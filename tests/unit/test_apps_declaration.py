@@ -80,6 +80,7 @@ class FakeRuntime:
         return FakeIndex({("ns", "pi"): [app_snapshot(app) for app in self.cached]})
 
     ensure_holds = Runtime.ensure_holds  # the real check, on these caches
+    filed = Runtime.filed  # the real reading of an index, on these
 
 
 def controller(fake: FakeKube, cached: list[dict[str, Any]] | None = None) -> Loop[Observed, Any]:

@@ -56,6 +56,7 @@ class FakeRuntime:
         return False
 
     ensure_holds = Runtime.ensure_holds
+    filed = Runtime.filed  # the real reading of an index, on these
 
 
 def loop(
