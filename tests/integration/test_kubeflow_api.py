@@ -164,8 +164,9 @@ def test_a_failing_kubeflow_app_says_why_and_counts_its_retry(
 ) -> None:
     cluster, ns = kubeflow_crds, namespace
     policy = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
-    # Long enough for its executors to be seen (a run of a second may end before any pass sees one).
-    apply(cluster, ns, kubeflow(app_manifest("etl", policy, outcome="Failed", run_seconds=4)))
+    # Long enough for its executors to be seen: they start 3 s after the driver and the simulator deletes
+    # them when it ends, as Spark's driver does; at 4 s the second run's lived 1 s and no pass saw it (load 5).
+    apply(cluster, ns, kubeflow(app_manifest("etl", policy, outcome="Failed", run_seconds=10)))
     failed = wait_state(cluster, ns, "etl", "FAILED", timeout=90, resource=KUBEFLOW_APPS)
     assert failed["applicationState"]["errorMessage"]
     assert (failed["executionAttempts"], failed["currentDriver"]) == (2, "etl-2-kf")
