@@ -253,7 +253,13 @@ def test_an_operator_killed_after_every_step_of_creation_makes_one_server_and_no
     assert drivers.uids == {"sc-server-1": drivers.uids["sc-server-1"]} and len(drivers.uids["sc-server-1"]) == 1
     servers = {n: u for n, u in server_pods.uids.items() if n.startswith("sc-server") and "-exec-" not in n}
     assert list(servers) == ["sc-server-1-driver"] and len(servers["sc-server-1-driver"]) == 1
-    live = pods(crds, namespace, "spark-role=executor")
+
+    # The server is Ready before its executors start (3 s after it, on the simulator): waited for.
+    def started() -> list[Obj] | None:
+        found = pods(crds, namespace, "spark-role=executor")
+        return found if len(found) >= 2 else None
+
+    live = wait_for(started, timeout=30, message="the server's two executors")
     server_pod = pods(crds, namespace, "spark-role=driver")[0]["metadata"]["uid"]
     (driver_uid,) = drivers.uids["sc-server-1"]
 
