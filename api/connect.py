@@ -295,9 +295,9 @@ class SparkConnectStatus(Model):
 
 
 class SparkConnect(Model):
-    """A Spark Connect server and the stable Service in front of it."""
+    """A Spark Connect server and the stable Service in front of it (in sparkop's group, or in kubeflow's)."""
 
-    apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
+    apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1alpha1"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkConnect"] = "SparkConnect"
     metadata: ObjectMeta = Field(default_factory=dict)
     spec: SparkConnectSpec

@@ -8,9 +8,12 @@ fields itself: the API server prunes them, or refuses them with strict field val
 dropped, embedded Kubernetes objects (marked ``x-sparkop-k8s``) replaced by Kubernetes' own schema from
 ``api/k8s_schemas.json``, and the CEL rules of :mod:`api.rules` attached.
 
-The generated YAML is committed under ``crds/``; a unit test fails when it is stale. The CRDs are
-larger than ``kubectl apply``'s 256 KiB last-applied annotation, so install them with
-``kubectl apply --server-side`` (or ``kubectl create``).
+The generated YAML is committed under ``crds/`` (sparkop's group) and ``crds/kubeflow/`` (the
+SparkApplication, ScheduledSparkApplication and SparkConnect of kubeflow's group, which
+``sparkop run --kubeflow-api`` serves from the same models: kubeflow's names, short names, versions and
+printer columns); a unit test fails when either is stale. The CRDs are larger than ``kubectl apply``'s
+256 KiB last-applied annotation, so install them with ``kubectl apply --server-side`` (or
+``kubectl create``).
 """
 
 from __future__ import annotations
@@ -23,13 +26,19 @@ import yaml
 from pydantic import BaseModel
 
 from sparkop.domain import labels
+from sparkop.domain.kinds import API, KUBEFLOW_API, SPARKOP_API
 
 from . import connect, history, k8s_openapi, rules, scheduled
 from .models import SparkApplicationSpec, SparkApplicationStatus, SparkDriverSpec, SparkDriverStatus
 from .types import K8S_MARKER
 
 CRD_DIR: Final = Path(__file__).resolve().parent.parent / "crds"
+# Where the kubeflow group's CRDs go, under a CRD directory.
+KUBEFLOW_SUBDIR: Final = "kubeflow"
 CATEGORY: Final = "spark"
+# Kubernetes protects the groups under k8s.io: a CRD there needs the annotation naming where its API
+# was approved. kubeflow's is kubeflow's own approval, which its CRDs carry; ours serve that same API.
+API_APPROVAL: Final = {"api-approved.kubernetes.io": "https://github.com/kubeflow/spark-operator/pull/1298"}
 
 _DROP: Final = {"title", "additionalProperties", "$defs"}
 
@@ -203,21 +212,66 @@ KINDS: Final[dict[str, dict[str, Any]]] = {
 }
 
 
-def crd(kind: str) -> dict[str, Any]:
-    """The CustomResourceDefinition of ``kind`` as a dict."""
+# The printer columns of kubeflow's own CRDs (v2.5), so `kubectl get` of the kubeflow group looks as its
+# users know it; sparkop's columns follow them with `-o wide`.
+_KUBEFLOW_COLUMNS: Final[dict[str, list[tuple[str, str, str, str, int]]]] = {
+    "SparkApplication": [
+        ("Suspend", "boolean", ".spec.suspend", "No new run while true", 0),
+        ("Status", "string", ".status.applicationState.state", "Application state", 0),
+        ("Attempts", "string", ".status.executionAttempts", "Runs counted against the restart policy", 0),
+        ("Start", "string", ".status.lastSubmissionAttemptTime", "When the current run started", 0),
+        ("Finish", "string", ".status.terminationTime", "When the application finished", 0),
+    ],
+    scheduled.KIND: [
+        ("Schedule", "string", ".spec.schedule", "Cron schedule", 0),
+        ("TimeZone", "string", ".spec.timeZone", "Time zone of the schedule", 0),
+        ("Suspend", "string", ".spec.suspend", "No new runs while true", 0),
+        ("Last Run", "date", ".status.lastRun", "Scheduled time of the latest run", 0),
+        ("Last Run Name", "string", ".status.lastRunName", "SparkApplication of the latest run", 0),
+    ],
+    connect.KIND: [
+        ("Status", "string", ".status.state", "Provisioning, Ready, NotReady, Failed or Suspended", 0),
+        ("PodName", "string", ".status.server.podName", "Pod of the server that serves", 0),
+    ],
+}
+
+
+def _columns(kind: str, api: API) -> list[dict[str, Any]]:
+    ours = KINDS[kind]["columns"]
+    if api is SPARKOP_API:
+        columns = list(ours)
+    else:
+        theirs = _KUBEFLOW_COLUMNS[kind]
+        shown = {path for _, _, path, _, _ in theirs}
+        columns = [*theirs, *((n, t, p, d, 1) for n, t, p, d, _ in ours if p not in shown)]
+    out = [
+        {"name": n, "type": t, "jsonPath": p, "description": d, **({"priority": pr} if pr else {})}
+        for n, t, p, d, pr in columns
+    ]
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    if api is KUBEFLOW_API and kind == connect.KIND:
+        out.insert(0, age)  # kubeflow's SparkConnect shows its age first
+    else:
+        out.insert(len([c for c in columns if not c[4]]), age)
+    return out
+
+
+def crd(kind: str, api: API = SPARKOP_API) -> dict[str, Any]:
+    """The CustomResourceDefinition of ``kind`` in ``api``'s group, as a dict."""
     info = KINDS[kind]
+    resource = api.resource(kind) if api is not SPARKOP_API else None
+    if api is not SPARKOP_API and resource is None:
+        raise ValueError(f"{api.group} has no {kind}: SparkDrivers are sparkop's own kind")
+    version = resource.version if resource is not None else labels.VERSION
+    api_version = f"{api.group}/{version}"
     spec = _schema(info["spec"])
     status = _schema(info["status"])
     root: dict[str, Any] = {
         "type": "object",
-        "description": info["description"],
+        "description": info["description"] if api is SPARKOP_API else _kubeflow_description(kind, api),
         "required": ["spec"],
         "properties": {
-            "apiVersion": {
-                "type": "string",
-                "description": f"{labels.API_VERSION}. A kubeflow sparkoperator.k8s.io/v1beta2 "
-                "SparkApplication works with only this changed.",
-            },
+            "apiVersion": {"type": "string", "description": _api_version_description(kind, api, api_version)},
             "kind": {"type": "string", "description": kind},
             "metadata": {"type": "object"},
             "spec": spec,
@@ -225,23 +279,18 @@ def crd(kind: str) -> dict[str, Any]:
         },
     }
     _attach_rules(kind, root)
-    columns = [
-        {"name": n, "type": t, "jsonPath": p, "description": d, **({"priority": pr} if pr else {})}
-        for n, t, p, d, pr in info["columns"]
-    ]
-    columns.insert(
-        len([c for c in info["columns"] if not c[4]]),
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    )
+    metadata: dict[str, Any] = {
+        "name": f"{info['plural']}.{api.group}",
+        "labels": {labels.MANAGED_BY: labels.MANAGER},
+    }
+    if api is not SPARKOP_API:
+        metadata["annotations"] = dict(API_APPROVAL)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{info['plural']}.{labels.GROUP}",
-            "labels": {labels.MANAGED_BY: labels.MANAGER},
-        },
+        "metadata": metadata,
         "spec": {
-            "group": labels.GROUP,
+            "group": api.group,
             "scope": "Namespaced",
             "names": {
                 "kind": kind,
@@ -253,11 +302,11 @@ def crd(kind: str) -> dict[str, Any]:
             },
             "versions": [
                 {
-                    "name": labels.VERSION,
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": columns,
+                    "additionalPrinterColumns": _columns(kind, api),
                     "schema": {"openAPIV3Schema": root},
                 }
             ],
@@ -265,9 +314,43 @@ def crd(kind: str) -> dict[str, Any]:
     }
 
 
-def crds() -> dict[str, dict[str, Any]]:
-    """File name -> CRD, for every kind."""
-    return {f"{labels.GROUP}_{KINDS[k]['plural']}.yaml": crd(k) for k in KINDS}
+def _api_version_description(kind: str, api: API, api_version: str) -> str:
+    if api is not SPARKOP_API:
+        return (
+            f"{api_version}: kubeflow spark-operator's {kind}, run by sparkop (`sparkop run --kubeflow-api`); "
+            f"the same as a {labels.GROUP} {kind}."
+        )
+    kubeflow = KUBEFLOW_API.resource(kind)
+    if kubeflow is None:
+        return labels.API_VERSION
+    return (
+        f"{labels.API_VERSION}. A kubeflow {kubeflow.api_version} {kind} works with only this changed, or "
+        "unchanged where the operator serves kubeflow's group too (--kubeflow-api)."
+    )
+
+
+def _kubeflow_description(kind: str, api: API) -> str:
+    runs = {
+        "SparkApplication": "Each run is a SparkDriver (sparkop.io) named <app>-<run>-kf.",
+        scheduled.KIND: "Each run is a SparkApplication of this group named <name>-<scheduled minute>.",
+        connect.KIND: "Each server run is a SparkDriver (sparkop.io) named <name>-server-<run>-kf.",
+    }[kind]
+    return (
+        f"kubeflow spark-operator's {kind} ({api.group}), run by sparkop from the same model as sparkop's own. {runs}"
+    )
+
+
+def crds(api: API = SPARKOP_API) -> dict[str, dict[str, Any]]:
+    """File name -> CRD, for every kind of ``api``'s group (sparkop's: its four; kubeflow's: the three
+    that are kubeflow's kinds too)."""
+    kinds = list(KINDS) if api is SPARKOP_API else [k for k in KINDS if api.resource(k) is not None]
+    return {f"{api.group}_{KINDS[k]['plural']}.yaml": crd(k, api) for k in kinds}
+
+
+def _by_directory(directory: str | Path) -> list[tuple[Path, dict[str, dict[str, Any]]]]:
+    """Where each group's CRDs go under ``directory``: sparkop's in it, kubeflow's in its kubeflow/."""
+    out = Path(directory)
+    return [(out, crds(SPARKOP_API)), (out / KUBEFLOW_SUBDIR, crds(KUBEFLOW_API))]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -288,22 +371,25 @@ def render(obj: dict[str, Any]) -> str:
 
 
 def write_crds(directory: str | Path = CRD_DIR) -> list[Path]:
-    """Write both CRDs into ``directory``; returns the written paths."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
+    """Write every CRD into ``directory`` (kubeflow's group's into its kubeflow/); returns the paths."""
     written = []
-    for name, obj in crds().items():
-        path = out / name
-        path.write_text(render(obj))
-        written.append(path)
+    for out, generated in _by_directory(directory):
+        out.mkdir(parents=True, exist_ok=True)
+        for name, obj in generated.items():
+            path = out / name
+            path.write_text(render(obj))
+            written.append(path)
     return written
 
 
 def stale(directory: str | Path = CRD_DIR) -> list[str]:
-    """Names of committed CRD files that differ from what the models generate."""
-    out = Path(directory)
+    """Paths (under ``directory``) of committed CRD files that differ from what the models generate."""
+    root = Path(directory)
     return [
-        name for name, obj in crds().items() if not (out / name).exists() or (out / name).read_text() != render(obj)
+        str((out / name).relative_to(root))
+        for out, generated in _by_directory(directory)
+        for name, obj in generated.items()
+        if not (out / name).exists() or (out / name).read_text() != render(obj)
     ]
 
 

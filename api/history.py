@@ -15,12 +15,14 @@ app's run needs (:func:`event_log`) and where its pages are (:func:`base_url`).
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
+from sparkop.core.jsonread import mapping
 from sparkop.domain import naming
 
 from . import rules
@@ -51,6 +53,9 @@ LOG_DIR_CONF: Final = "spark.history.fs.logDirectory"
 MOUNT_PATH: Final = "/mnt/spark-history"
 VOLUME_NAME: Final = "spark-history"
 DEFAULT_MEMORY: Final = "1g"
+# The server's container in its pod template (else the first): sparkop fills in its image, command, port.
+CONTAINER: Final = "spark-history-server"
+TEMPLATE_SPEC: Final = "spec.template.spec"
 
 
 class HistoryState(enum.StrEnum):
@@ -140,7 +145,8 @@ class SparkHistoryServerSpec(Model):
     template: PodTemplateSpec | None = Field(
         None,
         description="A pod template the server pod starts from (nodeSelector, tolerations, securityContext, "
-        "sidecars); its container named spark-history-server (else the first) is the server's.",
+        f"sidecars); its container named {CONTAINER} (else the first) is the server's. The API server's pod "
+        f"template needs containers, each named: at least [{{name: {CONTAINER}}}].",
     )
     service: HistoryService | None = Field(None, description="The Service (default ClusterIP, port 18080).")
     ingress: HistoryIngress | None = Field(None, description="An Ingress to the Service.")
@@ -184,29 +190,36 @@ class SparkHistoryServer(Model):
 # what a server's spec means for the apps that log there (pure: the apps controller reads it too)
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 @dataclass(frozen=True)
 class EventLog:
     """Where a run writes its event log: ``directory`` (spark.eventLog.dir), and for a claim the volume
-    the driver mounts."""
+    the driver mounts and the directory inside it (``path``, "" for the claim's root)."""
 
     directory: str
     claim: str | None = None
+    path: str = ""
 
 
 def event_log(spec: Mapping[str, Any]) -> EventLog | None:
     """The event-log target of a server's spec (None when it names none: the CRD refuses that)."""
-    directory = _map(spec.get("logDirectory"))
-    claim = _map(directory.get("persistentVolumeClaim"))
+    directory = mapping(spec.get("logDirectory"))
+    claim = mapping(directory.get("persistentVolumeClaim"))
     if claim.get("claimName"):
         sub = str(claim.get("path") or "").strip("/")
-        return EventLog(f"file://{MOUNT_PATH}/{sub}" if sub else f"file://{MOUNT_PATH}", str(claim["claimName"]))
+        return EventLog(f"file://{MOUNT_PATH}/{sub}" if sub else f"file://{MOUNT_PATH}", str(claim["claimName"]), sub)
     if directory.get("url"):
         return EventLog(str(directory["url"]))
     return None
+
+
+def driver_mount(target: EventLog) -> dict[str, str]:
+    """How a driver mounts the claim ``target`` is on: only the directory it logs to, as a ``subPath``,
+    at the path spark.eventLog.dir names. The kubelet makes a missing subPath directory before the
+    container starts, so a driver never finds its log directory missing (Spark exits at start when
+    it is), whether or not the history server is up yet, or exists at all."""
+    if not target.path:
+        return {"name": VOLUME_NAME, "mountPath": MOUNT_PATH}
+    return {"name": VOLUME_NAME, "mountPath": f"{MOUNT_PATH}/{target.path}", "subPath": target.path}
 
 
 def service_name(name: str) -> str:
@@ -214,19 +227,19 @@ def service_name(name: str) -> str:
 
 
 def service_port(spec: Mapping[str, Any]) -> int:
-    port = _map(spec.get("service")).get("port")
+    port = mapping(spec.get("service")).get("port")
     return port if isinstance(port, int) and 1 <= port <= 65535 else DEFAULT_PORT
 
 
 def ui_port(spec: Mapping[str, Any]) -> int:
     """The port the server listens on (spark.history.ui.port, else 18080)."""
-    value = str(_map(spec.get("sparkConf")).get(PORT_CONF) or "").strip()
+    value = str(mapping(spec.get("sparkConf")).get(PORT_CONF) or "").strip()
     return int(value) if value.isdigit() and 1 <= int(value) <= 65535 else DEFAULT_PORT
 
 
 def proxy_base(spec: Mapping[str, Any]) -> str:
     """The path prefix the server's pages live under (an HTTPRoute's or Ingress's), "" for none."""
-    route, ingress = _map(spec.get("httpRoute")), _map(spec.get("ingress"))
+    route, ingress = mapping(spec.get("httpRoute")), mapping(spec.get("ingress"))
     path = route.get("path") if route else ingress.get("path")
     return str(path or "").rstrip("/")
 
@@ -234,10 +247,10 @@ def proxy_base(spec: Mapping[str, Any]) -> str:
 def base_url(namespace: str, name: str, spec: Mapping[str, Any]) -> str:
     """Where a user opens the server: its HTTPRoute's or Ingress's address when they name a host, else
     its Service's, in the cluster (``sparkop ui`` forwards to it from outside)."""
-    route = _map(spec.get("httpRoute"))
+    route = mapping(spec.get("httpRoute"))
     if route and (found := url(route)):
         return found
-    ingress = _map(spec.get("ingress"))
+    ingress = mapping(spec.get("ingress"))
     if ingress.get("host"):
         scheme = "https" if ingress.get("tls") else "http"
         return f"{scheme}://{ingress['host']}{str(ingress.get('path') or '').rstrip('/')}"
@@ -251,6 +264,11 @@ def app_url(base: str, spark_application_id: str) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # rules
+
+
+def _template_restart_policy(spec: Mapping[str, Any]) -> str:
+    return str(mapping(mapping(spec.get("template")).get("spec")).get("restartPolicy") or "Always")
+
 
 SPEC: Final = ("spec",)
 _OWN_RULES: Final = (
@@ -304,6 +322,19 @@ _OWN_RULES: Final = (
         hint=f"remove {LOG_DIR_CONF}; set spec.logDirectory instead",
         predicate=lambda s: LOG_DIR_CONF not in (s.get("sparkConf") or {}),
     ),
+    # What the API server refuses of the server's Deployment, refused at the server itself (it would
+    # otherwise be accepted, then Failed with the Deployment's refusal).
+    rules.Rule(
+        name="history-template-restarts-always",
+        kinds=(KIND,),
+        paths=(SPEC,),
+        cel="!has(self.template) || !has(self.template.spec) || !has(self.template.spec.restartPolicy) || "
+        "self.template.spec.restartPolicy == 'Always'",
+        message="the server's pod runs in a Deployment, whose pods restart Always",
+        field_path=".template.spec.restartPolicy",
+        hint="remove spec.template.spec.restartPolicy",
+        predicate=lambda s: _template_restart_policy(s) == "Always",
+    ),
 )
 
 
@@ -311,7 +342,22 @@ def history_rules() -> tuple[rules.Rule, ...]:
     return _OWN_RULES
 
 
+def required_hint(path: str, missing: str) -> str | None:
+    """The fix for a field the pod template's schema (Kubernetes' PodTemplateSpec, as the API server
+    checks it) requires at ``path``, or None where the generic one says enough. A template written
+    for its node selector or tolerations alone lacks the containers the schema requires."""
+    if path == TEMPLATE_SPEC and missing == "containers":
+        return (
+            f"add containers: [{{name: {CONTAINER}}}] to {TEMPLATE_SPEC} (the server's container: sparkop fills in "
+            "its image, command and port)"
+        )
+    if re.fullmatch(rf"{re.escape(TEMPLATE_SPEC)}\.(init)?[cC]ontainers\[\d+\]", path) and missing == "name":
+        return f"name the container: {CONTAINER} for the server's own, any other name for one beside it"
+    return None
+
+
 __all__ = [
+    "CONTAINER",
     "DEFAULT_PORT",
     "KIND",
     "SERVER_CLASS",
@@ -322,6 +368,8 @@ __all__ = [
     "SparkHistoryServerStatus",
     "app_url",
     "base_url",
+    "driver_mount",
     "event_log",
     "history_rules",
+    "required_hint",
 ]

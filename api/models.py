@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
+from sparkop.core.limits import MAX_TRACKED_CHILDREN
 from sparkop.core.specs import Model as JsonModel
 from sparkop.domain.labels import API_VERSION
 
@@ -54,6 +55,7 @@ from .types import (
 )
 
 __all__ = [
+    "AdoptedPod",
     "ApplicationState",
     "ApplicationStateInfo",
     "AttemptOutcome",
@@ -71,6 +73,7 @@ __all__ = [
     "ExecutorFailure",
     "ExecutorFailurePolicy",
     "ExecutorSpec",
+    "ExecutorState",
     "GPUSpec",
     "GatewayRef",
     "HistoryServerRef",
@@ -168,6 +171,28 @@ class DriverPhase(enum.StrEnum):
 
 # Asked several times in every pass: a set built once, not the members looked up on the class each time.
 _TERMINAL_DRIVER_PHASES: Final = frozenset({DriverPhase.SUCCEEDED, DriverPhase.FAILED, DriverPhase.SUBMISSION_FAILED})
+
+
+class ExecutorState(enum.StrEnum):
+    """State of one executor pod (kubeflow's executorState values, from the pod's phase)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+
+
+# How many executors a status names in executorState (kubeflow's --max-tracked-executor-per-app
+# default): those with the lowest Spark executor ids. The map is written with every status write of an
+# app and its SparkDriver, so it must not grow with a long run's executors without end.
+MAX_TRACKED_EXECUTORS: Final = MAX_TRACKED_CHILDREN
+ExecutorStates = Annotated[dict[str, ExecutorState], Field(max_length=MAX_TRACKED_EXECUTORS)]
+
+
+# How much of the end of a driver pod's log its incarnation's record keeps (the pod itself goes).
+LOG_TAIL_CHARS: Final = 4096
+LOG_TAIL_LINES: Final = 50
 
 
 class IncarnationOutcome(enum.StrEnum):
@@ -371,8 +396,9 @@ class DriverSpec(SparkPodSpec):
 
     podName: Annotated[str, Field(max_length=253, pattern=DNS1123_SUBDOMAIN_PATTERN)] | None = Field(
         None,
-        description="Not supported: kubeflow uses it only for in-cluster-client mode. sparkop names driver "
-        "pods itself (<driver>-<incarnation>-driver) so that lost pods can be replaced; leave unset.",
+        description="Name of the driver pod (kubeflow's): the same for every run and every driver-pod "
+        "incarnation; a new one is created only once the last one's outcome is recorded and it is gone. "
+        "Default <app>-driver (a SparkDriver written by hand: <name>-driver).",
     )
     kubernetesMaster: Str | None = Field(
         None,
@@ -919,6 +945,14 @@ class SparkApplicationSpec(RunSpec):
     )
 
 
+class AdoptedPod(Model):
+    """A driver pod another operator's spark-submit made (kubeflow's, in a live swap), which a run goes on
+    with as its first incarnation instead of creating one (docs/migrating-from-kubeflow.md)."""
+
+    name: Annotated[str, Field(max_length=253)] = Field(description="Pod name.")
+    uid: Annotated[str, Field(max_length=64)] = Field(description="Pod uid: only this pod is adopted.")
+
+
 class SparkDriverSpec(RunSpec):
     """One run of a Spark application: created by a SparkApplication for each run, or by hand."""
 
@@ -931,6 +965,12 @@ class SparkDriverSpec(RunSpec):
         ge=0,
         description="How many times a driver pod lost before it finishes (deleted, evicted, preempted, "
         "node lost) is replaced by a new incarnation. 0: a lost driver pod fails the SparkDriver.",
+    )
+    adoptDriverPod: AdoptedPod | None = Field(
+        None,
+        description="The driver pod of this run another operator made (set by the apps controller when it "
+        "takes over kubeflow's running app): its first incarnation is that pod, followed to its end, never "
+        "created anew while it lives.",
     )
 
 
@@ -1023,6 +1063,11 @@ class IncarnationRecord(Model):
     reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Why, CamelCase.")
     message: Annotated[str, Field(max_length=4096)] | None = Field(None, description="Details.")
     time: Time | None = Field(None, description="When it ended.")
+    logTail: Annotated[str, Field(max_length=LOG_TAIL_CHARS)] | None = Field(
+        None,
+        description="The end of its driver container's log, read before the pod could go (the next pod of "
+        "the same name replaces it), or why it could not be read.",
+    )
 
 
 class SparkDriverStatus(Model):
@@ -1046,6 +1091,13 @@ class SparkDriverStatus(Model):
         default_factory=ExecutorCounts,
         json_schema_extra={"default": {}},
         description="Executor pods by phase.",
+    )
+    executorState: ExecutorStates | None = Field(
+        None,
+        description="State of each executor pod of the current incarnation, by pod name (kubeflow's values: "
+        "PENDING, RUNNING, COMPLETED, FAILED, UNKNOWN), the executors with the lowest Spark executor ids "
+        "up to the operator's --max-tracked-executor-per-app. An executor that is gone keeps its last "
+        "state; one gone before it finished is UNKNOWN while the driver runs.",
     )
     termination: Termination | None = Field(None, description="How the last driver pod ended.")
     incarnations: list[IncarnationRecord] | None = Field(
@@ -1121,6 +1173,9 @@ class AttemptRecord(Model):
     historyURL: Annotated[str, Field(max_length=1024)] | None = Field(
         None, description="Its page in the history server it logged to (spec.historyServer)."
     )
+    adoptedPod: AdoptedPod | None = Field(
+        None, description="The driver pod another operator made that this run went on with (a live swap)."
+    )
 
 
 class SparkApplicationStatus(Model):
@@ -1130,6 +1185,11 @@ class SparkApplicationStatus(Model):
     observedGeneration: int | None = Field(None, ge=0, description="metadata.generation last acted on.")
     sparkApplicationId: Annotated[str, Field(max_length=256)] | None = Field(
         None, description="spark.app.id of the current driver."
+    )
+    submissionID: Annotated[str, Field(max_length=64)] | None = Field(
+        None,
+        description="Unique id of the current run: its SparkDriver's uid, also the driver and executor pods' "
+        "sparkoperator.k8s.io/submission-id label (kubeflow's submissionID).",
     )
     lastSubmissionAttemptTime: Time | None = Field(None, description="When the current run was started.")
     terminationTime: Time | None = Field(None, description="When the application finished.")
@@ -1163,6 +1223,12 @@ class SparkApplicationStatus(Model):
         default_factory=ExecutorCounts,
         json_schema_extra={"default": {}},
         description="Executor pods of the current run by phase.",
+    )
+    executorState: ExecutorStates | None = Field(
+        None,
+        description="State of each executor pod of the current run by pod name, as its SparkDriver reports it "
+        "(kubeflow's executorState: PENDING, RUNNING, COMPLETED, FAILED, UNKNOWN), bounded by the operator's "
+        "--max-tracked-executor-per-app.",
     )
     nextAttemptTime: Time | None = Field(None, description="When the next run will be started, if waiting.")
     attempts: list[AttemptRecord] | None = Field(
@@ -1208,9 +1274,10 @@ def _compact(value: Any) -> Any:
 
 
 class SparkApplication(Model):
-    """A Spark application: sparkop starts a SparkDriver for each run and restarts it per restartPolicy."""
+    """A Spark application: sparkop starts a SparkDriver for each run and restarts it per restartPolicy.
+    In sparkop's group, or (``sparkop run --kubeflow-api``) in kubeflow's."""
 
-    apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
+    apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkApplication"] = "SparkApplication"
     metadata: ObjectMeta = Field(default_factory=dict)
     spec: SparkApplicationSpec

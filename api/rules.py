@@ -240,18 +240,6 @@ RULES: Final[tuple[Rule, ...]] = (
         predicate=lambda r: r.get("type", "Never") != "Never" or not any(f in r for f in RETRY_FIELDS),
     ),
     Rule(
-        name="driver-pod-name-unsupported",
-        kinds=BOTH,
-        paths=(("spec", "driver"),),
-        cel="!has(self.podName)",
-        message="podName is not supported: sparkop names driver pods <driver>-<incarnation>-driver so that "
-        "a lost driver pod can be replaced",
-        field_path=".podName",
-        reason="FieldValueForbidden",
-        hint="remove spec.driver.podName",
-        predicate=lambda d: "podName" not in d,
-    ),
-    Rule(
         name="min-le-max-executors",
         kinds=BOTH,
         paths=(("spec", "dynamicAllocation"),),

@@ -148,9 +148,9 @@ class ScheduledSparkApplicationStatus(Model):
 
 
 class ScheduledSparkApplication(Model):
-    """A SparkApplication started on a schedule."""
+    """A SparkApplication started on a schedule (in sparkop's group, or in kubeflow's)."""
 
-    apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
+    apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"] = "sparkop.io/v1alpha1"
     kind: Literal["ScheduledSparkApplication"] = "ScheduledSparkApplication"
     metadata: ObjectMeta = Field(default_factory=dict)
     spec: ScheduledSparkApplicationSpec

@@ -4,7 +4,9 @@ Each document is checked the way the API server checks a create with strict fiel
 (``kubectl create --validate=strict``):
 
 1. apiVersion and kind are ``sparkop.io/v1alpha1`` SparkApplication, SparkDriver, ScheduledSparkApplication or
-   SparkConnect or SparkHistoryServer;
+   SparkConnect or SparkHistoryServer, or kubeflow's ``sparkoperator.k8s.io/v1beta2`` SparkApplication or
+   ScheduledSparkApplication or ``sparkoperator.k8s.io/v1alpha1`` SparkConnect (served from the same
+   models with ``sparkop run --kubeflow-api``, and checked against the same schema);
 2. metadata: a DNS-1123 subdomain name (at most 253 characters), well-formed labels and
    annotation keys;
 3. the CRD's openAPIV3Schema (generated from the same models as ``crds/``), evaluated with JSON
@@ -39,7 +41,7 @@ import jsonschema  # type: ignore[import-untyped]
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore[import-untyped]
 
-from sparkop.domain import labels
+from sparkop.domain import kinds, labels
 
 from . import connect, crds, history, manifests, scheduled, spark_lines
 from .manifests import clip, one_line, quote
@@ -72,7 +74,7 @@ METADATA_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
-KUBEFLOW_GROUP: Final = "sparkoperator.k8s.io"
+KUBEFLOW_GROUP: Final = labels.KUBEFLOW_GROUP
 
 # kubeflow v1beta2 fields sparkop does not take, and what to do instead.
 KUBEFLOW_UNSUPPORTED: Final = {
@@ -263,7 +265,12 @@ _BOUNDS: Final = {
 }
 
 
-def _schema_error(error: SchemaError) -> tuple[str, str, str]:
+def _required_hint(kind: str, path: str, missing: str) -> str:
+    found = history.required_hint(path, missing) if kind == history.KIND else None
+    return found or f"add {missing}"
+
+
+def _schema_error(kind: str, error: SchemaError) -> tuple[str, str, str]:
     path = _path(error)
     if error.validator == "additionalProperties":
         unknown = sorted(set(error.instance) - set(error.schema.get("properties", {})))
@@ -278,8 +285,11 @@ def _schema_error(error: SchemaError) -> tuple[str, str, str]:
     if error.validator == "pattern":
         hint = PATTERN_HINTS.get(error.validator_value, f"match {error.validator_value}")
         return path, f"{quote(error.instance)} is malformed", hint
-    if error.validator == "required":
-        return path, clip(error.message, 200), "add the missing field"
+    if error.validator == "required":  # named at the missing field, as the API server names it
+        absent = [str(r) for r in error.validator_value if r not in error.instance]  # one error for each
+        missing = next((r for r in absent if error.message.startswith(repr(r))), absent[0] if absent else "")
+        where = f"{path}.{clip(missing)}" if path else clip(missing)
+        return where, "required value", _required_hint(kind, path, missing)
     if error.validator == "type":
         return path, f"{quote(error.instance)} is not of type {error.validator_value}", ""
     if error.validator in _BOUNDS:
@@ -350,17 +360,29 @@ def skip_note(doc: Any) -> str | None:
 
 
 def _api_version_error(api_version: Any, kind: Any) -> tuple[str, str] | None:
-    """(message, hint) when ``apiVersion`` is not sparkop's, or None."""
+    """(message, hint) when ``apiVersion`` is neither sparkop's nor kubeflow's for ``kind``, or None."""
     if api_version == labels.API_VERSION:
+        return None
+    if isinstance(api_version, str) and isinstance(kind, str) and kinds.api_of(api_version, kind) is not None:
         return None
     hint = f"change apiVersion to {labels.API_VERSION}"
     if not isinstance(api_version, str) or not api_version:
         return "apiVersion is required", f"set apiVersion: {labels.API_VERSION}"
     if _api_group(api_version) == KUBEFLOW_GROUP:
+        resource = kinds.KUBEFLOW_API.resource(kind) if isinstance(kind, str) else None
+        if resource is not None:
+            return (
+                f"kubeflow serves {clip(kind, 64)} as {resource.api_version}, not {quote(api_version)}",
+                f"{hint} (or to kubeflow's {resource.api_version}, served with --kubeflow-api)",
+            )
         if isinstance(kind, str) and kind in crds.KINDS:
-            hint += f" (a kubeflow {api_version.rpartition('/')[2]} {kind} needs only this change)"
+            return f"{clip(kind, 64)} is sparkop's own kind, not kubeflow's", hint
         return f"{quote(api_version)} is kubeflow spark-operator's apiVersion", hint
-    return f"unsupported apiVersion {quote(api_version)}: sparkop serves only {labels.API_VERSION}", hint
+    return (
+        f"unsupported apiVersion {quote(api_version)}: sparkop serves {labels.API_VERSION} (and kubeflow's "
+        f"{KUBEFLOW_GROUP} with --kubeflow-api)",
+        hint,
+    )
 
 
 def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError]:
@@ -383,7 +405,7 @@ def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError
 
     errors = [err(*e) for e in _metadata_errors(meta)]
     schema_errors = sorted(_validator(kind).iter_errors(doc), key=lambda e: (_path(e), e.message))
-    errors += [err(*_schema_error(e)) for e in schema_errors]
+    errors += [err(*_schema_error(kind, e)) for e in schema_errors]
     errors += [err(*e) for e in _rule_errors(kind, doc)]
     if kind == scheduled.KIND:
         errors += [err(*e) for e in scheduled.schedule_errors(doc)]
@@ -392,7 +414,7 @@ def validate_document(doc: Any, source: str = "<input>") -> list[ValidationError
 
 def document_warnings(doc: Any, source: str = "<input>") -> list[ValidationWarning]:
     """Warnings of one parsed document of a sparkop kind (none for what is not one: its errors say why)."""
-    if not isinstance(doc, dict) or doc.get("apiVersion") != labels.API_VERSION:
+    if not isinstance(doc, dict) or _api_version_error(doc.get("apiVersion"), doc.get("kind")) is not None:
         return []
     kind = doc.get("kind")
     if not isinstance(kind, str) or kind not in crds.KINDS:

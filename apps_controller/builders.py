@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sparkop.api import history
+from sparkop.api.models import AdoptedPod
 from sparkop.apps_controller import ui
 from sparkop.apps_controller.observed import AppView, HistoryServerView, UIConfig, run_spec
 from sparkop.core.jsontypes import JSON
@@ -19,15 +20,25 @@ DRIVER_KIND = "SparkDriver"
 
 
 def build_driver(
-    app: AppView, run: int, config: UIConfig | None = None, history_server: HistoryServerView | None = None
+    app: AppView,
+    run: int,
+    config: UIConfig | None = None,
+    history_server: HistoryServerView | None = None,
+    adopt: AdoptedPod | None = None,
 ) -> JSON:
-    """SparkDriver ``<app>-<run>``, controller-owned by the app, with the app's run spec (plus the
-    UI proxy properties a path-based Spark UI Ingress or HTTPRoute needs, and the event-log properties
-    of its history server, unless the app sets them)."""
+    """SparkDriver ``<app>-<run>`` (``<app>-<run>-kf`` for an app of kubeflow's group), controller-owned by
+    the app, with the app's run spec (plus the UI proxy properties a path-based Spark UI Ingress or
+    HTTPRoute needs, and the event-log properties of its history server, unless the app sets them, and
+    the driver pod's name, the app's for every run). ``adopt``: the driver pod another operator made for
+    this run (a run taken over), which the SparkDriver goes on with instead of creating one."""
     spec = run_spec(app.spec)
+    # Every run's driver pod gets the app's one name (kubeflow's): its clients look for it.
+    spec["driver"] = {**(spec.get("driver") or {}), "podName": app.driver_pod_name}
     spec["appName"] = app.name
     spec["attempt"] = run
     spec["maxDriverPodReplacements"] = app.policy.max_driver_pod_replacements
+    if adopt is not None:
+        spec["adoptDriverPod"] = adopt.to_json()
     proxy = ui.driver_conf(ui.ui_url(app, config) or ui.route_url(app))
     if proxy:
         spec["sparkConf"] = {**proxy, **(spec.get("sparkConf") or {})}
@@ -39,7 +50,7 @@ def build_driver(
         "apiVersion": labels.API_VERSION,
         "kind": DRIVER_KIND,
         "metadata": {
-            "name": naming.driver_name(app.name, run),
+            "name": naming.driver_name(app.name, run, app.group),
             "namespace": app.namespace,
             "labels": {
                 # Each run queues in Kueue as the app asks (driver_controller.kueue).
@@ -57,7 +68,8 @@ def build_driver(
 
 def log_to(spec: dict[str, Any], target: history.EventLog) -> None:
     """Spark's event-log properties on a run spec (the app's own win), and for a claim the volume its
-    driver mounts at the path the history server reads it from."""
+    driver mounts: the log directory inside it, which the kubelet makes if missing
+    (:func:`api.history.driver_mount`)."""
     wanted = {EVENT_LOG_ENABLED: "true", EVENT_LOG_DIR: target.directory}
     spec["sparkConf"] = {**wanted, **(spec.get("sparkConf") or {})}
     if target.claim is None:
@@ -66,5 +78,5 @@ def log_to(spec: dict[str, Any], target: history.EventLog) -> None:
     spec["volumes"] = [*volumes, {"name": history.VOLUME_NAME, "persistentVolumeClaim": {"claimName": target.claim}}]
     driver = dict(spec.get("driver") or {})
     mounts = [m for m in driver.get("volumeMounts") or [] if m.get("name") != history.VOLUME_NAME]
-    driver["volumeMounts"] = [*mounts, {"name": history.VOLUME_NAME, "mountPath": history.MOUNT_PATH}]
+    driver["volumeMounts"] = [*mounts, history.driver_mount(target)]
     spec["driver"] = driver

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from sparkop.api.models import (
+    AdoptedPod,
     ApplicationState,
     AttemptOutcome,
     AttemptRecord,
@@ -36,7 +37,7 @@ from sparkop.api.models import (
 )
 from sparkop.apps_controller import conditions, events, policy, ui_steps
 from sparkop.apps_controller.draft import APP_EXPIRED, Draft, delete_driver
-from sparkop.apps_controller.observed import Observed
+from sparkop.apps_controller.observed import APP_KIND, Observed
 from sparkop.apps_controller.runs import (
     count_execution,
     driver_message,
@@ -55,6 +56,7 @@ from sparkop.apps_controller.status import (
     status_wait,
 )
 from sparkop.apps_controller.status import state as state_of
+from sparkop.apps_controller.takeover import LIVE_RUN_STATES, takeover
 from sparkop.apps_controller.transitions import transitions
 from sparkop.core.plan import Delete, Plan
 from sparkop.domain import labels, naming
@@ -117,7 +119,9 @@ def _step(d: Draft) -> Plan[SparkApplicationStatus]:
     if d.state in TERMINAL_STATES:
         finished_app(d)
         return d.plan()
-    if not adopt(d):
+    if take_over(d):
+        conclude(d)
+    elif not adopt(d):
         step(d)
         conclude(d)
         prune(d)
@@ -194,6 +198,53 @@ def spec_changed(d: Draft) -> bool:
         return True
     d.update(observedGeneration=app.generation)
     return False
+
+
+def take_over(d: Draft) -> bool:
+    """The first pass of an app whose status kubeflow's operator wrote (a live swap,
+    ``apps_controller.takeover``): runs are numbered on from kubeflow's. A live run with its driver pod
+    goes on with that pod: its SparkDriver is created saying which pod to adopt. A live run without one
+    lost its driver while no operator ran: a failed run, per the restart policy. Any other state takes
+    its own step in this pass, from kubeflow's counts (True: the pass is decided)."""
+    app, s = d.obs.app, d.status
+    if app.group != labels.KUBEFLOW_GROUP:
+        return False  # only kubeflow's group's apps can have been run by kubeflow's operator
+    driver_info = s.driverInfo.podName if s.driverInfo else None
+    taken = takeover(
+        s,
+        app_uid=app.uid,
+        submission_id=s.submissionID,
+        driver_pod_name=driver_info or app.driver_pod_name,
+        pods=d.obs.left,
+    )
+    if taken is None:
+        return False
+    d.update(lastRun=taken.run)
+    if state_of(s) not in LIVE_RUN_STATES:
+        return False
+    name = naming.driver_name(app.name, taken.run, app.group)
+    # kubeflow counted the run when it submitted it; a count it lost is made good (takeover.run).
+    d.update(executionAttempts=max(s.executionAttempts, taken.run), observedGeneration=app.generation)
+    started = s.lastSubmissionAttemptTime or d.now
+    record = AttemptRecord(
+        run=taken.run, attempt=taken.run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=started
+    )
+    pod = taken.adopt
+    if pod is None:
+        gone = driver_info or app.driver_pod_name
+        message = (
+            f"driver pod {gone} of run {taken.run} (kubeflow's) is gone: its outcome was lost while no operator ran"
+        )
+        d.event(events.WARNING, events.TAKEN_OVER, f"took over run {taken.run} from kubeflow's operator; {message}")
+        enter_outcome(d, finish(d, record, AttemptOutcome.DELETED, events.DRIVER_LOST, message))
+        return True
+    d.record(record.model_copy(update={"adoptedPod": AdoptedPod(name=pod.name, uid=pod.uid)}))
+    d.set_driver_info(podName=pod.name)
+    message = f"took over run {taken.run} from kubeflow's operator: SparkDriver {name} adopts driver pod {pod.name}"
+    d.event(events.NORMAL, events.TAKEN_OVER, message)
+    d.after(d.create_driver(taken.run))
+    d.settles = True  # the write records the run, its create follows: all a decision on that status plans
+    return True
 
 
 def adopt(d: Draft) -> bool:
@@ -296,7 +347,7 @@ def stop_strays(d: Draft) -> bool:
 def plan_run(d: Draft) -> None:
     app = d.obs.app
     run = d.status.lastRun + 1
-    name = naming.driver_name(app.name, run)
+    name = naming.driver_name(app.name, run, app.group)
     # A new execution attempt (after a run ended, or a resume) counts its submissions afresh.
     fresh = d.state in _NEW_EXECUTION_ATTEMPT
     d.update(
@@ -308,11 +359,15 @@ def plan_run(d: Draft) -> None:
         nextAttemptTime=None,
         terminationTime=None,
         sparkApplicationId=None,
+        submissionID=None,
         driverIncarnations=0,
         executors=NO_EXECUTORS,
+        executorState=None,
     )
     d.set_error_message(None)
-    d.set_driver_info(podName=None)
+    # kubeflow's clients read the driver pod's name as soon as a run is submitted (it is the same for
+    # every run: the SparkDriver creates it once the last one is gone).
+    d.set_driver_info(podName=app.driver_pod_name)
     d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
     d.transition(ApplicationState.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
     d.after(d.create_driver(run))
@@ -342,7 +397,9 @@ def observe_current(d: Draft) -> None:
         enter_outcome(d, finish(d, cur, outcome, drv.reason, driver_message(drv)))
     elif drv.phase is DriverPhase.RUNNING:
         d.transition(ApplicationState.RUNNING, f"driver {drv.name} is running")
-    else:
+    elif drv.phase is not None:
+        # A SparkDriver that has said nothing yet changes no state: a run taken over RUNNING stays so
+        # until its SparkDriver reports the adopted pod.
         d.transition(ApplicationState.SUBMITTED, f"SparkDriver {drv.name} is pending")
 
 
@@ -377,7 +434,9 @@ def invalidating(d: Draft) -> None:
         nextAttemptTime=None,
         lastError=None,
         sparkApplicationId=None,
+        submissionID=None,
         executors=NO_EXECUTORS,
+        executorState=None,
         driverIncarnations=0,
     )
     d.set_error_message(None)
@@ -388,7 +447,7 @@ def invalidating(d: Draft) -> None:
 def suspending(d: Draft) -> None:
     if not stop_current(d, _SUSPENDED):
         return
-    d.update(nextAttemptTime=None, sparkApplicationId=None, executors=NO_EXECUTORS)
+    d.update(nextAttemptTime=None, sparkApplicationId=None, executors=NO_EXECUTORS, executorState=None)
     d.set_error_message(None)
     d.set_driver_info(podName=None)
     d.transition(ApplicationState.SUSPENDED, "suspended: no driver is running")
@@ -436,7 +495,7 @@ def finished_app(d: Draft) -> None:
         return
     if d.now >= expires:
         d.event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {app.ttl_seconds} elapsed")
-        d.after(Delete(labels.API_VERSION, "SparkApplication", app.name, app.uid, APP_EXPIRED))
+        d.after(Delete(app.api_version, APP_KIND, app.name, app.uid, APP_EXPIRED))
     else:
         d.wait_until(expires)
 

@@ -121,7 +121,10 @@ class Draft:
             self.after(action)
 
     def create_driver(self, run: int) -> Create:
-        return Create(build_driver(self.obs.app, run, self.obs.ui, self.obs.history.server), RUN_CREATED)
+        """The SparkDriver of ``run``, adopting the driver pod its record names (a run taken over)."""
+        record = next((r for r in self.status.attempts or () if r.run == run), None)
+        adopt = record.adoptedPod if record is not None else None
+        return Create(build_driver(self.obs.app, run, self.obs.ui, self.obs.history.server, adopt), RUN_CREATED)
 
     def plan(self) -> Plan[SparkApplicationStatus]:
         return self.planned.with_status(self.status)

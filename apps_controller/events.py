@@ -26,6 +26,8 @@ UNKNOWN: Final = "SparkApplicationUnknown"
 NEW: Final = "SparkApplicationAdded"
 
 ADOPTED: Final = "SparkDriverAdopted"  # a SparkDriver newer than status.lastRun was taken as current
+# kubeflow's operator's run taken over (a live swap): its driver pod adopted, or found gone.
+TAKEN_OVER: Final = "SparkApplicationTakenOver"
 DRIVER_LOST: Final = "SparkDriverLost"  # the current SparkDriver vanished before it finished
 DRIVER_REFUSED: Final = "SparkDriverRefused"  # the API server refused to create the run's SparkDriver
 DRIVER_POD_REPLACED: Final = "DriverPodReplaced"  # the driver controller started a new incarnation

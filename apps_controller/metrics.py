@@ -18,6 +18,7 @@ from sparkop.apps_controller import status as st
 from sparkop.apps_controller.transitions import TRANSITIONS
 from sparkop.core.caches import IndexKey
 from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import Resource
 from sparkop.core.metrics import Transitions, kubeflow_labels, label_name
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
@@ -57,9 +58,9 @@ def _is(condition: object, kind: str) -> bool:
 class AppCollector(Collector):
     """What :data:`TRANSITIONS` counted, and the gauges of the apps in the informer caches now."""
 
-    def __init__(self, runtime: Runtime, index: str, transitions: Transitions = TRANSITIONS) -> None:
+    def __init__(self, runtime: Runtime, indexes: Sequence[str], transitions: Transitions = TRANSITIONS) -> None:
         self.runtime = runtime
-        self.index = index  # the index that files each app under its gauges (gauge_keys)
+        self.indexes = tuple(indexes)  # those that file each app under its gauges (gauge_keys), one per group
         self.transitions = transitions
 
     def collect(self) -> Iterator[Metric]:
@@ -69,8 +70,11 @@ class AppCollector(Collector):
         stuck = GaugeMetricFamily(
             STUCK, "SparkApplications whose current driver is stuck, by reason", labels=["namespace", "reason"]
         )
-        index = self.runtime.indexes.get(self.index)
-        counts = index.counts() if index is not None else {}  # None: no apps controller in this process
+        counts: dict[IndexKey, int] = {}
+        for name in self.indexes:
+            index = self.runtime.indexes.get(name)  # None: no apps controller in this process
+            for key, count in (index.counts() if index is not None else {}).items():
+                counts[key] = counts.get(key, 0) + count
         for key, count in sorted(counts.items()):
             if key[0] == RUNNING_COUNT:
                 running.add_metric(list(key[1:]), count)
@@ -80,12 +84,18 @@ class AppCollector(Collector):
         yield stuck
 
 
-def collector(runtime: Runtime, index: str, labels: Sequence[str] = ()) -> Collector:
-    """The apps controller's metrics for ``runtime``; ``labels``: kubeflow's ``--metrics-labels`` (its
-    chart sets ``app_type``). Register it once: ``prometheus_client.REGISTRY.register(...)``."""
+def collector(
+    runtime: Runtime,
+    indexes: Sequence[tuple[str, Resource]] = ((GAUGES_INDEX, kinds.SPARK_APPLICATIONS),),
+    labels: Sequence[str] = (),
+) -> Collector:
+    """The apps controller's metrics for ``runtime``, over the SparkApplications of each (index name,
+    resource): one per served group; ``labels``: kubeflow's ``--metrics-labels`` (its chart sets
+    ``app_type``). Register it once: ``prometheus_client.REGISTRY.register(...)``."""
     TRANSITIONS.configure([label_name(n) for n in labels])
-    runtime.add_index(index, kinds.SPARK_APPLICATIONS, gauge_keys(TRANSITIONS), lambda body: None)
-    return AppCollector(runtime, index)
+    for index, resource in indexes:
+        runtime.add_index(index, resource, gauge_keys(TRANSITIONS), lambda body: None)
+    return AppCollector(runtime, [index for index, _ in indexes])
 
 
 __all__ = ["GAUGES_INDEX", "RUNNING_COUNT", "STUCK", "AppCollector", "collector", "gauge_keys"]

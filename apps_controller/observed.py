@@ -14,15 +14,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from pydantic import ValidationError
 
+from sparkop.api.driver_view import SparkDriverView, spark_driver_fields
 from sparkop.api.history import EventLog, base_url, event_log
 from sparkop.api.models import (
     Condition,
     DriverPhase,
+    ExecutorState,
     RestartPolicyType,
     RunSpec,
     SparkApplicationSpec,
@@ -30,15 +31,24 @@ from sparkop.api.models import (
 )
 from sparkop.api.rules import SPEC_LEVEL_RETRIES
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
+from sparkop.core.jsonread import enum_or, integer, mapping, opt_enum, opt_int, opt_str, str_map
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, copy_json, identity, owned_by, owned_identity
+from sparkop.core.owners import (
+    OwnedView,
+    controller_keys,
+    controller_of,
+    copy_json,
+    owned_by,
+    owned_identity,
+)
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, unknown_fields
 from sparkop.core.times import parse_time
-from sparkop.domain import kinds, labels
+from sparkop.domain import kinds, labels, naming
+from sparkop.domain.kinds import ServedView, served_fields
+from sparkop.domain.labels import GROUP
 
-E = TypeVar("E", bound=Enum)
-Key = tuple[str, str]  # (namespace, SparkApplication name): the apps controller's key
+Key = tuple[str, str]  # (namespace, SparkApplication name): the key of the apps controller of its group
 APP_KIND: Final = kinds.SPARK_APPLICATIONS.kind
 
 # Kubeflow's defaulting webhook sets both retry intervals to 5 s when a policy does not.
@@ -48,48 +58,6 @@ DEFAULT_MAX_DRIVER_POD_REPLACEMENTS: Final = 3
 NON_RUN_FIELDS: Final = frozenset({"suspend", "timeToLiveSeconds", "historyServer"})
 # The run spec copied into a SparkDriver: api's RunSpec (docs/design.md, "SparkDriver").
 RUN_SPEC_FIELDS: Final = tuple(RunSpec.model_fields)
-
-
-# ---------------------------------------------------------------------------------------------------
-# lenient JSON readers
-
-
-def _int(value: Any, default: int = 0) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return default
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else _int(value, default=0)
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _str_map(value: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _map(value).items() if v is not None}
-
-
-def _enum(kind: type[E], value: Any, default: E) -> E:
-    found = _opt_enum(kind, value)
-    return default if found is None else found
-
-
-def _opt_enum(kind: type[E], value: Any) -> E | None:
-    try:
-        return None if value is None else kind(value)
-    except ValueError:
-        return None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -109,18 +77,18 @@ class RestartPolicy:
 
     @classmethod
     def from_json(cls, data: Any) -> RestartPolicy:
-        d = _map(data)
+        d = mapping(data)
         return cls(
-            type=_enum(RestartPolicyType, d.get("type", RestartPolicyType.NEVER), RestartPolicyType.NEVER),
-            on_failure_retries=_opt_int(d.get("onFailureRetries")),
-            on_failure_retry_interval=_int(d.get("onFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS),
-            on_submission_failure_retries=_opt_int(d.get("onSubmissionFailureRetries")),
-            on_submission_failure_retry_interval=_int(
+            type=enum_or(RestartPolicyType, d.get("type", RestartPolicyType.NEVER), RestartPolicyType.NEVER),
+            on_failure_retries=opt_int(d.get("onFailureRetries")),
+            on_failure_retry_interval=integer(d.get("onFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS),
+            on_submission_failure_retries=opt_int(d.get("onSubmissionFailureRetries")),
+            on_submission_failure_retry_interval=integer(
                 d.get("onSubmissionFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
             ),
-            max_driver_pod_replacements=_int(d.get("maxDriverPodReplacements"), DEFAULT_MAX_DRIVER_POD_REPLACEMENTS),
-            on_infrastructure_failure_retries=_opt_int(d.get("onInfrastructureFailureRetries")),
-            on_infrastructure_failure_retry_interval=_int(
+            max_driver_pod_replacements=integer(d.get("maxDriverPodReplacements"), DEFAULT_MAX_DRIVER_POD_REPLACEMENTS),
+            on_infrastructure_failure_retries=opt_int(d.get("onInfrastructureFailureRetries")),
+            on_infrastructure_failure_retry_interval=integer(
                 d.get("onInfrastructureFailureRetryInterval"), DEFAULT_RETRY_INTERVAL_SECONDS
             ),
         )
@@ -141,11 +109,9 @@ def run_spec(spec: Mapping[str, Any]) -> JSON:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AppView(ObjectView):
+class AppView(ServedView):
     """The facts of one SparkApplication that the state machine reads (its status: Observed.status)."""
 
-    generation: int
-    spec: Mapping[str, Any]
     spec_error: SpecError | None = None  # what is wrong with the spec (set by the shell's validation)
     created: datetime | None = None  # metadata.creationTimestamp: where kubeflow's latencies start
 
@@ -161,13 +127,13 @@ class AppView(ObjectView):
 
     @property
     def ttl_seconds(self) -> int | None:
-        return _opt_int(self.spec.get("timeToLiveSeconds"))
+        return opt_int(self.spec.get("timeToLiveSeconds"))
 
     @property
     def policy(self) -> RestartPolicy:
         """spec.restartPolicy, with kubeflow's spec-level failureRetries and retryInterval in the
         restartPolicy fields they mean (the CRD refuses setting both)."""
-        policy = dict(_map(self.spec.get("restartPolicy")))
+        policy = dict(mapping(self.spec.get("restartPolicy")))
         for old, new in SPEC_LEVEL_RETRIES.items():
             if self.spec.get(old) is not None:
                 policy.setdefault(new, self.spec[old])
@@ -178,28 +144,31 @@ class AppView(ObjectView):
         return spec_hash(self.spec)
 
     @property
+    def driver_pod_name(self) -> str:
+        """The driver pod of each of its runs: spec.driver.podName, else kubeflow's ``<app>-driver``."""
+        return naming.driver_pod_name(self.name, opt_str(mapping(self.spec.get("driver")).get("podName")))
+
+    @property
     def spark_conf(self) -> dict[str, str]:
-        return _str_map(self.spec.get("sparkConf"))
+        return str_map(self.spec.get("sparkConf"))
 
     @property
     def history_ref(self) -> Mapping[str, Any]:
         """spec.historyServer as written."""
-        return _map(self.spec.get("historyServer"))
+        return mapping(self.spec.get("historyServer"))
 
     @property
     def ui_options(self) -> Mapping[str, Any]:
         """spec.sparkUIOptions as written (kubeflow v1beta2 names); ``ui.UIOptions`` reads it."""
-        return _map(self.spec.get("sparkUIOptions"))
+        return mapping(self.spec.get("sparkUIOptions"))
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], spec_error: SpecError | None = None) -> AppView:
-        meta = _map(body.get("metadata"))
         return cls(
-            **identity(body),
-            generation=_int(meta.get("generation"), 1),
-            spec=dict(_map(body.get("spec"))),
+            # An app without a generation (a body not from the API server) counts as its first.
+            **served_fields(body, generation_default=1),
             spec_error=spec_error,
-            created=parse_time(meta.get("creationTimestamp")),
+            created=parse_time(mapping(body.get("metadata")).get("creationTimestamp")),
         )
 
 
@@ -208,29 +177,16 @@ class AppView(ObjectView):
 
 
 @dataclass(frozen=True, kw_only=True)
-class DriverView(OwnedView):
+class DriverView(SparkDriverView):
     """One owned SparkDriver as the apps controller sees it: identity, run, and its mirrored status."""
 
-    run: int
     app_generation: int
-    spec_hash: str | None
-    phase: DriverPhase | None = None
-    pod_name: str | None = None
     spark_application_id: str | None = None
     web_ui_address: str | None = None
-    incarnation: int = 0
-    executors: Mapping[str, int] = field(default_factory=dict)
-    exit_code: int | None = None
-    reason: str | None = None
-    message: str | None = None
+    executor_state: Mapping[str, ExecutorState] = field(default_factory=dict)
     stuck: Condition | None = None  # the SparkDriver's Stuck condition (ImagePullBackOff, Unschedulable, ...)
     queued: Condition | None = None  # the SparkDriver's Queued condition (its gang waits for a batch scheduler)
-    created: datetime | None = None  # metadata.creationTimestamp
     history_url: str | None = None  # the history server its runs log to (the sparkop.io/history-url annotation)
-
-    @property
-    def finished(self) -> bool:
-        return self.phase is not None and self.phase.terminal
 
     @property
     def accepted(self) -> bool:
@@ -247,37 +203,23 @@ class DriverView(OwnedView):
         return self.phase is not DriverPhase.PENDING or self.pod_name is not None
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> DriverView:
-        meta = _map(body.get("metadata"))
-        lbls = _map(meta.get("labels"))
-        ann = _map(meta.get("annotations"))
-        status = _map(body.get("status"))
-        phase = _opt_enum(DriverPhase, status.get("phase"))
-        term = _map(status.get("termination"))
-        error = _map(status.get("lastError"))
-        pod = _map(status.get("driverPod"))
-        executors = {str(k): _int(v) for k, v in _map(status.get("executors")).items()}
-        stuck = _condition_of(status.get("conditions"), CONDITION_STUCK)
-        # A refused driver pod leaves no termination; its lastError says why.
-        failed_early = phase is DriverPhase.SUBMISSION_FAILED or not term
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> DriverView:
+        """A SparkDriver as the apps controller of ``group``'s SparkApplications sees it."""
+        ann = mapping(mapping(body.get("metadata")).get("annotations"))
+        status = mapping(body.get("status"))
         return cls(
-            **owned_identity(body, labels.GROUP, APP_KIND),
-            run=_int(lbls.get(labels.RUN), 0),
-            app_generation=_int(ann.get(labels.APP_GENERATION), 0),
-            spec_hash=_opt_str(ann.get(labels.SPEC_HASH)),
-            phase=phase,
-            pod_name=_opt_str(pod.get("name")),
-            spark_application_id=_opt_str(status.get("sparkApplicationId")),
-            web_ui_address=_opt_str(status.get("webUIAddress")),
-            incarnation=_int(status.get("incarnation"), 0),
-            executors=executors,
-            exit_code=_opt_int(term.get("exitCode")),
-            reason=_opt_str(term.get("reason")) or (_opt_str(error.get("reason")) if failed_early else None),
-            message=_opt_str(term.get("message")) or (_opt_str(error.get("message")) if failed_early else None),
-            stuck=stuck,
+            **spark_driver_fields(body, group, APP_KIND, error_beside_termination=False),
+            app_generation=integer(ann.get(labels.APP_GENERATION), 0),
+            spark_application_id=opt_str(status.get("sparkApplicationId")),
+            web_ui_address=opt_str(status.get("webUIAddress")),
+            executor_state={
+                str(k): state
+                for k, v in mapping(status.get("executorState")).items()
+                if (state := opt_enum(ExecutorState, v)) is not None
+            },
+            stuck=_condition_of(status.get("conditions"), CONDITION_STUCK),
             queued=_condition_of(status.get("conditions"), CONDITION_QUEUED),
-            created=parse_time(meta.get("creationTimestamp")),
-            history_url=_opt_str(ann.get(labels.HISTORY_URL)),
+            history_url=opt_str(ann.get(labels.HISTORY_URL)),
         )
 
 
@@ -296,17 +238,18 @@ class OwnedObject(OwnedView):
     spec: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> OwnedObject:
-        meta = _map(body.get("metadata"))
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> OwnedObject:
+        """A Spark UI object as the apps controller of ``group``'s SparkApplications sees it."""
+        meta = mapping(body.get("metadata"))
         return cls(
-            **owned_identity(body, labels.GROUP, APP_KIND),
+            **owned_identity(body, group, APP_KIND),
             api_version=str(body.get("apiVersion", "")),
             kind=str(body.get("kind", "")),
-            resource_version=_opt_str(meta.get("resourceVersion")),
-            labels=_str_map(meta.get("labels")),
-            annotations=_str_map(meta.get("annotations")),
+            resource_version=opt_str(meta.get("resourceVersion")),
+            labels=str_map(meta.get("labels")),
+            annotations=str_map(meta.get("annotations")),
             # a copy: the informer's objects are shared, and replaced rather than edited
-            spec=copy.deepcopy(dict(_map(body.get("spec")))),
+            spec=copy.deepcopy(dict(mapping(body.get("spec")))),
         )
 
 
@@ -319,6 +262,38 @@ def _condition_of(conditions: Any, kind: str) -> Condition | None:
             except ValidationError:
                 return None
     return None
+
+
+@dataclass(frozen=True)
+class ForeignDriver:
+    """A driver pod another operator made (kubeflow's spark-submit: not labelled as sparkop's), as the apps
+    controller sees it when it takes over an app that operator was running (``apps_controller.takeover``)."""
+
+    name: str
+    uid: str
+    controller_uid: str | None  # the uid of its controller ownerReference
+    submission_id: str | None  # its sparkoperator.k8s.io/submission-id label
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ForeignDriver:
+        meta = mapping(body.get("metadata"))
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            controller_uid=opt_str(mapping(controller_of(body)).get("uid")),
+            submission_id=opt_str(mapping(meta.get("labels")).get(labels.KUBEFLOW_SUBMISSION_ID)),
+        )
+
+
+def left_driver_keys(body: Mapping[str, Any]) -> list[Key]:
+    """The key a driver pod kubeflow's operator left is filed under: its app's (kubeflow's app-name label)
+    in its namespace. Executors are the driver controller's to claim, not the app's."""
+    meta = mapping(body.get("metadata"))
+    pod_labels = mapping(meta.get("labels"))
+    app = opt_str(pod_labels.get(labels.KUBEFLOW_APP_NAME))
+    if app is None or pod_labels.get(labels.SPARK_ROLE) != labels.ROLE_DRIVER:
+        return []
+    return [(str(meta.get("namespace", "")), app)]
 
 
 # Under this name a namespace's default history server is filed too (api.history's namespaceDefault).
@@ -338,9 +313,9 @@ class HistoryServerView:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> HistoryServerView:
-        meta = _map(body.get("metadata"))
+        meta = mapping(body.get("metadata"))
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        spec = _map(body.get("spec"))
+        spec = mapping(body.get("spec"))
         return cls(
             namespace=namespace,
             name=name,
@@ -372,11 +347,11 @@ def choose_history(app: AppView, lookup: Callable[[Key], Sequence[HistoryServerV
     ref = app.history_ref
     if ref.get("enabled") is False:
         return HistoryChoice()
-    name = _opt_str(ref.get("name"))
+    name = opt_str(ref.get("name"))
     if name is None:
         defaults = sorted(lookup((app.namespace, DEFAULT_HISTORY_SERVER)), key=lambda v: v.name)
         return HistoryChoice(defaults[0] if defaults else None)
-    namespace = _opt_str(ref.get("namespace")) or app.namespace
+    namespace = opt_str(ref.get("namespace")) or app.namespace
     found = next(iter(lookup((namespace, name))), None)
     if found is None:
         return HistoryChoice(missing=f"SparkHistoryServer {namespace}/{name} (spec.historyServer) does not exist")
@@ -414,6 +389,8 @@ class Observed:
     ui_objects: Sequence[OwnedObject] = ()
     namespace_terminating: bool = False
     history: HistoryChoice = field(default_factory=HistoryChoice)
+    # The driver pods kubeflow's operator left for this app (a live swap; only with --kubeflow-api).
+    left: Sequence[ForeignDriver] = ()
 
     @property
     def owned(self) -> tuple[DriverView, ...]:
@@ -428,16 +405,21 @@ class Observed:
 # what the shell's indexes file under an app's key
 
 
-owner_keys = controller_keys(labels.GROUP, APP_KIND)
-"""The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under: its
-controller owner's, when that is a sparkop SparkApplication. Ownership, not a label, links an app to
-its SparkDrivers and UI objects: a label can be edited away."""
+owner_keys_by_group: Final = {group: controller_keys(group, APP_KIND) for group in (GROUP, labels.KUBEFLOW_GROUP)}
+
+
+def owner_keys(body: Mapping[str, Any], group: str = GROUP) -> list[Key]:
+    """The key an owned object (a SparkDriver, a Spark UI object) is filed and enqueued under by the apps
+    controller of ``group``: its controller owner's, when that is a SparkApplication of ``group``.
+    Ownership, not a label, links an app to its SparkDrivers and UI objects: a label can be edited away.
+    The group counts: an app ``pi`` of sparkop's group and one of kubeflow's are two apps."""
+    return owner_keys_by_group[group](body)
 
 
 def app_snapshot(body: Mapping[str, Any]) -> JSON:
     """What the apps index hands out of a SparkApplication (a copy: the cache's objects are shared, and
     a pass writes its new status into its own)."""
-    meta = _map(body.get("metadata"))
+    meta = mapping(body.get("metadata"))
     # labels: the metrics recorded for a written status are labelled from them, as kubeflow's are.
     keep = (
         "name",
@@ -451,7 +433,7 @@ def app_snapshot(body: Mapping[str, Any]) -> JSON:
     )
     return {
         "apiVersion": body.get("apiVersion", labels.API_VERSION),
-        "kind": "SparkApplication",
+        "kind": APP_KIND,
         "metadata": {k: meta[k] for k in keep if k in meta},
         "spec": copy_json(body.get("spec") or {}),
         "status": copy_json(body.get("status") or {}),

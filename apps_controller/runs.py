@@ -77,11 +77,19 @@ def mirror(d: Draft, drv: DriverView) -> None:
         d.event(events.NORMAL, events.DRIVER_POD_REPLACED, message)
     d.update(
         currentDriver=drv.name,
+        # An adopted run keeps kubeflow's submission id: its pods carry it in their label.
+        submissionID=s.submissionID if _adopted(d) and s.submissionID else drv.uid,
         sparkApplicationId=drv.spark_application_id or s.sparkApplicationId,
         driverIncarnations=max(drv.incarnation, s.driverIncarnations),
         executors=executor_counts(drv.executors) if drv.executors else s.executors,
+        executorState=dict(drv.executor_state) or None,
     )
     d.set_driver_info(podName=drv.pod_name or (s.driverInfo.podName if s.driverInfo else None))
+
+
+def _adopted(d: Draft) -> bool:
+    cur = d.current
+    return cur is not None and cur.adoptedPod is not None
 
 
 def link_history(d: Draft, record: AttemptRecord, drv: DriverView) -> AttemptRecord:

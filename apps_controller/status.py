@@ -125,9 +125,8 @@ def status_wait(old: Status, new: Status, now: datetime, driver_created: datetim
     by domain.status_waits' table: the first sight of the current run's SparkDriver (created at
     ``driver_created``) may wait for the first thing it reports; every other change, the run's progress
     copied from its SparkDriver included, is written at once."""
-    changed = status_waits.changed_fields(old, new)
     since = {Since.SPARK_DRIVER_CREATED: driver_created}
-    return status_waits.may_wait(changed, status_waits.SPARK_APPLICATION, since, now)
+    return status_waits.status_wait(old, new, status_waits.SPARK_APPLICATION, since, now)
 
 
 # ---------------------------------------------------------------------------------------------------

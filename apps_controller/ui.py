@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from sparkop.api import routes
 from sparkop.api.models import ApplicationState
-from sparkop.apps_controller.observed import AppView, OwnedObject, UIConfig
+from sparkop.apps_controller.observed import APP_KIND, AppView, OwnedObject, UIConfig
 from sparkop.core import owners
 from sparkop.core.jsontypes import JSON
 from sparkop.domain import labels, naming
@@ -128,8 +128,8 @@ class IngressURL:
 
 def owner_reference(app: AppView) -> JSON:
     owner: JSON = {
-        "apiVersion": labels.API_VERSION,
-        "kind": "SparkApplication",
+        "apiVersion": app.api_version,
+        "kind": APP_KIND,
         "metadata": {"name": app.name, "uid": app.uid},
     }
     return owners.owner_reference(owner)

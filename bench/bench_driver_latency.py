@@ -8,8 +8,9 @@ Uses $SPARKOP_KUBECONFIG's cluster if set, else starts a devcluster named bench-
 SparkDrivers, and measures, with a pod watch, the time from sending each create to the driver
 pod's ADDED event (and to the ConfigMaps and Service being there first). With ``--replace`` the
 drivers run until deleted, and once all run each driver pod is deleted in turn: the time from sending
-the delete to the ADDED event of incarnation 2's pod (tests/integration/test_driver_lifecycle.py checks
-that this happens; the figure is this benchmark's, about 2 s or less on the 2-core machine).
+the delete to the ADDED event of incarnation 2's pod, which has the same name (kubeflow's naming) and is
+created once the first is gone, its outcome and log tail recorded (tests/integration/test_driver_lifecycle.py
+checks that this happens; the figure is this benchmark's).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ async def run(kubeconfig: str, namespace: str, count: int, concurrency: int, rep
                                 timeout_seconds=600) as stream:  # fmt: skip
                 ready.set()
                 async for event in stream:
-                    name = event["object"].metadata.name
+                    # Each incarnation's pod by its SparkDriver and incarnation (their names may be one).
+                    pod_labels = event["object"].metadata.labels or {}
+                    pod = f"{pod_labels.get('sparkop.io/driver')}/{pod_labels.get('sparkop.io/incarnation')}"
                     if event["type"] == "ADDED":
-                        seen.setdefault(name, time.perf_counter())
+                        seen.setdefault(pod, time.perf_counter())
 
         watcher = asyncio.create_task(watch_pods())
         await ready.wait()
@@ -60,7 +63,7 @@ async def run(kubeconfig: str, namespace: str, count: int, concurrency: int, rep
         async def one(i: int) -> None:
             name = f"lat-{i}"
             async with sem:
-                sent[f"{name}-1-driver"] = time.perf_counter()
+                sent[f"{name}/1"] = time.perf_counter()
                 # The integration tests' SparkPi, done after 2 s in the devcluster's simulator.
                 body = (
                     driver_manifest(name, run_seconds=None, outcome=None, instances=1)
@@ -68,7 +71,7 @@ async def run(kubeconfig: str, namespace: str, count: int, concurrency: int, rep
                     else driver_manifest(name, run_seconds=2, instances=1)
                 )
                 await custom.create_namespaced_custom_object("sparkop.io", "v1alpha1", namespace, "sparkdrivers", body)
-                while f"{name}-1-driver" not in seen:  # noqa: ASYNC110 - polling a dict the watcher fills
+                while f"{name}/1" not in seen:  # noqa: ASYNC110 - polling a dict the watcher fills
                     await asyncio.sleep(0.002)
 
         await asyncio.gather(*(one(i) for i in range(count)))
@@ -77,11 +80,15 @@ async def run(kubeconfig: str, namespace: str, count: int, concurrency: int, rep
             return [seen[k] - t for k, t in sent.items()]
         replaced: dict[str, float] = {}
         for i in range(count):
-            first, second = f"lat-{i}-1-driver", f"lat-{i}-2-driver"
-            while (await core.read_namespaced_pod(first, namespace)).status.phase != "Running":  # noqa: ASYNC110 - polling the API server
+            second = f"lat-{i}/2"
+            selector = f"sparkop.io/driver=lat-{i},sparkop.io/incarnation=1,spark-role=driver"
+            while True:
+                (first,) = (await core.list_namespaced_pod(namespace, label_selector=selector)).items
+                if first.status.phase == "Running":
+                    break
                 await asyncio.sleep(0.05)
             replaced[second] = time.perf_counter()
-            await core.delete_namespaced_pod(first, namespace)
+            await core.delete_namespaced_pod(first.metadata.name, namespace)
             while second not in seen:  # noqa: ASYNC110 - polling a dict the watcher fills
                 await asyncio.sleep(0.002)
         watcher.cancel()

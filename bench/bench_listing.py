@@ -62,7 +62,7 @@ def driver(i: int, shape: JSON) -> JSON:
     meta: JSON = {"name": f"app-{i:05d}-1", "namespace": NAMESPACE, "uid": f"uid-drv-{i}"}
     meta |= {"resourceVersion": str(50_000 + i), "generation": 1, "creationTimestamp": STAMP}
     meta |= {"labels": {labels.APP: f"app-{i:05d}"}, "ownerReferences": [owner]}
-    pod = f"app-{i:05d}-1-1-driver"
+    pod = f"app-{i:05d}-driver"
     status = {"phase": "Succeeded", "incarnation": 1, "sparkApplicationId": f"spark-{i}", "exitCode": 0}
     status |= {"driverPod": {"name": pod, "node": "kwok-1", "ip": "10.0.0.1"}, "startTime": STAMP}
     return {"apiVersion": labels.API_VERSION, "kind": "SparkDriver", "metadata": meta, **shape, "status": status}

@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, summarize_object, summarize_pod
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -82,7 +83,7 @@ def measure(name: str, spec: dict[str, Any], n: int) -> None:
 
 def running(spec: dict[str, Any]) -> Observed:
     """A SparkDriver whose driver pod runs, with two adopted executors and all objects present."""
-    body = {**manifest(spec, 0), "status": {"incarnation": 1, "driverPod": {"name": "app-0-1-driver"}}}
+    body = {**manifest(spec, 0), "status": {"incarnation": 1, "driverPod": {"name": "app-0-driver"}}}
     body["metadata"] = {**body["metadata"], "generation": 1, "resourceVersion": "1"}
     out = render(parse(body), 1)
     uid = {"uid": "u", "resourceVersion": "1"}

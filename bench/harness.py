@@ -137,8 +137,10 @@ def app_manifest(
     executors: int = 1,
     outcome: str = "Succeeded",
     restart_policy: Mapping[str, Any] | None = None,
+    api_version: str = labels.API_VERSION,
 ) -> JSON:
-    """A SparkApplication the Spark-driver simulator runs: ``run_seconds`` None runs until deleted."""
+    """A SparkApplication the Spark-driver simulator runs: ``run_seconds`` None runs until deleted;
+    ``api_version`` kubeflow's for one of its group (the operator then runs with --kubeflow-api)."""
     annotations = {"sim.sparkop.io/outcome": outcome} if run_seconds is not None else {}
     if run_seconds is not None:
         annotations["sim.sparkop.io/run-seconds"] = f"{run_seconds:g}"
@@ -155,7 +157,7 @@ def app_manifest(
     if restart_policy is not None:
         spec["restartPolicy"] = dict(restart_policy)
     return {
-        "apiVersion": labels.API_VERSION,
+        "apiVersion": api_version,
         "kind": "SparkApplication",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
@@ -173,31 +175,38 @@ class BenchCluster:
 
     @classmethod
     @contextmanager
-    def up(cls, name: str, *, nodes: int = 4, namespaces: Iterable[str] = ()) -> Iterator[BenchCluster]:
+    def up(
+        cls, name: str, *, nodes: int = 4, namespaces: Iterable[str] = (), kubeflow: bool = False
+    ) -> Iterator[BenchCluster]:
+        """``kubeflow``: kubeflow's group's CRDs too (crds/kubeflow/), for an operator run with --kubeflow-api."""
         cluster = Cluster.up(name, nodes=nodes, node_cpu="100000", node_memory="64Ti", die_with_parent=True)
         try:
             bench = cls(cluster)
             bench.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
             bench.wait_established(("sparkapplications", "sparkdrivers", "scheduledsparkapplications", "sparkconnects"))
+            if kubeflow:
+                bench.kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "kubeflow"))
+                plurals = ("sparkapplications", "scheduledsparkapplications", "sparkconnects")
+                bench.wait_established(plurals, group=labels.KUBEFLOW_GROUP)
             for namespace in namespaces:
                 bench.kubectl("create", "namespace", namespace)
             yield bench
         finally:
             cluster.down()
 
-    def wait_established(self, plurals: Iterable[str], timeout: float = 60) -> None:
+    def wait_established(self, plurals: Iterable[str], timeout: float = 60, group: str = labels.GROUP) -> None:
         # Not `kubectl wait`: it fails outright on a CRD whose conditions are not written yet.
         query = '{.status.conditions[?(@.type=="Established")].status}'
         deadline = time.monotonic() + timeout
         for plural in plurals:
-            while not self._established(plural, query):
+            while not self._established(f"{plural}.{group}", query):
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"CRD {plural}.{labels.GROUP} not established within {timeout:.0f}s")
+                    raise TimeoutError(f"CRD {plural}.{group} not established within {timeout:.0f}s")
                 time.sleep(0.2)
 
-    def _established(self, plural: str, query: str) -> bool:
+    def _established(self, crd: str, query: str) -> bool:
         try:
-            return self.kubectl("get", f"crd/{plural}.{labels.GROUP}", "-o", f"jsonpath={query}") == "True"
+            return self.kubectl("get", f"crd/{crd}", "-o", f"jsonpath={query}") == "True"
         except RuntimeError:  # the jsonpath filter fails while the CRD has no conditions yet
             return False
 
@@ -416,9 +425,11 @@ async def stamping(
     *,
     selector: str | None = None,
     namespace: str | None = None,
+    into: Stamps | None = None,
 ) -> AsyncIterator[Stamps]:
-    """Watch ``resource`` and stamp each object the first time ``key(obj)`` is not None, under that key."""
-    stamps = Stamps()
+    """Watch ``resource`` and stamp each object the first time ``key(obj)`` is not None, under that key
+    (``into``: stamps another watch also stamps, e.g. of the same kind in another group)."""
+    stamps = into if into is not None else Stamps()
     informer = Informer(kube, resource, namespace=namespace, label_selector=selector)
 
     def handler(_: EventType, obj: JSON, __: JSON | None) -> None:

@@ -4,7 +4,8 @@ from it (between the ``bench:perf`` markers; a unit test holds the two together)
 
 One devcluster (KWOK nodes, the Spark-driver simulator), one operator (`sparkop run -n bench`):
   0. a burst: 40 apps at once, what a user applying a handful of apps feels (bench/throughput.py);
-  1. throughput: N apps at once against a bare client doing the same writes (bench/throughput.py);
+  1. throughput: N apps at once against a bare client doing the same writes (bench/throughput.py; with
+     ``--kubeflow-share 0.5`` every other app is of kubeflow's group, the operator serving both);
   2. foreign churn: pods, ConfigMaps and Services of someone else's (bench/churn.py);
   3. recovery: driver pods deleted at once (bench/recovery.py);
   4. real spark-submit --deploy-mode cluster, 3.5.9 and 4.0.5, on the same API server (bench/submit_cost.py).
@@ -56,15 +57,20 @@ MAX_SECONDS_OVER_FLOOR = 1.0
 def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"machine": {"cores": os.cpu_count(), "started": time.strftime("%Y-%m-%d %H:%M")}}
     namespaces = [SPARKOP_NAMESPACE, CEILING_NAMESPACE, SUBMIT_NAMESPACE]
-    with BenchCluster.up(f"bench-perf-{os.getpid()}", namespaces=namespaces) as bench:
-        operator = Operator(bench, (SPARKOP_NAMESPACE,)).start()
+    share = args.kubeflow_share
+    if share:
+        result["kubeflow_share"] = share
+    with BenchCluster.up(f"bench-perf-{os.getpid()}", namespaces=namespaces, kubeflow=share > 0) as bench:
+        operator = Operator(bench, (SPARKOP_NAMESPACE,), ("--kubeflow-api",) if share else ()).start()
         try:
             operator.wait_ready()
             if args.burst:
                 result["burst"] = measure_throughput(
-                    bench, operator, args.burst, args.concurrency, args.timeout, prefix="burst-"
+                    bench, operator, args.burst, args.concurrency, args.timeout, prefix="burst-", kubeflow_share=share
                 )
-            result["throughput"] = measure_throughput(bench, operator, args.apps, args.concurrency, args.timeout)
+            result["throughput"] = measure_throughput(
+                bench, operator, args.apps, args.concurrency, args.timeout, kubeflow_share=share
+            )
             result["churn"] = measure_churn(bench, operator, args.churn)
             result["recovery"] = measure_recovery(bench, operator, args.recovery)
         finally:
@@ -325,6 +331,13 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--burst", type=int, default=40, help="apps in the small burst (0: none)")
+    parser.add_argument(
+        "--kubeflow-share",
+        type=float,
+        default=0.0,
+        help="share of the burst's and the throughput run's apps created in kubeflow's group (0.5: every other "
+        "one); the operator serves both groups (--kubeflow-api)",
+    )
     parser.add_argument("--churn", type=int, default=1000, help="foreign objects of each kind")
     parser.add_argument("--recovery", type=int, default=100, help="driver pods deleted at once")
     parser.add_argument("--submissions", type=int, default=3, help="real spark-submit runs per version (0: none)")

@@ -62,7 +62,7 @@ async def recover(bench: BenchCluster, operator: Operator, count: int, namespace
         deleted: dict[str, float] = {}
 
         async def delete(app: str) -> None:
-            await kube.delete(k8s.PODS, namespace, naming.driver_pod_name(naming.driver_name(app, 1), 1))
+            await kube.delete(k8s.PODS, namespace, naming.driver_pod_name(app))
             deleted[app] = time.monotonic()
 
         log(f"recovery: deleting {count} driver pods at once")

@@ -165,7 +165,7 @@ def submit_once(version: str, name: str, namespace: str, credentials: Credential
         tail = log_path.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"spark-submit {version} exited with {figures['exit_code']}; {log_path}:\n{tail}")
     return Submission(
-        driver_pod=naming.driver_pod_name(name, 1),
+        driver_pod=naming.driver_pod_name(name),
         wall_s=float(figures["wall_s"]),
         cpu_s=float(figures["cpu_s"]),
         user_s=float(figures["user_s"]),

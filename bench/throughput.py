@@ -7,7 +7,9 @@ On one devcluster (KWOK nodes and the Spark-driver simulator):
    bodies sparkop's own renderer produces, then the two status writes), with ``--ceiling-concurrency``
    apps in flight. Apps per second to the last driver pod is what this API server can take.
 2. **sparkop**: the same N apps are created at once (same concurrency) for the operator, which is
-   running (both controllers); the driver pods and COMPLETED states are stamped from watches.
+   running (both controllers); the driver pods and COMPLETED states are stamped from watches. With
+   ``--kubeflow-share F``, that share of them (every other one for 0.5) is created in kubeflow's group,
+   and the operator serves both (``--kubeflow-api``).
    Measured: apps/s to the last driver pod (and the ratio to the ceiling), create -> driver pod and
    create -> COMPLETED percentiles, the operator's CPU per app until it is idle again, its RSS, and its
    writes per app (from the API server's audit log).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import os
 import resource
@@ -177,6 +180,11 @@ async def measure_ceiling(bench: BenchCluster, apps: int, concurrency: int, pref
 # -- sparkop ---------------------------------------------------------------------------------------
 
 
+def in_kubeflows_group(index: int, share: float) -> bool:
+    """Whether app ``index`` of a run is created in kubeflow's group: ``share`` of them, spread evenly."""
+    return int((index + 1) * share) > int(index * share)
+
+
 async def measure_sparkop(
     bench: BenchCluster,
     operator: Operator,
@@ -185,13 +193,16 @@ async def measure_sparkop(
     budget_seconds: float,
     prefix: str = "",
     run_seconds: float = 0,
+    kubeflow_share: float = 0.0,
 ) -> dict[str, Any]:
     names = [f"{prefix}app-{i:05d}" for i in range(apps)]
+    kubeflow = {n for i, n in enumerate(names) if in_kubeflows_group(i, kubeflow_share)}
     created: dict[str, float] = {}
     async with bench.client() as kube:
 
         async def create(name: str) -> None:
-            await kube.create(app_manifest(name, SPARKOP_NAMESPACE, run_seconds=run_seconds))
+            api_version = kinds.KUBEFLOW_SPARK_APPLICATIONS.api_version if name in kubeflow else labels.API_VERSION
+            await kube.create(app_manifest(name, SPARKOP_NAMESPACE, run_seconds=run_seconds, api_version=api_version))
             created[name] = time.monotonic()
 
         # Only this run's apps count: an earlier run's on the same cluster are listed at the watch's start.
@@ -209,6 +220,9 @@ async def measure_sparkop(
         async with (
             stamping(kube, k8s.PODS, driver_pod_app, selector=pod_selector, namespace=SPARKOP_NAMESPACE) as pods,
             stamping(kube, kinds.SPARK_APPLICATIONS, completed, namespace=SPARKOP_NAMESPACE) as done,
+            stamping(kube, kinds.KUBEFLOW_SPARK_APPLICATIONS, completed, namespace=SPARKOP_NAMESPACE, into=done)
+            if kubeflow
+            else contextlib.nullcontext(),
         ):
             since = now_utc()
             split = CpuSplit(bench, operator)
@@ -231,6 +245,7 @@ async def measure_sparkop(
     last_pod = max(pods.seen.values()) - start
     return {
         "apps": apps,
+        "kubeflow_apps": len(kubeflow),
         "create_concurrency": concurrency,
         "create_seconds": round(create_seconds, 2),
         "seconds_to_last_driver_pod": round(last_pod, 2),
@@ -277,17 +292,21 @@ def measure(
     profile: Path | None = None,
     prefix: str = "",
     run_seconds: float = 0,
+    kubeflow_share: float = 0.0,
 ) -> dict[str, Any]:
     """The ceiling's run, then sparkop's; ``prefix`` names the apps, so runs can share a cluster.
     ``run_seconds``: how long each driver runs (the simulator starts its executors a moment after it
-    runs: an app whose driver ends sooner never has any)."""
+    runs: an app whose driver ends sooner never has any); ``kubeflow_share`` of sparkop's apps are of
+    kubeflow's group (the ceiling's writes are the same)."""
     log(f"ceiling: {apps} apps' writes by a bare client")
     ceiling = asyncio.run(measure_ceiling(bench, apps, concurrency, prefix))
     log(f"ceiling: {ceiling['apps_per_second']} apps/s; letting the cluster settle")
     bench_settle(bench)
     log(f"sparkop: {apps} apps")
     with profiling(operator.pid, profile):
-        sparkop = asyncio.run(measure_sparkop(bench, operator, apps, concurrency, timeout, prefix, run_seconds))
+        sparkop = asyncio.run(
+            measure_sparkop(bench, operator, apps, concurrency, timeout, prefix, run_seconds, kubeflow_share)
+        )
     ratio = sparkop["apps_per_second"] / ceiling["apps_per_second"]
     log(f"sparkop: {sparkop['apps_per_second']} apps/s, {ratio:.0%} of the ceiling")
     return {"ceiling": ceiling, "sparkop": sparkop, "ratio_to_ceiling": round(ratio, 3), "run_seconds": run_seconds}
@@ -344,13 +363,29 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
         default=0,
         help="how long each driver runs (default 0: it ends as it starts, before its executors would start)",
     )
+    parser.add_argument(
+        "--kubeflow-share",
+        type=float,
+        default=0.0,
+        help="share of the apps created in kubeflow's group (0.5: every other one); the operator serves both",
+    )
     args = parser.parse_args(argv)
-    with BenchCluster.up(f"bench-tp-{os.getpid()}", namespaces=[SPARKOP_NAMESPACE, CEILING_NAMESPACE]) as bench:
-        operator = Operator(bench, (SPARKOP_NAMESPACE,), tuple(args.operator_arg)).start()
+    kubeflow = args.kubeflow_share > 0
+    namespaces = [SPARKOP_NAMESPACE, CEILING_NAMESPACE]
+    with BenchCluster.up(f"bench-tp-{os.getpid()}", namespaces=namespaces, kubeflow=kubeflow) as bench:
+        operator_args = (*args.operator_arg, *(("--kubeflow-api",) if kubeflow else ()))
+        operator = Operator(bench, (SPARKOP_NAMESPACE,), operator_args).start()
         try:
             operator.wait_ready()
             result = run(
-                bench, operator, args.apps, args.concurrency, args.timeout, args.profile, run_seconds=args.run_seconds
+                bench,
+                operator,
+                args.apps,
+                args.concurrency,
+                args.timeout,
+                args.profile,
+                run_seconds=args.run_seconds,
+                kubeflow_share=args.kubeflow_share,
             )
         finally:
             operator.stop()

@@ -153,7 +153,7 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
         "apiVersion": labels.API_VERSION,
         "kind": DRIVER_KIND,
         "metadata": {
-            "name": naming.connect_server_name(c.name, run),
+            "name": naming.connect_server_name(c.name, run, c.group),
             "namespace": c.namespace,
             "labels": {
                 labels.MANAGED_BY: labels.MANAGER,

@@ -1,11 +1,13 @@
 """The connect controller's declaration for the skeleton (``core.controller``): the SparkConnects, the
 SparkDrivers that run their servers and their Services, an ``observe`` over them, and the pure
-``decide``. Registered by ``sparkop run --controllers connect`` through :func:`register`.
+``decide``. Registered by ``sparkop run --controllers connect`` through :func:`register`, once for each
+served group (sparkop's, and kubeflow's with ``--kubeflow-api``).
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Final
 
 from sparkop.api.connect import SparkConnectStatus
@@ -23,6 +25,7 @@ from sparkop.core.controller import Controller, Own, Source, start
 from sparkop.core.owners import object_key, snapshot
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds, labels
+from sparkop.domain.kinds import API
 
 log = logging.getLogger(__name__)
 
@@ -33,54 +36,43 @@ ROUTES_INDEX: Final = "connect_routes"
 SERVICE_SELECTOR: Final = labels.CONNECT
 
 
-def connect_controller(runtime: Runtime) -> Controller[Observed, SparkConnectStatus]:
-    def observe(own: Own[SparkConnectStatus]) -> Observed:
-        servers = tuple(runtime.index(SERVERS_INDEX).get(own.key) or ())
-        services = tuple(runtime.index(SERVICES_INDEX).get(own.key) or ())
-        services += tuple(runtime.index(ROUTES_INDEX).get(own.key) or ())
-        view, refusals = ConnectView.from_body(own.body), dict(own.learnt.refusals)
-        return Observed(view, own.status, own.body, servers, services, refusals, own.namespace_terminating)
+def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Controller[Observed, SparkConnectStatus]:
+    """The connect controller of ``api``'s SparkConnects."""
+    servers_index, services_index = api.named(SERVERS_INDEX), api.named(SERVICES_INDEX)
+    routes_index = api.named(ROUTES_INDEX)
 
+    def observe(own: Own[SparkConnectStatus]) -> Observed:
+        servers = runtime.filed(servers_index, own.key)
+        services = runtime.filed(services_index, own.key)
+        services += runtime.filed(routes_index, own.key)
+        return Observed(ConnectView.from_body(own.body), servers, services, **own.observed())
+
+    keys = owner_keys(api.group)
+    server_view = partial(ServerView.from_body, group=api.group)
+    service_view = partial(ServiceView.from_body, group=api.group)
     return Controller(
-        name="connect",
-        own=Source(CONNECTS_INDEX, kinds.SPARK_CONNECTS, object_key, snapshot),
+        name=api.named("connect"),
+        own=Source(api.named(CONNECTS_INDEX), api.connects, object_key, snapshot),
         owned=(
-            Source(
-                SERVERS_INDEX,
-                kinds.SPARK_DRIVERS,
-                owner_keys,
-                ServerView.from_body,
-                shared=True,
-                view=ServerView.from_body,
-            ),
-            Source(
-                SERVICES_INDEX,
-                resources.SERVICES,
-                owner_keys,
-                ServiceView.from_body,
-                selector=SERVICE_SELECTOR,
-                shared=True,
-            ),
-            Source(
-                ROUTES_INDEX,
-                kinds.GRPC_ROUTES,
-                owner_keys,
-                ServiceView.from_body,
-                selector=SERVICE_SELECTOR,
-                shared=True,
-            ),
+            Source(servers_index, kinds.SPARK_DRIVERS, keys, server_view, shared=True, view=server_view),
+            Source(services_index, resources.SERVICES, keys, service_view, selector=SERVICE_SELECTOR, shared=True),
+            Source(routes_index, kinds.GRPC_ROUTES, keys, service_view, selector=SERVICE_SELECTOR, shared=True),
         ),
         observe=observe,
         decide=decide,
         status=SparkConnectStatus,
-        log=log,
+        log=api.log(log),
         record=metrics.TRANSITIONS.record,
     )
 
 
-def register(runtime: Runtime) -> Controller[Observed, SparkConnectStatus]:
-    """The connect controller's caches, change handlers and work queue, and its metrics."""
-    declared = connect_controller(runtime)
-    start(runtime, declared)
-    runtime.collectors.append(metrics.collector(runtime))
+def register(runtime: Runtime) -> tuple[Controller[Observed, SparkConnectStatus], ...]:
+    """The connect controller's caches, change handlers and work queue for each served group, and its
+    metrics (over the SparkConnects of every group)."""
+    apis = kinds.served_apis(runtime.options.kubeflow_api)
+    declared = tuple(connect_controller(runtime, api) for api in apis)
+    for controller in declared:
+        start(runtime, controller)
+    gauges = [(api.named(metrics.GAUGES_INDEX), api.connects) for api in apis]
+    runtime.collectors.append(metrics.collector(runtime, gauges))
     return declared

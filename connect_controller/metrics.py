@@ -4,7 +4,7 @@ scrape time (right at once after a restart, with no memory of their own)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -13,6 +13,7 @@ from prometheus_client.registry import Collector
 from sparkop.connect_controller.decide import METRIC_RESTARTS
 from sparkop.core.caches import IndexKey
 from sparkop.core.jsontypes import JSON
+from sparkop.core.kube import Resource
 from sparkop.core.metrics import MetricSpec, Transitions
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
@@ -38,20 +39,29 @@ def state_key(body: JSON) -> list[IndexKey]:
 
 
 class ConnectCollector(Collector):
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, indexes: Sequence[str] = (GAUGES_INDEX,)) -> None:
         self.runtime = runtime
+        self.indexes = tuple(indexes)  # one per served group
 
     def collect(self) -> Iterator[Metric]:
         yield from TRANSITIONS.collect()
         servers = GaugeMetricFamily(
             SERVERS, "SparkConnects by state (Ready: a server serves)", labels=["namespace", "state"]
         )
-        index = self.runtime.indexes.get(GAUGES_INDEX)
-        for key, count in sorted((index.counts() if index is not None else {}).items()):
+        counts: dict[IndexKey, int] = {}
+        for name in self.indexes:
+            index = self.runtime.indexes.get(name)
+            for key, count in (index.counts() if index is not None else {}).items():
+                counts[key] = counts.get(key, 0) + count
+        for key, count in sorted(counts.items()):
             servers.add_metric([str(k) for k in key], count)
         yield servers
 
 
-def collector(runtime: Runtime) -> Collector:
-    runtime.add_index(GAUGES_INDEX, kinds.SPARK_CONNECTS, state_key, lambda body: None)
-    return ConnectCollector(runtime)
+def collector(
+    runtime: Runtime, indexes: Sequence[tuple[str, Resource]] = ((GAUGES_INDEX, kinds.SPARK_CONNECTS),)
+) -> Collector:
+    """The connect controller's metrics, over the SparkConnects of each (index name, resource)."""
+    for index, resource in indexes:
+        runtime.add_index(index, resource, state_key, lambda body: None)
+    return ConnectCollector(runtime, [index for index, _ in indexes])

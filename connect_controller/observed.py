@@ -5,34 +5,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sparkop.api.connect import DEFAULT_RETRIES, DEFAULT_RETRY_INTERVAL, KIND, SparkConnectStatus
-from sparkop.api.models import DriverPhase
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
-from sparkop.core.times import parse_time
+from sparkop.api.driver_view import SparkDriverView, spark_driver_fields
+from sparkop.core.jsonread import mapping, opt_str
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, owned_by, owned_identity
 from sparkop.domain import labels
+from sparkop.domain.kinds import ServedView, served_fields
+from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, SparkConnect name)
 
 # Fields whose change never restarts the server.
 NON_RUN_FIELDS: Final = frozenset({"suspend", "restartPolicy", "grpcRoute"})
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _int(value: Any, default: int = 0) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
 
 
 def spec_hash(spec: Mapping[str, Any]) -> str:
@@ -43,11 +31,9 @@ def spec_hash(spec: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConnectView(ObjectView):
+class ConnectView(ServedView):
     """The facts of one SparkConnect a pass reads (its status: Observed.status)."""
 
-    generation: int
-    spec: Mapping[str, Any]
     # spec.restartPolicy, read leniently with kubeflow's defaults: failures in a row a server may end
     # with before the SparkConnect is Failed, and the first backoff's seconds.
     failure_retries: int = DEFAULT_RETRIES
@@ -63,71 +49,36 @@ class ConnectView(ObjectView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ConnectView:
-        generation = _map(body.get("metadata")).get("generation")
-        spec = _map(body.get("spec"))
-        policy = _map(spec.get("restartPolicy"))
+        fields = served_fields(body)
+        policy = mapping(fields["spec"].get("restartPolicy"))
         retries, interval = policy.get("onFailureRetries"), policy.get("onFailureRetryInterval")
         return cls(
-            **identity(body),
-            generation=generation if isinstance(generation, int) else 0,
-            spec=spec,
+            **fields,
             failure_retries=retries if isinstance(retries, int) and retries >= 0 else DEFAULT_RETRIES,
             failure_retry_interval=interval if isinstance(interval, int) and interval >= 1 else DEFAULT_RETRY_INTERVAL,
         )
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServerView(OwnedView):
+class ServerView(SparkDriverView):
     """One SparkDriver that runs (or ran) a server of a SparkConnect."""
 
-    run: int
-    spec_hash: str | None
-    created: datetime | None
-    phase: DriverPhase | None = None
-    pod_name: str | None = None
     pod_ip: str | None = None
     ready: bool = False
-    incarnation: int = 0
-    executors: Mapping[str, int] = field(default_factory=dict)
-    exit_code: int | None = None
-    reason: str | None = None
-    message: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.phase is not None and self.phase.terminal
 
     @property
     def live(self) -> bool:
         return not self.finished and not self.deleting
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> ServerView:
-        meta = _map(body.get("metadata"))
-        status = _map(body.get("status"))
-        pod = _map(status.get("driverPod"))
-        term = _map(status.get("termination"))
-        error = _map(status.get("lastError"))
-        phase_text = status.get("phase")
-        try:
-            phase = DriverPhase(phase_text) if isinstance(phase_text, str) else None
-        except ValueError:
-            phase = None
-        exit_code = term.get("exitCode")
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> ServerView:
+        """A SparkDriver as the connect controller of ``group``'s SparkConnects sees it."""
+        pod = mapping(mapping(body.get("status")).get("driverPod"))
         return cls(
-            **owned_identity(body, labels.GROUP, KIND),
-            run=_int(_map(meta.get("labels")).get(labels.RUN)),
-            spec_hash=_opt_str(_map(meta.get("annotations")).get(labels.SPEC_HASH)),
-            created=parse_time(meta.get("creationTimestamp")),
-            phase=phase,
-            pod_name=_opt_str(pod.get("name")),
-            pod_ip=_opt_str(pod.get("podIP")),
+            # A server's lastError says why it ended even beside its termination.
+            **spark_driver_fields(body, group, KIND, error_beside_termination=True),
+            pod_ip=opt_str(pod.get("podIP")),
             ready=pod.get("ready") is True,
-            incarnation=_int(status.get("incarnation")),
-            executors={str(k): _int(v) for k, v in _map(status.get("executors")).items()},
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            reason=_opt_str(term.get("reason")) or _opt_str(error.get("reason")),
-            message=_opt_str(term.get("message")) or _opt_str(error.get("message")),
         )
 
 
@@ -140,28 +91,25 @@ class ServiceView(OwnedView):
     api_version: str = "v1"
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> ServiceView:
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> ServiceView:
+        """A Service as the connect controller of ``group``'s SparkConnects sees it."""
         return cls(
-            **owned_identity(body, labels.GROUP, KIND),
-            selector={str(k): str(v) for k, v in _map(_map(body.get("spec")).get("selector")).items()},
+            **owned_identity(body, group, KIND),
+            selector={str(k): str(v) for k, v in mapping(mapping(body.get("spec")).get("selector")).items()},
             kind=str(body.get("kind") or "Service"),
             api_version=str(body.get("apiVersion") or "v1"),
         )
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[SparkConnectStatus]):
     """Everything one pass decides from. ``servers`` and ``services``: those filed under this key
     (only those whose controller is this object's uid count). ``body``: the object as listed, for
     the ownerReference of what it creates."""
 
     connect: ConnectView
-    status: SparkConnectStatus
-    body: JSON
     servers: Sequence[ServerView] = ()
     services: Sequence[ServiceView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     @property
     def owned_servers(self) -> tuple[ServerView, ...]:
@@ -172,8 +120,7 @@ class Observed:
         return next((s for s in owned_by(self.services, self.connect.uid) if (s.kind, s.name) == (kind, name)), None)
 
 
-owner_keys = controller_keys(labels.GROUP, KIND)
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def owner_keys(group: str = labels.GROUP) -> Callable[[Mapping[str, Any]], list[Key]]:
+    """How the connect controller of ``group`` files its servers and Service: under their controller
+    owner's key."""
+    return controller_keys(group, KIND)

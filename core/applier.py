@@ -50,9 +50,21 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 
-from sparkop.core.expectations import Expectations, Learnt
+from sparkop.core.expectations import Expectations, Learnt, LogTail
 from sparkop.core.jsontypes import JSON
-from sparkop.core.plan import Action, Create, Delete, Ensure, Patch, Plan, Record, Refusal, earliest, refusal_key
+from sparkop.core.plan import (
+    Action,
+    Create,
+    Delete,
+    Ensure,
+    Patch,
+    Plan,
+    ReadLog,
+    Record,
+    Refusal,
+    earliest,
+    refusal_key,
+)
 
 S = TypeVar("S")
 K = TypeVar("K", bound=Hashable)
@@ -65,8 +77,16 @@ PATCH_CONFLICT_RETRY_SECONDS: Final = 0.05
 AWAITING_CACHE_SECONDS: Final = 1.0
 
 
-class CreateRefused(Exception):
+class DecideAgain(Exception):
+    """The pass learnt what its decision must take in before it goes on: remembered; decide again."""
+
+
+class CreateRefused(DecideAgain):
     """A create of the plan was refused: remembered; decide again (the refusal is now observed)."""
+
+
+class LogTailRead(DecideAgain):
+    """A pod's log tail the plan asked for was read: remembered; decide again (it is now observed)."""
 
 
 class ApplyFailed(RuntimeError):
@@ -94,9 +114,17 @@ class Client(Protocol):
         subresource: str | None = ...,
     ) -> JSON | None: ...
 
-    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> Any:
+    async def delete(
+        self,
+        resource: Any,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_seconds: int | None = None,
+    ) -> Any:
         """The object as the deletion left it (a JSON object), or anything else when there is no such
-        answer (gone already)."""
+        answer (gone already). ``grace_seconds`` 0: removed at once."""
 
     async def patch_status(
         self,
@@ -112,6 +140,9 @@ class Client(Protocol):
     async def event(
         self, regarding: JSON, *, type_: Literal["Normal", "Warning"], reason: str, message: str
     ) -> None: ...
+
+    async def pod_log_tail(self, namespace: str, name: str, *, container: str | None, lines: int, limit: int) -> str:
+        """The end of a pod container's log; raises when it cannot be read."""
 
 
 class Rules(Protocol):
@@ -132,6 +163,9 @@ class Rules(Protocol):
     def for_the_queue(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the work queue's to handle as it is (Conflict: reconcile again; a name on
         its way out: wait), never wrapped in ApplyFailed."""
+
+    def unreadable(self, exc: BaseException) -> str:
+        """Why a read (a pod's log) failed, in a line."""
 
 
 Decision = Callable[[str, str, str], None]
@@ -216,6 +250,7 @@ class Applier(Generic[K]):
             Ensure: self.ensure,
             Patch: self.patch,
             Delete: self.delete,
+            ReadLog: self.read_log,
         }
 
     async def apply(
@@ -266,6 +301,9 @@ class Applier(Generic[K]):
             return Applied(requeue_after=AWAITING_CACHE_SECONDS)
         plan = self._not_made_yet(target, plan)
         requeue = earliest(plan.requeue_after, await self._act_in_order(target, plan.before_status))
+        if plan.reads:
+            # What was read is decided on at once (this pass wrote nothing yet).
+            raise LogTailRead(", ".join(read.pod for read in plan.reads))
         written: JSON | None = None
         new_version = False
         if plan.status is not None and body is not None:
@@ -400,15 +438,34 @@ class Applier(Generic[K]):
     async def delete(self, target: _Target, action: Delete) -> float | None:
         if self.expectations.delete_awaited(target.key, target.uid, action.uid):
             return AWAITING_CACHE_SECONDS
-        self.decision(target.where, f"delete {action.kind} {action.name}", action.reason)
+        forced = " at once (grace 0)" if action.grace_seconds == 0 else ""
+        self.decision(target.where, f"delete {action.kind} {action.name}{forced}", action.reason)
+        resource = self.rules.resource(action.api_version, action.kind)
         answer = await self._doing(
             f"deleting {action.kind} {action.name}",
             self.client.delete(
-                self.rules.resource(action.api_version, action.kind), target.namespace, action.name, uid=action.uid
+                resource, target.namespace, action.name, uid=action.uid, grace_seconds=action.grace_seconds
             ),
         )
         what = f"{action.kind}/{action.name}"
         self.expectations.deleted(target.key, target.uid, what, action.uid, _version_of(answer))
+        return None
+
+    async def read_log(self, target: _Target, action: ReadLog) -> float | None:
+        """Read a pod's log tail into the key's expectations: what it says, or why it could not be read
+        (a lost node's kubelet, a container gone); the next decision records either."""
+        try:
+            text = await self.client.pod_log_tail(
+                target.namespace, action.pod, container=action.container, lines=action.lines, limit=action.limit
+            )
+            tail = LogTail(text)
+        except Exception as exc:
+            if self.rules.for_the_queue(exc):
+                raise
+            tail = LogTail(None, self.rules.unreadable(exc))
+        read = f"read the log tail of Pod {action.pod}" + (f": {tail.error}" if tail.error else "")
+        self.decision(target.where, read, action.reason)
+        self.expectations.log_read(target.key, target.uid, action.uid, tail)
         return None
 
     async def _create(self, target: _Target, action: Create | Ensure) -> bool:
@@ -447,6 +504,8 @@ __all__ = [
     "ApplyFailed",
     "Client",
     "CreateRefused",
+    "DecideAgain",
     "Decision",
+    "LogTailRead",
     "Rules",
 ]

@@ -38,12 +38,13 @@ from functools import partial
 from typing import Any, Final, Generic, TypeVar, cast
 
 from sparkop.core import logs
-from sparkop.core.applier import Applied, Applier, CreateRefused
+from sparkop.core.applier import Applied, Applier, DecideAgain
 from sparkop.core.caches import IndexKey
 from sparkop.core.expectations import Expectations, Learnt
 from sparkop.core.informer import Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Rules
+from sparkop.core.owners import ObservedOwnFields
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
 from sparkop.core.resources import Resource
@@ -142,6 +143,17 @@ class Own(Generic[S]):
         meta: JSON = self.body.get("metadata") or {}
         return meta
 
+    def observed(self) -> ObservedOwnFields[S]:
+        """What an ``Observed`` holds of the object beside its views (``core.owners.ObservedOwn``): its
+        status, body, the creates the API server refused (the pass's own copy) and whether its namespace
+        is being deleted."""
+        return ObservedOwnFields(
+            status=self.status,
+            body=self.body,
+            refusals=dict(self.learnt.refusals),
+            namespace_terminating=self.namespace_terminating,
+        )
+
 
 class Loop(Generic[O, S]):
     """Runs the passes of one controller: the work queue calls :meth:`reconcile`, serialized per key."""
@@ -155,7 +167,7 @@ class Loop(Generic[O, S]):
 
     def body(self, key: Key) -> JSON | None:
         """The object of ``key`` as its own cache holds it."""
-        return next(iter(self.runtime.index(self.controller.own.index).get(key) or ()), None)
+        return next(iter(self.runtime.filed(self.controller.own.index, key)), None)
 
     def learnt(self, key: Key, body: JSON | None) -> Learnt:
         return self.applier.expectations.learnt(key, _uid(body))
@@ -171,7 +183,7 @@ class Loop(Generic[O, S]):
             plan = self._unchanged_left_out(observed, self.controller.decide(observed, self.controller.clock()))
             try:
                 applied = await self.apply(key, body, plan, learnt)
-            except CreateRefused:
+            except DecideAgain:
                 if not self.applier.expectations.own_write(key, _uid(body), _version(body)):
                     body = self.body(key)
                 continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -17,6 +17,9 @@ from sparkop.core.jsontypes import JSON
 from sparkop.core.plan import Refusal
 from sparkop.core.resources import Resource, resource_of
 from sparkop.core.times import format_time
+
+# How long a read of the end of a pod's log may take (the API server asks the pod's kubelet).
+LOG_TAIL_TIMEOUT_SECONDS: Final = 10.0
 
 
 class Conflict(Exception):
@@ -120,6 +123,14 @@ class Rules:
 
     def for_the_queue(self, exc: BaseException) -> bool:
         return isinstance(exc, Conflict)
+
+    def unreadable(self, exc: BaseException) -> str:
+        if isinstance(exc, ApiException):
+            status = api_status(exc)
+            return f"{exc.status} {status.get('reason') or exc.reason}: {status.get('message') or ''}".strip()[:1024]
+        if isinstance(exc, TimeoutError):
+            return f"no answer within {LOG_TAIL_TIMEOUT_SECONDS:g} s"
+        return f"{type(exc).__name__}: {exc}"[:1024]
 
 
 def describe_controller(ref: Mapping[str, Any] | None) -> str:

@@ -34,18 +34,31 @@ K = TypeVar("K", bound=Hashable)
 
 # Refusals remembered per key (the oldest dropped first); a restarted operator tries them again.
 MAX_REFUSALS_PER_KEY: Final = 16
+# Log tails remembered per key until the status that records them is written (a restarted operator
+# reads them again: the pod waits for that, its outcome unrecorded).
+MAX_LOG_TAILS_PER_KEY: Final = 4
 # A create of ours the cache has yet to show is not sent again (it could only meet 409) until the cache
 # shows it (:meth:`Expectations.creation_observed`), or for at most this long.
 CREATED_RECENTLY_SECONDS: Final = 10.0
 
 
 @dataclass(frozen=True)
+class LogTail:
+    """The end of a pod's log as a ``core.plan.ReadLog`` found it: ``text``, or why it could not be read."""
+
+    text: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Learnt:
-    """What applying earlier plans of one object taught: refusals by ``core.plan.refusal_key``, and the
-    last transient error as a lastError ``{reason, message, time}`` (until a pass that saw it got through)."""
+    """What applying earlier plans of one object taught: refusals by ``core.plan.refusal_key``, the last
+    transient error as a lastError ``{reason, message, time}`` (until a pass that saw it got through),
+    and the log tails its reads found, by pod uid."""
 
     refusals: Mapping[str, Refusal] = field(default_factory=dict)
     transient: Mapping[str, Any] | None = None
+    logs: Mapping[str, LogTail] = field(default_factory=dict)
 
 
 @dataclass
@@ -69,6 +82,8 @@ class _Expected:
     status_written: tuple[str, str | None] | None = None
     # "kind/name" -> when (the Applier's clock) a create of ours of it succeeded (or met our own).
     created: dict[str, float] = field(default_factory=dict)
+    # pod uid -> the end of its log, as a ReadLog found it (the newest MAX_LOG_TAILS_PER_KEY).
+    logs: dict[str, LogTail] = field(default_factory=dict)
 
 
 def made_before_ours(seen: str, ours: tuple[str, str | None] | None) -> bool:
@@ -98,7 +113,7 @@ class Expectations(Generic[K]):
         expected = self._by_key.get(key)
         if expected is None or expected.uid != uid:
             return Learnt()
-        return Learnt(dict(expected.refusals), expected.transient)
+        return Learnt(dict(expected.refusals), expected.transient, dict(expected.logs))
 
     def forget(self, key: K) -> None:
         """The object is gone: what was learnt about it is no news to anyone."""
@@ -109,6 +124,13 @@ class Expectations(Generic[K]):
         expected.refusals[action_key] = refusal
         while len(expected.refusals) > MAX_REFUSALS_PER_KEY:
             del expected.refusals[next(iter(expected.refusals))]
+
+    def log_read(self, key: K, uid: str, pod_uid: str, tail: LogTail) -> None:
+        """What a read of a pod's log found, for the next pass to record."""
+        logs = self.of(key, uid).logs
+        logs[pod_uid] = tail
+        while len(logs) > MAX_LOG_TAILS_PER_KEY:
+            del logs[next(iter(logs))]
 
     def failed(self, key: K, uid: str, error: JSON) -> None:
         """A transient error (as a lastError) for the next pass to record."""
@@ -217,4 +239,12 @@ class Expectations(Generic[K]):
         return expected
 
 
-__all__ = ["CREATED_RECENTLY_SECONDS", "MAX_REFUSALS_PER_KEY", "Expectations", "Learnt", "made_before_ours"]
+__all__ = [
+    "CREATED_RECENTLY_SECONDS",
+    "MAX_LOG_TAILS_PER_KEY",
+    "MAX_REFUSALS_PER_KEY",
+    "Expectations",
+    "Learnt",
+    "LogTail",
+    "made_before_ours",
+]

@@ -30,6 +30,7 @@ from yarl import URL
 from sparkop.core import names
 
 # What the API server's answers mean (core.errors), named here too for the client's callers.
+from sparkop.core.errors import LOG_TAIL_TIMEOUT_SECONDS, describe_controller, namespace_terminating, refusal
 from sparkop.core.errors import Conflict as Conflict
 from sparkop.core.errors import Fenced as Fenced
 from sparkop.core.errors import NamespaceTerminating as NamespaceTerminating
@@ -37,7 +38,6 @@ from sparkop.core.errors import Occupied as Occupied
 from sparkop.core.errors import Refused as Refused
 from sparkop.core.errors import Rules as Rules
 from sparkop.core.errors import Taken as Taken
-from sparkop.core.errors import describe_controller, namespace_terminating, refusal
 from sparkop.core.errors import transient_error as transient_error
 from sparkop.core.jsontypes import JSON
 from sparkop.core.leader import default_namespace
@@ -366,6 +366,27 @@ class Kube:
         finally:
             response.release()
 
+    async def pod_log_tail(self, namespace: str, name: str, *, container: str | None, lines: int, limit: int) -> str:
+        """The last ``lines`` lines of a pod container's log (at most ``limit`` characters, the end kept),
+        read once. ApiException when the log cannot be read (the pod's node is gone, say)."""
+        query = [("tailLines", str(lines))]
+        if container:
+            query.append(("container", container))
+        # The API server asks the pod's kubelet, which a lost node's never answers.
+        timeout = aiohttp.ClientTimeout(total=LOG_TAIL_TIMEOUT_SECONDS)
+        response = await self.request(
+            "GET", PODS.path(namespace, name, "log"), query, accept="*/*", client_timeout=timeout
+        )
+        try:
+            data = await response.read()
+            if not 200 <= response.status < 300:
+                error = ApiException(status=response.status, reason=response.reason)
+                error.body = data
+                raise error
+        finally:
+            response.release()
+        return data.decode(errors="replace")[-limit:]
+
     async def port_forward(self, namespace: str, pod: str, port: int) -> PortForward:
         """A new TCP connection to ``port`` of ``pod``, as ``kubectl port-forward`` opens one per
         accepted connection: a WebSocket to the pods/portforward subresource, on the client's own
@@ -446,13 +467,17 @@ class Kube:
         *,
         uid: str | None = None,
         propagation: Literal["Background", "Foreground", "Orphan"] = "Background",
+        grace_seconds: int | None = None,
     ) -> JSON | None:
         """Delete by name (and uid, so a same-named successor is never hit): the API server's answer
         (the object as the deletion left it: a pod given its grace period shows deletionTimestamp at a
-        new resourceVersion), or None if it was gone already."""
+        new resourceVersion), or None if it was gone already. ``grace_seconds`` 0 removes a pod at once,
+        without waiting for its kubelet (one that will never answer: its node is lost)."""
         options: JSON = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             options["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         try:
             answer = await self._call("DELETE", resource.path(namespace, name), body=options)
         except ApiException as exc:

@@ -19,3 +19,6 @@ DEFAULT_KUBE_API_BURST: Final = 2000
 # A pass mostly waits on the API server (a burst of 300 apps in bench/throughput.py: 8 workers per
 # controller reached 36 % of the API server's ceiling, 32 reached 59 %); waiting passes cost no CPU.
 DEFAULT_WORKERS: Final = 32
+# How many of an owner's children a status may name one by one (a map that every status write of the
+# owner carries): kubeflow's --max-tracked-executor-per-app default, and the most its CRD field takes.
+MAX_TRACKED_CHILDREN: Final = 1000

@@ -30,8 +30,9 @@ from sparkop.core.serving import Health, WhileLeading, serve
 
 log = logging.getLogger(__name__)
 
-Register = Callable[[Runtime], Controller[Any, Any]]
-"""A controller's ``register(runtime)``: registers it on the runtime and returns its declaration."""
+Register = Callable[[Runtime], Sequence[Controller[Any, Any]]]
+"""A controller's ``register(runtime)``: registers it on the runtime and returns its declarations (one for
+each API group it serves its kind in)."""
 
 CRD_POLL_SECONDS = 0.5
 CRD_NAG_SECONDS = 10.0
@@ -47,14 +48,15 @@ async def wait_until_served(
     while True:
         answers = await asyncio.gather(*(kube.served_in_group(r) for r in groups.values()))
         served = dict(zip(groups, answers, strict=True))
-        missing = [r.plural for r in resources if r.plural not in served[(r.group, r.version)]]
+        missing = [f"{r.plural}.{r.group}" for r in resources if r.plural not in served[(r.group, r.version)]]
         if on_missing is not None:
             on_missing(missing)
         if not missing:
             return
         if waited % CRD_NAG_SECONDS < CRD_POLL_SECONDS:
             log.warning(
-                "waiting for the API server to serve %s; install the CRDs with: kubectl apply --server-side -f crds/",
+                "waiting for the API server to serve %s; install the CRDs with: kubectl apply --server-side -f crds/"
+                " (and, for kubeflow's group with --kubeflow-api, -f crds/kubeflow/)",
                 ", ".join(missing),
             )
         await asyncio.sleep(CRD_POLL_SECONDS)
@@ -101,7 +103,7 @@ async def run_operator(
     kube.limit = RateLimit(options.kube_api_qps, options.kube_api_burst)
     runtime = Runtime(kube=kube, options=options, namespaces=tuple(namespaces))
     register_namespaces(runtime)
-    controllers = [register(runtime) for register in registrations]
+    controllers = [controller for register in registrations for controller in register(runtime)]
     elector = _elector(kube, election) if election is not None else None
     health = Health(runtime.caches, elector)
     server = None

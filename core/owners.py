@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypedDict, TypeVar
 
 from sparkop.core.jsontypes import JSON
+from sparkop.core.plan import Refusal
 
 # Kept apart from ``core.kube`` so that the pure renderers can use it without importing the client
 # layer (kubernetes_asyncio would double their import time).
@@ -88,6 +89,17 @@ def reference_to(body: Mapping[str, Any], group: str, kind: str, uid: str | None
     return None
 
 
+def same_controller(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two controller references name the same object: its group, kind and uid (a version
+    may differ)."""
+    return (
+        str(a.get("apiVersion", "")).partition("/")[0] == str(b.get("apiVersion", "")).partition("/")[0]
+        and a.get("kind") == b.get("kind")
+        and bool(a.get("uid"))
+        and a.get("uid") == b.get("uid")
+    )
+
+
 def _is_mapping(value: object) -> bool:
     # Decoded JSON holds dicts: the exact type check first spares the ABC's slower one.
     return type(value) is dict or isinstance(value, Mapping)
@@ -142,6 +154,7 @@ def controller_uid(body: Mapping[str, Any], group: str, kind: str) -> str:
 
 
 T = TypeVar("T")
+S = TypeVar("S")  # a controller's status model
 
 
 def owned_by(views: Iterable[T], uid: str, order: Callable[[T], Any] | None = None) -> tuple[T, ...]:
@@ -160,6 +173,27 @@ class ObjectView:
     uid: str
     labels: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservedOwn(Generic[S]):
+    """What a controller's ``Observed`` holds of its own object beside the views its decision reads, as
+    the pass's :class:`Own` has it: the status as read, the body as listed (for the ownerReference of
+    what it creates), the creates the API server refused and whether its namespace is being deleted."""
+
+    status: S
+    body: JSON
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
+    namespace_terminating: bool = False
+
+
+class ObservedOwnFields(TypedDict, Generic[S]):
+    """:class:`ObservedOwn`'s fields as ``core.controller.Own.observed()`` hands them to an ``Observed``."""
+
+    status: S
+    body: JSON
+    refusals: Mapping[str, Refusal]
+    namespace_terminating: bool
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -99,6 +99,23 @@ class Delete:
     uid: str | None
     reason: str = field(default="Delete", compare=False)
     concurrent: bool = field(default=False, compare=False)
+    # 0: remove the object at once, without waiting for whoever finishes it (a pod whose kubelet is gone).
+    grace_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadLog:
+    """Read the end of a pod container's log (the pod ``uid``, in the plan's namespace): what the pass
+    must record before the pod may go. What was read (or why it could not be) comes back to the next
+    decision (``core.expectations.Learnt.logs``, by the pod's uid), which follows at once."""
+
+    pod: str
+    uid: str
+    container: str | None
+    lines: int
+    limit: int
+    reason: str = field(default="ReadLog", compare=False)
+    concurrent: bool = field(default=True, compare=False)
 
 
 EventType = Literal["Normal", "Warning"]
@@ -111,7 +128,7 @@ class Event:
     message: str
 
 
-Action = Create | Ensure | Patch | Delete
+Action = Create | Ensure | Patch | Delete | ReadLog
 
 
 @dataclass(frozen=True)
@@ -247,6 +264,10 @@ class Plan(Generic[S]):
     def deletes(self) -> tuple[Delete, ...]:
         return tuple(a for a in self.actions if isinstance(a, Delete))
 
+    @property
+    def reads(self) -> tuple[ReadLog, ...]:
+        return tuple(a for a in self.actions if isinstance(a, ReadLog))
+
 
 __all__ = [
     "Action",
@@ -258,6 +279,7 @@ __all__ = [
     "Observation",
     "Patch",
     "Plan",
+    "ReadLog",
     "Record",
     "Refusal",
     "earliest",

@@ -18,7 +18,7 @@ from sparkop.core.caches import CacheIndex, Caches, IndexKey, NotCurrent
 from sparkop.core.informer import Informer, Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Kube
-from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
+from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS, MAX_TRACKED_CHILDREN
 from sparkop.core.queue import Reconcile, WorkQueue
 from sparkop.core.resources import NAMESPACES, Resource
 from sparkop.core.store import EventType
@@ -68,6 +68,10 @@ class Options:
     active_deadline_seconds: int | None = None
     max_executor_failures: int | None = None
     executor_failures_window_seconds: int = 600
+    # --kubeflow-api: serve kubeflow's API group too, besides the operator's own (domain.kinds).
+    kubeflow_api: bool = False
+    # --max-tracked-executor-per-app: how many executors a status names one by one (kubeflow's flag).
+    max_tracked_executors: int = MAX_TRACKED_CHILDREN
 
 
 @dataclass
@@ -101,6 +105,11 @@ class Runtime:
         """A registered index by name: ``index(name).get(key)`` is the list of values filed under
         ``key`` (None if none); it raises ``core.caches.NotCurrent`` while a cache is re-listing."""
         return self.indexes[name]
+
+    def filed(self, index: str, key: IndexKey) -> tuple[Any, ...]:
+        """The values filed under ``key`` in the index ``index`` (none: empty); ``NotCurrent`` as
+        :meth:`index`'s ``get``."""
+        return tuple(self.index(index).get(key) or ())
 
     def ensure_holds(self, index: str, key: IndexKey, uid: str) -> None:
         """Before creating on behalf of the object ``uid`` filed under ``key``: it must still be in the

@@ -328,7 +328,8 @@ class Cluster:
         if procs.is_alive(kubelet.pid) or procs.is_alive(containerd.pid):
             raise ClusterError(f"{name} runs: kill_node({name!r}) first")
         deadline = time.monotonic() + timeout
-        self._spawn(containerd_name, containerd.argv, mount_namespace=procs.NewMountNamespace((realnodes.NETNS_DIR,)))
+        own_mounts = procs.NewMountNamespace(realnodes.NODE_PRIVATE_DIRS)
+        self._spawn(containerd_name, containerd.argv, mount_namespace=own_mounts)
         self._wait({containerd_name: _containerd_ready(node)}, deadline, phase="start", watch=(containerd_name,))
         restarted = self.state.processes[containerd_name]
         self._spawn(kubelet_name, kubelet.argv, mount_namespace=procs.JoinMountNamespace(restarted.pid))
@@ -422,7 +423,7 @@ class Cluster:
             self._spawn(
                 f"containerd-{node.name}",
                 nodes.containerd_argv(node.containerd_config),
-                mount_namespace=procs.NewMountNamespace((realnodes.NETNS_DIR,)),
+                mount_namespace=procs.NewMountNamespace(realnodes.NODE_PRIVATE_DIRS),
             )
         self._wait({f"containerd-{n.name}": _containerd_ready(n) for n in real}, deadline)
         # A first import unpacks gigabytes; like a build, it happens once and is not start-up time.

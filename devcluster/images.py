@@ -247,6 +247,12 @@ def examples_jar_name(version: str, scala: str) -> str:
     return f"spark-examples_{scala}-{version}.jar"
 
 
+# The examples jar under a name without versions: kubeflow's examples (since they moved to the
+# official Spark 3.5.3 image) and its end-to-end suite, which runs them on the official images, name
+# SparkPi's jar so.
+EXAMPLES_JAR_LINK = "spark-examples.jar"
+
+
 # ----------------------------------------------------------------------------- docker-archive
 
 
@@ -448,7 +454,7 @@ def base_key(sources: bytes, recipe: BaseRecipe = BASE_RECIPE) -> str:
 
 def spark_key(base: str, version: str, record: bytes, image_files: Sequence[tuple[str, bytes]]) -> str:
     files = [part for name, data in sorted(image_files) for part in (name, data)]
-    return content_key("spark", base, version, str(SPARK_UID), DEFAULT_PATH, record, *files)
+    return content_key("spark", base, version, str(SPARK_UID), DEFAULT_PATH, EXAMPLES_JAR_LINK, record, *files)
 
 
 def pause_key(binary_sha256: str) -> str:
@@ -703,6 +709,7 @@ def _ensure_spark(root: Path, base: BuiltImage, version: str, log: Log) -> Built
         layer = LayerBuilder()
         layer.tree(SPARK_HOME.lstrip("/"), spark_home, skip=lambda path: "__pycache__" in path.parts)
         layer.file(f"opt/spark/examples/jars/{examples_jar_name(version, scala)}", jar)
+        layer.symlink(f"opt/spark/examples/jars/{EXAMPLES_JAR_LINK}", examples_jar_name(version, scala))
         layer.directory("opt/spark/work-dir", 0o775, SPARK_UID)
         layer.file("opt/entrypoint.sh", (SPARK_IMAGE_DIR / "entrypoint.sh").read_bytes(), 0o755)
         layer.file("etc/passwd", _with_line(facts.passwd, f"spark:x:{SPARK_UID}:{SPARK_UID}::{SPARK_HOME}:/bin/false"))

@@ -27,6 +27,12 @@ Log = Callable[[str], None]
 OWNER_FILE = RUNTIME_ROOT / "owner.json"
 CGROUP_FS = Path("/sys/fs/cgroup")
 NETNS_DIR = Path("/run/netns")
+# The kubelet serves its device-plugin registration socket at this path whatever its --root-dir: two
+# kubelets of one machine starting at once each clear the directory and bind kubelet.sock there, and
+# the second fails ("bind: address already in use", a cold CI run). Each node gets it as a tmpfs of its
+# own, like NETNS_DIR, in the mount namespace its containerd and kubelet share.
+DEVICE_PLUGINS_DIR = Path("/var/lib/kubelet/device-plugins")
+NODE_PRIVATE_DIRS = (NETNS_DIR, DEVICE_PLUGINS_DIR)
 CTR = "/usr/bin/ctr"
 CLEAN_MARK = "clean"  # next to a node's image store: its last `down` removed every container
 IMPORTED_FILE = "imported.json"
@@ -142,7 +148,8 @@ def prepare_network(real: Sequence[RealNode]) -> None:
         _ip("link", "set", node.bridge, "up")
     # Pods on different nodes reach each other through this machine's routing.
     Path("/proc/sys/net/ipv4/ip_forward").write_text("1")
-    NETNS_DIR.mkdir(parents=True, exist_ok=True)
+    for directory in NODE_PRIVATE_DIRS:
+        directory.mkdir(parents=True, exist_ok=True)
 
 
 def _our_links() -> list[str]:

@@ -1,4 +1,4 @@
-"""The one place that knows sparkop's and Spark's API group, label and annotation keys.
+"""The one place that knows sparkop's, kubeflow's and Spark's API groups, label and annotation keys.
 
 Every object sparkop creates carries ``managed-by`` plus the keys that let a controller find
 its children through an index (never a LIST per event).
@@ -11,6 +11,9 @@ from typing import Final
 GROUP: Final = "sparkop.io"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
+# kubeflow spark-operator's group: served besides sparkop's own with `sparkop run --kubeflow-api`
+# (domain.kinds.KUBEFLOW_API), and the prefix of the pod labels kubeflow's clients select by.
+KUBEFLOW_GROUP: Final = "sparkoperator.k8s.io"
 
 MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 MANAGER: Final = "sparkop"
@@ -34,6 +37,19 @@ CONNECT: Final = f"{GROUP}/connect"
 HISTORY_SERVER: Final = f"{GROUP}/history-server"
 HISTORY_URL: Final = f"{GROUP}/history-url"
 COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for the Spark UI Service/Ingress)
+
+# kubeflow's labels, on every driver and executor pod of either group (what its clients, dashboards
+# and kubectl habits select by): the app's name, "true", and the run's submission id (the SparkDriver's
+# uid: one per run, status.submissionID of its app).
+KUBEFLOW_APP_NAME: Final = f"{KUBEFLOW_GROUP}/app-name"
+KUBEFLOW_LAUNCHED: Final = f"{KUBEFLOW_GROUP}/launched-by-spark-operator"
+KUBEFLOW_SUBMISSION_ID: Final = f"{KUBEFLOW_GROUP}/submission-id"
+# The pods kubeflow's operator (its spark-submit, and the driver that made the executors) left, as a
+# server-side selector: kubeflow's label, without sparkop's managed-by (every pod of sparkop's has it; an
+# adopted pod is claimed without it, so it stays in this selection until it is gone).
+KUBEFLOW_LEFT_PODS: Final = f"{KUBEFLOW_LAUNCHED},!{MANAGED_BY}"
+# kubeflow's label on the SparkApplications a ScheduledSparkApplication starts (its name).
+KUBEFLOW_SCHEDULED_APP_NAME: Final = f"{KUBEFLOW_GROUP}/scheduled-app-name"
 
 # Finalizer on driver pods: the driver controller must read a pod's outcome before it can vanish.
 DRIVER_OUTCOME_FINALIZER: Final = f"{GROUP}/driver-outcome"

@@ -12,7 +12,7 @@ last step), never from a pass: every pass works the deadline out again from what
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -64,6 +64,9 @@ SPARK_DRIVER: Final[Mapping[str, Wait]] = {
     # Executors asked for, not running yet. The other counts (running, succeeded, failed, unknown) are
     # not here: written by the pass that sees them, within EXECUTOR_CHANGE_SECONDS of the pods' change.
     "executors.pending": Wait(PENDING_EXECUTORS_SECONDS, Since.OLDEST_PENDING_EXECUTOR),
+    # Each executor's state (kubeflow's executorState), held as its count is: a pending one's entry goes
+    # out with its Running, or this long after its creation; any other change with the counts, at once.
+    "executorState": Wait(PENDING_EXECUTORS_SECONDS, Since.OLDEST_PENDING_EXECUTOR),
 }
 # A SparkDriver's first status, when it only says that its first driver pod was accepted (Pending,
 # incarnation 1, the pod named: driver_controller.status.first_pod_only) and its write posts no event
@@ -83,17 +86,21 @@ SPARK_APPLICATION: Final[Mapping[str, Wait]] = {
 def changed_fields(old: BaseModel, new: BaseModel, by_field: Collection[str] = ()) -> set[str]:
     """The fields of a status that differ between ``old`` and ``new``; those named in ``by_field``,
     when both sides have them, as ``field.subfield`` (``executors.running``)."""
-    changed: set[str] = set()
-    for name in type(new).model_fields:
-        before, after = getattr(old, name), getattr(new, name)
-        if before == after:
+    return set(_changed(old, new, by_field))
+
+
+def _changed(old: BaseModel, new: BaseModel, by_field: Collection[str]) -> Iterator[str]:
+    """:func:`changed_fields` one at a time, in the order of the model's fields (:func:`may_wait` stops at
+    the first that may not wait)."""
+    for name, after in new:
+        before = getattr(old, name)
+        # A copy with some fields replaced shares the others: by identity, no model compares field by field.
+        if before is after or before == after:
             continue
         if name in by_field and isinstance(before, BaseModel) and isinstance(after, BaseModel):
-            subs = type(after).model_fields
-            changed |= {f"{name}.{sub}" for sub in subs if getattr(before, sub) != getattr(after, sub)}
+            yield from (f"{name}.{sub}" for sub, value in after if getattr(before, sub) != value)
         else:
-            changed.add(name)
-    return changed
+            yield name
 
 
 def left(wait: Wait | None, since: Mapping[Since, datetime | None], now: datetime) -> float:
@@ -106,8 +113,27 @@ def left(wait: Wait | None, since: Mapping[Since, datetime | None], now: datetim
 
 
 def may_wait(
-    changed: Collection[str], table: Mapping[str, Wait], since: Mapping[Since, datetime | None], now: datetime
+    changed: Iterable[str], table: Mapping[str, Wait], since: Mapping[Since, datetime | None], now: datetime
 ) -> float:
     """Seconds the write of ``changed`` may still be held back: the least any of them may (a field the
     table does not list may not wait at all)."""
-    return min((left(table.get(name), since, now) for name in changed), default=0.0)
+    least: float | None = None
+    for name in changed:
+        seconds = left(table.get(name), since, now)
+        if seconds == 0.0:
+            return 0.0  # the write goes now: what the others may wait does not matter
+        least = seconds if least is None else min(least, seconds)
+    return least or 0.0
+
+
+def status_wait(
+    old: BaseModel,
+    new: BaseModel,
+    table: Mapping[str, Wait],
+    since: Mapping[Since, datetime | None],
+    now: datetime,
+    by_field: Collection[str] = (),
+) -> float:
+    """Seconds the write of ``new`` over ``old`` may still be held back by ``table``: :func:`may_wait` of
+    the fields that changed (:func:`changed_fields`), looked at only until one may not wait."""
+    return may_wait(_changed(old, new, by_field), table, since, now)

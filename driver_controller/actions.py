@@ -11,7 +11,7 @@ from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import merge_patch
 from sparkop.core.plan import Delete, Patch
 from sparkop.domain import labels
-from sparkop.driver_controller.observed import PodSummary, PolicySummary
+from sparkop.driver_controller.summaries import PodSummary, PolicySummary
 
 # Why a pod, ConfigMap, Service or NetworkPolicy is deleted (the decision line's reason).
 STALE_INCARNATION: Final = "StaleIncarnation"

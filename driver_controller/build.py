@@ -67,6 +67,7 @@ def build(sub: Submission, options: RenderOptions | None = None) -> DriverObject
     for obj in (pod, config_map, service, template, metrics, policy):
         if obj is not None:
             _own(obj, sub)
+    pod["metadata"]["labels"] = {**pod["metadata"]["labels"], **sub.pod_labels}
     pod["metadata"]["finalizers"] = [labels.DRIVER_OUTCOME_FINALIZER]
     # Spark writes no termination message, so with the API default a failed driver's status would
     # only say "exit code 1": the end of its log (the exception) is the message instead. A template

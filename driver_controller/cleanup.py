@@ -13,13 +13,21 @@ from __future__ import annotations
 
 from typing import Final
 
-from sparkop.api.models import TIMEOUT_REASONS, ExecutorCounts, IncarnationOutcome, SparkDriver
+from sparkop.api.models import (
+    TIMEOUT_REASONS,
+    DriverPhase,
+    ExecutorCounts,
+    ExecutorState,
+    IncarnationOutcome,
+    SparkDriver,
+)
 from sparkop.core.plan import Delete, Patch
 from sparkop.core.resources import NETWORK_POLICIES
 from sparkop.domain import labels, naming
 from sparkop.driver_controller.actions import DRIVER_ENDED, STALE_INCARNATION, deletion, holds, release
 from sparkop.driver_controller.facts import Facts
 from sparkop.driver_controller.pod import KILLED_EXIT_CODES, lost_reason
+from sparkop.driver_controller.podname import LOST_NODE_RECHECK_SECONDS, remove_if_node_lost
 
 # How long the executors of a driver that exited by itself are left to Spark's own clean-up (its
 # SparkContext deletes them as it stops) before the controller deletes those still there.
@@ -57,7 +65,46 @@ def executors(f: Facts) -> Facts:
             continue
         key = pod.phase.lower() if pod.phase.lower() in counts else "unknown"
         counts[key] += 1
-    return f.after(*patches, *deletes).update(executors=ExecutorCounts(**counts))
+    f = f.after(*patches, *deletes)
+    return f.update(executors=ExecutorCounts(**counts), executorState=executor_states(f))
+
+
+# An executor pod's phase as kubeflow's executorState says it.
+_EXECUTOR_STATE: Final = {
+    "Pending": ExecutorState.PENDING,
+    "Running": ExecutorState.RUNNING,
+    "Succeeded": ExecutorState.COMPLETED,
+    "Failed": ExecutorState.FAILED,
+}
+_EXECUTOR_ENDED: Final = frozenset({ExecutorState.COMPLETED, ExecutorState.FAILED})
+
+
+def executor_states(f: Facts) -> dict[str, ExecutorState] | None:
+    """status.executorState (None: no executor), with kubeflow's values: each executor pod of the current
+    incarnation by its phase; one seen before and gone since keeps its last state when it had ended, and
+    is UNKNOWN while the driver runs, else COMPLETED when the driver succeeded and FAILED when not. Once
+    the driver has ended, every executor has: those still running are given the state they end in (the
+    status is final now). Only the ``max_tracked_executors`` lowest executor ids are named."""
+    limit = f.observed.settings.max_tracked_executors
+    driver_phase = f.status.phase
+    if f.ended:
+        settled = ExecutorState.COMPLETED if driver_phase is DriverPhase.SUCCEEDED else ExecutorState.FAILED
+    else:
+        settled = ExecutorState.UNKNOWN if driver_phase is DriverPhase.RUNNING else ExecutorState.FAILED
+    states = {
+        name: state if state in _EXECUTOR_ENDED else settled for name, state in (f.status.executorState or {}).items()
+    }
+    ids: dict[str, int] = {}
+    for pod in f.owned_pods:
+        if pod.role != labels.ROLE_EXECUTOR or pod.incarnation != f.incarnation or pod.executor_id is None:
+            continue
+        if pod.executor_id > limit:
+            continue
+        state = _EXECUTOR_STATE.get(pod.phase, ExecutorState.UNKNOWN)
+        states[pod.name] = settled if f.ended and state not in _EXECUTOR_ENDED else state
+        ids[pod.name] = pod.executor_id
+    kept = sorted(states, key=lambda name: (ids.get(name, naming.executor_id_of(name)), name))[:limit]
+    return {name: states[name] for name in kept} or None
 
 
 def stale_incarnations(f: Facts) -> Facts:
@@ -71,14 +118,23 @@ def stale_incarnations(f: Facts) -> Facts:
             continue
         stale = pod.incarnation < f.incarnation
         if stale and pod.incarnation not in recorded:
-            # Its loss was never written (a crash between create and status write): record it now.
+            # Its loss was never written (a crash between create and status write): record it now, with
+            # the end of its log (read first: the decision then follows at once), before it may go.
+            f, tail = f.log_tail(pod)
+            if tail is None:
+                continue
             lost = lost_reason(pod) or ("Replaced", "superseded by a later incarnation")
-            f = f.record(pod.incarnation, pod.name, IncarnationOutcome.LOST, *lost)
+            f = f.record(pod.incarnation, pod.name, IncarnationOutcome.LOST, *lost, tail)
         has_finalizer = labels.DRIVER_OUTCOME_FINALIZER in pod.finalizers
         if has_finalizer and (stale or terminal):
             f = f.after(release(pod, "outcome recorded"))
         if stale and not pod.deleting:
             f = f.after(deletion("Pod", pod.name, pod.uid))
+        elif stale:
+            # Being deleted, its outcome recorded (the finalizer goes first, in this same pass): its name
+            # is the next incarnation's. A lost node's kubelet never finishes it: removed at once; and
+            # looked at again now and then, in case its node is lost only after it was deleted.
+            f = remove_if_node_lost(f, pod).requeue(LOST_NODE_RECHECK_SECONDS)
         elif terminal and timed_out and not pod.finished and not pod.deleting:
             # A timeout ended the run while its driver ran: the pod goes, also when the pass that ended it
             # died before deleting it.

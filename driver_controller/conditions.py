@@ -1,7 +1,7 @@
 """status.conditions of a SparkDriver: ``Queued``, from its batch scheduler's PodGroup while the gang
 waits (:func:`queued`), and ``Stuck``, from what its current driver pod shows while it has
 not ended. True when the Spark container waits in a state that does not clear by itself
-(ImagePullBackOff, CrashLoopBackOff, ...: :data:`driver_controller.observed.STUCK_WAITING`; the reason
+(ImagePullBackOff, CrashLoopBackOff, ...: :data:`driver_controller.summaries.STUCK_WAITING`; the reason
 is the waiting reason) or when the pod has been unschedulable for ``unschedulable_timeout`` seconds
 (reason Unschedulable); False (Progressing) once that is over. lastTransitionTime moves only when the
 condition's status does. Pure: :func:`stuck` says what to record, decide records it.
@@ -16,8 +16,8 @@ from typing import Final, Literal
 
 from sparkop.api.models import Condition
 from sparkop.core.conditions import transition_time
-from sparkop.driver_controller.observed import PodGroupSummary, PodSummary
 from sparkop.driver_controller.status import MAX_MESSAGE
+from sparkop.driver_controller.summaries import PodGroupSummary, PodSummary
 
 CONDITION_STUCK: Final = "Stuck"
 CONDITION_UNSCHEDULABLE: Final = "Unschedulable"  # the Stuck condition's reason for a pod not scheduled

@@ -14,8 +14,9 @@ from sparkop.domain import naming
 from sparkop.driver_controller import events
 from sparkop.driver_controller.actions import POLICY_RESTORED, policy_restore_patch
 from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why
-from sparkop.driver_controller.observed import PolicySummary
+from sparkop.driver_controller.podname import name_held
 from sparkop.driver_controller.render import InvalidSpec, network_policy, spark_release
+from sparkop.driver_controller.summaries import PolicySummary
 
 
 def create_missing(f: Facts) -> Outcome:
@@ -26,6 +27,12 @@ def create_missing(f: Facts) -> Outcome:
     have_cm = {c.name for c in f.owned(f.observed.config_maps)}
     have_svc = {s.name for s in f.owned(f.observed.services)}
     pod_missing = f.driver_pod(f.incarnation) is None
+    if pod_missing:
+        f, held = name_held(f, expected.pod)
+        if held and f.ended:
+            return Stop(f, Why.NAME_TAKEN)  # the name is another's: refused, nothing is made
+        # While its name is held, the pod waits; what it mounts and what finds it may be made meanwhile.
+        pod_missing = not held
     wanted_policy = network_policy(f.driver, f.incarnation) if expected.network_policy else None
     # Missing, it is *ensured*: a policy of ours that only looks missing because someone removed its
     # sparkop.io/driver label (the watch selects by it) is patched back instead of being met by a

@@ -37,20 +37,24 @@ from sparkop.core.specs import SpecError
 from sparkop.domain import labels
 from sparkop.driver_controller import events, kueue, timeouts
 from sparkop.driver_controller.actions import holds, release
+from sparkop.driver_controller.adoption import adopt_driver_pod, made_elsewhere
 from sparkop.driver_controller.cleanup import executors, stale_incarnations
 from sparkop.driver_controller.create import create_missing
-from sparkop.driver_controller.facts import Closing, Facts, Step, run
-from sparkop.driver_controller.observed import DriverView, Observed, PodSummary
+from sparkop.driver_controller.facts import Closing, Facts, Step, Why, run
+from sparkop.driver_controller.observed import DriverView, Observed
 from sparkop.driver_controller.pod import follow_driver_pod, recover_incarnation
 from sparkop.driver_controller.status import ended, status_wait, with_submission_failed
+from sparkop.driver_controller.summaries import PodSummary
 from sparkop.driver_controller.transitions import transitions
 
 STEPS: Final[tuple[Step, ...]] = (
     recover_incarnation,  # which incarnation is current; the first one starts; an ended driver stops here
+    adopt_driver_pod,  # a run taken over from kubeflow: its first incarnation is kubeflow's pod, claimed
     timeouts.deadline,  # activeDeadlineSeconds over: the run ends (also while it waits for Kueue)
     kueue.admission,  # with a Kueue queue: nothing of the run before its Workload is admitted
     follow_driver_pod,  # the current driver pod's outcome, loss (replaced) or progress
     timeouts.waits,  # a start, readiness or executor-failure limit over: the run ends; else the next one
+    made_elsewhere,  # the adopted incarnation's objects are spark-submit's: nothing to create
     create_missing,  # what the current incarnation lacks, its driver pod last
 )
 """The decision, in order: each row may stop it (:class:`driver_controller.facts.Stop`)."""
@@ -73,7 +77,10 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkDriverStatus]:
     plan: Plan[SparkDriverStatus] = Plan().with_after(*_release(strangers))
     if isinstance(driver.spec, SpecError):
         return _settled(_spec_refused(plan, driver, driver.spec, now))
-    facts, _ = run(STEPS, Facts.first(observed, driver.spec, now, plan))
+    facts, stop = run(STEPS, Facts.first(observed, driver.spec, now, plan))
+    if stop is not None and stop.reason is Why.READING_LOG:
+        # Only the read: the Applier reads the log, then the decision follows at once with it.
+        return _settled(facts.plan)
     for closing in CLOSING:
         facts = closing(facts)
     return status(facts)
@@ -106,7 +113,7 @@ def status(f: Facts) -> Plan[SparkDriverStatus]:
         if f.ended and f.status.nextTimeout is not None:
             f = f.update(nextTimeout=None)  # nothing is awaited of an ended run
         f = _last_error(f)
-        if f.status != read:
+        if f.status is not read and f.status != read:  # identical: no step changed anything (Facts.update)
             plan = evolve(plan, status=f.status, status_wait=_status_wait(f, announced=bool(plan.events)))
     return _settled(plan.with_observations(*transitions(read, plan.status)))
 

@@ -15,6 +15,9 @@ INVALID_SPEC: Final = "InvalidSpec"
 UNKNOWN_SPEC_FIELDS: Final = "UnknownSpecFields"
 UNKNOWN_SPARK_VERSION: Final = "UnknownSparkVersion"
 QUEUED: Final = "Queued"  # Kueue evicted the run; the reason of a Queued condition too
+NAME_TAKEN: Final = "DriverPodNameTaken"  # another live owner's pod holds the driver pod's name
+NAME_FOR_NEXT_RUN: Final = "DriverPodReleased"  # an earlier run's driver pod deleted for the next run's
+NODE_LOST: Final = "DriverPodRemoved"  # a driver pod on a lost node removed at once
 
 # What a SparkApplication's own events state (SparkApplicationSubmitted, ...Succeeding, ...Failing,
 # ...SubmissionFailed, DriverPodReplaced): on a SparkDriver an app controls they are not posted again.

@@ -18,7 +18,7 @@ integrations keep it (its jobframework reconciler), for a SparkDriver labelled
 * the driver's end marks the Workload ``Finished`` (Succeeded or Failed): its quota is free.
 
 Pure: the Workload to create, where an admission puts the pods, the status patches to send (the
-Workload's summary is in :mod:`driver_controller.observed`), and the steps of a driver's decision that
+Workload's summary is in :mod:`driver_controller.kueue_summaries`), and the steps of a driver's decision that
 keep the contract: :func:`admission` (nothing of the run before Kueue admits it, and an eviction stops
 it) and :func:`workload_finished`; :func:`let_go` when the SparkDriver goes.
 """
@@ -43,16 +43,16 @@ from sparkop.driver_controller.facts import (
     Stop,
     Why,
 )
-from sparkop.driver_controller.observed import (
+from sparkop.driver_controller.kueue_summaries import (
     ADMITTED,
     EVICTED,
     FINISHED,
     QUOTA_RESERVED,
     REQUEUED,
     FlavorSummary,
-    Observed,
     WorkloadSummary,
 )
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import InvalidSpec
 from sparkop.driver_controller.schedulers import PodSetRequests, run_object
 from sparkop.driver_controller.templates import DRIVER_CONTAINER, EXECUTOR_CONTAINER, owner_reference
@@ -368,11 +368,15 @@ def _evicted(f: Facts, wl: WorkloadSummary) -> Facts:
         reason, why = "WorkloadDeleted", f"Workload {wl.name} is being deleted"
     else:
         reason, why = str(evicted.get("reason") or "Evicted"), str(evicted.get("message") or "")
-    pod_name = f.pod_name
+    pod = f.driver_pod(f.incarnation)
     known = f.status.driverPod
-    if f.driver_pod(f.incarnation) is not None or (known is not None and known.name == pod_name):
+    if pod is not None or (known is not None and known.name):
+        pod_name = pod.name if pod is not None else (known.name if known is not None and known.name else f.pod_name)
+        f, tail = f.log_tail(pod)
+        if tail is None:
+            return f  # read first: the decision follows at once with it (nothing of this pass is written)
         message = f"Kueue evicted Workload {wl.name} ({reason}: {why}); the driver pod and its executors are stopped"
-        f = f.record(f.incarnation, pod_name, IncarnationOutcome.LOST, f"Kueue{reason}", message)
+        f = f.record(f.incarnation, pod_name, IncarnationOutcome.LOST, f"Kueue{reason}", message, tail)
         f = f.update(queueEvictions=(f.status.queueEvictions or 0) + 1)
         f = f.event("Warning", events.QUEUED, f"{message}; the run waits for Kueue to admit it again")
         f = f.start_incarnation(f.incarnation + 1)

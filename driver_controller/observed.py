@@ -1,380 +1,41 @@
 """What one pass of the driver controller decides from (:class:`Observed`): the SparkDriver as
 ``observe`` reads it (:class:`DriverView`: its spec parsed, or what is wrong with it, and its status),
-and summaries of the objects it owns, as the driver controller's indexes hand them out.
-
-A summary holds only what reconcile reads, and reconcile never needs to LIST. Pure functions of a
-watched body.
+and the summaries of the objects it owns (:mod:`driver_controller.summaries`, Kueue's in
+:mod:`driver_controller.kueue_summaries`) as the driver controller's indexes hand them out, filed under
+its key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pydantic import ValidationError
 
-from sparkop.api.models import SparkDriver, SparkDriverStatus
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_keys, controller_of, read_references, reference_keys, reference_to
+from sparkop.api.models import MAX_TRACKED_EXECUTORS, SparkDriver, SparkDriverStatus
+from sparkop.core.expectations import LogTail
+from sparkop.core.owners import controller_keys, reference_keys
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, lenient, unknown_fields
-from sparkop.core.times import parse_time
-from sparkop.domain import kinds, labels
+from sparkop.domain import labels
+from sparkop.driver_controller.kueue_summaries import FlavorSummary, WorkloadSummary
 from sparkop.driver_controller.podbuild import RenderOptions
 from sparkop.driver_controller.render import parse
-from sparkop.driver_controller.templates import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+from sparkop.driver_controller.summaries import (
+    DRIVER_KIND,
+    Body,
+    ObjectSummary,
+    PodGroupSummary,
+    PodSummary,
+    PolicySummary,
+)
 
-Body = Mapping[str, Any]
 Key = tuple[str, str]
 """(namespace, SparkDriver name). Every object a SparkDriver owns carries the sparkop.io/driver label (the
 executor pod template puts it on executors too), so its pods, ConfigMaps and Services are watched with
 that label as a server-side selector; each is filed under its SparkDriver's key by its ownerReference to
 it (core.owners), and a pass counts as the SparkDriver's only what names its uid."""
-DRIVER_KIND: Final = kinds.SPARK_DRIVERS.kind
-
-# Container waiting reasons that mean "this will not start by itself".
-STUCK_WAITING: Final = frozenset(
-    {
-        "ImagePullBackOff",
-        "ErrImagePull",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "RunContainerError",
-        "CrashLoopBackOff",
-    }
-)
-# Pod status reasons and DisruptionTarget reasons that mean the pod was taken away, not that the
-# application ended.
-DISRUPTION_REASONS: Final = frozenset(
-    {
-        "Evicted",
-        "Preempted",
-        "Preempting",
-        "NodeLost",
-        "NodeShutdown",
-        "Terminated",
-        "UnexpectedAdmissionError",
-        "OutOfcpu",
-        "OutOfmemory",
-        "OutOfpods",
-    }
-)
-
-
-@dataclass(frozen=True)
-class Terminated:
-    exit_code: int | None
-    reason: str | None
-    message: str | None
-    finished_at: datetime | None
-
-
-@dataclass(frozen=True)
-class ObjectSummary:
-    """A ConfigMap or Service (or any owned object): enough to find stale ones."""
-
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    incarnation: int
-    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
-    deleting: bool
-
-
-@dataclass(frozen=True)
-class PolicySummary:
-    """The executors' NetworkPolicy of an incarnation: enough to find a stale one, and its labels and
-    spec, which a pass compares with the policy it wants (an edit is put back). The index hands the
-    same summary to every pass while the object is unchanged: readers never change it."""
-
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str  # a restoring patch's precondition
-    incarnation: int
-    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
-    deleting: bool
-    labels: Mapping[str, str]
-    spec: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class PodSummary:
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str
-    role: str  # "driver" | "executor" | ""
-    incarnation: int
-    owner_uid: str  # the uid of the SparkDriver that owns it: controls a driver pod, references an executor
-    finalizers: tuple[str, ...]
-    phase: str
-    created: datetime | None
-    deletion_requested: datetime | None  # deletionTimestamp minus the grace period
-    reason: str | None  # status.reason (Evicted, ...)
-    message: str | None
-    disruption: str | None  # DisruptionTarget condition reason, when True
-    unschedulable_since: datetime | None
-    unschedulable_message: str | None
-    waiting_reason: str | None  # of the Spark container, when stuck
-    waiting_message: str | None
-    terminated: Terminated | None  # of the Spark container
-    init_failure: Terminated | None
-    node_name: str | None
-    pod_ip: str | None
-    start_time: datetime | None
-    ready: bool = False  # the Ready condition: every container passes its readiness probe
-    scheduled_at: datetime | None = None  # the PodScheduled condition's turn to True: bound to its node
-
-    @property
-    def deleting(self) -> bool:
-        return self.deletion_requested is not None
-
-    @property
-    def finished(self) -> bool:
-        """The Spark container (or the pod) has ended."""
-        return self.phase in ("Succeeded", "Failed") or self.terminated is not None
-
-
-@dataclass(frozen=True)
-class PodGroupSummary:
-    """A batch scheduler's PodGroup (Volcano's or scheduler-plugins' coscheduling): what its status
-    says of the gang (``phase``, and the condition of Volcano's that says why it waits)."""
-
-    api_version: str
-    name: str
-    uid: str
-    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
-    phase: str
-    reason: str | None = None
-    message: str | None = None
-
-
-def _trimmed_meta(body: Body) -> JSON:
-    meta = body.get("metadata") or {}
-    return {k: v for k, v in meta.items() if k not in ("managedFields", "annotations")}
-
-
-def _kept(body: Body, **parts: Any) -> JSON:
-    """What a cache keeps of an object: its apiVersion, kind and metadata (but the managedFields and
-    annotations nothing reads), and ``parts``."""
-    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": _trimmed_meta(body), **parts}
-
-
-def trim_pod(body: JSON) -> JSON:
-    """What the pod cache keeps: what :func:`summarize_pod` reads (a pod's spec, its volumes and
-    environment, are most of it, and never read: 10,000 finished apps' driver pods stay cached)."""
-    spec = body.get("spec") or {}
-    kept_spec = {"containers": [{"name": c.get("name")} for c in spec.get("containers") or ()]}
-    if spec.get("nodeName"):
-        kept_spec["nodeName"] = spec["nodeName"]
-    return {
-        "apiVersion": body.get("apiVersion", "v1"),
-        "kind": body.get("kind", "Pod"),
-        "metadata": _trimmed_meta(body),
-        "spec": kept_spec,
-        "status": body.get("status") or {},
-    }
-
-
-# What a ConfigMap's or Service's metadata keeps in the cache (see trim_owned).
-OWNED_META: Final = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "finalizers")
-
-
-def trim_owned(body: JSON) -> JSON:
-    """What the ConfigMap and Service caches keep: what :func:`summarize_object` and the keys filing it
-    under its SparkDriver read (a driver's ConfigMaps hold its Spark properties and pod template:
-    kilobytes each, never read back). Of the metadata, its identity, sparkop's own labels and who owns
-    it: a finished app's two ConfigMaps and Service are cached for as long as it is kept, and the other
-    labels (Spark's app selector, the managed-by label) and timestamps were much of what they held."""
-    meta = body.get("metadata") or {}
-    kept: JSON = {k: meta[k] for k in OWNED_META if k in meta}
-    kept["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k.startswith(labels.GROUP + "/")}
-    kept["ownerReferences"] = read_references(body)
-    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": kept}
-
-
-def trim_policy(body: JSON) -> JSON:
-    """What the NetworkPolicy cache keeps: what :func:`summarize_policy` reads (its spec is a few
-    hundred bytes, and a pass compares it with the wanted one)."""
-    return _kept(body, spec=body.get("spec") or {})
-
-
-def trim_pod_group(body: JSON) -> JSON:
-    """What the PodGroup caches keep: metadata and status (the spec is ours, never read back)."""
-    return _kept(body, status=body.get("status") or {})
-
-
-def summarize_pod_group(body: Body) -> PodGroupSummary:
-    """Volcano writes why a gang waits as an ``Unschedulable`` condition (reason NotEnoughResources,
-    the message the scheduler also puts on the pods), refreshed every scheduling cycle with a new
-    transitionID and time, which this summary leaves out; scheduler-plugins' PodGroup has a phase
-    and counts, no condition."""
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    waiting: Body = next(
-        (c for c in status.get("conditions") or () if c.get("type") == "Unschedulable" and c.get("status") == "True"),
-        {},
-    )
-    return PodGroupSummary(
-        api_version=str(body.get("apiVersion", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        owner_uid=_controlling_driver(body),
-        phase=str(status.get("phase") or "Pending"),
-        reason=waiting.get("reason") or None,
-        message=waiting.get("message") or None,
-    )
-
-
-def pod_view(body: Body) -> PodSummary:
-    """What a pass reads of a pod, but for its resourceVersion: two versions with the same view ask
-    for the same decisions (patches carry their own preconditions on the fields they change)."""
-    return replace(summarize_pod(body), resource_version="")
-
-
-def _incarnation(meta: Body) -> int:
-    try:
-        return int((meta.get("labels") or {}).get(labels.INCARNATION, "0"))
-    except ValueError:
-        return 0
-
-
-def summarize_object(body: Body) -> ObjectSummary:
-    meta = body.get("metadata") or {}
-    return ObjectSummary(
-        kind=str(body.get("kind", "")),
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        incarnation=_incarnation(meta),
-        owner_uid=_controlling_driver(body),
-        deleting=bool(meta.get("deletionTimestamp")),
-    )
-
-
-def summarize_policy(body: Body) -> PolicySummary:
-    meta = body.get("metadata") or {}
-    return PolicySummary(
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        resource_version=str(meta.get("resourceVersion", "")),
-        incarnation=_incarnation(meta),
-        owner_uid=_controlling_driver(body),
-        deleting=bool(meta.get("deletionTimestamp")),
-        # The body is the reader's own decoded copy (core.informer.Store): nothing else holds these.
-        labels=dict(meta.get("labels") or {}),
-        spec=body.get("spec") or {},
-    )
-
-
-def policy_view(body: Body) -> PolicySummary:
-    """What a pass reads of a NetworkPolicy, but for its resourceVersion: a write that leaves labels
-    and spec as they were (an annotation, an ownerReference the GC drops) asks for no pass."""
-    return replace(summarize_policy(body), resource_version="")
-
-
-def _terminated(state: Body | None) -> Terminated | None:
-    term = (state or {}).get("terminated")
-    if not term:
-        return None
-    return Terminated(
-        exit_code=term.get("exitCode"),
-        reason=term.get("reason"),
-        message=term.get("message"),
-        finished_at=parse_time(term.get("finishedAt")),
-    )
-
-
-def _spark_status(statuses: list[Body], role: str, containers: list[Body]) -> Body | None:
-    """The Spark container's status. A driver pod's Spark container is its last one (Spark appends it
-    after the template's others, under the name spark.kubernetes.driver.podTemplateContainerName
-    chose); the kubelet lists statuses by name, not in that order."""
-    if role == labels.ROLE_DRIVER:
-        wanted = str(containers[-1].get("name")) if containers else DRIVER_CONTAINER
-    else:
-        wanted = EXECUTOR_CONTAINER
-    for status in statuses:
-        if status.get("name") == wanted:
-            return status
-    return statuses[-1] if role == labels.ROLE_DRIVER and statuses else (statuses[0] if statuses else None)
-
-
-def summarize_pod(body: Body) -> PodSummary:
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    pod_labels = meta.get("labels") or {}
-    role = pod_labels.get(labels.SPARK_ROLE, "")
-    deletion = parse_time(meta.get("deletionTimestamp"))
-    if deletion is not None:
-        deletion -= timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
-    disruption = None
-    unschedulable_since = None
-    unschedulable_message = None
-    ready = False
-    scheduled_at = None
-    for cond in status.get("conditions") or ():
-        if cond.get("type") == "Ready":
-            ready = cond.get("status") == "True"
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
-            scheduled_at = parse_time(cond.get("lastTransitionTime"))
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            disruption = cond.get("reason") or "DisruptionTarget"
-        if (
-            cond.get("type") == "PodScheduled"
-            and cond.get("status") == "False"
-            and cond.get("reason") == "Unschedulable"
-        ):
-            unschedulable_since = parse_time(cond.get("lastTransitionTime"))
-            unschedulable_message = cond.get("message")
-    containers = list(status.get("containerStatuses") or ())
-    spark = _spark_status(containers, role, list((body.get("spec") or {}).get("containers") or ()))
-    waiting = (spark or {}).get("state", {}).get("waiting") or {}
-    waiting_reason = waiting.get("reason") if waiting.get("reason") in STUCK_WAITING else None
-    init_failure = None
-    for init in status.get("initContainerStatuses") or ():
-        term = _terminated(init.get("state"))
-        if term is not None and term.exit_code not in (None, 0):
-            init_failure = Terminated(
-                term.exit_code,
-                "InitContainerFailed",
-                f"init container {init.get('name')}: {term.reason}",
-                term.finished_at,
-            )
-    return PodSummary(
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        resource_version=str(meta.get("resourceVersion", "")),
-        role=role,
-        incarnation=_incarnation(meta),
-        owner_uid=_owning_driver(body),
-        finalizers=tuple(meta.get("finalizers") or ()),
-        phase=status.get("phase") or "Pending",
-        created=parse_time(meta.get("creationTimestamp")),
-        deletion_requested=deletion,
-        reason=status.get("reason"),
-        message=status.get("message"),
-        disruption=disruption,
-        unschedulable_since=unschedulable_since,
-        unschedulable_message=unschedulable_message,
-        waiting_reason=waiting_reason,
-        waiting_message=waiting.get("message") if waiting_reason else None,
-        terminated=_terminated((spark or {}).get("state")),
-        init_failure=init_failure,
-        node_name=(body.get("spec") or {}).get("nodeName"),
-        pod_ip=status.get("podIP"),
-        start_time=parse_time(status.get("startTime")),
-        ready=ready,
-        scheduled_at=scheduled_at,
-    )
-
 
 controller_key = controller_keys(labels.GROUP, DRIVER_KIND)
 """The key of the SparkDriver that controls an object (its ConfigMaps, Services, driver pods, ...)."""
@@ -383,146 +44,20 @@ owner_key = reference_keys(labels.GROUP, DRIVER_KIND)
 (its driver pod controls it; the executor pod template's reference names the SparkDriver)."""
 
 
-def _controlling_driver(body: Body) -> str:
-    return str((controller_of(body, labels.GROUP, DRIVER_KIND) or {}).get("uid") or "")
-
-
-def _owning_driver(body: Body) -> str:
-    return str((reference_to(body, labels.GROUP, DRIVER_KIND) or {}).get("uid") or "")
-
-
-# ---------------------------------------------------------------------------------------------------
-# Kueue's objects (where it is installed): a SparkDriver's Workload, and what an admission and a
-# priority name (driver_controller.kueue)
-
-# Workload condition types (kueue.x-k8s.io/v1beta2).
-QUOTA_RESERVED: Final = "QuotaReserved"
-ADMITTED: Final = "Admitted"
-EVICTED: Final = "Evicted"
-FINISHED: Final = "Finished"
-REQUEUED: Final = "Requeued"
-
-
 @dataclass(frozen=True)
-class WorkloadSummary:
-    """A Workload as a pass reads it: its conditions, and the ResourceFlavors its admission chose per
-    pod set (from the status Kueue writes)."""
+class NameHolder:
+    """The pod that holds the name a SparkDriver's next driver pod needs, when it is not one of its own
+    (kubeflow's naming gives every run of an app the same driver pod name). ``driver``: the SparkDriver
+    whose pod it is (its sparkop.io/driver label); ``same_owner``: that SparkDriver is controlled by the
+    same object as this one (group, kind and uid: an earlier run of the same app or SparkConnect);
+    ``ended``: its status is final, its pod's outcome and log tail recorded there; ``going``: that
+    SparkDriver is gone or being deleted (the garbage collector takes the pod)."""
 
-    name: str
-    uid: str
-    owner_uid: str  # the uid of the SparkDriver that owns it (core.owners)
-    resource_version: str
-    generation: int
-    conditions: tuple[Mapping[str, Any], ...] = ()
-    flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # pod set -> flavor names
-    cluster_queue: str | None = None
-    has_admission: bool = False
-    finalizers: tuple[str, ...] = ()
-    deleting: bool = False
-
-    def condition(self, kind: str) -> Mapping[str, Any] | None:
-        return next((c for c in self.conditions if c.get("type") == kind), None)
-
-    def true(self, kind: str) -> bool:
-        found = self.condition(kind)
-        return found is not None and found.get("status") == "True"
-
-    @property
-    def admitted(self) -> bool:
-        return self.true(ADMITTED)
-
-    @property
-    def evicted(self) -> bool:
-        return self.true(EVICTED)
-
-    @property
-    def finished(self) -> bool:
-        return self.true(FINISHED)
-
-    @property
-    def holds_quota(self) -> bool:
-        """Quota is reserved for it (Kueue's HasQuotaReservation), or an admission still says so."""
-        return self.true(QUOTA_RESERVED) or self.has_admission
-
-    def waiting_reason(self) -> tuple[str, str]:
-        """Why it is not admitted yet, as Kueue says it (the QuotaReserved condition: "couldn't assign
-        flavors to pod set driver: insufficient quota for cpu in flavor default, ..."), else why not."""
-        reserved = self.condition(QUOTA_RESERVED)
-        if reserved is not None and reserved.get("status") == "False":
-            return str(reserved.get("reason") or "Pending"), str(reserved.get("message") or "")
-        admitted = self.condition(ADMITTED)
-        if reserved is not None and admitted is not None and admitted.get("status") == "False":
-            return str(admitted.get("reason") or "Pending"), str(admitted.get("message") or "")
-        return "Pending", "waiting for Kueue to consider it"
-
-
-@dataclass(frozen=True)
-class FlavorSummary:
-    """A ResourceFlavor: where the pods admitted on it go."""
-
-    name: str
-    node_labels: Mapping[str, str]
-    tolerations: tuple[Mapping[str, Any], ...]
-
-
-def trim_workload(body: JSON) -> JSON:
-    """What the Workload cache keeps: metadata and status (the spec is ours)."""
-    return _kept(body, status=body.get("status") or {})
-
-
-def summarize_workload(body: Mapping[str, Any]) -> WorkloadSummary:
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    admission = status.get("admission") or {}
-    flavors = {
-        str(assignment.get("name")): tuple(sorted(set((assignment.get("flavors") or {}).values())))
-        for assignment in admission.get("podSetAssignments") or ()
-    }
-    return WorkloadSummary(
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        owner_uid=_controlling_driver(body),
-        resource_version=str(meta.get("resourceVersion", "")),
-        generation=int(meta.get("generation") or 0),
-        conditions=tuple(dict(c) for c in status.get("conditions") or ()),
-        flavors=flavors,
-        cluster_queue=admission.get("clusterQueue") or None,
-        has_admission=bool(admission),
-        finalizers=tuple(meta.get("finalizers") or ()),
-        deleting=bool(meta.get("deletionTimestamp")),
-    )
-
-
-def workload_view(body: Mapping[str, Any]) -> WorkloadSummary:
-    """What a pass reads of a Workload, but for its resourceVersion and the conditions' times (Kueue
-    rewrites a pending Workload's QuotaReserved message as the queue changes; the times alone ask
-    for no pass)."""
-    summary = summarize_workload(body)
-    conditions = tuple({k: v for k, v in c.items() if k != "lastTransitionTime"} for c in summary.conditions)
-    return WorkloadSummary(**{**summary.__dict__, "resource_version": "", "conditions": conditions})
-
-
-def trim_flavor(body: JSON) -> JSON:
-    spec = body.get("spec") or {}
-    return _kept(body, spec={k: spec[k] for k in ("nodeLabels", "tolerations") if k in spec})
-
-
-def summarize_flavor(body: Mapping[str, Any]) -> FlavorSummary:
-    spec = body.get("spec") or {}
-    return FlavorSummary(
-        name=str((body.get("metadata") or {}).get("name", "")),
-        node_labels=dict(spec.get("nodeLabels") or {}),
-        tolerations=tuple(dict(t) for t in spec.get("tolerations") or ()),
-    )
-
-
-def trim_priority_class(body: JSON) -> JSON:
-    return _kept(body, value=body.get("value"))
-
-
-def priority_value(body: Mapping[str, Any]) -> tuple[str, int]:
-    """A WorkloadPriorityClass: (name, value)."""
-    return str((body.get("metadata") or {}).get("name", "")), int(body.get("value") or 0)
+    pod: PodSummary
+    driver: str | None
+    same_owner: bool = False
+    ended: bool = False
+    going: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -533,23 +68,40 @@ DEFAULT_FAILURE_WINDOW_SECONDS: Final = 600
 
 
 @dataclass(frozen=True)
-class TimeoutDefaults:
-    """The operator's defaults of a run's timeouts and executor-failure bound, for the specs that do not
-    say (sparkop run --driver-start-timeout ...; :mod:`driver_controller.timeouts`); None or 0: none."""
+class Limits:
+    """A run's timeouts, deadline and executor-failure bound, in seconds (None: none): the operator's
+    defaults (``Settings.timeouts``: sparkop run --driver-start-timeout ...) and, where its spec says,
+    a run's own (:func:`driver_controller.timeouts.limits`)."""
 
-    driver_start_seconds: int | None = None
-    driver_ready_seconds: int | None = None
-    executors_start_seconds: int | None = None
-    active_deadline_seconds: int | None = None
-    max_executor_failures: int | None = None
-    executor_failures_window_seconds: int = DEFAULT_FAILURE_WINDOW_SECONDS
+    driver_start: int | None = None
+    driver_ready: int | None = None
+    executors_start: int | None = None
+    deadline: int | None = None
+    max_failures: int | None = None
+    failure_window: int = DEFAULT_FAILURE_WINDOW_SECONDS
+
+    @property
+    def bounds_failures(self) -> bool:
+        return self.max_failures is not None
+
+    @property
+    def times_wanted(self) -> bool:
+        """Whether a wait counts from the driver pod's times (else they are not written: a run without
+        timeouts costs no write for them)."""
+        return any(x is not None for x in (self.driver_start, self.driver_ready, self.executors_start))
+
+    @property
+    def any(self) -> bool:
+        return self.times_wanted or self.deadline is not None or self.bounds_failures
 
 
 @dataclass(frozen=True)
 class Settings:
     unschedulable_timeout: float = DEFAULT_UNSCHEDULABLE_TIMEOUT
     render: RenderOptions = field(default_factory=RenderOptions)
-    timeouts: TimeoutDefaults = field(default_factory=TimeoutDefaults)
+    timeouts: Limits = field(default_factory=Limits)  # the operator's defaults
+    # How many executors status.executorState names (--max-tracked-executor-per-app).
+    max_tracked_executors: int = MAX_TRACKED_EXECUTORS
 
 
 @dataclass(frozen=True)
@@ -610,6 +162,16 @@ class Observed:
     workloads: Sequence[WorkloadSummary] = ()
     flavors: Mapping[str, FlavorSummary] = field(default_factory=dict)
     priority_classes: Mapping[str, int] = field(default_factory=dict)
+    # Another SparkDriver's driver pod holding the name this one's next driver pod needs (kubeflow's
+    # naming: one name for every run of an app, and every incarnation of a run).
+    name_holder: NameHolder | None = None
+    # The nodes known lost (their kubelet stopped reporting) among those of its driver pods being deleted.
+    lost_nodes: frozenset[str] = frozenset()
+    # The ends of driver pods' logs an earlier plan read (core.plan.ReadLog), by pod uid.
+    logs: Mapping[str, LogTail] = field(default_factory=dict)
+    # The pods kubeflow's operator left for this SparkDriver's app (its driver's and its executors), read
+    # only for a SparkDriver that adopts one (spec.adoptDriverPod: driver_controller.adoption).
+    left_pods: Sequence[PodSummary] = ()
 
     @classmethod
     def of(cls, body: Body | None, *args: Any, **kwargs: Any) -> Observed:

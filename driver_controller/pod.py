@@ -12,7 +12,7 @@ from sparkop.api.models import DriverPhase, DriverPodInfo, IncarnationOutcome, T
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import conditions, events
 from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why, stop_if_ended
-from sparkop.driver_controller.observed import DISRUPTION_REASONS, PodGroupSummary, PodSummary, Terminated
+from sparkop.driver_controller.summaries import DISRUPTION_REASONS, PodGroupSummary, PodSummary, Terminated
 
 # Spark's driver reads its own pod from the API server while its SparkContext starts (the Kubernetes
 # scheduler backend), then asks for its executors; when the API server cannot be reached at that moment
@@ -53,10 +53,11 @@ def recover_incarnation(f: Facts) -> Outcome:
         # that created it derived it.
         if recorded == 0 and not f.ended:
             f = f.start_incarnation(incarnation)
+        pod = f.driver_pod(incarnation)
         f = f.update(
             incarnation=incarnation,
             sparkApplicationId=naming.spark_app_id(f.uid, incarnation),
-            driverPod=DriverPodInfo(name=f.pod_name),
+            driverPod=DriverPodInfo(name=pod.name if pod is not None else f.pod_name),
         )
     return stop_if_ended(f)
 
@@ -64,17 +65,23 @@ def recover_incarnation(f: Facts) -> Outcome:
 def follow_driver_pod(f: Facts) -> Outcome:
     """What the current incarnation's driver pod says: its outcome (the driver has ended), its loss
     (replaced, or the driver fails), or how it runs. Not created yet, or not in the cache yet:
-    nothing to follow (create_missing (re)creates it)."""
+    nothing to follow (create_missing (re)creates it). An outcome or a loss is recorded with the end of
+    the pod's log, read first (the decision stops for it and follows at once with what was read)."""
     pod = f.driver_pod(f.incarnation)
-    pod_name = f.pod_name
     known = f.status.driverPod
-    seen = known is not None and known.name == pod_name and bool(known.uid)
+    # status.driverPod is the current incarnation's (a new incarnation starts without one), and has a
+    # uid once a pass saw that pod.
+    seen = known is not None and bool(known.uid)
     if pod is None and not seen:
         return Continue(f)
+    pod_name = pod.name if pod is not None else (known.name if known is not None and known.name else f.pod_name)
     had_executors = any(o.role == labels.ROLE_EXECUTOR and o.incarnation == f.incarnation for o in f.owned_pods)
     loss = lost_reason(pod, had_executors)
     if loss is not None:
-        return stop_if_ended(_lost(f, pod_name, *loss))
+        f, tail = f.log_tail(pod)
+        if tail is None:
+            return Stop(f, Why.READING_LOG)
+        return stop_if_ended(_lost(f, pod_name, *loss, log_tail=tail))
     assert pod is not None
     info = pod_info(pod, known)
     ending = outcome(pod)
@@ -90,7 +97,10 @@ def follow_driver_pod(f: Facts) -> Outcome:
     message = f"driver pod {pod_name} {phase.value.lower()}"
     if termination is not None and termination.exitCode is not None:
         message += f" with exit code {termination.exitCode}"
-    return Stop(_terminal(f, phase, termination, reason, message, pod_name), Why.FINISHED)
+    f, tail = f.log_tail(pod)
+    if tail is None:
+        return Stop(f, Why.READING_LOG)
+    return Stop(_terminal(f, phase, termination, reason, message, pod_name, tail), Why.FINISHED)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -189,12 +199,12 @@ def pod_info(pod: PodSummary, known: DriverPodInfo | None = None) -> DriverPodIn
 
 
 def _terminal(
-    f: Facts, phase: DriverPhase, term: Termination | None, reason: str, message: str, pod_name: str
+    f: Facts, phase: DriverPhase, term: Termination | None, reason: str, message: str, pod_name: str, log_tail: str
 ) -> Facts:
     f = f.update(phase=phase, completionTime=f.now)
     if term is not None:
         f = f.update(termination=term)
-    f = f.record(f.incarnation, pod_name, IncarnationOutcome(phase.value), reason, message)
+    f = f.record(f.incarnation, pod_name, IncarnationOutcome(phase.value), reason, message, log_tail)
     event_type: Literal["Normal", "Warning"] = "Normal" if phase is DriverPhase.SUCCEEDED else "Warning"
     event_reason = {DriverPhase.SUCCEEDED: events.SUCCEEDED, DriverPhase.FAILED: events.FAILED}.get(
         phase, events.SUBMISSION_FAILED
@@ -202,10 +212,10 @@ def _terminal(
     return f.event(event_type, event_reason, message or f"driver pod {pod_name} {phase.value.lower()}")
 
 
-def _lost(f: Facts, pod_name: str, reason: str, message: str) -> Facts:
-    """The current driver pod went away before it finished: replace it, or fail when the
-    replacements are used up."""
-    f = f.record(f.incarnation, pod_name, IncarnationOutcome.LOST, reason, message)
+def _lost(f: Facts, pod_name: str, reason: str, message: str, *, log_tail: str) -> Facts:
+    """The current driver pod went away before it finished: replace it (a pod of the same name, once
+    this one is gone), or fail when the replacements are used up."""
+    f = f.record(f.incarnation, pod_name, IncarnationOutcome.LOST, reason, message, log_tail)
     # Incarnations Kueue's evictions started are no replacements of lost pods.
     replacements = f.incarnation - 1 - (f.status.queueEvictions or 0)
     limit = f.driver.spec.maxDriverPodReplacements

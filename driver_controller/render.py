@@ -163,7 +163,7 @@ def names(driver: SparkDriver, incarnation: int) -> IncarnationNames:
     return IncarnationNames(
         pod_group=naming.pod_group_name(name) if needs_group else None,
         network_policy=naming.network_policy_name(name, incarnation) if has_network_policy(driver) else None,
-        pod=naming.driver_pod_name(name, incarnation),
+        pod=naming.driver_pod_name(name, driver.spec.driver.podName),
         service=service,
         config_maps=frozenset(config_maps),
         web_ui_address=f"{service}.{namespace}.svc:{ui_port}",

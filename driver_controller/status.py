@@ -14,10 +14,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from sparkop.api.models import DriverPhase, IncarnationOutcome, IncarnationRecord, LastError, SparkDriverStatus
+from sparkop.api.models import (
+    LOG_TAIL_CHARS,
+    DriverPhase,
+    IncarnationOutcome,
+    IncarnationRecord,
+    LastError,
+    SparkDriverStatus,
+)
 from sparkop.domain import status_waits
 from sparkop.domain.status_waits import Since
-from sparkop.driver_controller.observed import PodSummary
+from sparkop.driver_controller.summaries import PodSummary
 
 HISTORY_MAX: Final = 10  # status.incarnations keeps the last ten
 MAX_RECORD_MESSAGE: Final = 4096  # an incarnation record's message is cut to this
@@ -38,7 +45,7 @@ def ended(status: SparkDriverStatus) -> bool:
 
 
 # What a pass derives again from the pods it observes, whatever was written before.
-_PROGRESS: Final = frozenset({"driverPod", "executors"})
+_PROGRESS: Final = frozenset({"driverPod", "executors", "executorState"})
 
 
 # What the pass that creates the first driver pod writes, all of which a later pass derives again from
@@ -83,8 +90,7 @@ def status_wait(
     }
     if first_pod_only(old, new):
         return 0.0 if announced else status_waits.left(status_waits.SPARK_DRIVER_FIRST_POD, since, now)
-    changed = status_waits.changed_fields(old, new, by_field=_PROGRESS)
-    return status_waits.may_wait(changed, status_waits.SPARK_DRIVER, since, now)
+    return status_waits.status_wait(old, new, status_waits.SPARK_DRIVER, since, now, by_field=_PROGRESS)
 
 
 def _last_step(pod: PodSummary) -> datetime | None:
@@ -104,6 +110,7 @@ def with_record(
     reason: str,
     message: str,
     now: datetime,
+    log_tail: str | None = None,
 ) -> SparkDriverStatus:
     """The incarnation's record added to status.incarnations (the newest HISTORY_MAX kept), unless
     the incarnation already has one: it ended once."""
@@ -119,6 +126,7 @@ def with_record(
         reason=reason or None,
         message=message[:MAX_RECORD_MESSAGE] or None,
         time=now,
+        logTail=log_tail[-LOG_TAIL_CHARS:] if log_tail else None,
     )
     return status.model_copy(update={"incarnations": [*history, entry][-HISTORY_MAX:]})
 

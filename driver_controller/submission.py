@@ -39,6 +39,7 @@ from sparkop.driver_controller.templates import EXECUTOR_CONTAINER as EXECUTOR_C
 from sparkop.driver_controller.templates import (
     driver_template,
     executor_template,
+    kubeflow_pod_labels,
     owner_reference,
     spark_container_name,
     sparkop_labels,
@@ -111,6 +112,7 @@ class Submission:
     executor_template: JSON
     sparkop_labels: dict[str, str]
     owner: JSON  # the SparkDriver, as an ownerReference target
+    pod_labels: dict[str, str] = field(default_factory=dict)  # on the driver and executor pods only
     driver_container: str = DRIVER_CONTAINER  # the name of the driver template's Spark container
     submit_time_ms: int | None = None
     # The metrics ConfigMap's files (metrics.properties, prometheus.yaml); empty: no such ConfigMap.
@@ -353,8 +355,9 @@ def _spark_conf(
     _put_prefixed(conf, "spark.kubernetes.node.selector.", spec.nodeSelector)
     _dynamic_allocation_conf(conf, spec.dynamicAllocation)
     monitoring_conf(conf, driver)
-    # What sparkop owns: deterministic names per incarnation.
-    conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, incarnation)
+    # What sparkop owns: deterministic names (the driver pod's the same for every incarnation, the
+    # executors' and the other objects' per incarnation).
+    conf["spark.kubernetes.driver.pod.name"] = naming.driver_pod_name(name, spec.driver.podName)
     conf["spark.kubernetes.executor.podNamePrefix"] = naming.pod_prefix(name, incarnation)
     # The driver Service is the SparkDriver's, removed with its incarnation. A driver that deletes
     # it at stop (Spark's default) races the controller, which sees it missing while the driver
@@ -435,6 +438,7 @@ def submission(driver: SparkDriver, incarnation: int) -> Submission:
         executor_template=executor_template(driver, incarnation, template_mounts["executor"], metrics_map),
         sparkop_labels=sparkop_labels(driver, incarnation),
         owner=owner_reference(driver, controller=True),
+        pod_labels=kubeflow_pod_labels(driver),
         driver_container=spark_container_name(spec.sparkConf, "driver"),
         submit_time_ms=_submit_time_ms(driver),
         metrics_files=files,

@@ -48,6 +48,18 @@ def sparkop_labels(driver: SparkDriver, incarnation: int) -> dict[str, str]:
     return result
 
 
+def kubeflow_pod_labels(driver: SparkDriver) -> dict[str, str]:
+    """kubeflow's labels on the driver and executor pods, whatever the app's group: its clients and
+    dashboards select by them. The submission id is the SparkDriver's uid: one per run, and the
+    ``status.submissionID`` of its app; the app's name only where the SparkDriver runs an app."""
+    meta = driver.metadata
+    out = {labels.KUBEFLOW_LAUNCHED: "true", labels.KUBEFLOW_SUBMISSION_ID: str(meta["uid"])}
+    app = (meta.get("labels") or {}).get(labels.APP)
+    if app:
+        out[labels.KUBEFLOW_APP_NAME] = app
+    return out
+
+
 def owner_reference(driver: SparkDriver, *, controller: bool) -> JSON:
     meta = driver.metadata
     owner: JSON = {
@@ -200,6 +212,10 @@ def executor_template(
     if driver.spec.sparkConfigMap:
         container.setdefault("env", []).append({"name": "SPARK_CONF_DIR", "value": SPARK_CONF_MAP_DIR})
     meta = pod["metadata"]
-    meta["labels"] = {**(meta.get("labels") or {}), **sparkop_labels(driver, incarnation)}
+    meta["labels"] = {
+        **(meta.get("labels") or {}),
+        **kubeflow_pod_labels(driver),
+        **sparkop_labels(driver, incarnation),
+    }
     meta["ownerReferences"] = [owner_reference(driver, controller=False)]
     return _prune_empty(pod)

@@ -44,8 +44,9 @@ from sparkop.api.models import (
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
 from sparkop.driver_controller.facts import Continue, Facts, Outcome, Stop, Why
-from sparkop.driver_controller.observed import DEFAULT_FAILURE_WINDOW_SECONDS, PodSummary, TimeoutDefaults
+from sparkop.driver_controller.observed import Limits
 from sparkop.driver_controller.pod import outcome
+from sparkop.driver_controller.summaries import PodSummary
 
 DRIVER_START: Final = models.DRIVER_START_TIMED_OUT
 DRIVER_READY: Final = models.DRIVER_READY_TIMED_OUT
@@ -60,48 +61,22 @@ MAX_TEXT: Final = 2048
 MAX_MESSAGE: Final = 4096
 
 
-@dataclass(frozen=True)
-class Limits:
-    """One run's limits (None: none)."""
-
-    driver_start: int | None = None
-    driver_ready: int | None = None
-    executors_start: int | None = None
-    deadline: int | None = None
-    max_failures: int | None = None
-    failure_window: int = DEFAULT_FAILURE_WINDOW_SECONDS
-
-    @property
-    def bounds_failures(self) -> bool:
-        return self.max_failures is not None
-
-    @property
-    def times_wanted(self) -> bool:
-        """Whether a wait counts from the driver pod's times (else they are not written: a run without
-        timeouts costs no write for them)."""
-        return any(x is not None for x in (self.driver_start, self.driver_ready, self.executors_start))
-
-    @property
-    def any(self) -> bool:
-        return self.times_wanted or self.deadline is not None or self.bounds_failures
-
-
 def _set(value: int | None, default: int | None) -> int | None:
     chosen = value if value is not None else default
     return chosen if chosen else None  # 0: none
 
 
-def limits(spec: SparkDriverSpec, defaults: TimeoutDefaults) -> Limits:
-    """The spec's limits, the operator's where it sets none."""
+def limits(spec: SparkDriverSpec, defaults: Limits) -> Limits:
+    """The spec's limits, the operator's ``defaults`` where it sets none (0 in either: none)."""
     t = spec.timeouts
     failures = spec.executorFailures
     return Limits(
-        driver_start=_set(t.driverStartSeconds if t else None, defaults.driver_start_seconds),
-        driver_ready=_set(t.driverReadySeconds if t else None, defaults.driver_ready_seconds),
-        executors_start=_set(t.executorsStartSeconds if t else None, defaults.executors_start_seconds),
-        deadline=_set(spec.activeDeadlineSeconds, defaults.active_deadline_seconds),
-        max_failures=failures.maxFailures if failures else defaults.max_executor_failures or None,
-        failure_window=failures.windowSeconds if failures else defaults.executor_failures_window_seconds,
+        driver_start=_set(t.driverStartSeconds if t else None, defaults.driver_start),
+        driver_ready=_set(t.driverReadySeconds if t else None, defaults.driver_ready),
+        executors_start=_set(t.executorsStartSeconds if t else None, defaults.executors_start),
+        deadline=_set(spec.activeDeadlineSeconds, defaults.deadline),
+        max_failures=failures.maxFailures if failures else defaults.max_failures or None,
+        failure_window=failures.windowSeconds if failures else defaults.failure_window,
     )
 
 
@@ -354,7 +329,6 @@ __all__ = [
     "EXECUTORS_START",
     "REASONS",
     "Expired",
-    "Limits",
     "Times",
     "crash_loop",
     "deadline",

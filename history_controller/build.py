@@ -32,7 +32,7 @@ from sparkop.history_controller.observed import ServerView
 
 COMPONENT: Final = "history-server"
 SELECTOR: Final = f"{labels.MANAGED_BY}={labels.MANAGER},{labels.COMPONENT}={COMPONENT}"
-CONTAINER: Final = "spark-history-server"
+CONTAINER: Final = history.CONTAINER
 SPARK_UID: Final = 185
 PROPERTIES_ENV: Final = "SPARKOP_HISTORY_PROPERTIES"
 PROXY_BASE: Final = "spark.ui.proxyBase"

@@ -31,9 +31,8 @@ CHILD_INDEXES: Final = (
 
 def history_controller(runtime: Runtime) -> Controller[Observed, SparkHistoryServerStatus]:
     def observe(own: Own[SparkHistoryServerStatus]) -> Observed:
-        children = tuple(c for index, _ in CHILD_INDEXES for c in runtime.index(index).get(own.key) or ())
-        view, refusals = ServerView.from_body(own.body), dict(own.learnt.refusals)
-        return Observed(view, own.status, own.body, children, refusals, own.namespace_terminating)
+        children = tuple(c for index, _ in CHILD_INDEXES for c in runtime.filed(index, own.key))
+        return Observed(ServerView.from_body(own.body), children, **own.observed())
 
     return Controller(
         name="history",
@@ -57,8 +56,9 @@ def history_controller(runtime: Runtime) -> Controller[Observed, SparkHistorySer
     )
 
 
-def register(runtime: Runtime) -> Controller[Observed, SparkHistoryServerStatus]:
-    """The history controller's caches, change handlers and work queue."""
+def register(runtime: Runtime) -> tuple[Controller[Observed, SparkHistoryServerStatus]]:
+    """The history controller's caches, change handlers and work queue (sparkop's group only: kubeflow
+    has no such kind)."""
     declared = history_controller(runtime)
     start(runtime, declared)
-    return declared
+    return (declared,)

@@ -4,24 +4,15 @@ controls (Deployment, Service, Ingress, HTTPRoute), read leniently from the info
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sparkop.api.history import KIND, SparkHistoryServerStatus
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
+from sparkop.core.jsonread import integer, mapping
+from sparkop.core.owners import ObjectView, ObservedOwn, OwnedView, controller_keys, identity, owned_by, owned_identity
 from sparkop.domain import labels
 
 Key = tuple[str, str]  # (namespace, SparkHistoryServer name)
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,8 +26,8 @@ class ServerView(ObjectView):
     def from_body(cls, body: Mapping[str, Any]) -> ServerView:
         return cls(
             **identity(body),
-            generation=_int(_map(body.get("metadata")).get("generation")),
-            spec=_map(body.get("spec")),
+            generation=integer(mapping(body.get("metadata")).get("generation")),
+            spec=mapping(body.get("spec")),
         )
 
 
@@ -52,27 +43,23 @@ class ChildView(OwnedView):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ChildView:
-        meta = _map(body.get("metadata"))
+        meta = mapping(body.get("metadata"))
         return cls(
             **owned_identity(body, labels.GROUP, KIND),
             api_version=str(body.get("apiVersion") or ""),
             kind=str(body.get("kind") or ""),
-            spec_hash=_map(meta.get("annotations")).get(labels.SPEC_HASH),
-            ready_replicas=_int(_map(body.get("status")).get("readyReplicas")),
+            spec_hash=mapping(meta.get("annotations")).get(labels.SPEC_HASH),
+            ready_replicas=integer(mapping(body.get("status")).get("readyReplicas")),
         )
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[SparkHistoryServerStatus]):
     """Everything one pass decides from. ``children``: those filed under this key; only those whose
     controller is this object's uid count. ``body``: the object as listed (for ownerReferences)."""
 
     server: ServerView
-    status: SparkHistoryServerStatus
-    body: JSON
     children: Sequence[ChildView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     def owned(self) -> tuple[ChildView, ...]:
         return owned_by(self.children, self.server.uid)

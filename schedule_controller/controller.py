@@ -1,6 +1,8 @@
 """The schedule controller's declaration for the skeleton (``core.controller``): the
 ScheduledSparkApplications and the SparkApplications they own, an ``observe`` over them, and the pure
-``decide``. Registered by ``sparkop run --controllers scheduled`` through :func:`register`.
+``decide``. Registered by ``sparkop run --controllers scheduled`` through :func:`register`, once for each
+served group (sparkop's, and kubeflow's with ``--kubeflow-api``): a schedule starts SparkApplications of
+its own group.
 
 Its clock is :data:`CLOCK`, the real one; a test that must move the operator's time (rather than
 sleep until the next scheduled minute) runs the operator through a wrapper that replaces it
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Final
 
 from sparkop.api.scheduled import ScheduledSparkApplicationStatus
@@ -20,6 +23,7 @@ from sparkop.core.owners import object_key, snapshot
 from sparkop.core.runtime import Runtime
 from sparkop.core.times import utc_now
 from sparkop.domain import kinds
+from sparkop.domain.kinds import API
 from sparkop.schedule_controller.decide import decide
 from sparkop.schedule_controller.observed import (
     Observed,
@@ -38,27 +42,31 @@ CLOCK: Clock = utc_now
 
 
 def schedule_controller(
-    runtime: Runtime, clock: Clock | None = None
+    runtime: Runtime, clock: Clock | None = None, api: API = kinds.SPARKOP_API
 ) -> Controller[Observed, ScheduledSparkApplicationStatus]:
-    def observe(own: Own[ScheduledSparkApplicationStatus]) -> Observed:
-        runs = tuple(runtime.index(RUNS_INDEX).get(own.key) or ())
-        view = ScheduledView.from_body(own.body)
-        return Observed(view, own.status, own.body, runs, dict(own.learnt.refusals), own.namespace_terminating)
+    """The schedule controller of ``api``'s ScheduledSparkApplications."""
+    runs_index = api.named(RUNS_INDEX)
 
+    def observe(own: Own[ScheduledSparkApplicationStatus]) -> Observed:
+        runs = runtime.filed(runs_index, own.key)
+        return Observed(ScheduledView.from_body(own.body), runs, **own.observed())
+
+    run_view = partial(RunView.from_body, group=api.group)
     return Controller(
-        name="scheduled",
-        own=Source(SCHEDULED_INDEX, kinds.SCHEDULED_SPARK_APPLICATIONS, object_key, snapshot),
-        owned=(Source(RUNS_INDEX, kinds.SPARK_APPLICATIONS, owner_keys, RunView.from_body),),
+        name=api.named("scheduled"),
+        own=Source(api.named(SCHEDULED_INDEX), api.scheduled, object_key, snapshot),
+        owned=(Source(runs_index, api.applications, owner_keys(api.group), run_view),),
         observe=observe,
         decide=decide,
         status=ScheduledSparkApplicationStatus,
-        log=log,
+        log=api.log(log),
         clock=clock or CLOCK,
     )
 
 
-def register(runtime: Runtime) -> Controller[Observed, ScheduledSparkApplicationStatus]:
-    """The schedule controller's caches, change handlers and work queue."""
-    declared = schedule_controller(runtime)
-    start(runtime, declared)
+def register(runtime: Runtime) -> tuple[Controller[Observed, ScheduledSparkApplicationStatus], ...]:
+    """The schedule controller's caches, change handlers and work queue, for each served group."""
+    declared = tuple(schedule_controller(runtime, api=api) for api in kinds.served_apis(runtime.options.kubeflow_api))
+    for controller in declared:
+        start(runtime, controller)
     return declared

@@ -36,6 +36,7 @@ from sparkop.core.times import format_time
 from sparkop.domain import labels, naming
 from sparkop.schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
 
+APP_KIND: Final = "SparkApplication"  # what a schedule starts, in its own group
 # Events (reasons), CamelCase as Kubernetes' own.
 RUN_STARTED: Final = "RunStarted"
 RUN_SKIPPED: Final = "RunSkipped"
@@ -59,8 +60,8 @@ def build_run(sched: ScheduledView, body: JSON, at: datetime) -> JSON:
     labels plus ours, controller-owned by the ScheduledSparkApplication ``body``."""
     spec: JSON = copy_json(sched.spec.get("template") or {})
     return {
-        "apiVersion": labels.API_VERSION,
-        "kind": "SparkApplication",
+        "apiVersion": sched.api_version,
+        "kind": APP_KIND,
         "metadata": {
             "name": run_name(sched.name, at),
             "namespace": sched.namespace,
@@ -68,6 +69,7 @@ def build_run(sched: ScheduledView, body: JSON, at: datetime) -> JSON:
                 **sched.labels,
                 labels.MANAGED_BY: labels.MANAGER,
                 labels.SCHEDULED_APP: naming.label_value(sched.name),
+                labels.KUBEFLOW_SCHEDULED_APP_NAME: naming.label_value(sched.name),
             },
             "annotations": {labels.SCHEDULED_TIME: format_time(at) or ""},
             "ownerReferences": [owner_reference(body)],
@@ -80,13 +82,14 @@ def _int(value: Any, default: int | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
-def _history(runs: list[RunView], state: str, limit: int, name: str) -> tuple[list[str], list[Action], list[Event]]:
+def _history(
+    runs: list[RunView], state: str, limit: int, sched: ScheduledView
+) -> tuple[list[str], list[Action], list[Event]]:
     """(kept names newest first, deletes, events) for the finished runs in ``state``."""
     done = sorted((r for r in runs if r.state == state), key=lambda r: r.when, reverse=True)
     kept, pruned = done[:limit], done[limit:]
-    deletes: list[Action] = [
-        Delete(labels.API_VERSION, "SparkApplication", r.name, r.uid, RUN_PRUNED) for r in reversed(pruned)
-    ]
+    name = sched.name
+    deletes: list[Action] = [Delete(sched.api_version, APP_KIND, r.name, r.uid, RUN_PRUNED) for r in reversed(pruned)]
     what = "successful" if state == COMPLETED else "failed"
     events = [
         Event("Normal", RUN_PRUNED, f"deleted {what} run {r.name} ({name} keeps {limit})") for r in reversed(pruned)
@@ -103,10 +106,10 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
     status = observed.status.model_copy(deep=True)
     status.observedGeneration = sched.generation
     successful, deletes, pruned = _history(
-        runs, COMPLETED, _int(spec.get("successfulRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched.name
+        runs, COMPLETED, _int(spec.get("successfulRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched
     )
     failed, more_deletes, more_pruned = _history(
-        runs, FAILED, _int(spec.get("failedRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched.name
+        runs, FAILED, _int(spec.get("failedRunHistoryLimit"), DEFAULT_HISTORY_LIMIT) or 0, sched
     )
     plan = (
         Plan[ScheduledSparkApplicationStatus]().with_after(*deletes, *more_deletes).with_events(*pruned, *more_pruned)
@@ -193,14 +196,10 @@ def _act_on(
         for run in active:
             if run.name == name:
                 continue
-            plan = plan.with_before(Delete(labels.API_VERSION, "SparkApplication", run.name, run.uid, RUN_REPLACED))
+            plan = plan.with_before(Delete(observed.scheduled.api_version, APP_KIND, run.name, run.uid, RUN_REPLACED))
             plan = plan.with_event("Normal", RUN_REPLACED, f"deleted active run {run.name} to start {name} (Replace)")
             replaced.add(run.name)
     plan = plan.with_before(Create(manifest, RUN_STARTED))
     plan = plan.with_event("Normal", RUN_STARTED, f"started run {name} scheduled at {when}")
     status.lastRun, status.lastRunName = due, name
     return replaced, plan
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -3,17 +3,18 @@ SparkApplications it owns (its runs), read leniently from the informer caches.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from sparkop.api.scheduled import KIND, Schedule, ScheduledSparkApplicationStatus, ScheduleError, parse_schedule
-from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import ObjectView, OwnedView, controller_keys, identity, owned_by, owned_identity
-from sparkop.core.plan import Refusal
+from sparkop.core.jsonread import mapping
+from sparkop.core.owners import ObservedOwn, OwnedView, controller_keys, owned_by, owned_identity
 from sparkop.core.times import parse_time
 from sparkop.domain import labels
+from sparkop.domain.kinds import ServedView, served_fields
+from sparkop.domain.labels import GROUP
 
 Key = tuple[str, str]  # (namespace, ScheduledSparkApplication name)
 
@@ -21,32 +22,18 @@ COMPLETED: Final = "COMPLETED"
 FAILED: Final = "FAILED"
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 @dataclass(frozen=True, kw_only=True)
-class ScheduledView(ObjectView):
+class ScheduledView(ServedView):
     """The facts of one ScheduledSparkApplication a pass reads (its status: Observed.status)."""
 
-    generation: int
     created: datetime
-    spec: Mapping[str, Any]
     schedule: Schedule | ScheduleError  # spec.schedule and spec.timeZone read, or why they cannot be
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduledView:
-        meta = _map(body.get("metadata"))
-        generation = meta.get("generation")
-        created = parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
-        spec = _map(body.get("spec"))
-        return cls(
-            **identity(body),
-            generation=generation if isinstance(generation, int) else 0,
-            created=created,
-            spec=spec,
-            schedule=_schedule(spec, created),
-        )
+        fields = served_fields(body)
+        created = parse_time(mapping(body.get("metadata")).get("creationTimestamp")) or datetime.fromtimestamp(0, UTC)
+        return cls(**fields, created=created, schedule=_schedule(fields["spec"], created))
 
 
 def _schedule(spec: Mapping[str, Any], created: datetime) -> Schedule | ScheduleError:
@@ -77,29 +64,26 @@ class RunView(OwnedView):
         return self.scheduled or self.created or datetime.fromtimestamp(0, UTC)
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> RunView:
-        meta = _map(body.get("metadata"))
-        state = _map(_map(body.get("status")).get("applicationState")).get("state")
+    def from_body(cls, body: Mapping[str, Any], group: str = GROUP) -> RunView:
+        """A run as the schedule controller of ``group``'s ScheduledSparkApplications sees it."""
+        meta = mapping(body.get("metadata"))
+        state = mapping(mapping(body.get("status")).get("applicationState")).get("state")
         return cls(
-            **owned_identity(body, labels.GROUP, KIND),
-            scheduled=parse_time(_map(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
+            **owned_identity(body, group, KIND),
+            scheduled=parse_time(mapping(meta.get("annotations")).get(labels.SCHEDULED_TIME)),
             created=parse_time(meta.get("creationTimestamp")),
             state=state if isinstance(state, str) else None,
         )
 
 
 @dataclass(frozen=True)
-class Observed:
+class Observed(ObservedOwn[ScheduledSparkApplicationStatus]):
     """Everything one pass decides from. ``runs``: the SparkApplications filed under this key (only those
     whose controller is this object's uid count). ``refusals``: creates the API server refused, by
     ``core.plan.refusal_key``. ``body``: the object as listed, for the runs' ownerReference."""
 
     scheduled: ScheduledView
-    status: ScheduledSparkApplicationStatus
-    body: JSON
     runs: Sequence[RunView] = ()
-    refusals: Mapping[str, Refusal] = field(default_factory=dict)
-    namespace_terminating: bool = False
 
     @property
     def owned(self) -> tuple[RunView, ...]:
@@ -107,4 +91,6 @@ class Observed:
         return owned_by(self.runs, self.scheduled.uid, lambda r: r.when)
 
 
-owner_keys = controller_keys(labels.GROUP, KIND)
+def owner_keys(group: str = labels.GROUP) -> Callable[[Mapping[str, Any]], list[Key]]:
+    """How the schedule controller of ``group`` files its runs: under their controller owner's key."""
+    return controller_keys(group, KIND)

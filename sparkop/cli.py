@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from sparkop.core import logs
-from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS
+from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS, MAX_TRACKED_CHILDREN
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -62,6 +62,21 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
         "--controllers",
         default="apps,driver,scheduled,connect,history",
         help="comma-separated: apps, driver, scheduled, connect, history (default: all)",
+    )
+    run.add_argument(
+        "--kubeflow-api",
+        action="store_true",
+        help="also serve kubeflow spark-operator's API: SparkApplications and ScheduledSparkApplications in "
+        "sparkoperator.k8s.io/v1beta2 and SparkConnects in sparkoperator.k8s.io/v1alpha1, unchanged (their "
+        "CRDs: crds/kubeflow/; docs/migrating-from-kubeflow.md)",
+    )
+    run.add_argument(
+        "--max-tracked-executor-per-app",
+        type=_tracked,
+        default=MAX_TRACKED_CHILDREN,
+        metavar="N",
+        help="how many executors status.executorState names, those with the lowest Spark executor ids "
+        f"(kubeflow's flag; default and most {MAX_TRACKED_CHILDREN}; 0: none)",
     )
     run.add_argument(
         "--workers",
@@ -444,6 +459,16 @@ def _port(text: str) -> int:
     return value
 
 
+def _tracked(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; write e.g. 100") from None
+    if not 0 <= value <= MAX_TRACKED_CHILDREN:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 0 (none) and {MAX_TRACKED_CHILDREN}")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -623,6 +648,8 @@ def _run(args: argparse.Namespace) -> int:
                 kube_api_burst=args.kube_api_burst,
                 metrics_labels=tuple(name.strip() for name in args.metrics_labels.split(",") if name.strip()),
                 ui_service=args.ui_service,
+                kubeflow_api=args.kubeflow_api,
+                max_tracked_executors=args.max_tracked_executor_per_app,
             ),
             election=election,
             serving=(

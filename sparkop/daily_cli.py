@@ -1,9 +1,12 @@
 """The commands for daily use: ``sparkop list``, ``logs``, ``events``, ``suspend`` and ``resume``.
 
 They take kubectl's flags (--kubeconfig, --context, -n defaulting to the context's namespace) and
-find every object the way the controllers do: SparkDrivers by their app label, pods by their
-SparkDriver, incarnation, Spark role and executor id labels, never by guessing a name. What to show
-and which pod to read is decided by pure functions below, so it can be tested without a cluster.
+find every object the way the controllers do: SparkDrivers by their app label and controller owner,
+pods by their SparkDriver, incarnation, Spark role and executor id labels, never by guessing a name.
+An app is looked for in every group the cluster serves (sparkop's, and kubeflow's where the operator
+runs with --kubeflow-api); where one name is taken in both, ``GROUP/NAME`` (``sparkoperator.k8s.io/pi``)
+says which. What to show and which pod to read is decided by pure functions below, so it can be tested
+without a cluster.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
+from sparkop.core.owners import controller_of
 from sparkop.core.times import parse_time
 from sparkop.domain import kinds, labels, naming
+from sparkop.domain.kinds import API
 from sparkop.driver_controller.submission import EXECUTOR_CONTAINER
 
 LAST_ERROR_WIDTH = 60
@@ -133,8 +138,15 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 WIDE_HEADERS: Final = ("SPARK", "DRIVER POD", "SPARK APP ID")
 
 
-def list_headers(*, all_namespaces: bool, wide: bool) -> list[str]:
+def group_of(app: JSON) -> str:
+    return str(app.get("apiVersion") or labels.API_VERSION).rpartition("/")[0]
+
+
+def list_headers(*, all_namespaces: bool, wide: bool, groups: bool = False) -> list[str]:
+    """``groups``: a GROUP column, where apps of kubeflow's group are listed too."""
     headers = ["NAME", "STATE", "ATTEMPTS", "EXECUTORS", "DURATION", "AGE", "LAST ERROR"]
+    if groups:
+        headers.insert(1, "GROUP")
     if wide:
         headers[-1:-1] = WIDE_HEADERS  # LAST ERROR stays last: it is the column that may hold spaces
     if all_namespaces:
@@ -142,7 +154,7 @@ def list_headers(*, all_namespaces: bool, wide: bool) -> list[str]:
     return headers
 
 
-def list_row(app: JSON, now: datetime, *, all_namespaces: bool, wide: bool) -> list[str]:
+def list_row(app: JSON, now: datetime, *, all_namespaces: bool, wide: bool, groups: bool = False) -> list[str]:
     meta, status = app["metadata"], app.get("status") or {}
     row = [
         meta["name"],
@@ -159,17 +171,26 @@ def list_row(app: JSON, now: datetime, *, all_namespaces: bool, wide: bool) -> l
             str(status.get("sparkApplicationId") or "-"),
         ]
     row.append(last_error(app))
+    if groups:
+        row.insert(1, group_of(app))
     if all_namespaces:
         row.insert(0, meta.get("namespace", ""))
     return row
 
 
-def render_list(apps: Iterable[JSON], now: datetime, *, all_namespaces: bool, wide: bool = False) -> str:
+def render_list(
+    apps: Iterable[JSON], now: datetime, *, all_namespaces: bool, wide: bool = False, groups: bool | None = None
+) -> str:
     """``sparkop list``'s table: kubectl get spark's columns plus the run's duration and last error;
-    ``wide`` (``-o wide``) adds the Spark version, the driver pod and the Spark application id."""
-    ordered = sorted(apps, key=lambda a: (a["metadata"].get("namespace", ""), a["metadata"]["name"]))
-    rows = [list_row(app, now, all_namespaces=all_namespaces, wide=wide) for app in ordered]
-    return render_table(list_headers(all_namespaces=all_namespaces, wide=wide), rows)
+    ``wide`` (``-o wide``) adds the Spark version, the driver pod and the Spark application id; a GROUP
+    column when apps of kubeflow's group are among them (``groups`` says so instead, where later rows
+    must line up: a watch)."""
+    apps = list(apps)
+    if groups is None:
+        groups = any(group_of(app) != labels.GROUP for app in apps)
+    ordered = sorted(apps, key=lambda a: (a["metadata"].get("namespace", ""), a["metadata"]["name"], group_of(a)))
+    rows = [list_row(app, now, all_namespaces=all_namespaces, wide=wide, groups=groups) for app in ordered]
+    return render_table(list_headers(all_namespaces=all_namespaces, wide=wide, groups=groups), rows)
 
 
 def object_name(obj: JSON) -> str:
@@ -195,6 +216,26 @@ def render_object(obj: JSON, output: str) -> str:
     if output == "json":
         return json.dumps(obj, indent=4, ensure_ascii=False)
     return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True).rstrip("\n")
+
+
+def app_reference(text: str) -> tuple[tuple[API, ...], str]:
+    """(the groups to look in, the name) of an APP argument: ``NAME`` (every group), or ``GROUP/NAME``."""
+    group, _, name = text.rpartition("/")
+    if not group:
+        return kinds.APIS, name
+    apis = tuple(a for a in kinds.APIS if a.group == group)
+    if not apis:
+        known = ", ".join(a.group for a in kinds.APIS)
+        raise Unavailable(f"{text!r}: {group!r} is not a group sparkop serves ({known}); write NAME or GROUP/NAME")
+    return apis, name
+
+
+def own_drivers(app: JSON, drivers: Iterable[JSON]) -> list[JSON]:
+    """The SparkDrivers ``app`` controls, among those labelled with its name (an app of the same name in
+    the other group labels its own alike)."""
+    meta = app["metadata"]
+    group, uid = group_of(app), meta.get("uid")
+    return [d for d in drivers if controller_of(d, group, "SparkApplication", uid) is not None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,11 +445,23 @@ def _app_selector(app_name: str) -> str:
     return f"{labels.APP}={naming.label_value(app_name)}"
 
 
-async def _app(kube: k8s.Kube, namespace: str, name: str) -> JSON:
-    app = await kube.get(kinds.SPARK_APPLICATIONS, namespace, name)
-    if app is None:
+async def find_app(kube: k8s.Kube, namespace: str, reference: str) -> JSON:
+    """The SparkApplication ``reference`` (NAME or GROUP/NAME) names, in whichever served group has it."""
+    apis, name = app_reference(reference)
+    found = [app for api in apis if (app := await kube.get(api.applications, namespace, name)) is not None]
+    if not found:
         raise Unavailable(f"no SparkApplication {name!r} in namespace {namespace!r}; sparkop list -n {namespace}")
-    return app
+    if len(found) > 1:
+        named = " and ".join(f"{group_of(app)}/{name}" for app in found)
+        raise Unavailable(f"SparkApplication {name!r} exists in two groups in {namespace!r}: say which, {named}")
+    return found[0]
+
+
+async def app_drivers(kube: k8s.Kube, app: JSON) -> list[JSON]:
+    meta = app["metadata"]
+    return own_drivers(
+        app, await kube.list(kinds.SPARK_DRIVERS, meta["namespace"], selector=_app_selector(meta["name"]))
+    )
 
 
 @dataclass(frozen=True)
@@ -423,21 +476,15 @@ class ListOptions:
 
 async def _list(kube: k8s.Kube, target: Target, options: ListOptions) -> int:
     namespace = None if options.all_namespaces else (target.namespace or kube.namespace)
-    try:
-        listing = await kube.listing(kinds.SPARK_APPLICATIONS, namespace, selector=options.selector)
-    except ApiException as exc:
-        if exc.status == 404:
-            raise Unavailable(
-                "the API server does not serve sparkapplications.sparkop.io; install the CRDs: "
-                "sparkop crds --out crds && kubectl apply --server-side -f crds/"
-            ) from None
-        raise
-    apps: list[JSON] = list(listing.get("items") or [])
+    listings = await _list_served(kube, namespace, options.selector)
+    apps = [app for listing in listings.values() for app in listing.get("items") or []]
     table = options.output in (None, "wide")
     wide = options.output == "wide"
+    # A watch's later rows line up with the table's columns: GROUP wherever kubeflow's group is served.
+    groups = len(listings) > 1 if options.watch else None
     if apps:
         if table:
-            print(render_list(apps, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide))
+            print(render_list(apps, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide, groups=groups))
         elif options.watch:  # kubectl get -w prints each object of the listing by itself, then each change
             for app in apps:
                 print(render_object(app, str(options.output)))
@@ -450,34 +497,79 @@ async def _list(kube: k8s.Kube, target: Target, options: ListOptions) -> int:
         print(f"No SparkApplications in {where}.", file=sys.stderr)
     if not options.watch:
         return 0
-    version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
-    return await _watch(kube, namespace, version, options, header=table and not apps)
+    printer = _WatchPrinter(options, header=table and not apps, groups=bool(groups))
+    try:
+        async with asyncio.TaskGroup() as watches:  # one watch per served group, printed as they come
+            for resource, listing in listings.items():
+                version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+                watches.create_task(_watch(kube, resource, namespace, version, options.selector, printer))
+    except* Unavailable as ended:
+        raise ended.exceptions[0] from None
+    return 0
 
 
-async def _watch(kube: k8s.Kube, namespace: str | None, version: str, options: ListOptions, *, header: bool) -> int:
-    """kubectl get -w: a line (or object) per change, until Ctrl-C; a watch the server ends is
-    started again from the last version seen."""
-    wide = options.output == "wide"
+async def _list_served(kube: k8s.Kube, namespace: str | None, selector: str | None) -> dict[k8s.Resource, JSON]:
+    """The listing of SparkApplications of each group the API server serves: sparkop's (refused with
+    how to install its CRDs where it is not served), and kubeflow's where the operator runs with
+    --kubeflow-api."""
+    listings: dict[k8s.Resource, JSON] = {}
+    for api in kinds.APIS:
+        try:
+            listings[api.applications] = await kube.listing(api.applications, namespace, selector=selector)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            if api is kinds.SPARKOP_API:
+                raise Unavailable(
+                    "the API server does not serve sparkapplications.sparkop.io; install the CRDs: "
+                    "sparkop crds --out crds && kubectl apply --server-side -f crds/"
+                ) from None
+    return listings
+
+
+@dataclass
+class _WatchPrinter:
+    """Prints each change a watch of ``sparkop list -w`` sees, as kubectl get -w does: a table row (the
+    header once, before the first row, where the listing printed none) or the object itself."""
+
+    options: ListOptions
+    header: bool
+    groups: bool
+
+    def print(self, app: JSON) -> None:
+        if self.options.output not in (None, "wide"):
+            print(render_object(app, str(self.options.output)), flush=True)
+            return
+        wide, everywhere = self.options.output == "wide", self.options.all_namespaces
+        row = list_row(app, datetime.now(UTC), all_namespaces=everywhere, wide=wide, groups=self.groups)
+        headers = list_headers(all_namespaces=everywhere, wide=wide, groups=self.groups)
+        lines = render_table(headers, [row]).splitlines()
+        print("\n".join(lines if self.header else lines[1:]), flush=True)
+        self.header = False
+
+
+async def _watch(
+    kube: k8s.Kube,
+    resource: k8s.Resource,
+    namespace: str | None,
+    version: str,
+    selector: str | None,
+    printer: _WatchPrinter,
+) -> None:
+    """kubectl get -w for one group's SparkApplications: each change, until Ctrl-C; a watch the server
+    ends is started again from the last version seen."""
     while True:
-        async for event in kube.watch(kinds.SPARK_APPLICATIONS, namespace, version, selector=options.selector):
+        async for event in kube.watch(resource, namespace, version, selector=selector):
             obj = event.get("object") or {}
             if event.get("type") == "ERROR":
                 if obj.get("code") == 410:  # the version is too old to watch from: list again
-                    listing = await kube.listing(kinds.SPARK_APPLICATIONS, namespace, selector=options.selector)
+                    listing = await kube.listing(resource, namespace, selector=selector)
                     version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
                     break
                 raise Unavailable(f"the watch ended: {obj.get('message') or obj}")
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-            if event.get("type") == "BOOKMARK":
-                continue
-            if options.output in (None, "wide"):
-                row = list_row(obj, datetime.now(UTC), all_namespaces=options.all_namespaces, wide=wide)
-                headers = list_headers(all_namespaces=options.all_namespaces, wide=wide)
-                lines = render_table(headers, [row]).splitlines()
-                print("\n".join(lines if header else lines[1:]), flush=True)
-                header = False
-            else:
-                print(render_object(obj, str(options.output)), flush=True)
+            if event.get("type") != "BOOKMARK":
+                printer.print(obj)
 
 
 async def _logs(
@@ -493,9 +585,8 @@ async def _logs(
     reading: LogOptions,
 ) -> int:
     namespace = target.namespace or kube.namespace
-    app = await _app(kube, namespace, name)
-    drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=_app_selector(name))
-    driver = choose_driver(app, drivers, run)
+    app = await find_app(kube, namespace, name)
+    driver = choose_driver(app, await app_drivers(kube, app), run)
     selector = f"{labels.DRIVER}={naming.label_value(driver['metadata']['name'])}"
     pods = await kube.list(k8s.PODS, namespace, selector=selector)
     pod = choose_pod(driver, pods, incarnation=incarnation, executor=executor)
@@ -520,10 +611,11 @@ async def _logs(
     return 0
 
 
-async def _events(kube: k8s.Kube, target: Target, name: str) -> int:
+async def _events(kube: k8s.Kube, target: Target, reference: str) -> int:
     namespace = target.namespace or kube.namespace
-    app = await _app(kube, namespace, name)
-    drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=_app_selector(name))
+    app = await find_app(kube, namespace, reference)
+    name = app["metadata"]["name"]
+    drivers = await app_drivers(kube, app)
     of_app = await kube.list(
         k8s.EVENTS, namespace, fields=f"involvedObject.kind=SparkApplication,involvedObject.name={name}"
     )
@@ -536,11 +628,13 @@ async def _events(kube: k8s.Kube, target: Target, name: str) -> int:
     return 0
 
 
-async def _suspend(kube: k8s.Kube, target: Target, name: str, suspend: bool) -> int:
+async def _suspend(kube: k8s.Kube, target: Target, reference: str, suspend: bool) -> int:
     namespace = target.namespace or kube.namespace
-    app = await _app(kube, namespace, name)
+    app = await find_app(kube, namespace, reference)
+    name = app["metadata"]["name"]
+    api = kinds.api_of(str(app.get("apiVersion")), "SparkApplication") or kinds.SPARKOP_API
     patch = suspension_patch(app, suspend)
-    if patch is not None and await kube.patch(kinds.SPARK_APPLICATIONS, namespace, name, patch) is None:
+    if patch is not None and await kube.patch(api.applications, namespace, name, patch) is None:
         raise Unavailable(f"SparkApplication {name!r} in namespace {namespace!r} was deleted meanwhile")
     print(describe_suspension(app, suspend, changed=patch is not None))
     return 0

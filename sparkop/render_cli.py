@@ -3,8 +3,10 @@
 For each SparkApplication: its first SparkDriver, then that driver's ConfigMaps, Service and pod
 (incarnation 1). For each SparkDriver: its objects. For each ScheduledSparkApplication: the
 SparkApplication of one run (scheduled at a placeholder time), then that app's objects. For each
-SparkConnect: its stable Service and its first server's SparkDriver, then that driver's objects. The output
-is stable (placeholder uids and time, no timestamps), so it diffs cleanly in review and GitOps.
+SparkConnect: its stable Service and its first server's SparkDriver, then that driver's objects. Either
+group's SparkApplication, ScheduledSparkApplication and SparkConnect (sparkop's, or kubeflow's as
+``sparkop run --kubeflow-api`` serves it). The output is stable (placeholder uids and time, no
+timestamps), so it diffs cleanly in review and GitOps.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import yaml
 from sparkop.api import manifests, validate
 from sparkop.api.manifests import clip, one_line, quote
 from sparkop.core.jsontypes import JSON
-from sparkop.domain import labels
+from sparkop.domain import kinds, labels
 
 # Objects that do not exist yet have no uid; these stand in for them, visibly.
 PLACEHOLDER_APP_UID = "00000000-0000-0000-0000-00000000a001"
@@ -82,8 +84,11 @@ def render_document(
     from sparkop.apps_controller.builders import build_driver
     from sparkop.apps_controller.observed import AppView, choose_history
 
-    if doc.get("apiVersion") != labels.API_VERSION:
-        raise RenderError(f"apiVersion must be {labels.API_VERSION} (got {quote(doc.get('apiVersion'))})")
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if api_version != labels.API_VERSION and kinds.api_of(str(api_version), str(kind)) is None:
+        raise RenderError(
+            f"apiVersion must be {labels.API_VERSION} or kubeflow's for the kind (got {quote(api_version)})"
+        )
     if doc.get("kind") == "ScheduledSparkApplication":
         from sparkop.schedule_controller.decide import build_run
         from sparkop.schedule_controller.observed import ScheduledView

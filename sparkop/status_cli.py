@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 from sparkop.api import spark_lines
 from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
-from sparkop.daily_cli import Target, Unavailable, run_command
-from sparkop.domain import kinds, labels, naming
+from sparkop.daily_cli import Target, app_drivers, find_app, run_command
+
+# How many lines of the end of a replaced driver pod's log `sparkop status` shows per incarnation.
+LOG_LINES_SHOWN = 3
 
 
 def _age(stamp: str | None, now: datetime) -> str:
@@ -101,6 +103,9 @@ def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
                 f"    incarnation {record.get('incarnation')}: {record.get('outcome')}{why} "
                 f"at {_clock(record.get('time'))}"
             )
+            # The end of that pod's log, kept when the pod went (the last lines of it).
+            tail = [line for line in str(record.get("logTail") or "").splitlines() if line.strip()]
+            lines.extend(f"      | {line}" for line in tail[-LOG_LINES_SHOWN:])
         termination = dstatus.get("termination")
         if termination:
             lines.append(
@@ -124,13 +129,9 @@ def render_status(app: JSON, drivers: list[JSON], now: datetime) -> str:
     return "\n".join(lines)
 
 
-async def _status(kube: k8s.Kube, target: Target, name: str) -> int:
-    namespace = target.namespace or kube.namespace
-    app = await kube.get(kinds.SPARK_APPLICATIONS, namespace, name)
-    if app is None:
-        raise Unavailable(f"no SparkApplication {name!r} in namespace {namespace!r}; sparkop list -n {namespace}")
-    drivers = await kube.list(kinds.SPARK_DRIVERS, namespace, selector=f"{labels.APP}={naming.label_value(name)}")
-    print(render_status(app, drivers, datetime.now(UTC)))
+async def _status(kube: k8s.Kube, target: Target, reference: str) -> int:
+    app = await find_app(kube, target.namespace or kube.namespace, reference)
+    print(render_status(app, await app_drivers(kube, app), datetime.now(UTC)))
     return 0
 
 

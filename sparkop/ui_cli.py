@@ -22,6 +22,7 @@ from sparkop import daily_cli
 from sparkop.api import history
 from sparkop.connect_cli import Forwarder
 from sparkop.core import kube as k8s
+from sparkop.core.jsonread import mapping
 from sparkop.core.jsontypes import JSON
 from sparkop.daily_cli import Target, Unavailable
 from sparkop.domain import kinds, labels, naming
@@ -29,10 +30,6 @@ from sparkop.domain import kinds, labels, naming
 DEFAULT_ADDRESS: Final = "127.0.0.1"
 LIVE_STATES: Final = frozenset({"SUBMITTED", "RUNNING", "UNKNOWN"})
 DEFAULT_UI_PORT: Final = 4040
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ class History:
 
 
 def _ui_port(app: JSON) -> int:
-    value = str(_map(_map(app.get("spec")).get("sparkConf")).get("spark.ui.port") or "").strip()
+    value = str(mapping(mapping(app.get("spec")).get("sparkConf")).get("spark.ui.port") or "").strip()
     return int(value) if value.isdigit() and 1 <= int(value) <= 65535 else DEFAULT_UI_PORT
 
 
@@ -80,10 +77,10 @@ def in_cluster(url: str) -> tuple[str, str, int, str] | None:
 def choose(app: JSON) -> Live | History:
     """Where ``app``'s UI is now: its live UI while a run is active, else its last run's history page.
     Unavailable (with what to do) when it has neither."""
-    meta, status = _map(app.get("metadata")), _map(app.get("status"))
+    meta, status = mapping(app.get("metadata")), mapping(app.get("status"))
     name = str(meta.get("name") or "")
-    state = str(_map(status.get("applicationState")).get("state") or "NEW")
-    pod = _map(status.get("driverInfo")).get("podName")
+    state = str(mapping(status.get("applicationState")).get("state") or "NEW")
+    pod = mapping(status.get("driverInfo")).get("podName")
     if state in LIVE_STATES and pod:
         return Live(str(pod), _ui_port(app))
     url = _last_history_url(status)
@@ -124,7 +121,7 @@ class _UIForwarder(Forwarder):
 
 
 def _port_named(pod: JSON, name: str, default: int) -> int:
-    for container in _map(pod.get("spec")).get("containers") or []:
+    for container in mapping(pod.get("spec")).get("containers") or []:
         for port in container.get("ports") or []:
             if port.get("name") == name and isinstance(port.get("containerPort"), int):
                 return int(port["containerPort"])
@@ -137,7 +134,7 @@ async def _history_pod(kube: k8s.Kube, namespace: str, service: str) -> tuple[st
     server = service.removesuffix("-history")
     selector = f"{labels.HISTORY_SERVER}={naming.label_value(server)}"
     for pod in await kube.list(k8s.PODS, namespace, selector=selector):
-        conditions = _map(pod.get("status")).get("conditions") or []
+        conditions = mapping(pod.get("status")).get("conditions") or []
         if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
             return str(pod["metadata"]["name"]), _port_named(pod, history.PORT_NAME, history.DEFAULT_PORT)
     raise Unavailable(

@@ -12,7 +12,7 @@ import pytest
 
 from devcluster.testing import ClusterHandle, RealNodeClusters, session_cluster, temporary_namespace
 from sparkop.core.applier import Applier
-from tests.support.crds import install_crds
+from tests.support.crds import install_crds, install_kubeflow_crds
 from tests.support.operator import OperatorProcess, release_driver_pods
 
 
@@ -66,6 +66,14 @@ def crds(cluster: ClusterHandle) -> ClusterHandle:
     """The cluster with sparkop's committed CRDs installed and Established."""
     install_crds(cluster)
     return cluster
+
+
+@pytest.fixture(scope="session")
+def kubeflow_crds(crds: ClusterHandle) -> ClusterHandle:
+    """The cluster with kubeflow's group's CRDs too (crds/kubeflow/: what `sparkop run --kubeflow-api`
+    serves), Established."""
+    install_kubeflow_crds(crds)
+    return crds
 
 
 @pytest.fixture

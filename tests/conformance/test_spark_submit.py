@@ -58,6 +58,11 @@ DELIBERATE: list[tuple[str, str, str]] = [
         "sparkop's labels (docs/design.md): how the controller finds what a SparkDriver owns",
     ),
     (
+        "pod",
+        r"^metadata\.labels\.sparkoperator\.k8s\.io/(launched-by-spark-operator|submission-id|app-name)$",
+        "kubeflow's labels on the driver pod (docs/migrating-from-kubeflow.md): its clients select by them",
+    ),
+    (
         "*",
         r"^metadata\.ownerReferences",
         "owned by the SparkDriver (controller), not by the driver pod: the ConfigMaps and Service outlive "

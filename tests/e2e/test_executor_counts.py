@@ -41,9 +41,15 @@ def counted(watches: CountWatches, app: str, driver: str, incarnation: int) -> L
 def asked_after(drivers: PodWatch, watches: CountWatches, driver: str, incarnation: int) -> str:
     """From the driver pod's Running to its first executor's creation, and to the second's Running, as
     the watches saw them: how long a real driver takes to ask for its executors, and to have them."""
-    pod = naming.driver_pod_name(driver, incarnation)
+    # Every incarnation's driver pod has the one name (kubeflow's <app>-driver): told apart by its label.
     running = next(
-        (at for at, _, p in drivers.events() if p["metadata"]["name"] == pod and p["status"].get("phase") == "Running"),
+        (
+            at
+            for at, _, p in drivers.events()
+            if p["metadata"]["labels"].get(labels.DRIVER) == naming.label_value(driver)
+            and p["metadata"]["labels"].get(labels.INCARNATION) == str(incarnation)
+            and p["status"].get("phase") == "Running"
+        ),
         None,
     )
     created = next(
@@ -73,7 +79,7 @@ def test_real_executors_are_counted_within_seconds_also_after_the_driver_pod_is_
     print(f"\nincarnation 1: {asked_after(drivers, watches, driver, 1)}; counted: {first}")
     assert first.driver <= COUNTED_WITHIN_S and first.app <= COUNTED_WITHIN_S, first
 
-    first_pod = naming.driver_pod_name(driver, 1)
+    first_pod = spark.get("sparkdriver", driver)["status"]["driverPod"]["name"]
     assert "Pi is roughly" not in spark.logs(first_pod), "the job ended before its driver pod could be lost"
     spark.kubectl("delete", "pod", first_pod, "--wait=false")
     second = counted(watches, "counted", driver, 2)

@@ -86,6 +86,7 @@ def test_a_driver_on_a_lost_node_is_replaced_on_the_other_once_kubernetes_evicts
     assert isinstance(cluster, Cluster) and len(cluster.real_nodes) >= 2, "two real nodes"
     spark.jobs({"stages.py": STAGES_JOB})
     executors = spark.watch(f"{labels.SPARK_ROLE}={labels.ROLE_EXECUTOR}")
+    drivers = spark.watch(f"{labels.SPARK_ROLE}={labels.ROLE_DRIVER}")
     spark.apply(long_job("node-lost", version, nodeLossTolerationSeconds=TOLERATION_S))
     app = spark.wait_app("node-lost", ["RUNNING"], timeout=RUN_S)
     driver_name = app["status"]["currentDriver"]
@@ -112,16 +113,21 @@ def test_a_driver_on_a_lost_node_is_replaced_on_the_other_once_kubernetes_evicts
     mark("unreachable taint", True)
 
     def evicted() -> dict[str, Any] | None:
-        pod = spark.find("pod", first["name"])
-        return pod if pod is not None and pod["metadata"].get("deletionTimestamp") else None
+        # Followed by uid through the watch: its successor takes the same name (<app>-driver) as soon as
+        # sparkop has recorded the loss and removed it, which can fall between two reads by name.
+        for _, _, pod in drivers.events():
+            if pod["metadata"]["uid"] == first["uid"] and pod["metadata"].get("deletionTimestamp"):
+                return pod
+        return None
 
     old = mark("driver pod evicted", wait_for(evicted, timeout=EVICTION_BOUND_S, interval=1.0, message="eviction"))
     disrupted = _disrupted_at(old)
     assert disrupted is not None and disrupted[0] == "DeletionByTaintManager", old["status"]
 
     def replacement() -> dict[str, Any] | None:
+        # The same name (kubeflow's <app>-driver), a new pod: created once the lost one was removed.
         pod = (spark.get("sparkdriver", driver_name)["status"] or {}).get("driverPod") or {}
-        return pod if pod.get("name") != first["name"] and pod.get("phase") == "Running" else None
+        return pod if pod.get("uid") != first["uid"] and pod.get("phase") == "Running" else None
 
     second = mark("replacement Running", spark.wait_pod(replacement, RUN_S, "the replacement driver running"))
     app = mark("COMPLETED", spark.wait_app("node-lost", ["COMPLETED"], timeout=RUN_S))
@@ -133,6 +139,9 @@ def test_a_driver_on_a_lost_node_is_replaced_on_the_other_once_kubernetes_evicts
     incarnations = driver["status"]["incarnations"]
     assert [i["outcome"] for i in incarnations] == ["Lost", "Succeeded"]
     assert incarnations[0]["reason"] == "DeletionByTaintManager", incarnations[0]
+    # Its log went with its node: said so, not waited for.
+    assert incarnations[0]["logTail"] == f"(unavailable: its node {lost_node} is lost)", incarnations[0]
+    assert second["name"] == first["name"]
     assert second["nodeName"] != lost_node
     assert "stages result" in spark.driver_log("node-lost")
     # Never a second driver before Kubernetes gave the first up: created after the eviction.

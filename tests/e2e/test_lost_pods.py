@@ -30,7 +30,8 @@ def test_a_lost_driver_pod_is_replaced_and_the_new_driver_completes(spark: Spark
     first = spark.wait_pod(
         lambda: spark.executors_of(executors, driver_name, 2), DRIVER_LOST_S, "two running executors"
     )
-    first_pod = spark.get("sparkdriver", driver_name)["status"]["driverPod"]["name"]
+    first_info = spark.get("sparkdriver", driver_name)["status"]["driverPod"]
+    first_pod = first_info["name"]
     assert "stages result" not in spark.logs(first_pod), "the job ended before its driver could be lost"
     spark.kubectl("delete", "pod", first_pod, "--wait=false")
 
@@ -41,8 +42,9 @@ def test_a_lost_driver_pod_is_replaced_and_the_new_driver_completes(spark: Spark
     driver = spark.get("sparkdriver", driver_name)
     assert [i["outcome"] for i in driver["status"]["incarnations"]] == ["Lost", "Succeeded"]
     assert driver["status"]["termination"]["exitCode"] == 0
+    # The same name (kubeflow's <app>-driver, every incarnation's), another pod.
     second_pod = driver["status"]["driverPod"]["name"]
-    assert second_pod != first_pod
+    assert second_pod == first_pod and driver["status"]["driverPod"]["uid"] != first_info["uid"]
     assert "stages result" in spark.driver_log("driver-lost")
 
     seen = executors.snapshot()

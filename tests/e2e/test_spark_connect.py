@@ -74,7 +74,8 @@ def test_a_client_outside_runs_a_query_through_the_service_and_again_after_the_s
         spark.kubectl("delete", "pod", first_pod, "--wait=false")
         again = wait_ready(spark, "sc", incarnation=2)
         back_s = time.monotonic() - deleted
-        assert again["server"]["driver"] == "sc-server-1" and again["server"]["podName"] != first_pod
+        # The same run's next incarnation (wait_ready's), under the same pod name (issue 44: one name a run).
+        assert again["server"]["driver"] == "sc-server-1" and again["server"]["podName"] == first_pod
         assert again["restarts"] == 0 and again["lastRun"] == 1
         assert run_query(version, url) == EXPECTED
         assert run_query(version, forwarded) == EXPECTED

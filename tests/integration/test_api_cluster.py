@@ -94,6 +94,15 @@ def test_valid_manifest_accepted_by_server_and_validate(
         assert accepted, stderr
 
 
+@pytest.mark.parametrize("case", testcases.HISTORY_TEMPLATES_ACCEPTED, ids=lambda c: c.id)
+def test_a_history_template_both_accept(installed: ClusterHandle, shared_namespace: str, case: testcases.Case) -> None:
+    """The good side of the history server's pod template (the refused side is in testcases.INVALID)."""
+    doc = testcases.manifest(case)
+    assert validate.validate_document(doc, case.id) == []
+    accepted, stderr = server_verdict(installed, shared_namespace, doc)
+    assert accepted, stderr
+
+
 def test_properties_budget_has_the_same_edge_on_the_server(installed: ClusterHandle, shared_namespace: str) -> None:
     """The CEL rule and its Python twin count the same characters (multi-byte ones too): at the budget
     both accept, one character over both refuse."""

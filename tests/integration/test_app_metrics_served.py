@@ -23,7 +23,7 @@ APP_COUNTERS = (
 
 def delete_driver_pod_once_running(crds: ClusterHandle, namespace: str, app: str) -> str:
     def running_driver() -> str | None:
-        pod = get(crds, namespace, "pod", f"{app}-1-1-driver")
+        pod = get(crds, namespace, "pod", f"{app}-driver")
         return pod["metadata"]["name"] if pod and pod.get("status", {}).get("phase") == "Running" else None
 
     name: str = wait_for(running_driver, timeout=60, interval=0.2, message=f"{app}'s driver pod running")

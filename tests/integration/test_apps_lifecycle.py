@@ -520,7 +520,7 @@ def test_a_stuck_driver_shows_in_the_apps_conditions(
     conditions = {c["type"]: c for c in s["conditions"]}
     assert s["applicationState"]["state"] == "SUBMITTED" and s["executionAttempts"] == 1
     assert conditions["Submitted"]["status"] == "True" and conditions["Running"]["status"] == "False"
-    assert "stuck-1-1-driver" in conditions["Stuck"]["message"]
+    assert "stuck-driver" in conditions["Stuck"]["message"]
     described = crds.kubectl("describe", "sparkapp", "stuck", "-n", namespace).stdout
     assert "ImagePullBackOff" in described
     section = described[described.index("Conditions:") :][:1500]

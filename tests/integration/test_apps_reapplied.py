@@ -48,21 +48,21 @@ def test_apps_deleted_and_applied_again_keep_their_first_driver_pod(
         assert driver is not None
         old_uids[app] = driver["metadata"]["uid"]
         hold = [{"op": "add", "path": "/metadata/finalizers/-", "value": HOLD}]
-        crds.kubectl("patch", "pod", f"{app}-1-1-driver", "-n", namespace, "--type=json", "-p", json.dumps(hold))
+        crds.kubectl("patch", "pod", f"{app}-driver", "-n", namespace, "--type=json", "-p", json.dumps(hold))
     crds.kubectl("delete", "sparkapplication", *APPS, "-n", namespace, "--wait=false")
     for app in APPS:
         crds.apply(app_manifest(app, run_seconds=2), namespace=namespace)
 
     def replaced_and_held(app: str) -> bool:
         driver = get(crds, namespace, "sparkdriver", f"{app}-1")
-        pod = get(crds, namespace, "pod", f"{app}-1-1-driver")
+        pod = get(crds, namespace, "pod", f"{app}-driver")
         held = pod is not None and pod["metadata"].get("deletionTimestamp") and pod["metadata"]["finalizers"] == [HOLD]
         return driver is not None and driver["metadata"]["uid"] != old_uids[app] and bool(held)
 
     wait_for(lambda: all(replaced_and_held(app) for app in APPS), timeout=60, interval=0.2,
              message="every SparkDriver replaced, every old driver pod held")  # fmt: skip
     for app in APPS:
-        crds.kubectl("patch", "pod", f"{app}-1-1-driver", "-n", namespace, "--type=json",
+        crds.kubectl("patch", "pod", f"{app}-driver", "-n", namespace, "--type=json",
                      "-p", json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))  # fmt: skip
     for app in APPS:
         finished = partial(app_state, crds, namespace, app, "COMPLETED", "FAILED")

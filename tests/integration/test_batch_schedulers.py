@@ -124,11 +124,11 @@ def test_volcano_pod_group_accepted_owned_and_named_on_driver_and_executors(
         "priorityClassName": "batch-high",
     }
     assert_owned_by_driver(cluster, namespace, group, "vol-1")
-    pod = wait_get(cluster, namespace, "pod", "vol-1-1-driver")
+    pod = wait_get(cluster, namespace, "pod", "vol-driver")
     assert pod["spec"]["schedulerName"] == "volcano"
     assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "vol-1-pg"
     assert "nodeName" not in pod["spec"]  # nobody but Volcano would schedule it
-    bind(cluster, namespace, "vol-1-1-driver")
+    bind(cluster, namespace, "vol-driver")
     for executor in executors(cluster, namespace, "vol-1", 2):
         assert executor["spec"]["schedulerName"] == "volcano"
         assert executor["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "vol-1-pg"
@@ -147,7 +147,7 @@ def test_coscheduling_pod_group_accepted_owned_and_labelled_on_driver_and_execut
     group = wait_get(cluster, namespace, COSCHEDULING_PG, "cos-1-pg")
     assert group["spec"] == {"minMember": 1, "minResources": {"cpu": "3", "memory": "2688Mi"}}
     assert_owned_by_driver(cluster, namespace, group, "cos-1")
-    pod = wait_get(cluster, namespace, "pod", "cos-1-1-driver")
+    pod = wait_get(cluster, namespace, "pod", "cos-driver")
     assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "cos-1-pg"
     # the cluster's scheduler runs the pods here (it would run the Coscheduling plugin)
     for executor in executors(cluster, namespace, "cos-1", 2):
@@ -161,12 +161,12 @@ def test_yunikorn_pods_carry_what_yunikorn_reads(
     cluster = scheduler_cluster
     spec = {"batchScheduler": "yunikorn", "batchSchedulerOptions": {"queue": "root.etl"}}
     cluster.apply(manifest("yk", **spec), namespace=namespace)
-    pod = wait_get(cluster, namespace, "pod", "yk-1-1-driver")
+    pod = wait_get(cluster, namespace, "pod", "yk-driver")
     groups = parse_task_groups(pod["metadata"]["annotations"])
     assert {g: groups[g]["minMember"] for g in groups} == {"spark-driver": 1, "spark-executor": 2}
     assert pod["spec"]["schedulerName"] == "yunikorn"
     app_id = pod["metadata"]["labels"]["spark-app-selector"]
-    bind(cluster, namespace, "yk-1-1-driver")
+    bind(cluster, namespace, "yk-driver")
     for p in [pod, *executors(cluster, namespace, "yk-1", 2)]:
         annotations = p["metadata"]["annotations"]
         assert annotations["yunikorn.apache.org/app-id"] == app_id

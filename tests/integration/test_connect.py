@@ -94,7 +94,7 @@ def test_ready_behind_its_service_and_a_lost_server_pod_comes_back_behind_the_sa
     ready = wait_connect(crds, namespace, "sc", "Ready")
     assert ready["endpoint"] == f"sc://sc-server.{namespace}.svc:15002"
     assert ready["server"] == {
-        "podName": "sc-server-1-1-driver",
+        "podName": "sc-server-1-driver",  # the server run's (its incarnations share it; a new run rolls in beside)
         "podIp": ready["server"]["podIp"],
         "serviceName": "sc-server",
         "driver": "sc-server-1",
@@ -120,8 +120,9 @@ def test_ready_behind_its_service_and_a_lost_server_pod_comes_back_behind_the_sa
     )
 
     deleted = time.monotonic()
-    crds.kubectl("delete", "pod", "sc-server-1-1-driver", "-n", namespace, "--wait=false")
-    again = wait_connect(crds, namespace, "sc", "Ready", podName="sc-server-1-2-driver")
+    crds.kubectl("delete", "pod", "sc-server-1-driver", "-n", namespace, "--wait=false")
+    again = wait_connect(crds, namespace, "sc", "Ready", incarnation=2)  # a pod of the same name, once it is gone
+    assert again["server"]["podName"] == "sc-server-1-driver"
     took = time.monotonic() - deleted
     assert again["server"]["driver"] == "sc-server-1" and again["server"]["incarnation"] == 2
     assert again["restarts"] == 0 and again["lastRun"] == 1
@@ -250,9 +251,15 @@ def test_an_operator_killed_after_every_step_of_creation_makes_one_server_and_no
     assert crashes >= 3, crashes  # run 1 recorded, the incarnation and its pod, Running (Ready ends the loop)
     assert ready["lastRun"] == 1 and ready["restarts"] == 0
     assert drivers.uids == {"sc-server-1": drivers.uids["sc-server-1"]} and len(drivers.uids["sc-server-1"]) == 1
-    servers = {n: u for n, u in server_pods.uids.items() if n.startswith("sc-server-") and n.endswith("-driver")}
-    assert list(servers) == ["sc-server-1-1-driver"] and len(servers["sc-server-1-1-driver"]) == 1
-    live = pods(crds, namespace, "spark-role=executor")
+    servers = {n: u for n, u in server_pods.uids.items() if n.startswith("sc-server") and "-exec-" not in n}
+    assert list(servers) == ["sc-server-1-driver"] and len(servers["sc-server-1-driver"]) == 1
+
+    # The server is Ready before its executors start (3 s after it, on the simulator): waited for.
+    def started() -> list[Obj] | None:
+        found = pods(crds, namespace, "spark-role=executor")
+        return found if len(found) >= 2 else None
+
+    live = wait_for(started, timeout=30, message="the server's two executors")
     server_pod = pods(crds, namespace, "spark-role=driver")[0]["metadata"]["uid"]
     (driver_uid,) = drivers.uids["sc-server-1"]
 
@@ -275,7 +282,7 @@ def test_kubectl_get_explain_and_the_spark_category_show_a_sparkconnect(
     listed = crds.kubectl("get", "sparkconnect", "sc", "-n", namespace).stdout
     header, row = listed.splitlines()[:2]
     assert header.split()[:5] == ["NAME", "STATE", "SERVER", "ENDPOINT", "EXECUTORS"]
-    assert row.split()[:4] == ["sc", "Ready", "sc-server-1-1-driver", f"sc://sc-server.{namespace}.svc:15002"]
+    assert row.split()[:4] == ["sc", "Ready", "sc-server-1-driver", f"sc://sc-server.{namespace}.svc:15002"]
     explained = crds.kubectl("explain", "sparkconnect.spec.server.service").stdout
     assert "stable Service" in explained
     spark = crds.kubectl("get", "spark", "-n", namespace).stdout

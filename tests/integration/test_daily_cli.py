@@ -185,7 +185,7 @@ def test_logs_reads_the_current_driver_pod_or_an_executor_by_its_labels(
             assert "addresses" in rest[0], rest
         return pod
 
-    assert picks() == driver_pod["metadata"]["name"] == "pi-1-1-driver"
+    assert picks() == driver_pod["metadata"]["name"] == "pi-driver"  # kubeflow's <app>-driver
     assert picks("--executor", "2") == second
     missing = sparkop(kube, "logs", "pi", "-n", namespace, "--executor", "9")
     assert (missing.returncode, missing.stderr) == (
@@ -202,8 +202,8 @@ def test_logs_reads_the_current_driver_pod_or_an_executor_by_its_labels(
         timeout=30,
         message="SparkDriver pi-1 at incarnation 2",
     )
-    assert picks() == replacement["metadata"]["name"] == "pi-1-2-driver"
-    assert picks("--incarnation", "2", "--attempt", "1") == "pi-1-2-driver"
+    assert picks() == replacement["metadata"]["name"] == "pi-driver"  # the same name, the next incarnation's
+    assert picks("--incarnation", "2", "--attempt", "1") == "pi-driver"
     gone = sparkop(kube, "logs", "pi", "-n", namespace, "--incarnation", "1")
     assert gone.returncode == 1
     assert gone.stderr == (
@@ -325,11 +325,19 @@ def test_logs_follow_streams_a_real_driver_containers_output(request: pytest.Fix
         app = app_manifest("echo")
         cluster.apply(app, namespace=ns)
         driver_spec = {k: v for k, v in app["spec"].items() if k not in ("restartPolicy", "mode")}
+        # The app's SparkDrivers are those it controls (issue 44: not another group's app's of the name).
+        app_uid = cluster.kubectl_json("get", "sparkapplications.sparkop.io", "echo", "-n", ns)["metadata"]["uid"]
+        controller = {"apiVersion": app["apiVersion"], "kind": "SparkApplication", "name": "echo", "uid": app_uid,
+                      "controller": True}  # fmt: skip
         cluster.apply(
             {
                 "apiVersion": "sparkop.io/v1alpha1",
                 "kind": "SparkDriver",
-                "metadata": {"name": "echo-1", "labels": {"sparkop.io/app": "echo", "sparkop.io/run": "1"}},
+                "metadata": {
+                    "name": "echo-1",
+                    "labels": {"sparkop.io/app": "echo", "sparkop.io/run": "1"},
+                    "ownerReferences": [controller],
+                },
                 "spec": {**driver_spec, "attempt": 1},
             },
             namespace=ns,

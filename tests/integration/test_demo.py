@@ -42,12 +42,12 @@ def test_demo_scenario_ends_as_promised_and_status_tells_the_story(
     assert rows["stream-recovers"].state == "COMPLETED", table
     assert rows["stream-recovers"].attempts == 1, table  # a lost driver pod is not an app failure
     assert rows["stream-recovers"].incarnations == 2, table
-    assert "deleting driver pod stream-recovers-1-1-driver" in table
+    assert "deleting driver pod stream-recovers-driver" in table
 
     recovered = sparkop_status(crds, namespace, "stream-recovers")
     assert f"SparkApplication {namespace}/stream-recovers: COMPLETED" in recovered
     assert "incarnation 1: Lost" in recovered, recovered
-    assert "SparkDriver stream-recovers-1 (Succeeded), pod stream-recovers-1-2-driver, incarnation 2" in recovered
+    assert "SparkDriver stream-recovers-1 (Succeeded), pod stream-recovers-driver, incarnation 2" in recovered
 
     retried = sparkop_status(crds, namespace, "etl-retries")
     assert f"SparkApplication {namespace}/etl-retries: FAILED" in retried

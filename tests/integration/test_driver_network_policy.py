@@ -78,7 +78,7 @@ def test_a_43_driver_gets_its_executors_policy_with_spec_owner_and_labels(
     assert sorted(p["metadata"]["name"] for p in selected) == sorted(
         p["metadata"]["name"] for p in executors_owned(crds, namespace, "net", 1, 2)
     )
-    driver_pod = get(crds, namespace, "pod", "net-1-driver")
+    driver_pod = get(crds, namespace, "pod", "net-driver")
     assert driver_pod is not None and driver_pod["metadata"]["labels"][labels.SPARK_APP_SELECTOR] == app_id
     # Passes ran since (executors appeared): the policy as wanted was never written again.
     assert (policy(crds, namespace, "net-1-policy") or {})["metadata"]["resourceVersion"] == meta["resourceVersion"]

@@ -40,7 +40,7 @@ def test_a_drain_waits_for_a_driver_with_a_budget_and_the_operator_default_fills
         pdb: Obj = wait_for(protecting, timeout=30, message="the disruption controller to count the driver")
         (owner,) = pdb["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["controller"]) == ("SparkDriver", "guarded-1", True)
-        node = get(crds, namespace, "pod", "guarded-1-1-driver")["spec"]["nodeName"]  # type: ignore[index]
+        node = get(crds, namespace, "pod", "guarded-driver")["spec"]["nodeName"]  # type: ignore[index]
         drained = crds.kubectl(
             "drain", node, "--pod-selector=sparkop.io/driver=guarded-1", "--ignore-daemonsets",
             "--delete-emptydir-data", "--timeout=5s", check=False,

@@ -7,10 +7,9 @@ the Spark-driver simulator. Where the driver's own rights matter, real Spark run
 (Scala) and python-pi.yaml (PySpark) on the real nodes, their drivers creating and deleting their
 executors with the chart's Role, and printing "Pi is roughly 3.1"; and pod-template.yaml (its driver
 template asks for ephemeral storage, which kwok nodes do not have) and history-server.yaml (its driver
-logs to a claim that only the real nodes' volumes bind; its history server runs there, and is Ready
-before the app is applied). An
-example's documents before its last (a claim, a history server) are applied first. The others run on
-the kwok nodes
+logs to a claim that only the real nodes' volumes bind; its history server runs there too). An
+example's documents (a claim, a history server, the app) are applied at once, as `kubectl apply -f`
+does. The others run on the kwok nodes
 (their sim.sparkop.io annotations; the API server still refuses a driver pod whose ServiceAccount is
 missing): their point is what the operator does with them (retries, a schedule, a Connect server,
 volumes), and dynamic-allocation (up to 5 executors of 1 CPU) and spark-connect (three 1 GiB JVMs)
@@ -122,18 +121,10 @@ def example(name: str) -> dict[str, Any]:
 
 
 def apply_example(cluster: ClusterHandle, name: str, selector: dict[str, str]) -> None:
-    """Its documents in order; the app after its history server is Ready, which makes the app's event
-    log directory (a driver whose directory is missing fails at its start)."""
-    for manifest in documents(name):
-        cluster.apply(placed(manifest, selector), JOBS)
-        if manifest["kind"] == "SparkHistoryServer":
-            server = manifest["metadata"]["name"]
-            wait_for(
-                lambda s=server: status_of(cluster, "SparkHistoryServer", s).get("state") == "Ready",
-                timeout=REAL_S,
-                interval=2.0,
-                message=f"SparkHistoryServer {server} Ready",
-            )
+    """All its documents in one apply, as `kubectl apply -f examples/<name>` does: history-server.yaml's
+    app starts beside its claim and server, not after them (its driver mounts its event-log directory,
+    which the kubelet makes, api.history.driver_mount)."""
+    cluster.apply(yaml.safe_dump_all([placed(manifest, selector) for manifest in documents(name)]), JOBS)
 
 
 def test_every_example_has_an_expected_end_and_names_the_charts_driver_account() -> None:

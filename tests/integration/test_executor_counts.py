@@ -51,8 +51,9 @@ def test_executors_are_counted_on_the_sparkdriver_and_the_app_within_seconds_of_
     first = counted(watches, "counted", 1, 2)
     assert first.driver <= COUNTED_WITHIN_S and first.app <= COUNTED_WITHIN_S, first
 
-    # The driver pod lost (a node drain): the next incarnation's executors are counted as soon.
-    crds.kubectl("delete", "pod", "counted-1-1-driver", "-n", namespace, "--wait=false")
+    # The driver pod lost (a node drain): the next incarnation's executors are counted as soon. Every run and
+    # incarnation of an app has kubeflow's one driver pod name, <app>-driver.
+    crds.kubectl("delete", "pod", "counted-driver", "-n", namespace, "--wait=false")
     second = counted(watches, "counted", 2, 2)
     assert second.driver <= COUNTED_WITHIN_S and second.app <= COUNTED_WITHIN_S, second
     assert wait_state(crds, namespace, "counted", "COMPLETED", timeout=RUN_SECONDS + 60)["driverIncarnations"] == 2

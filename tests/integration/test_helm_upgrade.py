@@ -16,7 +16,6 @@ Each phase prints its timeline, in seconds from the command (pytest -s shows it)
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import threading
@@ -324,25 +323,24 @@ def wait_ended(cluster: ClusterHandle, names: list[str]) -> dict[str, dict[str, 
 
 
 def driver_pods_of(pods: CreationWatch, app: str) -> dict[str, set[str]]:
-    pattern = re.compile(rf"{re.escape(app)}-\d+-\d+-driver")
-    return {name: uids for name, uids in pods.uids.items() if pattern.fullmatch(name)}
+    """The app's driver pods (kubeflow's naming: one name, ``<app>-driver``, a pod of it per run)."""
+    return {name: uids for name, uids in pods.uids.items() if name == naming.driver_pod_name(app)}
 
 
 def assert_ran_as_specified(
     apps: dict[str, Expected], statuses: dict[str, dict[str, Any]], drivers: DriverWatch, pods: CreationWatch
 ) -> None:
     """Each app in its final state with its attempts, one SparkDriver per attempt and one driver pod
-    (one incarnation) per SparkDriver, each created once."""
+    (one incarnation) per SparkDriver, each created once: as many pods of the app's driver pod name."""
     for name, want in apps.items():
         status = statuses[name]
         assert state_of(status) == want.state, (name, status)
         assert status.get("executionAttempts") == want.attempts, (name, status)
         assert status.get("driverIncarnations") == 1, (name, status)
         assert_no_duplicates(drivers, name, want.attempts)
-        wanted = {naming.driver_pod_name(naming.driver_name(name, run), 1) for run in range(1, want.attempts + 1)}
         seen = driver_pods_of(pods, name)
-        assert set(seen) == wanted, (name, seen)
-        assert all(len(uids) == 1 for uids in seen.values()), (name, seen)
+        assert list(seen) == [naming.driver_pod_name(name)], (name, seen)
+        assert all(len(uids) == want.attempts for uids in seen.values()), (name, seen)
 
 
 def seconds_from(stamp: object, wall0: float) -> float:

@@ -1,6 +1,8 @@
 """kubeflow spark-operator's own example manifests (from its pinned Go module, not copied here),
-applied to sparkop with only the apiVersion changed: each runs, or is refused for a reason
-docs/api.md gives ("kubeflow's own samples").
+applied to sparkop with only the apiVersion changed, and unchanged (kubeflow's own apiVersion, which
+the operator serves with --kubeflow-api from the CRDs of crds/kubeflow/): each runs, or is refused for
+a reason docs/api.md gives ("kubeflow's own samples"); `sparkop validate` says the same of each file
+as it is.
 
 The samples name `namespace: default` and kubeflow chart's driver ServiceAccount
 `spark-operator-spark`: the test applies them in its own namespace (the namespace is where a
@@ -64,26 +66,45 @@ def samples_dir() -> Path:
 
 def as_sparkop(text: str) -> list[dict[str, Any]]:
     """The sample's documents with only the apiVersion of kubeflow's kinds changed (and no namespace)."""
-    docs = [d for d in yaml.safe_load_all(text.replace(KUBEFLOW_API, SPARKOP_API)) if d]
+    return as_applied(text.replace(KUBEFLOW_API, SPARKOP_API))
+
+
+def as_applied(text: str) -> list[dict[str, Any]]:
+    """The sample's documents as they are (but for the namespace)."""
+    docs = [d for d in yaml.safe_load_all(text) if d]
     for doc in docs:
         doc["metadata"].pop("namespace", None)
     return docs
 
 
+# Each sample is applied twice: with sparkop's apiVersion, and with its own (kubeflow's group, which the
+# operator below serves too).
+GROUPS = {"sparkop.io": as_sparkop, "sparkoperator.k8s.io": as_applied}
+
+
+def resource(kind: str, group: str) -> str:
+    """How kubectl names ``kind`` of ``group`` unambiguously (both groups serve the same plurals)."""
+    return f"{kind.lower()}s.{group}"
+
+
 @pytest.fixture
-def samples_namespace(crds: ClusterHandle, namespace: str) -> str:
-    scheduler_crds.install(crds.kubectl_binary, crds.kubeconfig)
-    crds.kubectl("create", "serviceaccount", DRIVER_ACCOUNT, "-n", namespace)
-    crds.kubectl("create", "rolebinding", "spark-driver", "-n", namespace, "--clusterrole=edit",
-                 f"--serviceaccount={namespace}:{DRIVER_ACCOUNT}")  # fmt: skip
+def samples_namespace(kubeflow_crds: ClusterHandle, namespace: str) -> str:
+    scheduler_crds.install(kubeflow_crds.kubectl_binary, kubeflow_crds.kubeconfig)
+    kubeflow_crds.kubectl("create", "serviceaccount", DRIVER_ACCOUNT, "-n", namespace)
+    kubeflow_crds.kubectl("create", "rolebinding", "spark-driver", "-n", namespace, "--clusterrole=edit",
+                          f"--serviceaccount={namespace}:{DRIVER_ACCOUNT}")  # fmt: skip
     return namespace
 
 
 @pytest.fixture
-def operator(samples_namespace: str, crds: ClusterHandle, tmp_path: Path) -> Iterator[OperatorProcess]:
+def operator(samples_namespace: str, kubeflow_crds: ClusterHandle, tmp_path: Path) -> Iterator[OperatorProcess]:
     controllers = ("apps", "driver", "scheduled")
     with OperatorProcess(
-        crds.kubeconfig, namespaces=[samples_namespace], log_dir=tmp_path, controllers=controllers
+        kubeflow_crds.kubeconfig,
+        namespaces=[samples_namespace],
+        log_dir=tmp_path,
+        controllers=controllers,
+        extra_args=["--kubeflow-api"],
     ) as op:
         yield op
 
@@ -95,20 +116,22 @@ def test_every_sample_is_accounted_for_and_every_refusal_is_documented() -> None
             assert name in API_DOC, f"docs/api.md does not say why kubeflow's {name} is refused"
 
 
+@pytest.mark.parametrize("group", sorted(GROUPS))
 def test_samples_that_sparkop_refuses_are_refused_with_the_documented_reason(
-    crds: ClusterHandle, namespace: str, tmp_path: Path
+    kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path, group: str
 ) -> None:
+    documents = GROUPS[group]
     prometheus = (samples_dir() / "spark-pi-prometheus.yaml").read_text()
     with pytest.raises(yaml.YAMLError):
         list(yaml.safe_load_all(prometheus))  # kubeflow ships it with an unfilled {IMAGE_REGISTRY} placeholder
     # With the placeholder filled in, it is a sparkop manifest like the others.
     filled = re.sub(r"\{IMAGE_REGISTRY\}/\{IMAGE_REPOSITORY\}/", "", prometheus)
-    (app,) = as_sparkop(filled)
-    crds.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(app))
+    (app,) = documents(filled)
+    kubeflow_crds.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(app))
 
-    docs = as_sparkop((samples_dir() / "spark-pi-pod-template.yaml").read_text())
+    docs = documents((samples_dir() / "spark-pi-pod-template.yaml").read_text())
     app = next(d for d in docs if d["kind"] == "SparkApplication")
-    refused = crds.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(app), check=False)
+    refused = kubeflow_crds.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(app), check=False)
     assert refused.returncode != 0 and "securityContext" in refused.stderr, refused.stderr
     manifest = tmp_path / "spark-pi-pod-template.yaml"
     manifest.write_text(json.dumps(app))
@@ -118,13 +141,31 @@ def test_samples_that_sparkop_refuses_are_refused_with_the_documented_reason(
     assert offline.returncode != 0 and EXPECTED["spark-pi-pod-template.yaml"] in offline.stdout + offline.stderr
 
 
-def scheduled_status(crds: ClusterHandle, namespace: str, name: str) -> dict[str, Any] | None:
-    status = crds.kubectl_json("get", "scheduledsparkapplication", name, "-n", namespace).get("status") or {}
+def test_sparkop_validate_takes_each_sample_file_as_kubeflow_ships_it() -> None:
+    """Every sample file unchanged: valid, but for the two the API server refuses too (above)."""
+    for sample, outcome in sorted(EXPECTED.items()):
+        checked = subprocess.run(
+            [sys.executable, "-m", "sparkop", "validate", str(samples_dir() / sample)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if outcome == RUNS:
+            assert checked.returncode == 0, (sample, checked.stdout + checked.stderr)
+        elif sample == "spark-pi-prometheus.yaml":
+            assert checked.returncode == 2 and "YAML" in checked.stdout + checked.stderr, checked
+        else:
+            assert checked.returncode == 1 and outcome in checked.stdout, (sample, checked.stdout)
+
+
+def scheduled_status(crds: ClusterHandle, namespace: str, name: str, group: str) -> dict[str, Any] | None:
+    got = crds.kubectl_json("get", resource("ScheduledSparkApplication", group), name, "-n", namespace)
+    status = got.get("status") or {}
     return status if status.get("nextRun") else None
 
 
-def app_state(crds: ClusterHandle, namespace: str, name: str) -> str | None:
-    app = crds.kubectl_json("get", "sparkapplication", name, "-n", namespace)
+def app_state(crds: ClusterHandle, namespace: str, name: str, group: str) -> str | None:
+    app = crds.kubectl_json("get", resource("SparkApplication", group), name, "-n", namespace)
     return (app.get("status") or {}).get("applicationState", {}).get("state")
 
 
@@ -133,27 +174,32 @@ def driver_pod(crds: ClusterHandle, namespace: str, app: str) -> dict[str, Any] 
     return pods["items"][0] if pods["items"] else None
 
 
+@pytest.mark.parametrize("group", sorted(GROUPS))
 @pytest.mark.parametrize("sample", sorted(n for n, outcome in EXPECTED.items() if outcome == RUNS))
-def test_a_kubeflow_sample_runs_with_only_its_api_version_changed(
-    crds: ClusterHandle, samples_namespace: str, operator: OperatorProcess, sample: str
+def test_a_kubeflow_sample_runs_as_it_is_or_with_only_its_api_version_changed(
+    kubeflow_crds: ClusterHandle, samples_namespace: str, operator: OperatorProcess, sample: str, group: str
 ) -> None:
-    ns = samples_namespace
-    docs = as_sparkop((samples_dir() / sample).read_text())
+    crds, ns = kubeflow_crds, samples_namespace
+    docs = GROUPS[group]((samples_dir() / sample).read_text())
     for doc in docs:
         crds.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(doc))
     (main,) = [d for d in docs if d["kind"] in ("SparkApplication", "ScheduledSparkApplication")]
+    assert main["apiVersion"].startswith(f"{group}/")
     name = main["metadata"]["name"]
     if main["kind"] == "ScheduledSparkApplication":
         # "@every 3m": its first run is due 3 minutes after creation; the schedule is read and planned.
-        status = wait_for(lambda: scheduled_status(crds, ns, name), timeout=30, message=f"{name} scheduled")
-        created = crds.kubectl_json("get", "scheduledsparkapplication", name, "-n", ns)["metadata"]["creationTimestamp"]
+        status = wait_for(lambda: scheduled_status(crds, ns, name, group), timeout=30, message=f"{name} scheduled")
+        scheduled = crds.kubectl_json("get", resource("ScheduledSparkApplication", group), name, "-n", ns)
         due = datetime.fromisoformat(status["nextRun"].replace("Z", "+00:00"))
+        created = scheduled["metadata"]["creationTimestamp"]
         assert (due - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds() == 180
         assert status["scheduleState"] == "Scheduled"
         return
     if sample in SCHEDULED_BY_OTHERS:
         pod = wait_for(lambda: driver_pod(crds, ns, name), timeout=60, message=f"{name}'s driver pod")
         bind(crds, ns, pod["metadata"]["name"])
-    wait_for(lambda: app_state(crds, ns, name) == "RUNNING", timeout=90, interval=0.5, message=f"{name} RUNNING")
+    wait_for(lambda: app_state(crds, ns, name, group) == "RUNNING", timeout=90, interval=0.5, message=f"{name} RUNNING")
     pod = driver_pod(crds, ns, name)
     assert pod is not None and pod["status"]["phase"] == "Running"
+    owner = crds.kubectl_json("get", "sparkdrivers", "-n", ns)["items"][0]["metadata"]["ownerReferences"][0]
+    assert owner["apiVersion"] == main["apiVersion"]  # the app of the group it was applied in runs it

@@ -212,7 +212,7 @@ def test_a_higher_priority_app_preempts_a_lower_one_which_completes_after_it(
     gang_cluster.apply(queued_app("low", run_seconds=20, priority_class=f"low-{namespace}"), namespace)
     wait_for(lambda: running_with_executors(gang_cluster, namespace, "low", 2), timeout=120, interval=0.2,
              message="low running with its executors")  # fmt: skip
-    low_pod = naming.driver_pod_name(naming.driver_name("low", 1), 1)
+    low_pod = naming.driver_pod_name("low")
     applied = time.monotonic()
     # 8 s: its executors start a moment after its driver runs (as real Spark's), and are seen running.
     gang_cluster.apply(queued_app("high", run_seconds=8, priority_class=f"high-{namespace}"), namespace)

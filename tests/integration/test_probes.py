@@ -58,9 +58,11 @@ def test_probes_before_the_crds_as_leader_and_as_standby(tmp_path: Path) -> None
     try:
         leader.start()
         wait_for(lambda: "waiting for the API server to serve" in leader.logs(), timeout=60, message="the wait")
-        not_served = "the API server does not serve sparkapplications, sparkdrivers (install the CRDs)"
+        # Named with their group: with --kubeflow-api, kubeflow's sparkapplications are waited for too.
+        kinds = "sparkapplications.sparkop.io, sparkdrivers.sparkop.io"
+        not_served = f"the API server does not serve {kinds} (install the CRDs)"
         wait_for(lambda: answers(leader_port, "/readyz", 503, not_served), timeout=10, message="not ready")
-        assert answers(leader_port, "/healthz", 200, "ok: waiting for sparkapplications, sparkdrivers")
+        assert answers(leader_port, "/healthz", 200, f"ok: waiting for {kinds}")
 
         demo.install_crds(cluster.kubectl, cluster.kubeconfig)
         demo.wait_for_crds(cluster.kubectl, cluster.kubeconfig)

@@ -63,14 +63,25 @@ def get(cluster: ClusterHandle, namespace: str, kind: str, name: str) -> Obj | N
     return json.loads(out) if out.strip() else None
 
 
-def status(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
-    app = get(cluster, namespace, "sparkapplication", name)
+# kubeflow's SparkApplications, as kubectl names them beside sparkop's (`sparkop run --kubeflow-api`).
+KUBEFLOW_APPS = "sparkapplications.sparkoperator.k8s.io"
+
+
+def status(cluster: ClusterHandle, namespace: str, name: str, resource: str = "sparkapplication") -> Obj:
+    app = get(cluster, namespace, resource, name)
     return (app or {}).get("status") or {}
 
 
-def wait_state(cluster: ClusterHandle, namespace: str, name: str, *wanted: str, timeout: float = 60) -> Obj:
+def wait_state(
+    cluster: ClusterHandle,
+    namespace: str,
+    name: str,
+    *wanted: str,
+    timeout: float = 60,
+    resource: str = "sparkapplication",
+) -> Obj:
     def reached() -> Obj | None:
-        s = status(cluster, namespace, name)
+        s = status(cluster, namespace, name, resource)
         return s if s.get("applicationState", {}).get("state") in wanted else None
 
     result: Obj = wait_for(reached, timeout=timeout, interval=0.2, message=f"{name} in {wanted}")

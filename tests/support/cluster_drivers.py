@@ -84,7 +84,7 @@ def executors_owned(cluster: ClusterHandle, namespace: str, name: str, incarnati
     result: list[Obj] = wait_for(owned, timeout=20, interval=0.1, message=f"{count} executors")
     for pod in result:
         refs = {(r["kind"], r["name"], bool(r.get("controller"))) for r in pod["metadata"]["ownerReferences"]}
-        assert refs == {("SparkDriver", name, False), ("Pod", naming.driver_pod_name(name, incarnation), True)}, refs
+        assert refs == {("SparkDriver", name, False), ("Pod", naming.driver_pod_name(name), True)}, refs
     return result
 
 

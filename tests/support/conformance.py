@@ -138,7 +138,7 @@ def kubeflow_args(
     if driver_template_file is not None:
         conf("spark.kubernetes.driver.podTemplateFile", driver_template_file)
         conf("spark.kubernetes.driver.podTemplateContainerName", "spark-kubernetes-driver")
-    conf("spark.kubernetes.driver.pod.name", naming.driver_pod_name(name, 1))
+    conf("spark.kubernetes.driver.pod.name", naming.driver_pod_name(name))
     for role in ("driver", "executor"):
         pod = spec.get(role) or {}
         image = pod.get("image") or spec.get("image")

@@ -4,13 +4,15 @@ tests: the objects of an incarnation as rendered, pods in each state, executors 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sparkop.core.plan import Plan
+from sparkop.core.expectations import LogTail
+from sparkop.core.plan import Plan, ReadLog
 from sparkop.domain import labels
-from sparkop.driver_controller.observed import summarize_object
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_object
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 UID = "0b4c3d9e-0000-4000-8000-000000000001"
@@ -95,13 +97,16 @@ def executor(
     """Executor ``n`` of an incarnation in ``phase``, created at ``created`` (RFC 3339) when given."""
     refs = [
         {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "name": "pi", "uid": UID, "controller": adopted},
-        {"apiVersion": "v1", "kind": "Pod", "name": f"pi-{incarnation}-driver", "uid": f"pod-{incarnation}",
+        {"apiVersion": "v1", "kind": "Pod", "name": "pi-driver", "uid": f"pod-{incarnation}",
          "controller": not adopted},
     ]  # fmt: skip
     return {
         "metadata": {
             "name": f"pi-{incarnation}-exec-{n}", "namespace": "ns", "uid": f"e{n}", "resourceVersion": "7",
-            "labels": {labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor"},
+            "labels": {
+                labels.DRIVER: "pi", labels.INCARNATION: str(incarnation), "spark-role": "executor",
+                labels.SPARK_EXEC_ID: str(n),
+            },
             "ownerReferences": refs,
             **({"creationTimestamp": created} if created else {}),
         },
@@ -111,3 +116,23 @@ def executor(
 
 def kinds(plan: Plan) -> list[str]:
     return [f"{o['kind']}/{o['metadata']['name']}" for o in (a.manifest for a in plan.creates)]
+
+
+def log_of(pod: str) -> str:
+    """What ``decided`` answers a read of ``pod``'s log with."""
+    return f"the end of {pod}'s log\n"
+
+
+def decided(observed: Any, now: datetime) -> Plan:
+    """``decide`` as the shell runs it: a plan that reads driver pods' log tails (core.reconciler.ReadLog)
+    gets them, and is decided again with them (the Applier's Learned)."""
+    from sparkop.driver_controller.decide import decide
+
+    for _ in range(4):
+        plan = decide(observed, now)
+        reads = [a for a in plan.before_status if isinstance(a, ReadLog)]
+        if not reads:
+            return plan
+        logs = {**observed.logs, **{read.uid: LogTail(log_of(read.pod)) for read in reads}}
+        observed = replace(observed, logs=logs)
+    raise AssertionError("a pass that keeps reading logs")

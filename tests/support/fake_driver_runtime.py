@@ -13,7 +13,7 @@ from sparkop.core.controller import Loop
 from sparkop.core.runtime import Options, Runtime
 from sparkop.driver_controller import controller as declaration
 from sparkop.driver_controller.controller import driver_controller
-from sparkop.driver_controller.observed import summarize_pod
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.driver_objects import objects
 from tests.support.fake_index import FakeIndex
 
@@ -54,9 +54,15 @@ class FakeKube:
         self._call(f"patch {name}")
         return {}
 
-    async def delete(self, resource: Any, namespace: str, name: str, *, uid: str | None = None) -> bool:
-        self._call(f"delete {resource.kind} {name}")
+    async def delete(
+        self, resource: Any, namespace: str, name: str, *, uid: str | None = None, grace_seconds: int | None = None
+    ) -> bool:
+        self._call(f"delete {resource.kind} {name}" + (f" grace {grace_seconds}" if grace_seconds is not None else ""))
         return True
+
+    async def pod_log_tail(self, namespace: str, name: str, *, container: str | None, lines: int, limit: int) -> str:
+        self._call(f"log {name}")
+        return f"the end of {name}'s log\n"
 
     async def event(self, regarding: Any, *, type_: str, reason: str, message: str) -> None:
         self._call(f"event {reason}")
@@ -79,6 +85,8 @@ class FakeRuntime:
                 declaration.INDEX_WORKLOADS,
                 declaration.INDEX_FLAVORS,
                 declaration.INDEX_PRIORITY_CLASSES,
+                declaration.INDEX_DRIVER_PODS_BY_NAME,
+                declaration.INDEX_NODES,
             )
         }
 
@@ -86,6 +94,7 @@ class FakeRuntime:
         return self.indexes[name]
 
     ensure_holds = Runtime.ensure_holds  # the real check, on these indexes
+    filed = Runtime.filed  # the real reading of an index, on these
 
     def queue(self, name: str, reconcile: Any) -> Any:
         return None
@@ -99,6 +108,11 @@ def controller(fake: FakeKube, body: dict[str, Any], pods: list[dict[str, Any]] 
     runtime = FakeRuntime(fake)
     runtime.indexes[declaration.INDEX_DRIVERS][KEY] = [body]
     runtime.indexes[declaration.INDEX_PODS][KEY] = [summarize_pod(p) for p in pods]
+    for pod in pods:
+        if (pod["metadata"].get("labels") or {}).get("spark-role") == "driver":
+            runtime.indexes[declaration.INDEX_DRIVER_PODS_BY_NAME][("ns", pod["metadata"]["name"])] = [
+                summarize_pod(pod)
+            ]
     if with_objects:
         _, cms, svcs = objects()
         runtime.indexes[declaration.INDEX_CONFIGMAPS][KEY] = cms

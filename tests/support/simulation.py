@@ -96,7 +96,8 @@ class SimDriver:
     def pod_name(self) -> str | None:
         """The driver controller names a pod in status once its create succeeded."""
         refused = self.phase is DriverPhase.SUBMISSION_FAILED and self.incarnation == 1
-        return None if self.phase is None or refused else f"{self.name}-{self.incarnation}-driver"
+        # kubeflow's naming: the app's one driver pod name, whatever the run and incarnation
+        return None if self.phase is None or refused else f"{self.name.rpartition('-')[0]}-driver"
 
     def view(self) -> DriverView:
         return DriverView(
@@ -336,7 +337,15 @@ class SimCluster:
         self.ui_objects[(resource.kind, name)] = merged
         return merged
 
-    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> bool:
+    async def delete(
+        self,
+        resource: Any,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_seconds: int | None = None,
+    ) -> bool:
         self._step()
         if resource.kind == "SparkDriver":
             drv = self.drivers.get(name)

@@ -52,6 +52,17 @@ spec:
     memory: 512m
 """
 
+BASE_HISTORY: Final = """
+apiVersion: sparkop.io/v1alpha1
+kind: SparkHistoryServer
+metadata:
+  name: case
+spec:
+  image: apache/spark:3.5.9
+  logDirectory:
+    persistentVolumeClaim: {claimName: spark-events, path: spark-events}
+"""
+
 
 @dataclass(frozen=True)
 class Case:
@@ -74,7 +85,12 @@ def merge(base: Any, override: Any) -> Any:
 
 
 def manifest(case: Case) -> dict[str, Any]:
-    bases = {"SparkApplication": BASE_APP, "SparkDriver": BASE_DRIVER, "SparkConnect": BASE_CONNECT}
+    bases = {
+        "SparkApplication": BASE_APP,
+        "SparkDriver": BASE_DRIVER,
+        "SparkConnect": BASE_CONNECT,
+        "SparkHistoryServer": BASE_HISTORY,
+    }
     base = yaml.safe_load(bases[case.kind])
     doc: dict[str, Any] = merge(base, yaml.safe_load(case.override))
     doc["metadata"].setdefault("name", "case")
@@ -179,7 +195,7 @@ INVALID: Final[tuple[Case, ...]] = (
         "spec: {driver: {secrets: [{name: s, path: /s, secretType: Magic}]}}",
         "spec.driver.secrets[0].secretType",
     ),
-    Case("driver-pod-name", "spec: {driver: {podName: my-driver}}", "spec.driver.podName"),
+    Case("driver-pod-name-not-dns", "spec: {driver: {podName: My_Driver}}", "spec.driver.podName"),
     Case("python-version-4", "spec: {pythonVersion: '4'}", "spec.pythonVersion"),
     Case(
         "sidecar-port-out-of-range",
@@ -305,6 +321,54 @@ INVALID: Final[tuple[Case, ...]] = (
         "spec: {dynamicAllocation: {enabled: true, minExecutors: 3, maxExecutors: 1}}",
         "spec.dynamicAllocation",
         kind="SparkConnect",
+    ),
+    # A history server's template written for where its pod goes only: the pod template's schema (the
+    # API server's) still wants the containers, each named.
+    Case(
+        "history-template-without-containers",
+        "spec: {template: {spec: {nodeSelector: {disktype: ssd}}}}",
+        "spec.template.spec.containers",
+        kind="SparkHistoryServer",
+    ),
+    Case(
+        "history-template-container-unnamed",
+        "spec: {template: {spec: {containers: [{resources: {limits: {memory: 2Gi}}}]}}}",
+        "spec.template.spec.containers[0].name",
+        kind="SparkHistoryServer",
+    ),
+    Case(
+        "history-template-restart-never",
+        "spec: {template: {spec: {restartPolicy: Never, containers: [{name: spark-history-server}]}}}",
+        "spec.template.spec.restartPolicy",
+        kind="SparkHistoryServer",
+    ),
+    Case(
+        "history-two-log-directories",
+        "spec: {logDirectory: {url: 's3a://bucket/events'}}",
+        "spec.logDirectory",
+        kind="SparkHistoryServer",
+    ),
+)
+
+# History-server templates both the API server and sparkop validate accept.
+HISTORY_TEMPLATES_ACCEPTED: Final[tuple[Case, ...]] = (
+    Case(
+        "history-template-named-server",
+        "spec: {template: {spec: {nodeSelector: {disktype: ssd}, containers: [{name: spark-history-server}]}}}",
+        "",
+        kind="SparkHistoryServer",
+    ),
+    Case(
+        "history-template-sidecar",
+        "spec: {template: {spec: {containers: [{name: spark-history-server}, {name: proxy, image: nginx}]}}}",
+        "",
+        kind="SparkHistoryServer",
+    ),
+    Case(
+        "history-template-labels-only",
+        "spec: {template: {metadata: {labels: {team: a}}}}",
+        "",
+        kind="SparkHistoryServer",
     ),
 )
 

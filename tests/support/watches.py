@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 
 from devcluster.testing import ClusterHandle
 
@@ -51,11 +52,17 @@ class CreationWatch(KubectlWatch):
 
     def __init__(self, cluster: ClusterHandle, namespace: str, plural: str) -> None:
         self.uids: dict[str, set[str]] = {}
+        # uid -> when (time.monotonic) it was first seen, and seen deleted: one name's objects in turn.
+        self.first_seen: dict[str, float] = {}
+        self.deleted: dict[str, float] = {}
         super().__init__(cluster, namespace, [plural], '{.type} {.object.metadata.name} {.object.metadata.uid}{"\\n"}')
 
     def on_line(self, parts: list[str]) -> None:
         if len(parts) == 3 and parts[0] in ("ADDED", "MODIFIED"):
             self.uids.setdefault(parts[1], set()).add(parts[2])
+            self.first_seen.setdefault(parts[2], time.monotonic())
+        elif len(parts) == 3 and parts[0] == "DELETED":
+            self.deleted.setdefault(parts[2], time.monotonic())
 
     def created(self, owner: str) -> dict[str, set[str]]:
         """The objects named ``<owner>-<suffix>`` (the runs of an app, of a schedule)."""

@@ -248,15 +248,38 @@ def test_invalid_manifests_are_rejected_offline(case: testcases.Case) -> None:
     assert all(str(e) for e in errors)
 
 
+def test_a_history_template_for_placement_only_is_refused_with_the_container_to_add() -> None:
+    """What the API server refuses of a SparkHistoryServer's pod template (its PodSpec's containers, each
+    named) sparkop validate refuses at the same field, with what to write."""
+    by_id = {c.id: c for c in testcases.INVALID}
+    (error,) = validate.validate_document(testcases.manifest(by_id["history-template-without-containers"]))
+    assert (error.path, error.message) == ("spec.template.spec.containers", "required value")
+    assert "containers: [{name: spark-history-server}]" in error.hint
+    (error,) = validate.validate_document(testcases.manifest(by_id["history-template-container-unnamed"]))
+    assert error.path == "spec.template.spec.containers[0].name" and "spark-history-server" in error.hint
+    for case in testcases.HISTORY_TEMPLATES_ACCEPTED:
+        assert validate.validate_document(testcases.manifest(case)) == [], case.id
+
+
+def test_a_missing_field_is_named_itself_with_a_fix() -> None:
+    """Each missing field its own error at its own path, as the API server says "<path>: Required value"."""
+    doc = testcases.manifest(testcases.Case("two-missing", "spec: {volumes: [{}]}", ""))
+    doc["spec"]["driver"]["volumeMounts"] = [{}]
+    errors = {e.path: e for e in validate.validate_document(doc)}
+    for path in ("spec.volumes[0].name", "spec.driver.volumeMounts[0].name", "spec.driver.volumeMounts[0].mountPath"):
+        assert errors[path].message == "required value", errors
+    assert errors["spec.driver.volumeMounts[0].mountPath"].hint == "add mountPath"
+
+
 def test_enough_invalid_cases() -> None:
     assert len(testcases.INVALID) >= 25
     assert len({c.id for c in testcases.INVALID}) == len(testcases.INVALID)
 
 
-def test_kubeflow_v1beta2_manifest_with_only_api_version_changed() -> None:
+def test_kubeflow_v1beta2_manifest_as_it_is_or_with_only_api_version_changed() -> None:
     raw = yaml.safe_load(testcases.KUBEFLOW_V1BETA2_SPARK_PI)
-    errors = validate.validate_document(raw)
-    assert [e.path for e in errors] == ["apiVersion"] and "only this change" in errors[0].hint
+    assert validate.validate_document(raw) == []  # kubeflow's group, served with --kubeflow-api
+    assert api.SparkApplication.model_validate(raw).apiVersion == "sparkoperator.k8s.io/v1beta2"
     doc = testcases.kubeflow_as_sparkop()
     assert validate.validate_document(doc) == []
     app = api.SparkApplication.model_validate(doc)

@@ -150,7 +150,7 @@ def test_exposition_uses_kubeflow_names_and_labels() -> None:
         indexes: dict[str, Any] = {}
 
     registry = CollectorRegistry()
-    registry.register(AppCollector(NoCaches(), "apps", store))  # type: ignore[arg-type]
+    registry.register(AppCollector(NoCaches(), ["apps"], store))  # type: ignore[arg-type]
     text = generate_latest(registry).decode()
     assert 'spark_application_success_count{app_type="etl"} 1.0' in text.splitlines()
     assert 'spark_application_start_latency_seconds_histogram_bucket{app_type="Unknown",le="30"} 0.0' in text

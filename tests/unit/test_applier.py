@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from sparkop.core import kube
-from sparkop.core.applier import AWAITING_CACHE_SECONDS, Applier, ApplyFailed, CreateRefused
-from sparkop.core.expectations import CREATED_RECENTLY_SECONDS, Learnt
-from sparkop.core.plan import Create, Delete, Ensure, Event, Patch, Plan
+from sparkop.core.applier import AWAITING_CACHE_SECONDS, Applier, ApplyFailed, CreateRefused, LogTailRead
+from sparkop.core.expectations import CREATED_RECENTLY_SECONDS, Learnt, LogTail
+from sparkop.core.plan import Create, Delete, Ensure, Event, Patch, Plan, ReadLog
 
 KEY = ("ns", "owner")
 
@@ -46,8 +46,16 @@ class Client:
         self.calls.append(f"patch {name}")
         return {"metadata": {"resourceVersion": self.patched_version}} if self.patched_version else {}
 
-    async def delete(self, resource: Any, namespace: str | None, name: str, *, uid: str | None = None) -> Any:
-        self.calls.append(f"delete {name} uid={uid}")
+    async def delete(
+        self,
+        resource: Any,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_seconds: int | None = None,
+    ) -> Any:
+        self.calls.append(f"delete {name} uid={uid}" + (f" grace={grace_seconds}" if grace_seconds is not None else ""))
         return {"metadata": {"resourceVersion": self.deleted_version}} if self.deleted_version else {}
 
     async def patch_status(
@@ -60,6 +68,14 @@ class Client:
 
     async def event(self, regarding: Any, *, type_: str, reason: str, message: str) -> None:
         self.calls.append(f"event {reason} rv={regarding['metadata']['resourceVersion']}")
+
+    log_error: BaseException | None = None
+
+    async def pod_log_tail(self, namespace: str, name: str, *, container: str | None, lines: int, limit: int) -> str:
+        self.calls.append(f"log {name} container={container} lines={lines}")
+        if self.log_error is not None:
+            raise self.log_error
+        return ("Pi is roughly 3.14\n" * 100)[-limit:]  # as core.kube's: the end, within the limit
 
 
 def applier(client: Client) -> Applier[tuple[str, str]]:
@@ -381,3 +397,31 @@ async def test_a_create_of_ours_the_cache_has_yet_to_show_is_not_sent_again() ->
     clock.now += CREATED_RECENTLY_SECONDS  # never shown (deleted before the watch saw it): not forever
     await a.apply(KEY, body({"phase": "Pending"}, "8"), again, same, namespace="ns")
     assert client.calls[3:] == ["create a"]
+
+
+async def test_a_log_read_is_learnt_by_the_pods_uid_and_decided_on_at_once() -> None:
+    """A plan that reads a driver pod's log tail (before recording its outcome): nothing is written, the
+    tail (the end kept, within its limit) or why it could not be read is what the next decision is told."""
+    client, the_applier = Client(), None
+    the_applier = applier(client)
+    read = ReadLog("pi-driver", "pod-1", "spark-kubernetes-driver", 50, 40)
+    plan: Plan[dict[str, Any]] = Plan(status={"phase": "Succeeded"}, before_status=(read,))
+    with pytest.raises(LogTailRead):
+        await the_applier.apply(KEY, body(), plan, same, namespace="ns")
+    assert client.calls == ["log pi-driver container=spark-kubernetes-driver lines=50"]  # no status write
+    assert the_applier.expectations.learnt(KEY, "u1").logs == {"pod-1": LogTail(("Pi is roughly 3.14\n" * 100)[-40:])}
+    error = kube.ApiException(status=500, reason="Internal Server Error")
+    error.body = '{"message": "no preferred addresses found"}'
+    client.log_error = error
+    with pytest.raises(LogTailRead):
+        await the_applier.apply(KEY, body(), Plan(before_status=(ReadLog("pi-driver", "pod-2", None, 50, 40),)),
+                                same, namespace="ns")  # fmt: skip
+    tail = the_applier.expectations.learnt(KEY, "u1").logs["pod-2"]
+    assert tail.text is None and tail.error == "500 Internal Server Error: no preferred addresses found"
+
+
+async def test_a_grace_0_delete_is_sent_as_asked() -> None:
+    client = Client()
+    plan: Plan[dict[str, Any]] = Plan(after_status=(Delete("v1", "Pod", "pi-driver", "pod-1", grace_seconds=0),))
+    await applier(client).apply(KEY, body(), plan, same, namespace="ns")
+    assert client.calls == ["delete pi-driver uid=pod-1 grace=0"]  # (status None: nothing to write)

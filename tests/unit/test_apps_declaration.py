@@ -18,6 +18,7 @@ from sparkop.core.caches import NotCurrent
 from sparkop.core.controller import Loop
 from sparkop.core.plan import Plan
 from sparkop.core.runtime import Runtime
+from sparkop.domain import kinds
 from tests.support.fake_index import FakeIndex
 from tests.support.simulation import EPOCH
 from tests.support.specs import PYTHON_PI_SPEC
@@ -79,6 +80,7 @@ class FakeRuntime:
         return FakeIndex({("ns", "pi"): [app_snapshot(app) for app in self.cached]})
 
     ensure_holds = Runtime.ensure_holds  # the real check, on these caches
+    filed = Runtime.filed  # the real reading of an index, on these
 
 
 def controller(fake: FakeKube, cached: list[dict[str, Any]] | None = None) -> Loop[Observed, Any]:
@@ -216,3 +218,16 @@ async def test_a_transient_create_error_is_left_to_the_queues_backoff() -> None:
     with pytest.raises(RuntimeError):
         await apply(ctl, reconcile(observed, EPOCH), body)
     assert refusals(ctl, "u1") == {}
+
+
+def test_each_groups_apps_controller_has_indexes_of_its_own() -> None:
+    """With --kubeflow-api both groups' apps controllers start on one runtime: an index name they shared
+    (the history servers' was) stops the operator at start with "already registered"."""
+    runtime: Any = FakeRuntime(FakeKube())
+    names = []
+    for api in kinds.served_apis(kubeflow=True):
+        declared = apps_controller(runtime, api=api)
+        names.append({source.index for source in (declared.own, *declared.owned, *declared.reads)})
+    sparkop_names, kubeflow_names = names
+    assert "apps_history_servers" in sparkop_names
+    assert not sparkop_names & kubeflow_names

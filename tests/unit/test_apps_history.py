@@ -4,18 +4,32 @@ and an app whose server is not there waits for it instead of running without the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
+from devcluster.javaprops import parse_properties
 from sparkop.api import history
 from sparkop.api.models import DriverPhase, SparkDriver
 from sparkop.apps_controller import events
 from sparkop.apps_controller.builders import EVENT_LOG_DIR, EVENT_LOG_ENABLED, build_driver
 from sparkop.apps_controller.observed import AppView, HistoryServerView, choose_history
 from sparkop.domain import labels
+from sparkop.driver_controller.podbuild import SPARK_CONF_FILE
+from sparkop.driver_controller.submission import DRIVER_CONTAINER
+from sparkop.render_cli import render_documents
 from tests.support.app_runs import BASE_SPEC
 from tests.support.simulation import SimCluster
 
-CLAIM = HistoryServerView("ns", "hist", history.EventLog("file:///mnt/spark-history/logs", "events"), "http://h")
+CLAIM = HistoryServerView(
+    "ns",
+    "hist",
+    history.event_log({"logDirectory": {"persistentVolumeClaim": {"claimName": "events", "path": "logs"}}}),
+    "http://h",
+)
+ROOT = Path(__file__).resolve().parents[2]
 BUCKET = HistoryServerView("shared", "hist", history.EventLog("s3a://bucket/logs"), "http://hist.example")
 
 
@@ -29,12 +43,63 @@ def test_a_run_logs_to_the_claim_its_driver_mounts_and_the_apps_own_properties_w
     assert spec["sparkConf"][EVENT_LOG_ENABLED] == "false"
     assert spec["sparkConf"][EVENT_LOG_DIR] == "file:///mnt/spark-history/logs"
     assert {"name": "spark-history", "persistentVolumeClaim": {"claimName": "events"}} in spec["volumes"]
-    assert {"name": "spark-history", "mountPath": history.MOUNT_PATH} in spec["driver"]["volumeMounts"]
+    mount = {"name": "spark-history", "mountPath": f"{history.MOUNT_PATH}/logs", "subPath": "logs"}
+    assert mount in spec["driver"]["volumeMounts"]
     assert manifest["metadata"]["annotations"][labels.HISTORY_URL] == "http://h"
     SparkDriver.model_validate(manifest)  # still a SparkDriver the CRD takes
     url_only = build_driver(app(), 1, history_server=BUCKET)["spec"]
     assert url_only["sparkConf"] == {EVENT_LOG_ENABLED: "true", EVENT_LOG_DIR: "s3a://bucket/logs"}
     assert "volumes" not in url_only
+
+
+@pytest.mark.parametrize(
+    ("path", "mount"),
+    [
+        (None, {"name": "spark-history", "mountPath": "/mnt/spark-history"}),
+        (
+            "spark-events",
+            {"name": "spark-history", "mountPath": "/mnt/spark-history/spark-events", "subPath": "spark-events"},
+        ),
+        ("a/b/", {"name": "spark-history", "mountPath": "/mnt/spark-history/a/b", "subPath": "a/b"}),
+    ],
+)
+def test_a_driver_mounts_only_its_log_directory_so_the_kubelet_makes_it(
+    path: str | None, mount: dict[str, str]
+) -> None:
+    """A directory inside the claim is mounted as a subPath, which the kubelet creates before the driver
+    starts: Spark exits at start when spark.eventLog.dir is missing, and the history server, which makes
+    it too, may not have started yet (applied in the same file) or not exist at all. The claim's root
+    always exists. Either way spark.eventLog.dir is where the driver mounts it."""
+    claim = {"claimName": "events", **({"path": path} if path is not None else {})}
+    target = history.event_log({"logDirectory": {"persistentVolumeClaim": claim}})
+    assert target is not None
+    assert history.driver_mount(target) == mount
+    assert target.directory == f"file://{mount['mountPath']}"
+    driver = build_driver(app(), 1, history_server=HistoryServerView("ns", "hist", target, "http://h"))["spec"][
+        "driver"
+    ]
+    assert driver["volumeMounts"] == [mount]
+
+
+def test_the_rendered_driver_pod_mounts_the_log_directory_as_spark_submit_would() -> None:
+    """examples/history-server.yaml: the subPath reaches the driver pod through Spark's own volume
+    property (mount.subPath), so spark-submit given the same properties builds the same pod."""
+    docs = list(yaml.safe_load_all((ROOT / "examples" / "history-server.yaml").read_text()))
+    rendered = render_documents([d for d in docs if d])
+    (pod,) = [o for o in rendered if o["kind"] == "Pod"]
+    (container,) = [c for c in pod["spec"]["containers"] if c["name"] == DRIVER_CONTAINER]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == history.VOLUME_NAME]
+    assert mount == {
+        "name": history.VOLUME_NAME,
+        "mountPath": "/mnt/spark-history/spark-events",
+        "subPath": "spark-events",
+    }
+    (conf_map,) = [o for o in rendered if o["kind"] == "ConfigMap" and SPARK_CONF_FILE in o["data"]]
+    properties = parse_properties(conf_map["data"][SPARK_CONF_FILE])
+    assert properties["spark.kubernetes.driver.volumes.persistentVolumeClaim.spark-history.mount.subPath"] == (
+        "spark-events"
+    )
+    assert properties["spark.eventLog.dir"] == f"file://{mount['mountPath']}"
 
 
 def test_which_server_an_app_logs_to() -> None:

@@ -42,6 +42,7 @@ UPDATE = os.environ.get("SPARKOP_UPDATE_SNAPSHOTS") == "1"
 # What the operator's own objects need in any namespace it serves; never cluster-wide in namespaced mode.
 NAMESPACED_RESOURCES = {
     "pods",
+    "pods/log",  # a driver pod's log tail, kept before the pod may go
     "configmaps",
     "services",
     "events",
@@ -68,12 +69,8 @@ FEATURE_RESOURCES = {
     "kueue": {"workloads", "workloads/status"},  # a queued run's; admission handed back, Finished
     "gatewayAPI": {"httproutes", "grpcroutes"},  # a Spark UI's, a history server's, a Connect server's
 }
-# Kueue's cluster-scoped configuration, read (never written) whatever the namespaces.
-KUEUE_READ_RULE = {
-    "apiGroups": ["kueue.x-k8s.io"],
-    "resources": ["resourceflavors", "workloadpriorityclasses"],
-    "verbs": ["get", "list", "watch"],
-}
+# Whether a deleted driver pod's node is lost, read whatever the namespaces (Nodes are cluster-scoped).
+NODES_READ_RULE = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
 
 
 @pytest.fixture(scope="module")
@@ -127,16 +124,54 @@ def test_helm_lint_strict(helm: Path, tmp_path: Path, values: dict[str, Any]) ->
 # ------------------------------------------------------------------------------------- CRDs
 
 
-def test_the_chart_carries_the_committed_crds_unchanged() -> None:
-    committed = {p.name: p.read_bytes() for p in (REPO / "crds").glob("*.yaml")}
+@pytest.mark.parametrize(("source", "carried"), [("crds", "crds"), ("crds/kubeflow", "kubeflow-crds")])
+def test_the_chart_carries_the_committed_crds_unchanged(source: str, carried: str) -> None:
+    committed = {p.name: p.read_bytes() for p in (REPO / source).glob("*.yaml")}
     if UPDATE:
-        for stale in (CHART / "crds").glob("*.yaml"):
+        for stale in (CHART / carried).glob("*.yaml"):
             stale.unlink()
         for name, data in committed.items():
-            (CHART / "crds" / name).write_bytes(data)
-    in_chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
-    assert committed, "crds/ is empty"
-    assert in_chart == committed, "charts/sparkop/crds/ differs from crds/: run with SPARKOP_UPDATE_SNAPSHOTS=1"
+            (CHART / carried / name).write_bytes(data)
+    in_chart = {p.name: p.read_bytes() for p in (CHART / carried).glob("*.yaml")}
+    assert committed, f"{source}/ is empty"
+    assert in_chart == committed, (
+        f"charts/sparkop/{carried}/ differs from {source}/: run with SPARKOP_UPDATE_SNAPSHOTS=1"
+    )
+
+
+def test_kubeflows_api_is_served_and_its_crds_installed_only_when_enabled(helm: Path, tmp_path: Path) -> None:
+    off = render(helm, tmp_path)
+    assert of_kind(off, "CustomResourceDefinition") == []  # sparkop's own are in crds/, outside the templates
+    assert "--kubeflow-api" not in container(off)["args"]
+    assert "sparkoperator.k8s.io" not in str(of_kind(off, "ClusterRole") + of_kind(off, "Role"))
+    on = render(helm, tmp_path, {"kubeflowAPI": {"enabled": True}})
+    assert "--kubeflow-api" in container(on)["args"]
+    crds = of_kind(on, "CustomResourceDefinition")
+    assert sorted(c["metadata"]["name"] for c in crds) == [
+        "scheduledsparkapplications.sparkoperator.k8s.io",
+        "sparkapplications.sparkoperator.k8s.io",
+        "sparkconnects.sparkoperator.k8s.io",
+    ]
+    for crd in crds:
+        committed = yaml.safe_load(
+            (REPO / "crds" / "kubeflow" / f"sparkoperator.k8s.io_{crd['spec']['names']['plural']}.yaml").read_text()
+        )
+        annotations = crd["metadata"].pop("annotations")
+        # Uninstalling the release must not delete the CRDs, and with them every app of the group.
+        assert annotations == {**committed["metadata"]["annotations"], "helm.sh/resource-policy": "keep"}
+        committed["metadata"].pop("annotations")
+        assert crd == committed
+    # The rules of a watched namespace: in its Role (spark.jobNamespaces), or the ClusterRole (none).
+    roles = of_kind(on, "Role") + of_kind(on, "ClusterRole")
+    kubeflow = [rule for role in roles for rule in role["rules"] if rule["apiGroups"] == ["sparkoperator.k8s.io"]]
+    assert {r for rule in kubeflow for r in rule["resources"]} == {
+        "sparkapplications",
+        "scheduledsparkapplications",
+        "sparkconnects",
+        "sparkapplications/status",
+        "scheduledsparkapplications/status",
+        "sparkconnects/status",
+    }
 
 
 # ---------------------------------------------------------------------------------- defaults
@@ -162,7 +197,8 @@ def test_defaults_watch_default_with_one_replica_electing_a_leader(helm: Path, t
             "resources": ["namespaces"],
             "resourceNames": ["default"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        NODES_READ_RULE,
     ]
     (operator_role,) = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
     assert operator_role["metadata"]["namespace"] == "default"
@@ -316,7 +352,8 @@ def test_job_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespace_o
             "resources": ["namespaces"],
             "resourceNames": ["team-a", "team-b"],
             "verbs": ["get", "list", "watch"],
-        }
+        },
+        NODES_READ_RULE,
     ]
     operator_roles = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
     assert sorted(r["metadata"]["namespace"] for r in operator_roles) == ["team-a", "team-b"]
@@ -440,6 +477,11 @@ FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "--log-format": ({"controller": {"logEncoder": "console"}}, "--log-format=text"),
     "--log-level": ({"controller": {"logLevel": "debug"}}, "--log-level=debug"),
+    "--kubeflow-api": ({"kubeflowAPI": {"enabled": True}}, "--kubeflow-api"),
+    "--max-tracked-executor-per-app": (
+        {"controller": {"maxTrackedExecutorPerApp": 50}},
+        "--max-tracked-executor-per-app=50",
+    ),
 }
 # Flags a value sets apart from FLAG_VALUES' combination (it turns the metrics off).
 SEPARATE_FLAGS: dict[str, tuple[dict[str, Any], str]] = {

@@ -94,7 +94,14 @@ def observed(
     refusals: dict[str, Refusal] | None = None,
 ) -> Observed:
     b = body(spec, generation)
-    return Observed(ConnectView.from_body(b), status or SparkConnectStatus(), b, servers, services, refusals or {})
+    return Observed(
+        ConnectView.from_body(b),
+        servers,
+        services,
+        status=status or SparkConnectStatus(),
+        body=b,
+        refusals=refusals or {},
+    )
 
 
 def written(plan: Plan[SparkConnectStatus]) -> SparkConnectStatus:

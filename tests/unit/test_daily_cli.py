@@ -146,6 +146,38 @@ def test_all_namespaces_adds_the_namespace_column_and_sorts_by_it() -> None:
     assert [line.split()[:2] for line in lines[1:]] == [["ns1", "c"], ["ns2", "a"], ["ns2", "b"]]
 
 
+def test_apps_of_kubeflows_group_are_listed_with_a_group_column() -> None:
+    theirs = {**app("pi"), "apiVersion": "sparkoperator.k8s.io/v1beta2", "metadata": {**app("pi")["metadata"]}}
+    lines = daily_cli.render_list([app("pi"), theirs], NOW, all_namespaces=False).splitlines()
+    assert lines[0].split()[:3] == ["NAME", "GROUP", "STATE"]
+    assert [line.split()[:2] for line in lines[1:]] == [["pi", "sparkop.io"], ["pi", "sparkoperator.k8s.io"]]
+
+
+def test_an_app_is_named_by_its_name_or_group_and_name() -> None:
+    apis, name = daily_cli.app_reference("pi")
+    assert name == "pi" and [a.group for a in apis] == ["sparkop.io", "sparkoperator.k8s.io"]
+    apis, name = daily_cli.app_reference("sparkoperator.k8s.io/pi")
+    assert name == "pi" and [a.group for a in apis] == ["sparkoperator.k8s.io"]
+    with pytest.raises(Unavailable, match=r"'spark\.apache\.org' is not a group sparkop serves"):
+        daily_cli.app_reference("spark.apache.org/pi")
+
+
+def test_an_apps_sparkdrivers_are_those_it_controls_not_the_other_groups_of_the_same_name() -> None:
+    ours, theirs = app("pi"), {**app("pi"), "apiVersion": "sparkoperator.k8s.io/v1beta2"}
+    theirs["metadata"] = {**theirs["metadata"], "uid": "uid-kubeflow-pi"}
+
+    def owned(name: str, owner: Obj) -> Obj:
+        ref = {"apiVersion": owner["apiVersion"], "kind": "SparkApplication", "name": "pi", "controller": True,
+               "uid": owner["metadata"]["uid"]}  # fmt: skip
+        body = driver(name, 1)
+        body["metadata"]["ownerReferences"] = [ref]
+        return body
+
+    drivers = [owned("pi-1", ours), owned("pi-1-kf", theirs)]
+    assert [d["metadata"]["name"] for d in daily_cli.own_drivers(ours, drivers)] == ["pi-1"]
+    assert [d["metadata"]["name"] for d in daily_cli.own_drivers(theirs, drivers)] == ["pi-1-kf"]
+
+
 # -- which SparkDriver and pod `logs` reads ----------------------------------------------------
 
 

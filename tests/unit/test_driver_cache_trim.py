@@ -10,14 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sparkop.driver_controller.observed import (
-    controller_key,
-    owner_key,
-    summarize_object,
-    summarize_pod,
-    trim_owned,
-    trim_pod,
-)
+from sparkop.driver_controller.observed import controller_key, owner_key
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod, trim_owned, trim_pod
 from sparkop.render_cli import render_document
 
 ROOT = Path(__file__).resolve().parents[2]

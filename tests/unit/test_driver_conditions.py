@@ -12,12 +12,12 @@ import pytest
 
 from sparkop.api.models import Condition
 from sparkop.driver_controller.conditions import queued, stuck
-from sparkop.driver_controller.observed import PodGroupSummary, PodSummary, summarize_pod, summarize_pod_group
+from sparkop.driver_controller.summaries import PodGroupSummary, PodSummary, summarize_pod, summarize_pod_group
 from tests.support.driver_objects import NOW, objects, running, with_status
 
 EARLIER = "2026-01-01T11:00:00Z"
 AT_NOW = "2026-01-01T12:00:00Z"
-POD = "pi-1-driver"
+POD = "pi-driver"
 LONG = "x" * 40_000
 
 

@@ -14,16 +14,11 @@ from sparkop.core.plan import Create, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller import kueue
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import (
-    FlavorSummary,
-    Observed,
-    WorkloadSummary,
-    summarize_object,
-    summarize_pod,
-    summarize_workload,
-)
+from sparkop.driver_controller.kueue_summaries import FlavorSummary, WorkloadSummary, summarize_workload
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import parse, render
-from tests.support.driver_objects import NOW, driver, kinds, running, terminated
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod
+from tests.support.driver_objects import NOW, decided, driver, kinds, running, terminated
 
 WORKLOAD = "pi-workload"
 QUEUE = "team-a"
@@ -88,7 +83,7 @@ def plan_for(body: dict[str, Any], *workloads: WorkloadSummary, pods: list[dict[
         flavors={"spot": SPOT},
         priority_classes=priority_classes or {},
     )
-    return decide(observed, NOW)
+    return decided(observed, NOW)
 
 
 def queued_condition(plan: Plan) -> tuple[str, str, str]:
@@ -137,7 +132,7 @@ def test_a_pending_workload_waits_saying_what_kueue_says() -> None:
 def test_an_admitted_run_starts_where_its_flavor_says() -> None:
     held = [{**condition("Queued", "True", "Pending", "waiting"), "observedGeneration": 1}]
     plan = plan_for(queued({"incarnation": 1, "phase": "Pending", "conditions": held}), ADMITTED)
-    assert kinds(plan)[-1] == "Pod/pi-1-driver"
+    assert kinds(plan)[-1] == "Pod/pi-driver"
     pod = plan.creates[-1].manifest
     assert pod["spec"]["nodeSelector"]["node.kubernetes.io/lifecycle"] == "spot"
     assert {"key": "spot", "operator": "Exists"} in pod["spec"]["tolerations"]
@@ -151,13 +146,13 @@ def test_an_admitted_run_starts_where_its_flavor_says() -> None:
 def test_an_eviction_stops_the_pods_then_hands_the_quota_back() -> None:
     pod = render(parse(queued()), 1).pod
     pod = running({**pod, "metadata": {**pod["metadata"], "uid": "pod-1", "resourceVersion": "5"}})
-    status = {"incarnation": 1, "phase": "Running", "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    status = {"incarnation": 1, "phase": "Running", "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     stopping = plan_for(queued(status), EVICTED, pods=[pod], objects=True)
     assert stopping.status is not None
     assert stopping.status.incarnation == 2 and stopping.status.queueEvictions == 1
     (record,) = stopping.status.incarnations or ()
     assert (record.incarnation, record.outcome, record.reason) == (1, "Lost", "KueuePreempted")
-    assert "Delete/Pod/pi-1-driver" in [f"Delete/{d.kind}/{d.name}" for d in stopping.deletes]
+    assert "Delete/Pod/pi-driver" in [f"Delete/{d.kind}/{d.name}" for d in stopping.deletes]
     assert not [p for p in stopping.patches if p.kind == "Workload"]  # its pod still runs: quota held
     assert stopping.creates == ()  # the next incarnation waits for the next admission
     # The pod is gone: the quota goes back, as Kueue's reconciler gives it back.
@@ -177,19 +172,19 @@ def test_an_eviction_stops_the_pods_then_hands_the_quota_back() -> None:
 def test_the_next_admission_starts_the_next_incarnation_not_counted_as_a_replacement() -> None:
     status = {
         "incarnation": 2, "phase": "Pending", "queueEvictions": 3,
-        "incarnations": [{"incarnation": 1, "podName": "pi-1-driver", "outcome": "Lost", "reason": "KueuePreempted",
+        "incarnations": [{"incarnation": 1, "podName": "pi-driver", "outcome": "Lost", "reason": "KueuePreempted",
                           "time": EARLIER}],
     }  # fmt: skip
     body = queued(status)
     body["spec"]["maxDriverPodReplacements"] = 0
     plan = plan_for(body, ADMITTED)
-    assert kinds(plan)[-1] == "Pod/pi-2-driver"
+    assert kinds(plan)[-1] == "Pod/pi-driver"
 
 
 def test_the_end_of_the_driver_finishes_the_workload_once() -> None:
     pod = render(parse(queued()), 1).pod
     done = terminated({**pod, "metadata": {**pod["metadata"], "uid": "pod-1", "resourceVersion": "5"}}, 0)
-    status = {"incarnation": 1, "phase": "Running", "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    status = {"incarnation": 1, "phase": "Running", "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     plan = plan_for(queued(status), ADMITTED, pods=[done], objects=True)
     assert plan.status is not None and plan.status.phase == "Succeeded"
     (finish,) = [p for p in plan.patches if p.kind == "Workload"]
@@ -216,7 +211,7 @@ def test_a_pod_lost_after_an_eviction_is_replaced_within_the_limit_the_eviction_
         "incarnation": 2,
         "phase": "Running",
         "queueEvictions": 1,
-        "driverPod": {"name": "pi-2-driver", "uid": "p2"},
+        "driverPod": {"name": "pi-driver", "uid": "p2"},
     }
     body = queued(status)
     body["spec"]["maxDriverPodReplacements"] = 1
@@ -230,7 +225,7 @@ def with_finalizer(wl: WorkloadSummary, *, deleting: bool = False) -> WorkloadSu
 
 def test_kueues_finalizer_goes_once_the_workload_is_finished_or_its_driver_is_going() -> None:
     over = with_finalizer(workload(*ADMITTED.conditions, condition("Finished", "True", "Succeeded")))
-    status = {"incarnation": 1, "phase": "Succeeded", "driverPod": {"name": "pi-1-driver"}}
+    status = {"incarnation": 1, "phase": "Succeeded", "driverPod": {"name": "pi-driver"}}
     (let_go,) = [p for p in plan_for(queued(status), over).patches if p.kind == "Workload"]
     assert let_go.body == [
         {"op": "test", "path": "/metadata/finalizers", "value": [kueue.RESOURCE_IN_USE]},
@@ -243,7 +238,7 @@ def test_kueues_finalizer_goes_once_the_workload_is_finished_or_its_driver_is_go
 def test_a_deleted_workload_stops_the_run_then_lets_go_and_is_made_anew() -> None:
     pod = render(parse(queued()), 1).pod
     pod = running({**pod, "metadata": {**pod["metadata"], "uid": "pod-1", "resourceVersion": "5"}})
-    status = {"incarnation": 1, "phase": "Running", "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    status = {"incarnation": 1, "phase": "Running", "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     going = with_finalizer(ADMITTED, deleting=True)
     stopping = plan_for(queued(status), going, pods=[pod], objects=True)
     assert stopping.status is not None and stopping.status.incarnation == 2

@@ -27,7 +27,7 @@ async def test_configmaps_and_service_then_pod_then_status_then_events() -> None
     await ctrl.reconcile(KEY)
     assert fake.calls == [
         "create ConfigMap pi-1-podspec-conf-map", "create ConfigMap pi-1-conf-map", "create Service pi-1-driver-svc",
-        "create Pod pi-1-driver", "status", "event DriverPodCreated",
+        "create Pod pi-driver", "status", "event DriverPodCreated",
     ]  # fmt: skip
 
 
@@ -35,14 +35,14 @@ async def test_transient_create_error_is_recorded_by_the_next_pass() -> None:
     fake = FakeKube()
     fake.fail["create Pod"] = [api_error(503, "ServiceUnavailable", "etcd is unavailable")]
     ctrl, runtime = controller(fake, driver())
-    with pytest.raises(Failed, match="creating Pod pi-1-driver"):
+    with pytest.raises(Failed, match="creating Pod pi-driver"):
         await ctrl.reconcile(KEY)
     assert "status" not in fake.calls  # nothing written on a failed pass
     assert (ctrl.applier.expectations.learnt(KEY, UID).transient or {}).get("reason") == "ServiceUnavailable"
     await ctrl.reconcile(KEY)  # the queue's retry: gets through and says why it was slow
     error = fake.statuses[-1]["lastError"]
     assert error["reason"] == "ServiceUnavailable"
-    assert error["message"] == "creating Pod pi-1-driver: 503 ServiceUnavailable: etcd is unavailable"
+    assert error["message"] == "creating Pod pi-driver: 503 ServiceUnavailable: etcd is unavailable"
     assert error["time"]
     assert ctrl.applier.expectations.learnt(KEY, UID).transient is None
     # Nothing more to write while nothing changes.
@@ -91,7 +91,7 @@ async def test_a_name_held_by_a_foreign_object_is_submission_failed_naming_it() 
 
 async def test_conflicts_and_other_errors_are_not_transient() -> None:
     pod, _, _ = objects()
-    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-driver"}}
     fake = FakeKube()
     fake.fail["status"] = [kube.Conflict("stale")]
     ctrl, _ = controller(fake, driver(st), [running(pod)], with_objects=True)

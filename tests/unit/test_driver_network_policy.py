@@ -14,9 +14,9 @@ from sparkop.core.plan import Delete, Ensure, Patch, Plan, Refusal, refusal_key
 from sparkop.domain import labels
 from sparkop.driver_controller.actions import policy_restore_patch
 from sparkop.driver_controller.build import EXCLUDED_STEPS_KEY, FEATURE_STEP_PACKAGE
-from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import (
-    Observed,
+from sparkop.driver_controller.observed import Observed
+from sparkop.driver_controller.render import names, network_policy, parse, render
+from sparkop.driver_controller.summaries import (
     PolicySummary,
     policy_view,
     summarize_object,
@@ -24,8 +24,7 @@ from sparkop.driver_controller.observed import (
     summarize_policy,
     trim_policy,
 )
-from sparkop.driver_controller.render import names, network_policy, parse, render
-from tests.support.driver_objects import NOW, UID, deleting, driver, executor, kinds, running, terminated
+from tests.support.driver_objects import NOW, UID, decided, deleting, driver, executor, kinds, running, terminated
 from tests.support.fake_driver_runtime import KEY, FakeKube, controller
 from tests.support.simulation import _merge_patch as merge_patched
 
@@ -71,12 +70,12 @@ def plan_for(body: Obj, pods: list[Obj] = (), cms: list[Any] = (), svcs: list[An
         body, [summarize_pod(p) for p in pods], list(cms), list(svcs),
         network_policies=[summarize_policy(p) for p in policies], refusals=refusals or {},
     )  # fmt: skip
-    return decide(observed, NOW)
+    return decided(observed, NOW)
 
 
 def running_status(incarnation: int = 1) -> Obj:
     return {"phase": "Running", "incarnation": incarnation,
-            "driverPod": {"name": f"pi-{incarnation}-driver", "uid": f"pod-{incarnation}"}}  # fmt: skip
+            "driverPod": {"name": "pi-driver", "uid": f"pod-{incarnation}"}}  # fmt: skip
 
 
 def policy_writes(plan: Plan[Any]) -> list[Any]:
@@ -122,7 +121,7 @@ def test_created_for_a_43_driver_with_the_configmaps_and_service_before_the_pod(
     plan = plan_for(spark("4.3.0"))
     assert kinds(plan) == [
         "ConfigMap/pi-1-podspec-conf-map", "ConfigMap/pi-1-conf-map", "Service/pi-1-driver-svc",
-        "NetworkPolicy/pi-1-policy", "Pod/pi-1-driver",
+        "NetworkPolicy/pi-1-policy", "Pod/pi-driver",
     ]  # fmt: skip
     *before_pod, pod = plan.before_status
     assert all(a.concurrent for a in before_pod) and not pod.concurrent  # one round trip, then the pod
@@ -141,7 +140,7 @@ def test_created_for_a_43_driver_with_the_configmaps_and_service_before_the_pod(
 )
 def test_none_for_a_41_driver_or_with_the_step_excluded(version: str | None, conf: dict[str, str]) -> None:
     plan = plan_for(spark(version, **conf))
-    assert "Pod/pi-1-driver" in kinds(plan)
+    assert "Pod/pi-driver" in kinds(plan)
     assert policy_writes(plan) == []
 
 
@@ -250,7 +249,7 @@ def test_a_policy_created_by_an_older_api_server_default_is_not_patched_forever(
 
 def test_deleted_for_a_stale_incarnation() -> None:
     body = spark("4.3.0", running_status(2) | {"incarnations": [
-        {"incarnation": 1, "podName": "pi-1-driver", "outcome": "Lost", "time": "2026-01-01T11:00:00Z"}]})  # fmt: skip
+        {"incarnation": 1, "podName": "pi-driver", "outcome": "Lost", "time": "2026-01-01T11:00:00Z"}]})  # fmt: skip
     _, old_cms, old_svcs, old_policy = present(body, 1)
     pods, cms, svcs, policy = present(body, 2)
     plan = plan_for(body, pods, [*old_cms, *cms], [*old_svcs, *svcs], [old_policy, policy])
@@ -344,7 +343,10 @@ def test_a_replacement_driver_pod_says_it_again() -> None:
     body = spark("5.0.0", running_status())
     pods, cms, svcs, policy = present(body)
     plan = plan_for(body, [deleting(pods[0])], cms, svcs, [policy])
-    assert [e.reason for e in plan.events] == ["DriverPodLost", "DriverPodCreated", "UnknownSparkVersion"]
+    assert [e.reason for e in plan.events] == ["DriverPodLost"]  # its pod waits for the lost one to go
+    assert plan.status is not None
+    replaced = plan_for(spark("5.0.0", plan.status.to_json()), [], cms, svcs, [policy])
+    assert [e.reason for e in replaced.events] == ["DriverPodCreated", "UnknownSparkVersion"]
 
 
 # --- the index's summary ---------------------------------------------------------------------------
@@ -375,7 +377,7 @@ async def test_the_shell_creates_it_with_the_configmaps_and_service_then_the_pod
     await ctrl.reconcile(KEY)
     assert fake.calls == [
         "create ConfigMap pi-1-podspec-conf-map", "create ConfigMap pi-1-conf-map", "create Service pi-1-driver-svc",
-        "create NetworkPolicy pi-1-policy", "create Pod pi-1-driver", "status", "event DriverPodCreated",
+        "create NetworkPolicy pi-1-policy", "create Pod pi-driver", "status", "event DriverPodCreated",
     ]  # fmt: skip
 
 

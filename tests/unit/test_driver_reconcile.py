@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,18 +12,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 
 from sparkop.core.kube import merge_patch
-from sparkop.core.plan import Plan
+from sparkop.core.plan import Delete, Patch, Plan, ReadLog
+from sparkop.domain import labels
 from sparkop.driver_controller.cleanup import EXECUTOR_CLEANUP_GRACE_SECONDS
 from sparkop.driver_controller.decide import decide
 from sparkop.driver_controller.facts import refusal_status
-from sparkop.driver_controller.observed import Observed, Settings, summarize_object, summarize_pod
+from sparkop.driver_controller.observed import NameHolder, Observed, Settings
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod
 from tests.support.driver_objects import (
     NOW,
+    decided,
     deleting,
     driver,
     executor,
     kinds,
+    log_of,
     objects,
     running,
     terminated,
@@ -36,13 +41,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def plan_for(body: dict[str, Any] | None, pods: list[dict[str, Any]] = (), cms: list[Any] = (),  # type: ignore[assignment]
              svcs: list[Any] = (), **settings: Any) -> Plan:  # type: ignore[assignment]  # fmt: skip
     observed = Observed.of(body, [summarize_pod(p) for p in pods], list(cms), list(svcs), Settings(**settings))
-    return decide(observed, NOW)
+    return decided(observed, NOW)
 
 
 def test_new_driver_creates_configmaps_and_service_before_the_pod() -> None:
     plan = plan_for(driver())
     assert kinds(plan) == [
-        "ConfigMap/pi-1-podspec-conf-map", "ConfigMap/pi-1-conf-map", "Service/pi-1-driver-svc", "Pod/pi-1-driver",
+        "ConfigMap/pi-1-podspec-conf-map", "ConfigMap/pi-1-conf-map", "Service/pi-1-driver-svc", "Pod/pi-driver",
     ]  # fmt: skip
     assert plan.status is not None
     assert plan.status.phase == "Pending" and plan.status.incarnation == 1
@@ -51,7 +56,7 @@ def test_new_driver_creates_configmaps_and_service_before_the_pod() -> None:
 
 def test_everything_present_and_running() -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-driver"}}
     plan = plan_for(driver(st), [running(pod), executor(1), executor(2, adopted=True)], cms, svcs)
     assert plan.creates == ()
     assert plan.status is not None and plan.status.phase == "Running"
@@ -82,7 +87,7 @@ def test_everything_present_and_running() -> None:
 
 def test_unchanged_status_is_not_written() -> None:
     pod, cms, svcs = objects()
-    first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}), [running(pod)], cms, svcs)
+    first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-driver"}}), [running(pod)], cms, svcs)
     assert first.status is not None
     again = plan_for(driver(first.status.to_json()), [running(pod)], cms, svcs)
     assert again.status is None and again.events == () and again.creates == ()
@@ -93,7 +98,7 @@ def test_unchanged_status_is_not_written() -> None:
 )
 def test_finished_driver_is_recorded_and_released(code: int, phase: str, reason: str) -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [terminated(pod, code)], cms, svcs)
     assert plan.status is not None
     assert plan.status.phase == phase
@@ -111,7 +116,7 @@ def test_finished_driver_is_recorded_and_released(code: int, phase: str, reason:
 def test_a_terminated_driver_container_in_a_pod_still_running_is_the_outcome(code: int, phase: str) -> None:
     # What a real kubelet reports between the container's exit and the sandbox's teardown.
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     exited = {**terminated(pod, code), "status": {**terminated(pod, code)["status"], "phase": "Running"}}
     plan = plan_for(driver(st), [exited], cms, svcs)
     assert plan.status is not None
@@ -149,35 +154,87 @@ def test_a_terminated_driver_container_in_a_pod_still_running_is_the_outcome(cod
 )
 def test_lost_driver_pod_is_replaced(change: Any, reason: str) -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     lost_pod = change(pod)
     plan = plan_for(driver(st), [lost_pod, executor(1, adopted=True)], cms, svcs)
     assert plan.status is not None
     assert plan.status.incarnation == 2 and plan.status.phase == "Pending"
     assert plan.status.to_json()["incarnations"] == [
-        {"incarnation": 1, "podName": "pi-1-driver", "outcome": "Lost", "reason": reason,
-         "message": plan.status.to_json()["incarnations"][0]["message"], "time": "2026-01-01T12:00:00Z"}
+        {"incarnation": 1, "podName": "pi-driver", "outcome": "Lost", "reason": reason,
+         "message": plan.status.to_json()["incarnations"][0]["message"], "time": "2026-01-01T12:00:00Z",
+         "logTail": log_of("pi-driver")}  # read before the pod may go
     ]  # fmt: skip
-    assert "Pod/pi-2-driver" in kinds(plan)
-    assert [e.reason for e in plan.events] == ["DriverPodLost", "DriverPodCreated"]
+    # The next incarnation's pod has the same name: it waits for this one to be gone. Its ConfigMaps
+    # and Service are made meanwhile.
+    assert "Pod/pi-driver" not in kinds(plan)
+    assert {"ConfigMap/pi-2-conf-map", "Service/pi-2-driver-svc"} <= set(kinds(plan))
+    assert [e.reason for e in plan.events] == ["DriverPodLost"]
     # The old executor and the old ConfigMaps/Service go; the lost pod's finalizer is released.
     deleted = {(d.kind, d.name) for d in plan.deletes}
     assert ("Pod", "pi-1-exec-1") in deleted
     assert {("ConfigMap", "pi-1-conf-map"), ("Service", "pi-1-driver-svc")} <= deleted
-    (release,) = [p for p in plan.patches if p.name == "pi-1-driver"]
+    (release,) = [p for p in plan.patches if p.name == "pi-driver"]
     assert "finalizers" not in patched(lost_pod, release)["metadata"]
+    # Released, the pod goes; once it is gone the next incarnation's pod is created, under its name.
+    assert plan.status is not None
+    later = plan_for(driver(plan.status.to_json()), [executor(1, adopted=True)], cms, svcs)
+    assert "Pod/pi-driver" in kinds(later)
+    assert [e.reason for e in later.events] == ["DriverPodCreated"]
+    (created,) = [a.manifest for a in later.creates if a.manifest["kind"] == "Pod"]
+    assert created["metadata"]["labels"][labels.INCARNATION] == "2"
+
+
+def test_a_lost_driver_pods_name_waits_for_it_and_a_lost_nodes_pod_is_removed_at_once() -> None:
+    pod, cms, svcs = objects()
+    pod = {**pod, "spec": {**pod["spec"], "nodeName": "node-a"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
+    gone = deleting(running(pod))  # taken away by the taint manager, say
+    recorded = plan_for(driver(st), [gone], cms, svcs)
+    assert recorded.status is not None and recorded.status.incarnation == 2
+    assert [r.logTail for r in recorded.status.incarnations or ()] == [log_of("pi-driver")]
+    # Recorded and released: it is still there (its kubelet has not finished with it).
+    released = {**gone, "metadata": {**gone["metadata"], "finalizers": []}}
+    waiting = plan_for(driver(recorded.status.to_json()), [released], cms, svcs)
+    assert "Pod/pi-driver" not in kinds(waiting)
+    assert not [d for d in waiting.deletes if d.kind == "Pod"]  # a kubelet that runs finishes it
+    assert waiting.requeue_after is not None  # looked at again, should its node be lost meanwhile
+    # Its node known lost (its kubelet stopped reporting): the pod is removed at once, grace 0.
+    observed = Observed.of(driver(recorded.status.to_json()), [summarize_pod(released)], cms, svcs,
+                        lost_nodes=frozenset({"node-a"}))  # fmt: skip
+    lost = decided(observed, NOW)
+    (removal,) = [d for d in lost.deletes if d.kind == "Pod"]
+    assert (removal.name, removal.uid, removal.grace_seconds) == ("pi-driver", "pod-1", 0)
+    assert "Pod/pi-driver" not in kinds(lost)  # created once the watch says it is gone
+
+
+def test_a_driver_pod_evicted_from_a_lost_node_is_recorded_released_and_removed_in_one_pass() -> None:
+    """The node lost first, then the pod evicted (the taint manager): no log read (its kubelet serves
+    none), and the finalizer's release and the grace-0 removal in the pass that records the loss: the
+    release's own echo asks for no pass, and nothing else would bring one."""
+    pod, cms, svcs = objects()
+    pod = {**pod, "spec": {**pod["spec"], "nodeName": "node-a"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
+    evicted = deleting(running(pod))
+    plan = decide(Observed.of(driver(st), [summarize_pod(evicted)], cms, svcs, lost_nodes=frozenset({"node-a"})), NOW)
+    assert not [a for a in plan.before_status if isinstance(a, ReadLog)]
+    assert plan.status is not None and plan.status.incarnation == 2
+    (record,) = plan.status.incarnations or []
+    assert record.logTail == "(unavailable: its node node-a is lost)"
+    assert [(a.kind, a.name) for a in plan.after_status][:2] == [("Pod", "pi-driver"), ("Pod", "pi-driver")]
+    release, removal = plan.after_status[:2]
+    assert isinstance(release, Patch) and isinstance(removal, Delete) and removal.grace_seconds == 0
 
 
 def test_deleted_after_it_finished_is_an_outcome_not_a_loss() -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(terminated(pod, 0, finished="2026-01-01T11:00:00Z"))], cms, svcs)
     assert plan.status is not None and plan.status.phase == "Succeeded"
 
 
 def test_missing_pod_after_it_was_seen_is_lost() -> None:
     _, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [], cms, svcs)
     assert plan.status is not None and plan.status.incarnation == 2
     assert (plan.status.incarnations or [])[0].reason == "PodMissing"
@@ -188,58 +245,58 @@ def test_created_but_not_yet_seen_is_created_again_not_lost() -> None:
     first = plan_for(driver())
     assert first.status is not None
     plan = plan_for(driver(first.status.to_json()), [], cms, svcs)
-    assert kinds(plan) == ["Pod/pi-1-driver"]  # idempotent: 409 if it exists
+    assert kinds(plan) == ["Pod/pi-driver"]  # idempotent: 409 if it exists
     assert plan.status is None and plan.events == ()
 
 
 def test_replacements_are_bounded() -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st, replacements=0), [deleting(running(pod))], cms, svcs)
     assert plan.status is not None
     assert plan.status.phase == "Failed" and plan.status.to_json()["termination"]["reason"] == "DriverPodLost"
     assert plan.creates == ()
-    assert any(p.name == "pi-1-driver" for p in plan.patches)
+    assert any(p.name == "pi-driver" for p in plan.patches)
 
 
 def test_incarnation_recovered_from_pod_labels_after_a_lost_status_write() -> None:
     old, _, _ = objects(1)
     new, cms, svcs = objects(2)
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(running(old)), running(new)], cms, svcs)
     assert plan.creates == ()  # nothing duplicated
     assert plan.status is not None and plan.status.incarnation == 2
     assert (plan.status.incarnations or [])[0].incarnation == 1
-    assert any(p.name == "pi-1-driver" for p in plan.patches)
+    assert any(p.name == "pi-driver" for p in plan.patches)
 
 
 def test_terminal_phase_is_final() -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Failed", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Failed", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     plan = plan_for(driver(st), [deleting(running(pod))], cms, svcs)
     assert plan.creates == () and plan.events == ()
     assert plan.status is not None and plan.status.phase == "Failed" and plan.status.incarnation == 1
-    assert [p.name for p in plan.patches] == ["pi-1-driver"]
+    assert [p.name for p in plan.patches] == ["pi-driver"]
 
 
 def test_sparkdriver_being_deleted_only_releases_finalizers() -> None:
     pod, cms, svcs = objects()
     plan = plan_for(driver({"phase": "Running", "incarnation": 1}, deleting=True), [running(pod)], cms, svcs)
     assert plan.creates == () and plan.status is None and plan.deletes == ()
-    assert [p.name for p in plan.patches] == ["pi-1-driver"]
+    assert [p.name for p in plan.patches] == ["pi-driver"]
 
 
 def test_sparkdriver_gone_releases_its_pods() -> None:
     pod, _, _ = objects()
     plan = plan_for(None, [running(pod)])
-    assert [p.name for p in plan.patches] == ["pi-1-driver"]
+    assert [p.name for p in plan.patches] == ["pi-driver"]
 
 
 def test_image_pull_backoff_is_a_condition() -> None:
     pod, cms, svcs = objects()
     waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}
     stuck = with_status(pod, "Pending", containerStatuses=[{"name": "spark-kubernetes-driver", "state": waiting}])
-    plan = plan_for(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}), [stuck],
+    plan = plan_for(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-driver"}}), [stuck],
                     cms, svcs)  # fmt: skip
     assert plan.status is not None
     assert plan.status.phase == "Pending"
@@ -256,7 +313,7 @@ def test_unschedulable_becomes_a_condition_after_the_timeout() -> None:
                 "lastTransitionTime": since.strftime("%Y-%m-%dT%H:%M:%SZ"), "message": "0/3 nodes"}  # fmt: skip
         return with_status(pod, "Pending", conditions=[cond])
 
-    st = {"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}}
+    st = {"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-driver"}}
     early = plan_for(driver(st), [unschedulable(NOW - timedelta(seconds=60))], cms, svcs, unschedulable_timeout=300)
     assert early.requeue_after == pytest.approx(240)
     assert early.status is None or not early.status.conditions
@@ -268,7 +325,7 @@ def test_unschedulable_becomes_a_condition_after_the_timeout() -> None:
 def test_failed_init_container_fails_the_driver() -> None:
     pod, cms, svcs = objects()
     init = [{"name": "init", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}]
-    plan = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}),
+    plan = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-driver"}}),
                     [with_status(pod, "Failed", initContainerStatuses=init)], cms, svcs)  # fmt: skip
     assert plan.status is not None and plan.status.phase == "Failed"
     assert plan.status.termination is not None and plan.status.termination.reason == "InitContainerFailed"
@@ -300,9 +357,9 @@ def test_fields_only_a_newer_crd_has_wait_instead_of_failing() -> None:
 
 
 def test_submission_failed_status() -> None:
-    read = Observed.of(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-1-driver"}})).driver
+    read = Observed.of(driver({"incarnation": 1, "phase": "Pending", "driverPod": {"name": "pi-driver"}})).driver
     assert read is not None
-    status = refusal_status(read.status, "pi", 1, NOW, 1, "SubmissionFailed", "forbidden")
+    status = refusal_status(read.status, "pi-driver", 1, NOW, 1, "SubmissionFailed", "forbidden")
     assert status.phase == "SubmissionFailed" and "driverPod" not in status.to_json()
     assert (status.incarnations or [])[-1].outcome == "SubmissionFailed"
 
@@ -313,7 +370,7 @@ def test_strangers_pods_are_released_not_adopted() -> None:
                                                                           "uid": "someone-else"}]}}  # fmt: skip
     plan = plan_for(driver(), [running(other)], cms, svcs)
     assert any(p.reason == "OwnerGoneOrDeleting" for p in plan.patches)
-    assert "Pod/pi-1-driver" in kinds(plan)
+    assert "Pod/pi-driver" in kinds(plan)
 
 
 def test_merge_patch_nulls_removed_keys() -> None:
@@ -324,7 +381,7 @@ def test_merge_patch_nulls_removed_keys() -> None:
 
 def test_steady_state_does_not_render(monkeypatch: pytest.MonkeyPatch) -> None:
     pod, cms, svcs = objects()
-    first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-1-driver"}}), [running(pod)], cms, svcs)
+    first = plan_for(driver({"incarnation": 1, "driverPod": {"name": "pi-driver"}}), [running(pod)], cms, svcs)
     assert first.status is not None
 
     def no_render(*_: Any) -> Any:
@@ -345,14 +402,14 @@ def test_metrics_configmap_is_created_before_the_pod_and_goes_with_its_incarnati
     body["spec"]["monitoring"] = MONITORED
     assert kinds(plan_for(body)) == [
         "ConfigMap/pi-1-podspec-conf-map", "ConfigMap/pi-1-conf-map", "ConfigMap/pi-1-prom-conf",
-        "Service/pi-1-driver-svc", "Pod/pi-1-driver",
+        "Service/pi-1-driver-svc", "Pod/pi-driver",
     ]  # fmt: skip
     # Only the missing one is created again.
     out = render(parse(body), 1)
     have = [summarize_object({**cm, "metadata": {**cm["metadata"], "uid": "cm"}}) for cm in out.config_maps[:2]]
     svcs = [summarize_object({**out.service, "metadata": {**out.service["metadata"], "uid": "svc"}})]
     pod = {**out.pod, "metadata": {**out.pod["metadata"], "uid": "pod-1", "resourceVersion": "5"}}
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     assert kinds(plan_for({**body, "status": st}, [running(pod)], have, svcs)) == ["ConfigMap/pi-1-prom-conf"]
     # A lost driver pod: the next incarnation gets its own, the old one is deleted.
     metrics = summarize_object({**out.config_maps[2], "metadata": {**out.config_maps[2]["metadata"], "uid": "m"}})
@@ -365,7 +422,7 @@ def test_metrics_configmap_is_created_before_the_pod_and_goes_with_its_incarnati
 
 TRANSIENT = {
     "reason": "ServiceUnavailable",
-    "message": "creating Pod pi-1-driver: 503 ...",
+    "message": "creating Pod pi-driver: 503 ...",
     "time": "2026-01-01T11:59:59Z",
 }
 
@@ -373,14 +430,14 @@ TRANSIENT = {
 def transient_plan(status: dict[str, Any], pods: list[dict[str, Any]], error: Any = TRANSIENT) -> Plan:
     _, cms, svcs = objects()
     observed = Observed.of(driver(status), [summarize_pod(p) for p in pods], cms, svcs, transient_error=error)
-    return decide(observed, NOW)
+    return decided(observed, NOW)
 
 
 def test_transient_error_is_recorded_once_and_kept_until_the_phase_changes() -> None:
     pod, _, _ = objects()
-    pending = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+    pending = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-driver"}}
     first = transient_plan(pending, [])  # the pod create had failed: it is created again, and why is recorded
-    assert kinds(first) == ["Pod/pi-1-driver"]
+    assert kinds(first) == ["Pod/pi-driver"]
     assert first.status is not None and first.status.to_json()["lastError"] == TRANSIENT
     # The same error again (the handler saw it once more): nothing to write, the first time stays.
     again = transient_plan(first.status.to_json(), [], {**TRANSIENT, "time": "2026-01-01T12:00:05Z"})
@@ -395,7 +452,7 @@ def test_transient_error_is_recorded_once_and_kept_until_the_phase_changes() -> 
 
 
 def test_a_different_transient_error_replaces_the_recorded_one() -> None:
-    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}, "lastError": TRANSIENT}
+    st = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-driver"}, "lastError": TRANSIENT}
     other = {"reason": "Timeout", "message": "writing the status: the API server did not answer in time",
              "time": "2026-01-01T12:00:00Z"}  # fmt: skip
     plan = transient_plan(st, [], other)
@@ -407,7 +464,7 @@ def test_terminal_lasterror_is_not_replaced_by_a_transient_one() -> None:
     st = {"phase": "SubmissionFailed", "incarnation": 1, "lastError": invalid, "observedGeneration": 1}
     assert transient_plan(st, []).status is None
     pod, _, _ = objects()
-    running_st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"},
+    running_st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"},
                   "lastError": TRANSIENT}  # fmt: skip
     done = transient_plan(running_st, [terminated(pod, 0)], None)
     assert done.status is not None and done.status.phase == "Succeeded" and done.status.lastError is None
@@ -424,7 +481,7 @@ def only_sparkdriver_owned(pod: dict[str, Any]) -> dict[str, Any]:
 
 def test_executors_of_the_last_incarnation_are_deleted_when_its_loss_fails_the_driver() -> None:
     _, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"},
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"},
           "executors": {"pending": 0, "running": 1, "succeeded": 0, "failed": 0, "unknown": 0}}  # fmt: skip
     leftover = only_sparkdriver_owned(executor(1, adopted=True))
     plan = plan_for(driver(st, replacements=0), [leftover], cms, svcs)  # the driver pod is gone
@@ -436,7 +493,7 @@ def test_executors_of_the_last_incarnation_are_deleted_when_its_loss_fails_the_d
 
 def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_if_asked() -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     execs = [executor(1, adopted=True), executor(2, adopted=True, phase="Succeeded"),
              deleting(executor(3, adopted=True))]  # fmt: skip
     plan = plan_for(driver(st), [terminated(pod, 0), *execs], cms, svcs)
@@ -448,21 +505,21 @@ def test_a_succeeded_driver_deletes_its_live_executors_and_keeps_finished_ones_i
     assert plan.status.executors.running == 0 and plan.status.executors.succeeded == 0
     ended = plan.status.to_json()
     later = NOW + timedelta(seconds=EXECUTOR_CLEANUP_GRACE_SECONDS)
-    left = decide(
+    left = decided(
         Observed.of(driver(ended), [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later
     )
     assert left.status is None  # frozen
     assert sorted(d.name for d in left.deletes) == ["pi-1-exec-1", "pi-1-exec-2"]
     keep = driver(ended)
     keep["spec"]["executor"] = {"deleteOnTermination": False}
-    kept = decide(Observed.of(keep, [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later)
+    kept = decided(Observed.of(keep, [summarize_pod(p) for p in [terminated(pod, 0), *execs]], cms, svcs), later)
     assert [d.name for d in kept.deletes] == ["pi-1-exec-1"]
 
 
 def test_the_executors_of_a_killed_driver_are_deleted_at_once() -> None:
     """No clean-up of Spark's ran: the driver container was killed (OOMKilled, SIGKILL)."""
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     for exit_code, reason in ((137, "OOMKilled"), (137, "Error")):
         killed = terminated(pod, exit_code)
         killed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = reason
@@ -474,7 +531,7 @@ def test_the_executors_of_a_killed_driver_are_deleted_at_once() -> None:
 def ended_status(phase: str) -> dict[str, Any]:
     """The status a pass wrote when the driver ended (``phase``)."""
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     ending = {
         "Succeeded": [terminated(pod, 0), executor(1, adopted=True)],
         "Failed": [terminated(pod, 1), executor(1, adopted=True)],
@@ -555,7 +612,7 @@ API_DOWN_AT_START = "\n".join(
         "py4j.protocol.Py4JJavaError: An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.",
         ": org.apache.spark.SparkException: External scheduler cannot be instantiated",
         "Caused by: io.fabric8.kubernetes.client.KubernetesClientException: Operation: [get]  for kind: [Pod]  "
-        "with name: [pi-1-driver]  in namespace: [ns]  failed.",
+        "with name: [pi-driver]  in namespace: [ns]  failed.",
         "Caused by: java.io.IOException: Failed to connect to kubernetes.default.svc/10.0.0.1:443",
         "Caused by: java.net.ConnectException: Connection refused",
     )
@@ -593,7 +650,7 @@ def test_a_driver_that_could_not_reach_the_api_server_at_start_is_lost_not_faile
     message: str, executors: bool, lost: bool
 ) -> None:
     pod, cms, svcs = objects()
-    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+    st = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
     ended = terminated(pod, 1)
     ended["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
     plan = plan_for(driver(st), [ended, *([executor(1, adopted=True)] if executors else [])], cms, svcs)
@@ -604,3 +661,62 @@ def test_a_driver_that_could_not_reach_the_api_server_at_start_is_lost_not_faile
         assert (record.outcome, record.reason) == ("Lost", "APIServerUnreachable")
     else:
         assert plan.status.phase == "Failed" and plan.status.incarnation == 1
+
+
+def held_by(holder_pod: dict[str, Any], **facts: Any) -> Plan:
+    """A new SparkDriver "pi" whose driver pod's name is held by another SparkDriver's pod."""
+    observed = Observed.of(driver(), [], name_holder=NameHolder(summarize_pod(holder_pod), "pi-old", **facts))
+    return decided(observed, NOW)
+
+
+def earlier_runs_pod(**meta: Any) -> dict[str, Any]:
+    pod, _, _ = objects()
+    done = terminated(pod, 0)
+    return {**done, "metadata": {**done["metadata"], "uid": "old-pod", "finalizers": [], **meta}}
+
+
+def test_an_earlier_runs_ended_pod_is_deleted_for_the_next_and_waited_for() -> None:
+    plan = held_by(earlier_runs_pod(), same_owner=True, ended=True)
+    assert "Pod/pi-driver" not in kinds(plan)  # not until it is gone
+    assert {"ConfigMap/pi-1-conf-map", "Service/pi-1-driver-svc"} <= set(kinds(plan))  # made meanwhile
+    (delete,) = [d for d in plan.deletes if d.kind == "Pod"]
+    assert (delete.name, delete.uid, delete.grace_seconds) == ("pi-driver", "old-pod", None)
+    assert plan.requeue_after is not None  # its deletion brings its own SparkDriver a pass, not this one
+    assert [e.reason for e in plan.events] == ["DriverPodReleased"]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"same_owner": True, "ended": False},  # an earlier run still ending: its SparkDriver records it first
+        {"going": True},  # its SparkDriver is gone (an app deleted and applied again): the GC takes it
+    ],
+)
+def test_a_name_held_by_a_pod_that_will_go_is_waited_for_untouched(facts: dict[str, Any]) -> None:
+    plan = held_by(earlier_runs_pod(), **facts)
+    assert "Pod/pi-driver" not in kinds(plan) and not [d for d in plan.deletes if d.kind == "Pod"]
+    assert plan.requeue_after is not None
+    assert plan.status is None or plan.status.phase != "SubmissionFailed"
+
+
+def test_a_name_held_by_another_live_owners_pod_refuses_the_submission_and_leaves_it() -> None:
+    plan = held_by(earlier_runs_pod(), same_owner=False, ended=False)
+    assert plan.creates == () and plan.deletes == ()
+    assert plan.status is not None and plan.status.phase == "SubmissionFailed"
+    assert plan.status.lastError is not None and plan.status.lastError.reason == "DriverPodNameTaken"
+    assert "held by the driver pod of SparkDriver pi-old" in (plan.status.lastError.message or "")
+    assert "spec.driver.podName" in (plan.status.lastError.message or "")
+
+
+def test_an_earlier_runs_pod_stuck_on_a_lost_node_is_removed_at_once() -> None:
+    stuck = earlier_runs_pod(deletionTimestamp="2026-01-01T11:59:00Z", deletionGracePeriodSeconds=30)
+    stuck = {**stuck, "spec": {**stuck["spec"], "nodeName": "node-a"}}
+    _, cms, svcs = objects()
+    holder = NameHolder(summarize_pod(stuck), "pi-old", same_owner=True, ended=True)
+    observed = Observed.of(driver(), [], cms, svcs, name_holder=holder, lost_nodes=frozenset({"node-a"}))
+    (removal,) = [d for d in decided(observed, NOW).deletes if d.kind == "Pod"]
+    assert (removal.uid, removal.grace_seconds) == ("old-pod", 0)
+    # Another's pod on a lost node is not ours to remove.
+    foreign = Observed.of(driver(), [], cms, svcs, name_holder=replace(holder, same_owner=False),
+                       lost_nodes=frozenset({"node-a"}))  # fmt: skip
+    assert not [d for d in decided(foreign, NOW).deletes if d.kind == "Pod"]

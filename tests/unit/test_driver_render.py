@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from sparkop.domain import labels, naming
 from sparkop.driver_controller import sparkconf
-from sparkop.driver_controller.observed import summarize_pod
 from sparkop.driver_controller.podbuild import app_name_label
 from sparkop.driver_controller.render import (
     CONFIGMAP_DATA_LIMIT,
@@ -24,7 +23,9 @@ from sparkop.driver_controller.render import (
     render,
 )
 from sparkop.driver_controller.sparkconf import driver_memory_mib
+from sparkop.driver_controller.summaries import summarize_pod
 
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 UID = "0b4c3d9e-0000-4000-8000-000000000001"
@@ -67,8 +68,11 @@ def test_names_are_valid_at_any_length(name: str, incarnation: int) -> None:
     out = render(parse(manifest(name, monitoring=monitoring)), incarnation)
     assert len(out.config_maps) == 3
     for obj in (out.pod, out.service, *out.config_maps):
-        assert len(obj["metadata"]["name"]) <= 63
-        assert DNS_LABEL.match(obj["metadata"]["name"]), obj["metadata"]["name"]
+        if obj is out.pod:  # kubeflow's <name>-driver: a pod name is a DNS-1123 subdomain
+            assert len(obj["metadata"]["name"]) <= 253 and DNS_SUBDOMAIN.fullmatch(obj["metadata"]["name"])
+        else:
+            assert len(obj["metadata"]["name"]) <= 63
+            assert DNS_LABEL.match(obj["metadata"]["name"]), obj["metadata"]["name"]
         for value in obj["metadata"]["labels"].values():
             assert LABEL_VALUE.match(value) and len(value) <= 63
     prefix = out.properties["spark.kubernetes.executor.podNamePrefix"]
@@ -88,9 +92,12 @@ def test_render_is_deterministic(name: str, incarnation: int) -> None:
     )
 
 
-def test_incarnations_differ() -> None:
+def test_incarnations_differ_but_for_the_driver_pods_name() -> None:
     one, two = render(parse(manifest()), 1), render(parse(manifest()), 2)
-    assert one.pod["metadata"]["name"] != two.pod["metadata"]["name"]
+    # kubeflow's naming: one driver pod name for every incarnation (one at a time), the rest per incarnation.
+    assert one.pod["metadata"]["name"] == two.pod["metadata"]["name"] == "pi-1-driver"
+    assert one.service["metadata"]["name"] != two.service["metadata"]["name"]
+    assert one.pod["metadata"]["labels"][labels.INCARNATION] != two.pod["metadata"]["labels"][labels.INCARNATION]
     assert one.properties["spark.app.id"] != two.properties["spark.app.id"]
     assert one.properties["spark.app.id"] == naming.spark_app_id(UID, 1)
 

@@ -19,9 +19,19 @@ from hypothesis import strategies as hst
 
 from sparkop.core.plan import Plan
 from sparkop.domain import labels
-from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, Settings, summarize_pod
-from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated, with_status
+from sparkop.driver_controller.observed import Observed, Settings
+from sparkop.driver_controller.summaries import summarize_pod
+from tests.support.driver_objects import (
+    NOW,
+    decided,
+    deleting,
+    driver,
+    executor,
+    objects,
+    running,
+    terminated,
+    with_status,
+)
 
 # What can happen to a SparkDriver's pods between two passes.
 CHANGES = hst.sampled_from(
@@ -137,10 +147,11 @@ def test_deciding_again_on_what_a_pass_wrote_changes_nothing(changes: list[str])
     for what in ["", *changes]:
         if what:
             world.change(what)
-        first = decide(world.observed(), world.now)
+        # As the shell decides: a driver pod's log tail read first, when the pass asks for one.
+        first = decided(world.observed(), world.now)
         assert first.settled
         written = first.status.to_json() if first.status is not None else world.status
-        again = decide(world.observed(written), world.now)
+        again = decided(world.observed(written), world.now)
         assert again.status is None or again.status.to_json() == written, (what, written, again.status)
         assert again.events == (), (what, again.events)
         # The very actions the pass took (same target, body and precondition): the Applier sends none again.

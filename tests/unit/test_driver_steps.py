@@ -10,14 +10,16 @@ from typing import Any
 
 import pytest
 
-from sparkop.api.models import SparkDriver
+from sparkop.api.models import DriverPhase, ExecutorCounts, SparkDriver
+from sparkop.core.expectations import LogTail
 from sparkop.core.plan import Create, Plan, Refusal, refusal_key
 from sparkop.core.times import format_time
 from sparkop.domain import labels
 from sparkop.driver_controller import facts as facts_module
 from sparkop.driver_controller.decide import CLOSING, STEPS, decide
 from sparkop.driver_controller.facts import Facts, Stop, Why, run
-from sparkop.driver_controller.observed import Observed, summarize_pod
+from sparkop.driver_controller.observed import Observed
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated
 
 
@@ -25,10 +27,12 @@ def test_the_decision_reads_as_its_steps_in_order() -> None:
     # Adding a step (a timeout, a history link) is adding a row here and in decide.STEPS.
     assert [step.__name__ for step in STEPS] == [
         "recover_incarnation",
+        "adopt_driver_pod",
         "deadline",
         "admission",
         "follow_driver_pod",
         "waits",
+        "made_elsewhere",
         "create_missing",
     ]
     assert [step.__name__ for step in CLOSING] == ["workload_finished", "executors", "stale_incarnations"]
@@ -61,13 +65,18 @@ def test_an_ended_driver_stops_at_its_incarnation() -> None:
 
 def test_a_driver_pod_that_finished_stops_the_decision_where_it_is_followed() -> None:
     pod, cms, svcs = objects()
-    status = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
-    observed = Observed.of(driver(status), [summarize_pod(terminated(pod, 0))], cms, svcs)
+    status = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
+    pods = [summarize_pod(terminated(pod, 0))]
+    # First the end of its log is read (the pod may go once its outcome is recorded, and the log with it).
+    reading = Observed.of(driver(status), pods, cms, svcs)
+    assert stop_of(reading) == ("follow_driver_pod", Why.READING_LOG)
+    assert [read.pod for read in decide(reading, NOW).reads] == ["pi-driver"]
+    observed = Observed.of(driver(status), pods, cms, svcs, logs={"pod-1": LogTail("Pi is roughly 3.14\n")})
     assert stop_of(observed) == ("follow_driver_pod", Why.FINISHED)
 
 
 def test_a_refused_create_is_a_visible_stop() -> None:
-    key = refusal_key(Create({"kind": "Pod", "metadata": {"name": "pi-1-driver"}}))
+    key = refusal_key(Create({"kind": "Pod", "metadata": {"name": "pi-driver"}}))
     observed = Observed.of(driver(), refusals={key: Refusal(403, "Forbidden", "exceeded quota")})
     assert stop_of(observed) == ("create_missing", Why.REFUSED)
 
@@ -161,3 +170,29 @@ def test_run_stops_at_the_first_stop() -> None:
     ended = {"phase": "Failed", "incarnation": 2, "driverPod": {"name": "pi-2-driver"}}
     facts, stop = run(STEPS, first_facts(Observed.of(driver(ended))))
     assert stop is not None and stop.reason == Why.ENDED and facts.incarnation == 2
+
+
+def test_an_update_that_replaces_nothing_keeps_the_facts_and_their_status() -> None:
+    facts = first_facts(SCENARIOS["running"]())
+    status = facts.status
+    assert status.phase is DriverPhase.PENDING and status.executors.model_fields_set == set()
+    assert facts.update(phase=DriverPhase.PENDING, incarnation=status.incarnation) is facts
+    assert facts.update(driverPod=status.driverPod.model_copy() if status.driverPod else None) is facts  # equal
+    # Anything else is a new status: another value, a str for its StrEnum member, executors with other
+    # counts set (their JSON is what was set), and a pass that changed nothing ends with the status read.
+    assert facts.update(phase=DriverPhase.RUNNING).status.phase is DriverPhase.RUNNING
+    assert facts.update(phase="Pending").status is not status
+    assert facts.update(executors=ExecutorCounts(running=0)).status is not status
+    written = decide(SCENARIOS["running"](), NOW).status  # the pod runs: status says so
+    assert written is not None
+    steady = first_facts(Observed.of(driver(written.to_json()), *running_objects()))
+    steady, stop = run(STEPS, steady)
+    for closing in CLOSING:
+        steady = closing(steady)
+    assert stop is None and steady.status is steady.read
+
+
+def running_objects() -> tuple[list[Any], list[Any], list[Any]]:
+    """The running driver pod with an executor, the ConfigMaps and the Service of incarnation 1."""
+    pod, cms, svcs = objects()
+    return [summarize_pod(running(pod)), summarize_pod(executor(1))], cms, svcs

@@ -9,8 +9,9 @@ from typing import Any
 
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, summarize_pod
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.patches import patched
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -40,7 +41,7 @@ def driver_pod(deleting: bool) -> dict[str, Any]:
     return {**pod, "metadata": meta, "status": {"phase": "Running"}}
 
 
-RUNNING = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}}
+RUNNING = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
 
 
 def test_a_driver_pod_going_with_its_namespace_is_not_replaced() -> None:

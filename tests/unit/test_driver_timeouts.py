@@ -13,9 +13,10 @@ from sparkop.api.models import DriverPhase
 from sparkop.core.times import format_time
 from sparkop.domain import labels
 from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, Settings, TimeoutDefaults, summarize_pod
+from sparkop.driver_controller.observed import Limits, Observed, Settings
 from sparkop.driver_controller.podbuild import POD_TEMPLATE_KEY
 from sparkop.driver_controller.render import parse, render
+from sparkop.driver_controller.summaries import summarize_pod
 from sparkop.driver_controller.transitions import RUNS_TIMED_OUT
 from tests.support.app_runs import BASE_SPEC
 from tests.support.driver_objects import NOW, driver, executor, objects, running, with_status
@@ -46,7 +47,7 @@ def decide_at(body: dict[str, Any], pods: list[dict[str, Any]], later: float = 0
     return decide(observed, NOW + timedelta(seconds=later))
 
 
-STARTED = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-1-driver"}}
+STARTED = {"phase": "Pending", "incarnation": 1, "driverPod": {"name": "pi-driver"}}
 
 
 def test_a_driver_that_does_not_start_fails_its_run_at_the_deadline_its_pod_set() -> None:
@@ -64,7 +65,7 @@ def test_a_driver_that_does_not_start_fails_its_run_at_the_deadline_its_pod_set(
     assert over.status.phase == DriverPhase.FAILED
     assert over.status.termination.reason == "DriverStartTimedOut"
     assert "ImagePullBackOff" in over.status.termination.message and "60s" in over.status.termination.message
-    assert [(d.kind, d.name) for d in over.deletes] == [("Pod", "pi-1-driver")]
+    assert [(d.kind, d.name) for d in over.deletes] == [("Pod", "pi-driver")]
     assert "DriverStartTimedOut" in [e.reason for e in over.events]
     assert any(
         o.metric == RUNS_TIMED_OUT and o.labels == (("reason", "DriverStartTimedOut"),) for o in over.observations
@@ -74,7 +75,7 @@ def test_a_driver_that_does_not_start_fails_its_run_at_the_deadline_its_pod_set(
 def test_the_operators_default_applies_where_the_spec_is_silent_and_zero_turns_it_off() -> None:
     pod, _, _ = objects()
     stuck = pod_created(pulling(pod), 100)
-    defaults = TimeoutDefaults(driver_start_seconds=30)
+    defaults = Limits(driver_start=30)
     assert decide_at(timed(STARTED, 100), [stuck], timeouts=defaults).status.phase == DriverPhase.FAILED
     off = timed(STARTED, 100, timeouts={"driverStartSeconds": 0})
     assert decide_at(off, [stuck], timeouts=defaults).status.phase == DriverPhase.PENDING
@@ -86,10 +87,10 @@ def test_a_run_past_its_deadline_is_stopped_and_its_executors_deleted() -> None:
     body = timed({**STARTED, "phase": "Running"}, 120, activeDeadlineSeconds=120)
     plan = decide_at(body, live)
     assert plan.status.termination.reason == "DeadlineExceeded"
-    assert sorted(d.name for d in plan.deletes) == ["pi-1-driver", "pi-1-exec-1", "pi-1-exec-2"]
+    assert sorted(d.name for d in plan.deletes) == ["pi-1-exec-1", "pi-1-exec-2", "pi-driver"]
     # A pass after the end (the one that ended it died before deleting): the pod still goes.
     after = decide_at(timed(plan.status.to_json(), 130, activeDeadlineSeconds=120), live, later=10)
-    assert "pi-1-driver" in [d.name for d in after.deletes] and after.status is None
+    assert "pi-driver" in [d.name for d in after.deletes] and after.status is None
 
 
 def test_executors_that_do_not_start_end_the_run_counted_from_the_drivers_start() -> None:

@@ -17,10 +17,10 @@ from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import AppView, UIConfig
 from sparkop.core.specs import lenient
 from sparkop.domain.status_waits import SETTLE_SECONDS
-from sparkop.driver_controller.decide import decide
-from sparkop.driver_controller.observed import Observed, PodSummary, summarize_pod
+from sparkop.driver_controller.observed import Observed
 from sparkop.driver_controller.status import first_pod_only, status_wait
-from tests.support.driver_objects import NOW, driver, objects, running, terminated
+from sparkop.driver_controller.summaries import PodSummary, summarize_pod
+from tests.support.driver_objects import NOW, decided, driver, objects, running, terminated
 from tests.support.simulation import SimCluster
 from tests.support.specs import PYTHON_PI_SPEC
 
@@ -34,7 +34,7 @@ def app_controlled(body: dict[str, Any]) -> dict[str, Any]:
 
 def plan_for(body: dict[str, Any], pods: list[dict[str, Any]] = ()) -> Any:  # type: ignore[assignment]
     _, cms, svcs = objects()
-    return decide(Observed.of(body, [summarize_pod(p) for p in pods], cms if pods else [], svcs if pods else []), NOW)
+    return decided(Observed.of(body, [summarize_pod(p) for p in pods], cms if pods else [], svcs if pods else []), NOW)
 
 
 # -- events: one controller states each fact --------------------------------------------------------
@@ -57,7 +57,7 @@ def test_what_only_the_driver_knows_is_still_posted_on_it() -> None:
     pod, _, _ = objects()
     st = (plan_for(driver()).status).to_json()
     gone = {**running(pod), "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T11:59:30Z"}}
-    plan = plan_for(app_controlled(driver({**st, "driverPod": {"name": "pi-1-driver", "uid": "pod-1"}})), [gone])
+    plan = plan_for(app_controlled(driver({**st, "driverPod": {"name": "pi-driver", "uid": "pod-1"}})), [gone])
     assert [e.reason for e in plan.events] == ["DriverPodLost"]
 
 

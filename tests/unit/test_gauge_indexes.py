@@ -43,7 +43,7 @@ def exposition(runtime: Runtime) -> list[str]:
 
 def test_apps_are_counted_from_the_index_as_they_change() -> None:
     runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
-    runtime.collectors.append(app_metrics.collector(runtime, app_metrics.GAUGES_INDEX, ["app-type"]))
+    runtime.collectors.append(app_metrics.collector(runtime, labels=["app-type"]))
     (informer,) = runtime.caches.informers(SPARK_APPLICATIONS)
     informer.store.replace(
         [

@@ -48,9 +48,8 @@ def child(manifest: dict[str, Any], ready: int = 0) -> ChildView:
 def observed(
     obj: dict[str, Any], children: tuple[ChildView, ...] = (), refusals: dict[str, Refusal] | None = None
 ) -> Observed:
-    return Observed(
-        ServerView.from_body(obj), lenient(SparkHistoryServerStatus, obj.get("status")), obj, children, refusals or {}
-    )
+    status = lenient(SparkHistoryServerStatus, obj.get("status"))
+    return Observed(ServerView.from_body(obj), children, status=status, body=obj, refusals=refusals or {})
 
 
 def made(obj: dict[str, Any]) -> tuple[ChildView, ...]:

@@ -56,6 +56,7 @@ class FakeRuntime:
         return False
 
     ensure_holds = Runtime.ensure_holds
+    filed = Runtime.filed  # the real reading of an index, on these
 
 
 def loop(
@@ -151,10 +152,10 @@ async def test_a_plan_settled_by_its_write_ends_the_pass_there_and_its_echo_stil
 
 def test_the_echo_of_our_own_patch_or_delete_of_an_owned_object_asks_for_no_pass_where_the_source_says_so() -> None:
     expectations: Expectations[Any] = Expectations()
-    expectations.patched(KEY, "u1", "Pod/pi-1-driver", "20", "21")
+    expectations.patched(KEY, "u1", "Pod/pi-driver", "20", "21")
 
     def pod(version: str) -> dict[str, Any]:
-        return {"metadata": {"name": "pi-1-driver", "namespace": "ns", "resourceVersion": version}}
+        return {"metadata": {"name": "pi-driver", "namespace": "ns", "resourceVersion": version}}
 
     settled = _ours(expectations, Source("pods", PODS, lambda obj: [KEY], lambda obj: obj, own_changes_settle=True))
     assert settled("MODIFIED", pod("21"), [KEY])  # exactly what our patch left

@@ -64,7 +64,8 @@ DERIVED: dict[str, tuple[Callable[[str], str], Callable[[str], bool]]] = {
         lambda n: naming.pod_prefix(n, 2),
         lambda r: len(r) <= naming.POD_PREFIX_MAX and is_label(r, DNS_1035_LABEL),
     ),
-    "driver_pod_name": (lambda n: naming.driver_pod_name(n, 1), lambda r: is_label(r, DNS_1035_LABEL)),
+    # kubeflow's <app>-driver, for every run and incarnation: a pod name (a DNS-1123 subdomain).
+    "driver_pod_name": (naming.driver_pod_name, is_object_name),
     "driver_service_name": (lambda n: naming.driver_service_name(n, 1), lambda r: is_label(r, DNS_1035_LABEL)),
     "driver_configmap_name": (lambda n: naming.driver_configmap_name(n, 1), is_label),
     "executor_template_configmap_name": (lambda n: naming.executor_template_configmap_name(n, 1), is_label),
@@ -102,7 +103,8 @@ def test_names_that_need_no_change_keep_their_name() -> None:
     """Objects created before the hash existed keep their names."""
     assert naming.driver_name("spark-pi", 3) == "spark-pi-3"
     assert naming.ui_service_name("spark-pi") == "spark-pi-ui-svc"
-    assert naming.driver_pod_name("spark-pi-1", 2) == "spark-pi-1-2-driver"
+    assert naming.driver_pod_name("spark-pi") == "spark-pi-driver"  # kubeflow's name for every run
+    assert naming.driver_pod_name("spark-pi", "etl-main") == "etl-main"  # spec.driver.podName
     assert naming.label_value("spark-pi") == "spark-pi"
     assert naming.bounded("a" * 70, 63) == "a" * 54 + "-" + names.digest("a" * 70)
     assert naming.dns_label("1app") != naming.dns_label("s-1app") == "s-1app"

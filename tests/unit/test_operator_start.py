@@ -46,6 +46,8 @@ def test_each_queue_waits_for_what_it_reads() -> None:
         "Workload[sparkop.io/driver]",
         "ResourceFlavor[*]",
         "WorkloadPriorityClass[*]",
+        # Whether a deleted driver pod's node is lost (where the operator may read Nodes).
+        "Node[*]",
     }
     # Every cache a queue waits for is one its reconciles read through an index.
     indexed = {id(informer) for index in runtime.indexes.values() for informer in index.informers}
@@ -82,7 +84,8 @@ def test_what_every_app_has_many_of_is_listed_after_what_the_other_controllers_r
     (core.caches.Caches.run(later=...)), so none of those controllers waits for them at a start."""
     runtime = runtime_with("apps", "driver", "scheduled", "connect")
     # The driver controller's own selections, but for the SparkDrivers and the configuration it reads.
-    owned = kinds(runtime.sources["driver"]) - {"SparkDriver[*]", "ResourceFlavor[*]", "WorkloadPriorityClass[*]"}
+    read = {"SparkDriver[*]", "ResourceFlavor[*]", "WorkloadPriorityClass[*]", "Node[*]"}
+    owned = kinds(runtime.sources["driver"]) - read
     assert kinds(runtime.listed_later) == owned and "Pod[sparkop.io/driver]" in owned
     deferred = {id(i) for i in runtime.listed_later}
     for name in ("apps", "scheduled", "connect"):
@@ -126,5 +129,5 @@ def test_the_manager_waits_for_the_kinds_its_controllers_declare(
     controllers: tuple[str, ...], served: list[str]
 ) -> None:
     runtime = Runtime(kube=SimpleNamespace(api=None))  # type: ignore[arg-type]
-    declared = [register(runtime) for register in controller_registrations(controllers)]
+    declared = [c for register in controller_registrations(controllers) for c in register(runtime)]
     assert [r.kind for r in served_kinds(declared)] == served

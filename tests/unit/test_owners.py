@@ -7,7 +7,8 @@ from typing import Any
 
 from sparkop.core.owners import controller_keys, controller_of, reference_keys, reference_to
 from sparkop.domain import labels
-from sparkop.driver_controller.observed import controller_key, owner_key, summarize_object, summarize_pod
+from sparkop.driver_controller.observed import controller_key, owner_key
+from sparkop.driver_controller.summaries import summarize_object, summarize_pod
 from tests.support.driver_objects import UID, executor, objects
 
 DRIVER = {"apiVersion": "sparkop.io/v1alpha1", "kind": "SparkDriver", "name": "pi", "uid": UID}

@@ -12,7 +12,8 @@ from sparkop.core.resources import PODS
 from sparkop.core.runtime import COALESCE_SECONDS, Runtime
 from sparkop.domain.status_waits import EXECUTOR_CHANGE_SECONDS
 from sparkop.driver_controller.controller import pod_change_window
-from sparkop.driver_controller.observed import owner_key, pod_view
+from sparkop.driver_controller.observed import owner_key
+from sparkop.driver_controller.summaries import pod_view
 
 
 class Queue:

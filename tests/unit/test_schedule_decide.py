@@ -58,7 +58,7 @@ def run(at: datetime, state: str | None = None, owner: str = UID) -> RunView:
 
 def observed(runs: tuple[RunView, ...] = (), status: dict[str, Any] | None = None, **spec: Any) -> Observed:
     b = body(**spec)
-    return Observed(ScheduledView.from_body(b), lenient(ScheduledSparkApplicationStatus, status), b, runs)
+    return Observed(ScheduledView.from_body(b), runs, status=lenient(ScheduledSparkApplicationStatus, status), body=b)
 
 
 def at(minute: int, second: int = 0) -> datetime:
@@ -82,7 +82,12 @@ def test_run_name_is_the_scheduled_minute_and_the_run_carries_its_time() -> None
     assert create.name == f"nightly-{int(at(5).timestamp()) // 60}" == "nightly-29453765"
     meta = create.manifest["metadata"]
     assert meta["annotations"] == {labels.SCHEDULED_TIME: "2026-01-01T00:05:00Z"}
-    assert meta["labels"] == {"team": "data", labels.MANAGED_BY: "sparkop", labels.SCHEDULED_APP: "nightly"}
+    assert meta["labels"] == {
+        "team": "data",
+        labels.MANAGED_BY: "sparkop",
+        labels.SCHEDULED_APP: "nightly",
+        labels.KUBEFLOW_SCHEDULED_APP_NAME: "nightly",  # kubeflow's own label on a schedule's runs
+    }
     assert meta["ownerReferences"][0]["uid"] == UID and meta["ownerReferences"][0]["controller"] is True
     assert create.manifest["spec"] == {"type": "Scala", "mainClass": "X"}
     assert plan.status is not None
@@ -352,3 +357,23 @@ def test_each_scheduled_time_is_started_at_most_once_and_only_the_latest_of_a_ga
             status = plan.status.to_json()
         if spec["concurrencyPolicy"] != "Allow":
             assert sum(not r.finished for r in runs.values()) <= 1
+
+
+def test_a_schedule_kubeflows_operator_ran_goes_on_from_its_last_run_neither_again_nor_missing_one() -> None:
+    # kubeflow's status after its run of minute 5: lastRun is when it started it (a second into the
+    # minute), its run is named <schedule>-<unix time> and carries no scheduled-time of sparkop's.
+    status = {
+        "lastRun": format_time(at(5, 1)),
+        "lastRunName": "nightly-1767225901",
+        "nextRun": format_time(at(10)),
+        "scheduleState": "Scheduled",
+    }
+    theirs = RunView(
+        name="nightly-1767225901", uid="uid-kf", owner_uid=UID, scheduled=None, created=at(5, 1), state=None
+    )
+    for now in (at(5, 30), at(9, 59)):  # sparkop starts within kubeflow's minute, or before the next
+        plan = decide(observed((theirs,), status), now)
+        assert created(plan) == [], now
+        assert plan.status is not None and plan.status.nextRun == at(10)
+    plan = decide(observed((theirs,), status), at(10, 1))
+    assert created(plan) == [run_name("nightly", at(10))]

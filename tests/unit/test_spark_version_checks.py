@@ -218,7 +218,9 @@ def test_a_scheduled_apps_template_is_warned_of() -> None:
 def test_only_sparkop_documents_are_warned_of() -> None:
     doc = app(sparkVersion="3.5.9", image="apache/spark:4.3.0")
     assert validate.document_warnings(doc)
-    for wrong in ({"apiVersion": "sparkoperator.k8s.io/v1beta2"}, {"kind": "ConfigMap"}, {"spec": None}):
+    # kubeflow's own apiVersion is one sparkop serves (--kubeflow-api): its documents are warned alike.
+    assert validate.document_warnings({**copy.deepcopy(doc), "apiVersion": "sparkoperator.k8s.io/v1beta2"})
+    for wrong in ({"apiVersion": "sparkoperator.k8s.io/v1beta1"}, {"kind": "ConfigMap"}, {"spec": None}):
         assert validate.document_warnings({**copy.deepcopy(doc), **wrong}) == []
     assert validate.document_warnings(["not", "a", "mapping"]) == []
 

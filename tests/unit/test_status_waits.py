@@ -72,3 +72,19 @@ def test_the_time_left_is_counted_from_the_time_given_and_only_from_it() -> None
     assert status_waits.may_wait({"a", "b"}, table, since, NOW) == 2.0  # the least of them
     assert status_waits.may_wait({"a", "c"}, table, since, NOW) == 0.0  # one that may not wait
     assert status_waits.may_wait(set(), table, since, NOW) == 0.0
+
+
+def test_a_status_write_may_wait_as_long_as_its_changed_fields_may() -> None:
+    since = {Since.DRIVER_POD_STEP: NOW - timedelta(seconds=10), Since.OLDEST_PENDING_EXECUTOR: NOW}
+    table, by_field = status_waits.SPARK_DRIVER, ("driverPod", "executors")
+    old = SparkDriverStatus(driverPod=DriverPodInfo(name="p"), executors=ExecutorCounts())
+    progress = old.model_copy(update={"driverPod": DriverPodInfo(name="p", nodeName="n")})
+    both = progress.model_copy(update={"executors": ExecutorCounts(pending=1)})
+    phase = both.model_copy(update={"startTime": NOW})  # not in the table: at once
+    for new in (old, progress, both, phase):
+        changed = status_waits.changed_fields(old, new, by_field)
+        expected = status_waits.may_wait(changed, table, since, NOW)
+        assert status_waits.status_wait(old, new, table, since, NOW, by_field) == expected
+    assert status_waits.status_wait(old, progress, table, since, NOW, by_field) == 20.0
+    assert status_waits.status_wait(old, both, table, since, NOW, by_field) == 3.0
+    assert status_waits.status_wait(old, phase, table, since, NOW, by_field) == 0.0

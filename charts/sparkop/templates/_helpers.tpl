@@ -86,7 +86,7 @@ documented `spark`, which a cluster may already have, and never shared by two re
 
 {{/*
 What the operator does in a watched namespace: SparkApplications and SparkDrivers (and their
-status), the driver pods, ConfigMaps and Services it renders, the Events it records, the Spark UI
+status; with kubeflowAPI.enabled, kubeflow's group's kinds too), the driver pods, ConfigMaps and Services it renders, the Events it records, the Spark UI
 Ingresses, the drivers' PodDisruptionBudgets; and, per enabled feature only, the history servers'
 Deployments (the history controller runs), Gateway API's HTTPRoutes and GRPCRoutes (gatewayAPI),
 Spark 4.2+'s executor NetworkPolicies, the batch schedulers' PodGroups (created, and read back after a 409 to check they
@@ -102,9 +102,21 @@ in a Role per namespace.
 - apiGroups: ["sparkop.io"]
   resources: ["sparkapplications/status", "sparkdrivers/status", "scheduledsparkapplications/status", "sparkconnects/status", "sparkhistoryservers/status"]
   verbs: ["get", "patch", "update"]
+{{- if .Values.kubeflowAPI.enabled }}
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications", "scheduledsparkapplications", "sparkconnects"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications/status", "scheduledsparkapplications/status", "sparkconnects/status"]
+  verbs: ["get", "patch", "update"]
+{{- end }}
 - apiGroups: [""]
   resources: ["pods", "configmaps", "services"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
+# The end of a driver pod's log, kept in its SparkDriver's status before the pod may go.
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
@@ -226,9 +238,6 @@ when set to other than kubeflow's default: NOTES.txt names them. */}}
 {{- end }}
 {{- if ne (toString $c.driverPodCreationGracePeriod) "10s" }}
 {{- $unused = append $unused "controller.driverPodCreationGracePeriod: sparkop creates the driver pod itself" }}
-{{- end }}
-{{- if ne (int $c.maxTrackedExecutorPerApp) 1000 }}
-{{- $unused = append $unused "controller.maxTrackedExecutorPerApp: sparkop's status counts executors by phase" }}
 {{- end }}
 {{- if ne (toString $c.scheduledSparkApplicationTimestampPrecision) "nanos" }}
 {{- $unused = append $unused "controller.scheduledSparkApplicationTimestampPrecision: a scheduled run is named <name>-<minutes since 1970>" }}
