@@ -229,6 +229,9 @@ class Timeline:
             proc.wait()
             if not self._stopped.is_set():
                 self.step(f"the watch of {resource} ended; watching again")
+                # A watch refused at once (the kind not served for a moment) is not started again in a
+                # tight loop; stop() ends the wait.
+                self._stopped.wait(1.0)
 
     def _read(self, proc: subprocess.Popen[str], resource: str) -> None:
         assert proc.stdout is not None

@@ -117,16 +117,22 @@ def kubeflow_pods(cluster: ClusterHandle, namespace: str, app: str, role: str) -
     return list(cluster.kubectl_json("get", "pods", "-n", namespace, "-l", selector)["items"])
 
 
+def left_by_kubeflow(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
+    """A kubeflow-group app and the driver ConfigMap kubeflow's spark-submit made for it (its pod mounts it)."""
+    app = apply(cluster, namespace, kubeflow_app(name))
+    cluster.kubectl(
+        "create", "configmap", f"{name}-driver-conf-map", "-n", namespace,
+        f"--from-literal=spark.properties={spark_properties(name)}",
+    )  # fmt: skip
+    return app
+
+
 def test_a_running_kubeflow_app_is_adopted_and_followed_to_its_end_with_the_same_driver_pod(
     kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path
 ) -> None:
     cluster, ns = kubeflow_crds, namespace
     # -- what kubeflow's operator left ------------------------------------------------------------------
-    running = apply(cluster, ns, kubeflow_app("running"))
-    cluster.kubectl(
-        "create", "configmap", "running-driver-conf-map", "-n", ns,
-        f"--from-literal=spark.properties={spark_properties('running')}",
-    )  # fmt: skip
+    running = left_by_kubeflow(cluster, ns, "running")
     pod = apply(cluster, ns, kubeflow_driver_pod(running))
     submitted_at = "2026-12-06T10:00:00Z"
     write_kubeflow_status(cluster, ns, "running", {
@@ -286,11 +292,7 @@ def test_a_submitted_kubeflow_app_is_adopted_pending_and_claims_the_executors_it
     kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path
 ) -> None:
     cluster, ns = kubeflow_crds, namespace
-    app = apply(cluster, ns, kubeflow_app("later"))
-    cluster.kubectl(
-        "create", "configmap", "later-driver-conf-map", "-n", ns,
-        f"--from-literal=spark.properties={spark_properties('later')}",
-    )  # fmt: skip
+    app = left_by_kubeflow(cluster, ns, "later")
     # SUBMITTED: kubeflow's spark-submit made the pod, which is not scheduled yet (gated, so that it is
     # scheduled at once when the test lets it: an unschedulable pod waits out the scheduler's backoff).
     manifest = kubeflow_driver_pod(app)
