@@ -15,14 +15,12 @@ import sys
 from devcluster import components
 from devcluster.build import (
     KUBERNETES_ENV,
+    LATER_BUILDS,
     BuildError,
     ensure_built,
-    ensure_coscheduling,
-    ensure_kueue,
     ensure_node_binaries,
-    ensure_schedulers,
-    ensure_traefik,
     kubernetes_releases,
+    later_steps,
     select_release,
 )
 from devcluster.cluster import (
@@ -37,6 +35,8 @@ from devcluster.cluster import (
 )
 from devcluster.images import ImageError, ensure_images
 from devcluster.realnodes import RealNodeError, install_missing_packages
+
+PREPARE_STAGES = ("first", "later", "all")
 
 
 def _schedulers(text: str) -> tuple[str, ...]:
@@ -123,10 +123,19 @@ def _parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", parents=[release], help="build the control-plane binaries into the cache")
     build.add_argument("--real-nodes", action="store_true", help="also build the real-node binaries")
-    sub.add_parser(
+    prepare = sub.add_parser(
         "prepare",
         parents=[release],
-        help="everything real nodes need, once: Debian packages (apt-get), binaries and images (a no-op when warm)",
+        help="everything the tests and real nodes need, once: Debian packages (apt-get), binaries and images "
+        "(a no-op when warm)",
+    )
+    prepare.add_argument(
+        "--stage",
+        choices=PREPARE_STAGES,
+        default="all",
+        help="first: what every test needs (packages, the control plane, the real-node binaries, the images); "
+        f"later: what only some need ({', '.join(LATER_BUILDS)}), which `make test` builds beside the suite; "
+        "all (default): both",
     )
     images = sub.add_parser(
         "images",
@@ -190,17 +199,15 @@ def _run(args: argparse.Namespace) -> int:
         else:
             cluster.start_node(args.node)
     elif args.command == "prepare":
-        install_missing_packages(stderr_log)
-        ensure_built(stderr_log)
-        ensure_images(stderr_log, pause_binary=ensure_node_binaries(stderr_log) / "pause")
-        # The suite's batch-scheduler tests run Volcano: built here, before the tests, not under them.
-        ensure_schedulers(stderr_log)
-        # ...and Kueue (tests/integration/test_kueue_devcluster.py), likewise.
-        ensure_kueue(stderr_log)
-        # ...and scheduler-plugins' Coscheduling (tests/integration/test_coscheduling.py), likewise.
-        ensure_coscheduling(stderr_log)
-        # ...and Traefik, the Gateway API implementation of tests/e2e/test_routes.py.
-        ensure_traefik(stderr_log)
+        if args.stage in ("first", "all"):
+            install_missing_packages(stderr_log)
+            ensure_built(stderr_log)
+            ensure_images(stderr_log, pause_binary=ensure_node_binaries(stderr_log) / "pause")
+        if args.stage in ("later", "all"):
+            # The batch schedulers and the Gateway of a few tests (those marked needs_build): `make test`
+            # builds them beside the suite instead (tests/run_suite.py, devcluster/background.py).
+            for step in later_steps():
+                step.run(stderr_log)
     elif args.command == "images":
         spark = tuple(args.spark) if args.spark else None
         pause = ensure_node_binaries(stderr_log) / "pause"

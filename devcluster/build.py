@@ -29,8 +29,10 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from devcluster import background
 from devcluster.locks import held
 from devcluster.paths import GOBUILD_DIR, VERSIONS_FILE, cache_root
 
@@ -428,6 +430,27 @@ def ensure_traefik(log: Log = print) -> Path:
     return ensure_set_built(traefik_binaries(read_versions()), log)
 
 
+# What only some tests (and users) need, in the order `make test` builds it beside the suite: the
+# order the suite's last tests use it in (tests/support/background_builds.py, tests/conftest.py).
+LATER_BUILDS: dict[str, Callable[[dict[str, str]], BinarySet]] = {
+    "volcano": schedulers,
+    "kueue": kueue_binaries,
+    "coscheduling": coscheduling_binaries,
+    "traefik": traefik_binaries,
+}
+
+
+def later_steps() -> list[background.Step]:
+    """LATER_BUILDS as the background builder's steps, each keyed by its cache directory."""
+    versions = read_versions()
+    steps = []
+    for name, make in LATER_BUILDS.items():
+        binary_set = make(versions)
+        run = partial(ensure_set_built, binary_set)
+        steps.append(background.Step(name, str(set_dir(binary_set)), binary_set.description, run))
+    return steps
+
+
 def module_dir(module: str) -> Path:
     """Where the Go module cache holds ``path@version`` (downloaded from the proxy first if needed)."""
     result = subprocess.run(
@@ -452,12 +475,22 @@ def helm_binary(log: Log = print) -> Path:
     return ensure_tools(log) / "helm"
 
 
+def build_lock(target: Path) -> Path:
+    """The lock a build of the set in ``target`` holds: one per set, so a test building helm does not
+    wait behind the background builder's Kueue (`devcluster.background`)."""
+    return target.parent / f".{target.name}.build.lock"
+
+
 def ensure_set_built(binary_set: BinarySet, log: Log = print) -> Path:
     target = set_dir(binary_set)
     if is_built(target, binary_set.binaries):
         return target
+    # Under `make test` the background builder may be making it: wait for that, not build it twice.
+    background.wait_for(str(target), log)
+    if is_built(target, binary_set.binaries):
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.parent / ".build.lock", log):
+    with _exclusive(build_lock(target), binary_set.description, log):
         if is_built(target, binary_set.binaries):  # another process built it while we waited for the lock
             return target
         builds = binary_set.builds
@@ -468,7 +501,7 @@ def ensure_set_built(binary_set: BinarySet, log: Log = print) -> Path:
             f"~{_minutes(sum(EXPECTED_BUILD_S.get(b.name, 0) for b in builds))} on 2 cores and ~5 GB of Go caches; "
             "later runs start in seconds"
         )
-        _remove_stale_tmp_dirs(target.parent)
+        _remove_stale_tmp_dirs(target)
         tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
@@ -556,19 +589,20 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _exclusive(lock_path: Path, log: Log) -> AbstractContextManager[None]:
+def _exclusive(lock_path: Path, description: str, log: Log) -> AbstractContextManager[None]:
     def waiting(holder: str) -> None:
         log(
-            f"[build] another process (pid {holder}) is building the control plane; waiting for it "
-            f"(a first build takes ~{_minutes(sum(EXPECTED_BUILD_S.values()))} on 2 cores; lock {lock_path})"
+            f"[build] another process (pid {holder}) is building {description}; waiting for it "
+            f"(a first build of everything takes ~{_minutes(sum(EXPECTED_BUILD_S.values()))} on 2 cores; "
+            f"lock {lock_path})"
         )
 
     return held(lock_path, waiting)
 
 
-def _remove_stale_tmp_dirs(parent: Path) -> None:
-    # We hold the build lock, so every temp dir left here belongs to a dead build.
-    for stale in parent.glob("*.tmp-*"):
+def _remove_stale_tmp_dirs(target: Path) -> None:
+    # We hold the set's build lock, so every temp dir of the set left here belongs to a dead build.
+    for stale in target.parent.glob(f"{target.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
 
 

@@ -568,6 +568,25 @@ class Cluster:
         assert started is not None
         return started
 
+    def start_schedulers(self, schedulers: tuple[str, ...], timeout: float = 90.0) -> None:
+        """Batch schedulers on a running cluster, as ``up --schedulers`` starts them, those this cluster
+        has not started yet (a test on the session's shared real-node cluster asks for them, so the
+        tests before it need not wait for their build): each built on first use (not counted in
+        ``timeout``)."""
+        unknown = set(schedulers) - set(components.SCHEDULERS)
+        if unknown:
+            raise ClusterError(f"unknown schedulers {sorted(unknown)}: choose from {list(components.SCHEDULERS)}")
+        started = set(self.state.processes)
+        if "volcano" in schedulers and "vc-scheduler" not in started:
+            volcano_dir = ensure_schedulers(self._log)
+            self._start_schedulers(volcano_dir, ("volcano",), deadline=time.monotonic() + timeout)
+        if "kueue" in schedulers and "kueue-manager" not in started:
+            kueue_dir = ensure_kueue(self._log)
+            self._start_kueue(kueue_dir, deadline=time.monotonic() + timeout)
+        if "coscheduling" in schedulers and "scheduler-plugins-scheduler" not in started:
+            coscheduling_dir = ensure_coscheduling(self._log)
+            self._start_coscheduling(coscheduling_dir, deadline=time.monotonic() + timeout)
+
     def _start_traefik(self, traefik_dir: Path, deadline: float) -> None:
         """Traefik as the cluster's Gateway API implementation: Gateway API's CRDs, Traefik's
         kubernetesgateway provider (the cluster's kubeconfig), a GatewayClass ``traefik`` and a Gateway

@@ -22,7 +22,15 @@ from pathlib import Path
 import pytest
 
 from devcluster import procs
-from devcluster.build import BuildError, bin_dir, ensure_built, is_built, read_versions, required_go_version
+from devcluster.build import (
+    BuildError,
+    bin_dir,
+    build_lock,
+    ensure_built,
+    is_built,
+    read_versions,
+    required_go_version,
+)
 from devcluster.cluster import Cluster
 from devcluster.testing import install_fake_go, wait_for
 from sparkop import demo
@@ -114,7 +122,7 @@ def test_a_build_waiting_for_another_build_says_so_and_then_uses_it(
     empty_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     put_fake_go_on_path(monkeypatch, tmp_path, go_version())
-    lock_path = bin_dir().parent / ".build.lock"
+    lock_path = build_lock(bin_dir())
     lock_path.parent.mkdir(parents=True)
     lines: list[str] = []
     built: list[Path] = []
@@ -131,7 +139,8 @@ def test_a_build_waiting_for_another_build_says_so_and_then_uses_it(
             fcntl.flock(other_build, fcntl.LOCK_UN)
     waiter.join(timeout=60)
     (message,) = (line for line in lines if "pid 4242" in line)
-    assert "another process (pid 4242) is building the control plane; waiting for it" in message
+    assert "another process (pid 4242) is building the control plane (Kubernetes v" in message
+    assert "; waiting for it" in message
     assert built and is_built(built[0])
 
 
