@@ -13,13 +13,14 @@ demo: $(STAMP)
 	$(VENV)/bin/sparkop demo $(DEMO_ARGS)
 
 test: $(STAMP)
-	$(VENV)/bin/python -m devcluster prepare
-	@# Airflow's Kubernetes provider, pinned, in a venv of its own (tests/e2e/test_airflow.py); cached.
-	$(VENV)/bin/python -m tests.support.airflow_venv
+	@# Only what the first tests need (packages, the control plane, the real-node binaries, the images).
+	$(VENV)/bin/python -m devcluster prepare --stage first
 	@# kubeflow's spark-operator (tests/support/kubeflow_operator.py, a Go build) is for the live swap, which is
 	@# skipped until the adoption of kubeflow's drivers lands: built here again when that test runs.
 	@# Two pytest processes side by side: the real-node tests in one, the rest in the other
-	@# (tests/run_suite.py; PYTEST_ARGS=--serial for one process).
+	@# (tests/run_suite.py; PYTEST_ARGS=--serial for one process). Beside them, at nice 19, what only some
+	@# tests need: Volcano, Kueue, scheduler-plugins, Traefik (`prepare --stage later`) and Airflow's venv
+	@# (tests/support/background_builds.py); the tests marked needs_build run last and wait for it.
 	$(VENV)/bin/python tests/run_suite.py $(PYTEST_ARGS)
 
 # `make test` runs on the newest Kubernetes release devcluster/gobuild/versions.env pins (the default);
@@ -28,7 +29,7 @@ test: $(STAMP)
 # would not fit its budget.
 OLDEST_KUBERNETES_TESTS := tests/integration tests/e2e/test_spark_pi.py
 test-oldest-kubernetes: $(STAMP)
-	SPARKOP_KUBERNETES=oldest $(VENV)/bin/python -m devcluster prepare
+	SPARKOP_KUBERNETES=oldest $(VENV)/bin/python -m devcluster prepare --stage first
 	SPARKOP_KUBERNETES=oldest $(VENV)/bin/python tests/run_suite.py $(OLDEST_KUBERNETES_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)

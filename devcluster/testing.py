@@ -141,9 +141,6 @@ def session_cluster(**up_options: Any) -> Iterator[ClusterHandle]:
 REAL_SESSION_PREFIX = f"{SESSION_PREFIX}real-"
 
 
-REAL_NODE_SCHEDULERS = ("volcano", "kueue")
-
-
 class RealNodeClusters:
     """The session's cluster with real nodes, started on first use.
 
@@ -166,9 +163,9 @@ class RealNodeClusters:
                 nodes=0,
                 simulator=True,
                 real_nodes=self.real_nodes,
-                # Real Spark runs under the real batch schedulers too (tests/e2e/test_batch_schedulers.py);
-                # each schedules only the pods that name it, or the Workloads of its queues.
-                schedulers=REAL_NODE_SCHEDULERS,
+                # No batch scheduler: tests/e2e/test_batch_schedulers.py starts Volcano and Kueue on the
+                # running cluster (Cluster.start_schedulers), so no other real-node test waits for their
+                # build (which `make test` runs beside the suite).
                 die_with_parent=True,
             )
             self._handle = ClusterHandle(cluster.kubeconfig, cluster.kubectl, cluster)

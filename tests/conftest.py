@@ -12,6 +12,8 @@ import pytest
 
 from devcluster.testing import ClusterHandle, RealNodeClusters, session_cluster, temporary_namespace
 from sparkop.core.applier import Applier
+from tests.support import background_builds
+from tests.support.background_builds import last_by_build
 from tests.support.crds import install_crds, install_kubeflow_crds
 from tests.support.operator import OperatorProcess, release_driver_pods
 
@@ -90,10 +92,21 @@ REAL_NODE_FIXTURES = frozenset({"real_node_clusters", "real_cluster", "real_name
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test that gets a cluster with real nodes is marked `realnode`: `make test` runs those in a
-    process of their own (tests/run_suite.py), since the machine holds one such cluster at a time."""
+    process of their own (tests/run_suite.py), since the machine holds one such cluster at a time. The
+    tests marked `needs_build` go last."""
     for item in items:
         if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("realnode"):
             item.add_marker(pytest.mark.realnode)
+    # The tests that need what `make test` builds beside the suite (tests/support/background_builds.py)
+    # run last, in the order it builds, so that the build is normally done when they start.
+    try:
+        items[:] = last_by_build(items, _needed_builds, background_builds.step_names())
+    except ValueError as err:
+        raise pytest.UsageError(str(err)) from None
+
+
+def _needed_builds(item: pytest.Item) -> tuple[str, ...]:
+    return tuple(name for marker in item.iter_markers("needs_build") for name in marker.args)
 
 
 # When a cluster test fails, what the cluster was doing is usually the whole story, and CI keeps

@@ -26,7 +26,7 @@ from devcluster.testing import wait_for
 from tests.support.airflow_venv import RESULT_MARK, TASK_SCRIPT, ensure_airflow_venv
 from tests.support.spark_e2e import JOBS_DIR, OLDEST_VERSION, SPARK_SERVICE_ACCOUNT, SparkNamespace, examples_jar
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode, pytest.mark.needs_build("airflow")]
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBEFLOW_CRDS = ROOT / "crds" / "kubeflow"

@@ -1,5 +1,6 @@
 """Real SparkPi under the real batch schedulers on real nodes (issue 26): the session's real-node
-cluster runs Volcano and Kueue beside kube-scheduler (devcluster.testing.REAL_NODE_SCHEDULERS).
+cluster runs Volcano and Kueue beside kube-scheduler, started on it by this module's ``e2e_cluster``
+(`make test` builds them beside the suite and runs this module last in its part: ``needs_build``).
 
 * Volcano: the driver pod and the executors real Spark creates from sparkop's executor template are
   all placed by Volcano, in the run's PodGroup, which Volcano moves to Running and sparkop's run
@@ -17,16 +18,28 @@ from typing import Any
 import pytest
 
 from devcluster.procs import log_tail
-from devcluster.testing import wait_for
+from devcluster.testing import ClusterHandle, RealNodeClusters, wait_for
 from sparkop.domain import labels, naming
-from tests.support.spark_e2e import SparkNamespace, spark_pi
+from tests.support.spark_e2e import SparkNamespace, spark_pi, with_crds
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode, pytest.mark.needs_build("volcano", "kueue")]
 
 VERSION = "3.5.9"
 # Measured ~25 s for SparkPi on 2 cores; room for a loaded machine and a scheduler's cycles.
 SPARK_PI_S = 240.0
 KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+@pytest.fixture
+def e2e_cluster(real_node_clusters: RealNodeClusters) -> ClusterHandle:
+    """The session's real-node cluster with sparkop's CRDs, and Volcano and Kueue running on it (each
+    schedules only the pods that name it, or the Workloads of its queues): started before the ``spark``
+    fixture's operator, which finds Kueue's Workloads served."""
+    handle = with_crds(real_node_clusters.get())
+    if handle.cluster is None:
+        pytest.skip("an external cluster: no batch scheduler to start")
+    handle.cluster.start_schedulers(("volcano", "kueue"))
+    return handle
 
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from tests.support.spark_e2e import (
     spark_versions,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode]
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.realnode, pytest.mark.needs_build("traefik")]
 
 # Spark Connect needs Spark 4: the newest pinned release.
 NEWEST = max(CONNECT_VERSIONS, key=release_order)

@@ -25,7 +25,7 @@ from tests.support import gangs
 from tests.support.gangs import Waiting, gang_app, group, run_one_after_the_other
 from tests.support.operator import OperatorProcess
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.needs_build("coscheduling")]
 
 EXECUTORS = 4
 NODE_CPU = 1 + EXECUTORS  # one gang's CPUs, not two

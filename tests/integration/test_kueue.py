@@ -32,7 +32,7 @@ from tests.support import gangs
 from tests.support.cluster_apps import app_manifest, get, status, wait_state
 from tests.support.operator import OperatorProcess
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.needs_build("kueue")]
 
 Obj = dict[str, Any]
 KUEUE = "kueue.x-k8s.io/v1beta2"

@@ -40,7 +40,7 @@ from devcluster.cluster import Cluster
 from devcluster.components import FAKE_NODE_LABEL, KUEUE_WEBHOOK_CONFIGURATIONS
 from devcluster.testing import SESSION_PREFIX, ClusterHandle, temporary_namespace, unique_name, wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.needs_build("kueue")]
 
 GROUP = "kueue.x-k8s.io"
 API = f"/apis/{GROUP}/v1beta2"
