@@ -447,7 +447,8 @@ def later_steps() -> list[background.Step]:
     for name, make in LATER_BUILDS.items():
         binary_set = make(versions)
         run = partial(ensure_set_built, binary_set)
-        steps.append(background.Step(name, str(set_dir(binary_set)), binary_set.description, run))
+        what = f"{binary_set.description} ({binary_set.label})"
+        steps.append(background.Step(name, str(set_dir(binary_set)), what, run))
     return steps
 
 

@@ -199,5 +199,5 @@ def test_a_cluster_needing_volcano_waits_for_the_builders_volcano_and_builds_not
         builder.kill()
         builder.wait()
     assert built == set_dir(schedulers(read_versions())) and is_built(built, schedulers(read_versions()).binaries)
-    assert any("waiting for the background build of the batch schedulers" in line for line in lines), lines
+    assert any("waiting for the background build of the batch schedulers (volcano-v" in line for line in lines), lines
     assert not any("go build" in line for line in lines), lines  # this process built nothing
