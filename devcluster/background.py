@@ -70,10 +70,9 @@ def _files(directory: Path, key: str) -> tuple[Path, Path, Path]:
 
 def run_steps(directory: Path, steps: Sequence[Step], log: Log) -> int:
     """The builder: run ``steps`` in order, reporting each in ``directory``; the number that failed.
-    A failed step does not stop the next: the tests that need only the others still run."""
+    A failed step does not stop the next: the tests that need only the others still run. Its process
+    must not have ``$SPARKOP_BACKGROUND_BUILDS`` set (a step would wait for itself)."""
     directory.mkdir(parents=True, exist_ok=True)
-    # Nothing here may wait for this process's own steps.
-    os.environ.pop(BACKGROUND_ENV, None)
     failed = 0
     with ExitStack() as stack:
         locks: dict[str, IO[str]] = {}

@@ -9,6 +9,7 @@ wait for it where they would otherwise build it.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +56,7 @@ def _log(line: str) -> None:
 
 def main(argv: list[str]) -> int:
     (directory,) = argv
+    os.environ.pop(background.BACKGROUND_ENV, None)  # an outer builder's: this one's steps wait for nobody
     failed = background.run_steps(Path(directory), steps(), _log)
     return 1 if failed else 0
 

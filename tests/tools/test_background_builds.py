@@ -79,6 +79,11 @@ def test_without_a_builder_the_wait_returns_at_once(tmp_path: Path, monkeypatch:
     background.wait_for("anything", pytest.fail)
 
 
+def builder_env() -> dict[str, str]:
+    """This process's environment less the suite's own builder (under `make test`), as a builder has it."""
+    return {key: value for key, value in os.environ.items() if key != background.BACKGROUND_ENV}
+
+
 def start_builder(directory: Path, steps: list[background.Step]) -> threading.Thread:
     builder = threading.Thread(target=background.run_steps, args=(directory, steps, lambda line: None), daemon=True)
     builder.start()
@@ -159,7 +164,7 @@ def test_a_builder_killed_mid_build_ends_the_wait_with_an_error_saying_so(tmp_pa
         "background.run_steps(Path(sys.argv[1]), [background.Step('a', 'key-a', 'A', "
         "lambda log: threading.Event().wait())], print)"
     )
-    builder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO)
+    builder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, env=builder_env())
     try:
         wait_for(lambda: background.planned(tmp_path), timeout=30, message="the builder's plan")
         env = {**os.environ, background.BACKGROUND_ENV: str(tmp_path)}
@@ -188,7 +193,7 @@ def test_a_cluster_needing_volcano_waits_for_the_builders_volcano_and_builds_not
         "import sys; from pathlib import Path; from devcluster import background, build; "
         "background.run_steps(Path(sys.argv[1]), build.later_steps()[:1], print)"
     )
-    builder = subprocess.Popen([sys.executable, "-c", script, str(directory)], cwd=REPO)
+    builder = subprocess.Popen([sys.executable, "-c", script, str(directory)], cwd=REPO, env=builder_env())
     try:
         wait_for(lambda: background.planned(directory), timeout=30, message="the builder's plan")
         monkeypatch.setenv(background.BACKGROUND_ENV, str(directory))
