@@ -15,11 +15,18 @@ from pathlib import Path
 import pytest
 
 from devcluster import background
-from devcluster.build import ensure_schedulers, is_built, later_steps, read_versions, schedulers, set_dir
+from devcluster.build import (
+    ensure_schedulers,
+    is_built,
+    later_steps,
+    read_versions,
+    required_go_version,
+    schedulers,
+    set_dir,
+)
 from devcluster.testing import install_fake_go, wait_for
 from tests.support import background_builds
 from tests.support.background_builds import last_by_build
-from tests.tools.test_devcluster_first_run import go_version
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -186,7 +193,9 @@ def test_a_cluster_needing_volcano_waits_for_the_builders_volcano_and_builds_not
     cache = tmp_path / "cache"
     monkeypatch.setenv("SPARKOP_CACHE", str(cache))
     monkeypatch.setenv("GOTOOLCHAIN", "local")
-    fake = install_fake_go(tmp_path / "fake-go", build_seconds={"volcano": 3.0}, version=go_version())
+    need, _ = required_go_version()
+    version = "go" + ".".join(map(str, need))
+    fake = install_fake_go(tmp_path / "fake-go", build_seconds={"volcano": 3.0}, version=version)
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
     directory = tmp_path / "background"
     script = (
