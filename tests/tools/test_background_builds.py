@@ -186,26 +186,34 @@ def test_a_builder_killed_mid_build_ends_the_wait_with_an_error_saying_so(tmp_pa
     assert "the background builder ended before it built A (killed?" in stderr, stderr
 
 
-def test_a_cluster_needing_volcano_waits_for_the_builders_volcano_and_builds_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The real ensure_set_built under a builder process making Volcano with a fake `go` (3 s)."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("SPARKOP_CACHE", str(cache))
+def volcano_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, go_script: str | None) -> subprocess.Popen[bytes]:
+    """A builder process making Volcano (devcluster's first later build) into an empty cache, with a
+    fake `go` (3 s, placeholders), or with ``go_script`` as `go`; this process set to wait for it."""
+    monkeypatch.setenv("SPARKOP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("GOTOOLCHAIN", "local")
     need, _ = required_go_version()
     version = "go" + ".".join(map(str, need))
     fake = install_fake_go(tmp_path / "fake-go", build_seconds={"volcano": 3.0}, version=version)
+    if go_script is not None:
+        (fake / "go").write_text(go_script.format(python=sys.executable, version=version))
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
     directory = tmp_path / "background"
     script = (
         "import sys; from pathlib import Path; from devcluster import background, build; "
-        "background.run_steps(Path(sys.argv[1]), build.later_steps()[:1], print)"
+        "sys.exit(background.run_steps(Path(sys.argv[1]), build.later_steps()[:1], print))"
     )
     builder = subprocess.Popen([sys.executable, "-c", script, str(directory)], cwd=REPO, env=builder_env())
+    wait_for(lambda: background.planned(directory) or builder.poll() is not None, timeout=30, message="its plan")
+    monkeypatch.setenv(background.BACKGROUND_ENV, str(directory))
+    return builder
+
+
+def test_a_cluster_needing_volcano_waits_for_the_builders_volcano_and_builds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ensure_set_built under a builder process making Volcano."""
+    builder = volcano_builder(tmp_path, monkeypatch, None)
     try:
-        wait_for(lambda: background.planned(directory), timeout=30, message="the builder's plan")
-        monkeypatch.setenv(background.BACKGROUND_ENV, str(directory))
         lines: list[str] = []
         built = ensure_schedulers(lines.append)
         assert builder.wait(timeout=30) == 0
@@ -215,3 +223,29 @@ def test_a_cluster_needing_volcano_waits_for_the_builders_volcano_and_builds_not
     assert built == set_dir(schedulers(read_versions())) and is_built(built, schedulers(read_versions()).binaries)
     assert any("waiting for the background build of the batch schedulers (volcano-v" in line for line in lines), lines
     assert not any("go build" in line for line in lines), lines  # this process built nothing
+
+
+# A `go` whose builds fail after a second, as a compile error does.
+FAILING_GO = """#!{python}
+import sys, time
+if sys.argv[1:2] == ["env"]:
+    print("{version}"); print("local"); sys.exit(0)
+time.sleep(1)
+sys.exit("vc-scheduler.go:12: undefined: volcanoThing")
+"""
+
+
+def test_a_failed_background_volcano_is_the_clusters_error_with_the_compilers_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builder = volcano_builder(tmp_path, monkeypatch, FAILING_GO)
+    try:
+        with pytest.raises(background.BackgroundBuildError) as raised:
+            ensure_schedulers(lambda line: None)
+        assert builder.wait(timeout=30) == 1
+    finally:
+        builder.kill()
+        builder.wait()
+    message = str(raised.value)
+    assert "the background build of the batch schedulers (volcano-v" in message and "failed" in message, message
+    assert "go build of volcano failed" in message and "undefined: volcanoThing" in message, message
