@@ -19,7 +19,7 @@ test: $(STAMP)
 	@# skipped until the adoption of kubeflow's drivers lands: built here again when that test runs.
 	@# Two pytest processes side by side: the real-node tests in one, the rest in the other
 	@# (tests/run_suite.py; PYTEST_ARGS=--serial for one process). Beside them, at nice 19, what only some
-	@# tests need: Volcano, Kueue, scheduler-plugins, Traefik (`prepare --stage later`) and Airflow's venv
+	@# tests need: helm, Volcano, Kueue, scheduler-plugins, Traefik (`prepare --stage later`) and Airflow's venv
 	@# (tests/support/background_builds.py); the tests marked needs_build run last and wait for it.
 	$(VENV)/bin/python tests/run_suite.py $(PYTEST_ARGS)
 

@@ -430,9 +430,11 @@ def ensure_traefik(log: Log = print) -> Path:
     return ensure_set_built(traefik_binaries(read_versions()), log)
 
 
-# What only some tests (and users) need, in the order `make test` builds it beside the suite: the
-# order the suite's last tests use it in (tests/support/background_builds.py, tests/conftest.py).
+# What only some tests (and users) need, in the order `make test` builds it beside the suite: helm
+# first (small, and the chart tests that need it run mid-suite, unmoved), then the order the suite's
+# last tests use the rest in (tests/support/background_builds.py, tests/conftest.py).
 LATER_BUILDS: dict[str, Callable[[dict[str, str]], BinarySet]] = {
+    "helm": tools,
     "volcano": schedulers,
     "kueue": kueue_binaries,
     "coscheduling": coscheduling_binaries,

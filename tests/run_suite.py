@@ -11,11 +11,12 @@ other ran some. `python tests/run_suite.py --serial ARGS` (or an `-m` of the cal
 pytest process, as before.
 
 Beside the tests, at the lowest CPU priority, runs the background builder (tests/support/
-background_builds.py: Volcano, Kueue, scheduler-plugins, Traefik, Airflow's venv; a moment when they
-are cached), which `make test` leaves out of its `prepare` so that the suite starts minutes sooner on a
-cold machine. The tests that need one of them run last in their part and wait for it where they would
-build it (devcluster/background.py), its failure being their error. Its log is shown after the parts';
-it is stopped when the tests end before it (a partial run that needed none of it).
+background_builds.py: helm, Volcano, Kueue, scheduler-plugins, Traefik, Airflow's venv; a moment
+when they are cached), which `make test` leaves out of its `prepare` so that the suite starts minutes
+sooner on a cold machine. The tests that need one of them (but the chart tests, for helm, built first)
+run last in their part, and wait for it where they would build it (devcluster/background.py), its
+failure being their error. Its log is shown before the parts' output; it is stopped when the tests
+end before it (a partial run that needed none of it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The builds `make test` runs beside the suite (devcluster/background.py): devcluster's later builds
-(Volcano, Kueue, scheduler-plugins, Traefik: devcluster.build.LATER_BUILDS) and Airflow's venv, in
-the order the suite's last tests use them. tests/run_suite.py starts it at a low priority; the tests
+(helm, Volcano, Kueue, scheduler-plugins, Traefik: devcluster.build.LATER_BUILDS) and Airflow's
+venv, helm first (the chart tests, mid-suite, use it), the rest in the order the suite's last tests
+use them. tests/run_suite.py starts it at a low priority; the tests
 that need one are marked ``needs_build(<name>)`` and run last in their part (tests/conftest.py), and
 wait for it where they would otherwise build it.
 

@@ -45,7 +45,7 @@ def test_a_build_name_the_builder_does_not_know_is_an_error_naming_the_known_one
 
 def test_the_markers_names_are_the_builders_steps_in_its_order() -> None:
     names = background_builds.step_names()
-    assert names == ("volcano", "kueue", "coscheduling", "traefik", "airflow")
+    assert names == ("helm", "volcano", "kueue", "coscheduling", "traefik", "airflow")
     assert tuple(step.name for step in later_steps()) == names[:-1]
 
 
@@ -187,7 +187,7 @@ def test_a_builder_killed_mid_build_ends_the_wait_with_an_error_saying_so(tmp_pa
 
 
 def volcano_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, go_script: str | None) -> subprocess.Popen[bytes]:
-    """A builder process making Volcano (devcluster's first later build) into an empty cache, with a
+    """A builder process making Volcano (one of devcluster's later builds) into an empty cache, with a
     fake `go` (3 s, placeholders), or with ``go_script`` as `go`; this process set to wait for it."""
     monkeypatch.setenv("SPARKOP_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("GOTOOLCHAIN", "local")
@@ -200,7 +200,8 @@ def volcano_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, go_script: 
     directory = tmp_path / "background"
     script = (
         "import sys; from pathlib import Path; from devcluster import background, build; "
-        "sys.exit(background.run_steps(Path(sys.argv[1]), build.later_steps()[:1], print))"
+        "steps = [step for step in build.later_steps() if step.name == 'volcano']; "
+        "sys.exit(background.run_steps(Path(sys.argv[1]), steps, print))"
     )
     builder = subprocess.Popen([sys.executable, "-c", script, str(directory)], cwd=REPO, env=builder_env())
     wait_for(lambda: background.planned(directory) or builder.poll() is not None, timeout=30, message="its plan")
