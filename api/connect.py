@@ -383,6 +383,8 @@ _OWN_RULES: Final = (
     ),
 )
 
+# kubeflow's webhook refuses the same sparkConf keys of a SparkConnect as of a SparkApplication.
+KUBEFLOW_DENIED_PREFIX: Final = "kubeflow-denied-spark-conf-"
 # The SparkApplication rules that read only fields a SparkConnect has, at the same paths.
 _SHARED_RULES: Final = (
     "reserved-spark-conf",
@@ -393,7 +395,11 @@ _SHARED_RULES: Final = (
 
 
 def connect_rules() -> tuple[rules.Rule, ...]:
-    shared = tuple(dataclasses.replace(r, kinds=(KIND,)) for r in rules.RULES if r.name in _SHARED_RULES)
+    shared = tuple(
+        dataclasses.replace(r, kinds=(KIND,))
+        for r in rules.RULES
+        if r.name in _SHARED_RULES or r.name.startswith(KUBEFLOW_DENIED_PREFIX)
+    )
     return (*shared, *_OWN_RULES)
 
 

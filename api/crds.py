@@ -100,17 +100,18 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     return _Converter(raw.get("$defs", {})).convert(raw)
 
 
-def rules_for(kind: str) -> tuple[rules.Rule, ...]:
-    """Every cross-field rule of ``kind`` (CEL in its CRD, the same predicates in sparkop validate)."""
+def rules_for(kind: str, group: str = labels.GROUP) -> tuple[rules.Rule, ...]:
+    """Every cross-field rule of ``kind`` in ``group``'s CRD (CEL there, the same predicates in sparkop
+    validate)."""
     if kind == connect.KIND:
-        return connect.connect_rules()
+        return tuple(r for r in connect.connect_rules() if group in r.groups)
     if kind == history.KIND:
         return history.history_rules()
-    return scheduled.rules_for(kind)
+    return scheduled.rules_for(kind, group)
 
 
-def _attach_rules(kind: str, root: dict[str, Any]) -> None:
-    for rule in rules_for(kind):
+def _attach_rules(kind: str, group: str, root: dict[str, Any]) -> None:
+    for rule in rules_for(kind, group):
         for path in rule.paths:
             node = root
             for key in path:
@@ -278,7 +279,7 @@ def crd(kind: str, api: API = SPARKOP_API) -> dict[str, Any]:
             "status": status,
         },
     }
-    _attach_rules(kind, root)
+    _attach_rules(kind, api.group, root)
     metadata: dict[str, Any] = {
         "name": f"{info['plural']}.{api.group}",
         "labels": {labels.MANAGED_BY: labels.MANAGER},

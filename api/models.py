@@ -1165,6 +1165,7 @@ class AttemptRecord(Model):
     outcome: AttemptOutcome = Field(description="Running, Succeeded, Failed, SubmissionFailed, Deleted, Invalidated.")
     reason: Annotated[str, Field(max_length=1024)] | None = Field(None, description="Why, CamelCase.")
     message: Annotated[str, Field(max_length=4096)] | None = Field(None, description="Details.")
+    exitCode: int | None = Field(None, description="Its last driver container's exit code, when it ended with one.")
     startTime: Time | None = Field(None, description="When the SparkDriver was created.")
     finishTime: Time | None = Field(None, description="When it ended.")
     sparkApplicationId: Annotated[str, Field(max_length=256)] | None = Field(

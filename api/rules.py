@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sparkop.core.jsontypes import JSON
+from sparkop.domain.labels import GROUP, KUBEFLOW_GROUP
 
 from . import spark_lines
 
@@ -46,6 +47,8 @@ class Rule:
     reason: str | None = None  # CEL reason (FieldValueInvalid when None)
     extra: dict[str, Any] = field(default_factory=dict)
     measure: Callable[[JSON], str] | None = None  # what was found, for the offline message (e.g. a size)
+    # The served groups whose CRDs carry it (sparkop's SparkDriver: sparkop's group's rules).
+    groups: frozenset[str] = frozenset({GROUP, KUBEFLOW_GROUP})
 
     def crd_rule(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rule": self.cel, "message": self.message}
@@ -127,6 +130,62 @@ def _inlined_properties_cel() -> str:
 
 
 SPEC: Final = ("spec",)
+SPARKOP_ONLY: Final = frozenset({GROUP})
+KUBEFLOW_ONLY: Final = frozenset({KUBEFLOW_GROUP})
+
+# The container image, as spark-submit resolves it for each role: the role's own property, else the
+# common one. spec.image and spec.<role>.image are sparkop's (and kubeflow's) typed forms of them.
+IMAGE_CONF: Final = "spark.kubernetes.container.image"
+ROLES: Final = ("driver", "executor")
+
+
+def role_image_conf(role: str) -> str:
+    return f"spark.kubernetes.{role}.container.image"
+
+
+def _image_for(spec: JSON, role: str) -> bool:
+    conf = spec.get("sparkConf") or {}
+    return "image" in spec or _has(spec, role, "image") or role_image_conf(role) in conf or IMAGE_CONF in conf
+
+
+def _image_for_cel(role: str) -> str:
+    conf = f"(has(self.sparkConf) && ('{IMAGE_CONF}' in self.sparkConf || '{role_image_conf(role)}' in self.sparkConf))"
+    return f"(has(self.image) || (has(self.{role}) && has(self.{role}.image)) || {conf})"
+
+
+def missing_image(spec: JSON) -> str | None:
+    """Why a run of ``spec`` would have no container image (None: each role has one): what spark-submit
+    would refuse before it submits, named by the fields that give one."""
+    missing = [role for role in ROLES if not _image_for(spec, role)]
+    if not missing:
+        return None
+    return (
+        f"no container image for the {' and the '.join(missing)}: set spec.image (or spec.driver.image and "
+        f"spec.executor.image), or sparkConf {IMAGE_CONF} (or {role_image_conf('driver')} and "
+        f"{role_image_conf('executor')})"
+    )
+
+
+# The sparkConf keys kubeflow's admission webhook refuses (v2.5), with its reason: values the operator
+# sets itself, credentials, and the image, which has its own fields. sparkop's CRD of kubeflow's group
+# refuses them likewise (sparkop has no webhook: a CEL rule each); sparkop's own group keeps replacing the
+# ones sparkop sets (driver_controller.submission.OWNED_PROPERTIES).
+KUBEFLOW_DENIED_SPARK_CONF: Final = {
+    **dict.fromkeys(
+        (f"spark.kubernetes.authenticate.{role}.serviceAccountName" for role in ROLES),
+        "configure the service account via the CRD spec instead",
+    ),
+    **dict.fromkeys(
+        (
+            f"spark.kubernetes.authenticate.{who}{what}"
+            for who in ("", "driver.", "executor.")
+            for what in ("oauthTokenFile", "oauthToken")
+        ),
+        "authentication credentials are managed by the operator",
+    ),
+    **dict.fromkeys(("spark.master", "spark.kubernetes.driver.master"), "this value is managed by the operator"),
+    **dict.fromkeys((IMAGE_CONF, *(role_image_conf(role) for role in ROLES)), "use the image field on the CRD instead"),
+}
 
 # The batch schedulers sparkop knows (kubeflow's names; kube-scheduler is its scheduler-plugins one).
 BATCH_SCHEDULERS: Final = ("volcano", "yunikorn", "kube-scheduler")
@@ -194,13 +253,31 @@ RULES: Final[tuple[Rule, ...]] = (
         name="image-required",
         kinds=BOTH,
         paths=(SPEC,),
-        cel="has(self.image) || (has(self.driver) && has(self.driver.image) && has(self.executor) && "
-        "has(self.executor.image))",
-        message="an image is required: set spec.image, or both spec.driver.image and spec.executor.image",
+        cel=" && ".join(_image_for_cel(role) for role in ROLES),
+        message="an image is required: set spec.image, or both spec.driver.image and spec.executor.image, or "
+        f"sparkConf {IMAGE_CONF}",
         field_path=".image",
         reason="FieldValueRequired",
         hint="set spec.image, e.g. apache/spark:3.5.7",
-        predicate=lambda s: "image" in s or (_has(s, "driver", "image") and _has(s, "executor", "image")),
+        predicate=lambda s: all(_image_for(s, role) for role in ROLES),
+        # kubeflow's CRD takes an app without one (its spark-submit then fails): the apps controller says
+        # why that app cannot run (missing_image).
+        groups=SPARKOP_ONLY,
+    ),
+    *(
+        Rule(
+            name=f"kubeflow-denied-spark-conf-{key}",
+            kinds=(APP,),
+            paths=(SPEC,),
+            cel=f"!has(self.sparkConf) || !('{key}' in self.sparkConf)",
+            message=f'sparkConf key "{key}" is not allowed: {why}',
+            field_path=".sparkConf",
+            reason="FieldValueForbidden",
+            hint=f"remove {key} from spec.sparkConf",
+            predicate=lambda s, key=key: key not in (s.get("sparkConf") or {}),  # type: ignore[misc]
+            groups=KUBEFLOW_ONLY,
+        )
+        for key, why in KUBEFLOW_DENIED_SPARK_CONF.items()
     ),
     Rule(
         name="reserved-spark-conf",

@@ -33,6 +33,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 from pydantic import Field
 
+from sparkop.domain import labels
+
 from . import rules
 from .models import Model, SparkApplicationSpec
 from .types import ObjectMeta, Str, Time
@@ -293,6 +295,7 @@ def _template_rules() -> tuple[rules.Rule, ...]:
                     reason=rule.reason,
                     extra=rule.extra,
                     measure=rule.measure,
+                    groups=rule.groups,
                 )
             )
     return tuple(out)
@@ -310,11 +313,10 @@ SCHEDULE_SHAPE: Final = rules.Rule(
 )
 
 
-def rules_for(kind: str) -> tuple[rules.Rule, ...]:
-    """Every cross-field rule of ``kind``: api.rules' table, and for this kind its own."""
-    if kind == KIND:
-        return (*_template_rules(), SCHEDULE_SHAPE)
-    return tuple(r for r in rules.RULES if kind in r.kinds)
+def rules_for(kind: str, group: str = labels.GROUP) -> tuple[rules.Rule, ...]:
+    """Every cross-field rule of ``kind`` in ``group``'s CRD: api.rules' table, and for this kind its own."""
+    every = (*_template_rules(), SCHEDULE_SHAPE) if kind == KIND else tuple(r for r in rules.RULES if kind in r.kinds)
+    return tuple(r for r in every if group in r.groups)
 
 
 def schedule_errors(doc: object) -> list[tuple[str, str, str]]:

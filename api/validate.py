@@ -43,7 +43,7 @@ from jsonschema.exceptions import ValidationError as SchemaError  # type: ignore
 
 from sparkop.domain import kinds, labels
 
-from . import connect, crds, history, manifests, scheduled, spark_lines
+from . import connect, crds, history, manifests, rules, scheduled, spark_lines
 from .manifests import clip, one_line, quote
 from .types import CPU_PATTERN, MEMORY_PATTERN
 
@@ -215,9 +215,11 @@ def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
 
 
 def _rule_errors(kind: str, doc: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
-    """(field path, message, hint) of each cross-field rule the defaulted document breaks."""
+    """(field path, message, hint) of each cross-field rule of the document's group's CRD that the
+    defaulted document breaks."""
     defaulted = apply_defaults(_crd_schema(kind), copy.deepcopy(doc))
-    for rule in crds.rules_for(kind):
+    group = _api_group(str(doc.get("apiVersion")))
+    for rule in crds.rules_for(kind, group if group == KUBEFLOW_GROUP else labels.GROUP):
         for path in rule.paths:
             node: Any = defaulted
             for key in path:
@@ -429,6 +431,9 @@ def document_warnings(doc: Any, source: str = "<input>") -> list[ValidationWarni
     if not isinstance(spec, dict) or kind == history.KIND:  # a history server reads logs of any line
         return []
     messages = connect.spec_warnings(spec) if kind == connect.KIND else spark_lines.spec_warnings(spec, where)
+    no_image = rules.missing_image(spec) if kind != connect.KIND else None
+    if no_image is not None:  # kubeflow's group's CRD takes it, as kubeflow's does (sparkop's refuses it)
+        messages.append(f"{where}: no run of it can start: {no_image}")
     return [ValidationWarning(source, kind, name if isinstance(name, str) else None, m) for m in messages]
 
 

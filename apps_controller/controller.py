@@ -100,6 +100,7 @@ def apps_controller(
     driver_view = partial(DriverView.from_body, group=api.group)
     return Controller(
         name=api.named("apps"),
+        by_namespace_selector=True,
         own=Source(api.named(APPS_INDEX), api.applications, object_key, app_snapshot),
         owned=(
             Source(drivers_index, kinds.SPARK_DRIVERS, keys, driver_view, shared=True, view=driver_view),

@@ -394,7 +394,7 @@ def observe_current(d: Draft) -> None:
         cur = count_execution(d, cur)
     outcome = outcome_of(drv, cur)
     if outcome is not None:
-        enter_outcome(d, finish(d, cur, outcome, drv.reason, driver_message(drv)))
+        enter_outcome(d, finish(d, cur, outcome, drv.reason, driver_message(drv), drv.exit_code))
     elif drv.phase is DriverPhase.RUNNING:
         d.transition(ApplicationState.RUNNING, f"driver {drv.name} is running")
     elif drv.phase is not None:

@@ -29,7 +29,7 @@ from sparkop.api.models import (
     SparkApplicationSpec,
     SparkApplicationStatus,
 )
-from sparkop.api.rules import SPEC_LEVEL_RETRIES
+from sparkop.api.rules import SPEC_LEVEL_RETRIES, missing_image
 from sparkop.apps_controller.status import CONDITION_QUEUED, CONDITION_STUCK
 from sparkop.core.jsonread import enum_or, integer, mapping, opt_enum, opt_int, opt_str, str_map
 from sparkop.core.jsontypes import JSON
@@ -452,7 +452,10 @@ class SpecErrors:
         if key not in self.seen:
             try:
                 SparkApplicationSpec.model_validate(body.get("spec") or {})
-                self.seen[key] = None
+                # kubeflow's group's CRD takes an app without an image (as kubeflow's does); none of its
+                # runs could start.
+                no_image = missing_image(copy_json(body.get("spec") or {}))
+                self.seen[key] = None if no_image is None else SpecError(no_image, ())
             except ValidationError as exc:
                 message = "; ".join(f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
                 self.seen[key] = SpecError(message, unknown_fields(exc, "spec"))

@@ -18,6 +18,7 @@ from sparkop.apps_controller.draft import Draft
 from sparkop.apps_controller.observed import DriverView
 from sparkop.apps_controller.status import clip, counted, executor_counts
 from sparkop.core.plan import refused
+from sparkop.domain import labels
 
 # Outcomes of runs that got past submission: each is one execution attempt.
 _EXECUTED: Final = frozenset({AttemptOutcome.SUCCEEDED, AttemptOutcome.FAILED, AttemptOutcome.DELETED})
@@ -46,7 +47,12 @@ def count_execution(d: Draft, record: AttemptRecord) -> AttemptRecord:
 
 
 def finish(
-    d: Draft, record: AttemptRecord, outcome: AttemptOutcome, reason: str | None, message: str | None
+    d: Draft,
+    record: AttemptRecord,
+    outcome: AttemptOutcome,
+    reason: str | None,
+    message: str | None,
+    exit_code: int | None = None,
 ) -> AttemptRecord:
     """Record how ``record``'s run ended. A run that ended on its own, not by a failed submission,
     was an execution attempt (counted here if it was not yet); a run we stopped ourselves before it
@@ -63,7 +69,13 @@ def finish(
         d.update(executionAttempts=max(0, d.status.executionAttempts - 1))
         record = record.model_copy(update={"attempt": None})
     done = record.model_copy(
-        update={"outcome": outcome, "reason": reason, "message": clip(message), "finishTime": d.now}
+        update={
+            "outcome": outcome,
+            "reason": reason,
+            "message": clip(message),
+            "exitCode": exit_code,
+            "finishTime": d.now,
+        }
     )
     d.record(done)
     return done
@@ -146,7 +158,7 @@ def enter_outcome(d: Draft, record: AttemptRecord) -> None:
         nextAttemptTime=due,
         lastError=LastError(reason=_error_reason(record), message=error, time=finished_at),
     )
-    d.set_error_message(error)
+    d.set_error_message(kubeflow_worded(record, error) if d.obs.app.group == labels.KUBEFLOW_GROUP else error)
     d.transition(outcome, error)
 
 
@@ -172,6 +184,18 @@ def driver_message(drv: DriverView) -> str | None:
 
 def _error_reason(record: AttemptRecord) -> str:
     return record.reason or _DEFAULT_REASON.get(record.outcome, "Failed")
+
+
+def kubeflow_worded(record: AttemptRecord, error: str) -> str:
+    """``error`` led by the words kubeflow's operator puts in ``applicationState.errorMessage`` for the same
+    outcome, which its clients (and its own e2e suite) look for: a refused submission is spark-submit's
+    failure there, a driver that exited non-zero is its container's exit code and reason."""
+    if record.outcome is AttemptOutcome.SUBMISSION_FAILED:
+        return clip(f"failed to run spark-submit: {error}") or error
+    if record.outcome is AttemptOutcome.FAILED and record.exitCode:
+        lead = f"driver container failed with ExitCode: {record.exitCode}, Reason: {record.reason or 'Error'}"
+        return clip(f"{lead}; {error}") or error
+    return error
 
 
 def _error_message(record: AttemptRecord) -> str:

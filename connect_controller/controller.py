@@ -52,6 +52,7 @@ def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Contro
     service_view = partial(ServiceView.from_body, group=api.group)
     return Controller(
         name=api.named("connect"),
+        by_namespace_selector=True,
         own=Source(api.named(CONNECTS_INDEX), api.connects, object_key, snapshot),
         owned=(
             Source(servers_index, kinds.SPARK_DRIVERS, keys, server_view, shared=True, view=server_view),

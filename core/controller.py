@@ -47,7 +47,7 @@ from sparkop.core.kube import Rules
 from sparkop.core.owners import ObservedOwnFields
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
-from sparkop.core.resources import Resource
+from sparkop.core.resources import NAMESPACES, Resource
 from sparkop.core.runtime import Ours, Runtime
 from sparkop.core.specs import Model, lenient
 from sparkop.core.store import EventType
@@ -116,6 +116,11 @@ class Controller(Generic[O, S]):
     """Reference data the decisions look up (a scheduler's configuration objects, filed by name): cached
     and waited for like the rest, but a change of it asks for no pass; a pass that misses what it looks
     for asks for another one later."""
+    by_namespace_selector: bool = False
+    """Whether it acts only in the namespaces the operator's --namespace-selector selects (the served
+    kinds, as kubeflow's controllers do with its jobNamespaceSelector): a pass of an object elsewhere does
+    nothing, and a namespace's labels changing asks for no pass (an object there already waits for its
+    next change, as kubeflow's do)."""
     gone: Callable[[Key, Learnt], O | None] | None = None
     """What the decision needs once the object is gone (None, or no ``gone``: nothing; what was learnt
     of it is forgotten). The garbage collector removes what it owned, unless something of it holds a
@@ -200,6 +205,8 @@ class Loop(Generic[O, S]):
         controller = self.controller
         if body is None:
             return controller.gone(key, learnt) if controller.gone is not None else None
+        if controller.by_namespace_selector and not self.runtime.namespace_selected(key[0]):
+            return None
         terminating = self.runtime.namespace_terminating(key[0])
         return controller.observe(Own(key, body, controller.read_status(body), learnt, terminating))
 
@@ -251,6 +258,8 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     for source in controller.reads:
         _index(runtime, source)
         runtime.read_by(queue, source.resource, source.selector)
+    if controller.by_namespace_selector and runtime.options.namespace_selector is not None:
+        runtime.read_by(queue, NAMESPACES)  # the pass reads the Namespace cache (Runtime.namespace_selected)
     return loop
 
 

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkop.core.caches import Caches
@@ -100,6 +100,11 @@ async def run_operator(
     clean stop releases it."""
     kube = await Kube.connect(kubeconfig, context)
     options = options or Options()
+    if options.namespace_selector is not None:
+        # The selection is by the namespaces' labels, which change: every namespace is watched, and a pass
+        # looks at its namespace's labels (Runtime.namespace_selected); the listed ones are selected too.
+        options = replace(options, listed_namespaces=frozenset(namespaces))
+        namespaces = ()
     kube.limit = RateLimit(options.kube_api_qps, options.kube_api_burst)
     runtime = Runtime(kube=kube, options=options, namespaces=tuple(namespaces))
     register_namespaces(runtime)
@@ -117,7 +122,9 @@ async def run_operator(
             )
         await wait_until_served(kube, served_kinds(controllers), on_missing=health_unserved(health))
         names = ",".join(c.name for c in controllers)
-        log.info("sparkop starting: controllers=%s namespaces=%s", names, list(namespaces) or "all")
+        selector = options.namespace_selector
+        scope = f"{sorted(options.listed_namespaces)} and those selected by {selector!s}" if selector else None
+        log.info("sparkop starting: controllers=%s namespaces=%s", names, scope or list(namespaces) or "all")
         cancelled = await _run(runtime, health, elector, stop_flag or asyncio.Event(), ready_flag)
         if elector is not None and elector.lost_reason is not None:
             raise LeadershipLost(elector.lost_reason)

@@ -21,6 +21,7 @@ from sparkop.core.kube import Kube
 from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS, MAX_TRACKED_CHILDREN
 from sparkop.core.queue import Reconcile, WorkQueue
 from sparkop.core.resources import NAMESPACES, Resource
+from sparkop.core.selectors import LabelSelector
 from sparkop.core.store import EventType
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ COALESCE_SECONDS: Final = 0.2
 SHARED_VALUES_KEPT: Final = 2048
 # Views of changed objects kept per handler: a change's old view is then the one its last change made.
 VIEWS_KEPT: Final = 4096
+# Each watched Namespace's labels, by name: what --namespace-selector is matched against.
+NAMESPACE_LABELS_INDEX: Final = "namespace_labels"
 Enqueue = Callable[[JSON], Iterable[Any]]
 """The keys an object's change asks to reconcile (its own key, or its owner's)."""
 Ours = Callable[[EventType, JSON, Sequence[Any]], bool]
@@ -72,6 +75,11 @@ class Options:
     kubeflow_api: bool = False
     # --max-tracked-executor-per-app: how many executors a status names one by one (kubeflow's flag).
     max_tracked_executors: int = MAX_TRACKED_CHILDREN
+    # --namespace-selector (kubeflow's jobNamespaceSelector): the served kinds' objects are acted on only in
+    # the namespaces whose labels it selects, and in ``listed_namespaces`` (the --namespace ones: with a
+    # selector, the caches watch every namespace).
+    namespace_selector: LabelSelector | None = None
+    listed_namespaces: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -229,6 +237,15 @@ class Runtime:
         self.queues.append(queue)
         return queue
 
+    def namespace_selected(self, namespace: str) -> bool:
+        """Whether the served kinds' objects in ``namespace`` are acted on: every namespace without
+        --namespace-selector; with it, those --namespace lists and those whose labels, as the Namespace
+        cache holds them now, it selects (``NotCurrent`` while that cache lists)."""
+        selector = self.options.namespace_selector
+        if selector is None or namespace in self.options.listed_namespaces:
+            return True
+        return any(selector.matches(labels) for labels in self.filed(NAMESPACE_LABELS_INDEX, (namespace,)))
+
     def namespace_terminating(self, namespace: str) -> bool:
         return namespace in self.terminating_namespaces
 
@@ -256,3 +273,13 @@ def register_namespaces(runtime: Runtime) -> None:
         runtime.observe_namespace(name, None if type_ == "DELETED" else body)
 
     runtime.caches.on_change(NAMESPACES, on_namespace)
+    if runtime.options.namespace_selector is not None:
+        runtime.add_index(NAMESPACE_LABELS_INDEX, NAMESPACES, _namespace_name, _namespace_labels)
+
+
+def _namespace_name(body: JSON) -> list[tuple[str]]:
+    return [(str((body.get("metadata") or {}).get("name") or ""),)]
+
+
+def _namespace_labels(body: JSON) -> dict[str, str]:
+    return {str(k): str(v) for k, v in ((body.get("metadata") or {}).get("labels") or {}).items()}

@@ -54,6 +54,7 @@ def schedule_controller(
     run_view = partial(RunView.from_body, group=api.group)
     return Controller(
         name=api.named("scheduled"),
+        by_namespace_selector=True,
         own=Source(api.named(SCHEDULED_INDEX), api.scheduled, object_key, snapshot),
         owned=(Source(runs_index, api.applications, owner_keys(api.group), run_view),),
         observe=observe,

@@ -10,8 +10,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from sparkop.core import logs
+from sparkop.core import logs, selectors
 from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS, MAX_TRACKED_CHILDREN
+from sparkop.core.selectors import LabelSelector
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -57,6 +58,16 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     run.add_argument("--context", help="kubeconfig context")
     run.add_argument(
         "--namespace", "-n", action="append", default=[], help="namespace to watch (repeatable; default: all)"
+    )
+    run.add_argument(
+        "--namespace-selector",
+        type=_namespace_selector,
+        default=None,
+        metavar="SELECTOR",
+        help="act on the applications, schedules and connect servers only in the namespaces whose labels this "
+        "label selector selects (e.g. 'spark=enabled,env in (prod,staging)'), besides those --namespace lists; "
+        "every namespace is then watched (kubeflow's --namespace-selector, chart value spark.jobNamespaceSelector). "
+        "An app in a namespace selected later is acted on at its next change, as kubeflow's",
     )
     run.add_argument(
         "--controllers",
@@ -459,6 +470,13 @@ def _port(text: str) -> int:
     return value
 
 
+def _namespace_selector(text: str) -> LabelSelector:
+    try:
+        return selectors.parse(text)
+    except selectors.InvalidSelector as exc:
+        raise argparse.ArgumentTypeError(f"not a label selector: {exc}") from None
+
+
 def _tracked(text: str) -> int:
     try:
         value = int(text)
@@ -650,6 +668,7 @@ def _run(args: argparse.Namespace) -> int:
                 ui_service=args.ui_service,
                 kubeflow_api=args.kubeflow_api,
                 max_tracked_executors=args.max_tracked_executor_per_app,
+                namespace_selector=args.namespace_selector,
             ),
             election=election,
             serving=(

@@ -31,6 +31,7 @@ from sparkop.core.applier import Applier, CreateRefused
 from sparkop.core.jsontypes import JSON
 from sparkop.core.plan import Event, Plan, Refusal
 from sparkop.domain import labels
+from sparkop.domain.labels import API_VERSION
 
 T = TypeVar("T")
 
@@ -146,6 +147,7 @@ class SimCluster:
     ui: UIConfig = field(default_factory=UIConfig)
     history_server: HistoryServerView | None = None  # the history server the app's runs log to
     labels: dict[str, str] = field(default_factory=dict)  # the SparkApplication's metadata.labels
+    api_version: str = API_VERSION  # the SparkApplication's group (kubeflow's: --kubeflow-api)
     drivers: dict[str, SimDriver] = field(default_factory=dict)
     created: dict[int, str] = field(default_factory=dict)  # run -> uid of the one SparkDriver ever made
     ui_objects: dict[tuple[str, str], JSON] = field(default_factory=dict)
@@ -201,6 +203,7 @@ class SimCluster:
             generation=self.generation,
             spec=copy.deepcopy(self.spec),
             labels=dict(self.labels),
+            api_version=self.api_version,
         )
 
     def snapshot(self) -> Snapshot:

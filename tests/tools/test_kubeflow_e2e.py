@@ -71,3 +71,14 @@ def test_every_spec_of_the_report_is_listed_with_its_failure() -> None:
     ]
     assert results[1].seconds == 61.5 and results[1].location == "sparkapplication_test.go:80"
     assert "to be true" in results[1].message
+
+
+def test_kubeflows_ci_values_are_installed_whole(suite_dir: Path) -> None:
+    """Every value of kubeflow's ci-values.yaml reaches sparkop's chart: the namespace-filtering specs need
+    spark.jobNamespaceSelector (sparkop's --namespace-selector); only what sparkop needs here is added."""
+    module = suite_dir.parents[1]
+    image = kubeflow_e2e.images.BuiltImage(name="sparkop", refs=(), archive=Path("/dev/null"), key="k")
+    values, changed = kubeflow_e2e.chart_values(module, image)
+    assert values["spark"] == {"jobNamespaces": ["default"], "jobNamespaceSelector": "spark=enabled"}
+    assert (values["controller"]["kubeAPIQPS"], values["controller"]["kubeAPIBurst"]) == (100, 100)
+    assert not [what for what in changed if what.startswith("left out")]

@@ -131,3 +131,48 @@ def test_driver_ingress_objects_stay_without_an_operator_ui_service() -> None:
 
 def test_the_ui_selector_watches_both_components() -> None:
     assert ui.UI_SELECTOR == "app.kubernetes.io/managed-by=sparkop,sparkop.io/component in (ui,driver-ingress)"
+
+
+# --- applicationState.errorMessage in kubeflow's words ---------------------------------------------
+
+KUBEFLOW = f"{labels.KUBEFLOW_GROUP}/v1beta2"
+RETRIED = {**SPEC, "restartPolicy": {"type": "Never"}}
+
+
+def ended(api_version: str, phase: DriverPhase, reason: str, exit_code: int | None) -> SimCluster:
+    c = SimCluster(spec=dict(RETRIED), name="pi", api_version=api_version)
+    c.run_until_quiet()
+    (run,) = c.drivers
+    c.set_phase(run, phase, reason, exit_code=exit_code)
+    c.run_until_quiet()
+    return c
+
+
+def test_a_kubeflow_apps_failed_driver_reads_as_kubeflows_with_sparkops_detail_after() -> None:
+    c = ended(KUBEFLOW, DriverPhase.FAILED, "Error", 1)
+    status = c.app_status
+    assert c.state == "FAILED" and status.applicationState is not None
+    message = status.applicationState.errorMessage or ""
+    assert message.startswith("driver container failed with ExitCode: 1, Reason: Error; run 1 (pi-1-kf) failed")
+    assert status.attempts[-1].exitCode == 1  # the fact the wording is made from is kept in status
+    assert status.lastError is not None and status.lastError.message == message.partition("; ")[2]
+
+
+def test_a_kubeflow_apps_refused_submission_reads_as_spark_submits_failure() -> None:
+    c = ended(KUBEFLOW, DriverPhase.SUBMISSION_FAILED, "SubmissionFailed", None)
+    assert c.app_status.applicationState is not None
+    message = c.app_status.applicationState.errorMessage or ""
+    assert message.startswith("failed to run spark-submit: run 1 (pi-1-kf) could not be submitted: SubmissionFailed")
+
+
+def test_sparkops_group_keeps_its_own_wording() -> None:
+    for phase, reason, code in ((DriverPhase.FAILED, "Error", 1), (DriverPhase.SUBMISSION_FAILED, "X", None)):
+        c = ended(labels.API_VERSION, phase, reason, code)
+        assert c.app_status.applicationState is not None
+        assert (c.app_status.applicationState.errorMessage or "").startswith("run 1 (pi-1) ")
+
+
+def test_a_kubeflow_driver_without_an_exit_code_keeps_sparkops_wording() -> None:
+    c = ended(KUBEFLOW, DriverPhase.FAILED, "DriverPodLost", None)
+    assert c.app_status.applicationState is not None
+    assert (c.app_status.applicationState.errorMessage or "").startswith("run 1 (pi-1-kf) failed: DriverPodLost")

@@ -364,6 +364,31 @@ def test_job_namespaces_get_roles_and_nothing_cluster_wide_but_their_namespace_o
         assert sorted(o["metadata"]["namespace"] for o in spark) == ["team-a", "team-b"], kind
 
 
+def test_a_namespace_selector_watches_every_namespace_with_a_cluster_role(helm: Path, tmp_path: Path) -> None:
+    """kubeflow's spark.jobNamespaceSelector: the namespaces it selects besides those listed. Their labels
+    change, so the operator watches every namespace and needs the whole cluster's rules."""
+    values = {"spark": {"jobNamespaces": ["default"], "jobNamespaceSelector": "spark=enabled"}}
+    objects = render(helm, tmp_path, values)
+    args = container(objects)["args"]
+    assert [a for a in args if a.startswith("--namespace")] == [
+        "--namespace=default",
+        "--namespace-selector=spark=enabled",
+    ]
+    (cluster_role,) = of_kind(objects, "ClusterRole")
+    assert NAMESPACED_RESOURCES | STATUSES | {"namespaces"} <= resources_of(cluster_role)
+    assert not [r for r in cluster_role["rules"] if "resourceNames" in r]
+    assert not [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == "sparkop"]
+    spark = [o for o in of_kind(objects, "ServiceAccount") if o["metadata"]["name"] == "sparkop-spark"]
+    assert [o["metadata"]["namespace"] for o in spark] == ["default"]  # the listed ones', as before
+    parsed = _parser().parse_args(args)
+    assert parsed.namespace == ["default"] and parsed.namespace_selector.matches({"spark": "enabled"})
+
+
+def test_a_selector_the_api_server_would_refuse_stops_the_operator_naming_it() -> None:
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["run", "--namespace-selector", "env in (prod staging)"])
+
+
 @pytest.mark.parametrize("scope", [[], [""], ["a", ""]], ids=["empty", "empty-string", "with-empty-string"])
 def test_an_empty_scope_or_one_holding_an_empty_string_is_the_whole_cluster(
     helm: Path, tmp_path: Path, scope: list[str]
@@ -416,6 +441,10 @@ def test_each_features_rights_are_granted_only_when_it_is_enabled(helm: Path, tm
 # Every `sparkop run` flag, the values that set it and the argument the chart then passes.
 FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
     "--namespace": ({"spark": {"jobNamespaces": ["x"]}}, "--namespace=x"),
+    "--namespace-selector": (
+        {"spark": {"jobNamespaceSelector": "spark=enabled,env in (a,b)"}},
+        "--namespace-selector=spark=enabled,env in (a,b)",
+    ),
     "--controllers": ({"controller": {"controllers": ["apps"]}}, "--controllers=apps"),
     "--workers": ({"controller": {"workers": 3}}, "--workers=3"),
     "--kube-api-qps": ({"controller": {"kubeApi": {"qps": 50}}}, "--kube-api-qps=50"),

@@ -75,7 +75,18 @@ documented `spark`, which a cluster may already have, and never shared by two re
 {{- or (not .Values.spark.jobNamespaces) (has "" .Values.spark.jobNamespaces) }}
 {{- end }}
 
-{{/* The namespaces watched, as a JSON list (empty: the whole cluster). */}}
+{{/* The namespaces the operator's rights are granted in by name, as a JSON list (empty: the whole
+cluster). spark.jobNamespaceSelector selects namespaces by their labels, which change: the operator then
+watches every namespace and is granted the whole cluster's rules (kubeflow's chart likewise). */}}
+{{- define "sparkop.grantedNamespaces" -}}
+{{- if .Values.spark.jobNamespaceSelector }}
+{{- toJson list }}
+{{- else }}
+{{- include "sparkop.watchNamespaces" . }}
+{{- end }}
+{{- end }}
+
+{{/* The namespaces listed to watch (--namespace each), as a JSON list (empty: the whole cluster). */}}
 {{- define "sparkop.watchNamespaces" -}}
 {{- if eq (include "sparkop.clusterWide" .) "true" }}
 {{- toJson list }}
@@ -189,9 +200,6 @@ values are refused before this, by values.schema.json.)
 {{- end }}
 {{- if $c.batchScheduler.default }}
 {{- $refused = append $refused "controller.batchScheduler.default: sparkop has no default batch scheduler; set spec.batchScheduler per app" }}
-{{- end }}
-{{- if .Values.spark.jobNamespaceSelector }}
-{{- $refused = append $refused "spark.jobNamespaceSelector: sparkop watches the namespaces spark.jobNamespaces lists (or the whole cluster), not a selection by label" }}
 {{- end }}
 {{- if .Values.hook.upgradeCrd }}
 {{- $refused = append $refused "hook.upgradeCrd: sparkop's chart runs no hook Job; apply the CRDs before an upgrade with kubectl apply --server-side -f charts/sparkop/crds/" }}
