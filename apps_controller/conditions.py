@@ -23,6 +23,7 @@ from sparkop.apps_controller.status import (
     counted,
     driver_info,
     error_message,
+    run_planned,
 )
 from sparkop.apps_controller.ui import ACTIVE_STATES
 from sparkop.core.conditions import transition_time
@@ -96,7 +97,7 @@ def _queued(d: Draft) -> Condition | None:
 
 
 def _active_driver(d: Draft) -> DriverView | None:
-    if d.state not in ACTIVE_STATES:
+    if d.state not in ACTIVE_STATES and not run_planned(d.status):
         return None
     drv = d.driver(d.status.lastRun)
     return None if drv is None or drv.finished else drv

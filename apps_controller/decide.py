@@ -50,9 +50,11 @@ from sparkop.apps_controller.runs import (
 )
 from sparkop.apps_controller.status import (
     NO_EXECUTORS,
+    PLANNING_STATES,
     TERMINAL_STATES,
     error_message,
     finished,
+    run_planned,
     status_wait,
 )
 from sparkop.apps_controller.status import state as state_of
@@ -84,12 +86,13 @@ _DECIDING: Final = frozenset(
 _CONCLUDED: Final = frozenset({ApplicationState.SUCCEEDING, ApplicationState.FAILING})
 # States from which the next run starts a new execution attempt (submissionAttempts starts again).
 _NEW_EXECUTION_ATTEMPT: Final = frozenset({ApplicationState.PENDING_RERUN, ApplicationState.RESUMING})
-# A run's own progress (its driver accepted, running, its counts): a write from one of these states to
-# another is settled by itself (core.plan.Plan.settled), and so is a run planned (plan_run: the
-# write records it and its create follows in the same pass, which is all a decision on that status
-# plans), and an end (just_finished plans the finished app's clean-up and TTL with it). Every other
-# transition may be acted on by the next decision (an adoption, even within a live run, then the
-# adopted run's progress; an end whose TTL is up already, then the app's deletion; a suspend, a rerun).
+# A run's own progress (its driver accepted, running, its counts): a write from one of these states, or
+# from a run planned whose pod is not accepted yet (status.run_planned), to another is settled by itself
+# (core.plan.Plan.settled), and so is a run planned (plan_run: the write records it and its create
+# follows in the same pass, which is all a decision on that status plans), and an end (just_finished
+# plans the finished app's clean-up and TTL with it). Every other transition may be acted on by the
+# next decision (an adoption, even within a live run, then the adopted run's progress; an end whose TTL
+# is up already, then the app's deletion; a suspend, a rerun).
 _LIVE: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING})
 _SPEC_CHANGED: Final = "SpecChanged"
 _SUSPENDED: Final = "Suspended"
@@ -105,9 +108,14 @@ def decide(observed: Observed, now: datetime) -> Plan[SparkApplicationStatus]:
         current = next((drv for drv in observed.owned if drv.name == plan.status.currentDriver), None)
         wait = status_wait(observed.status, plan.status, now, current.created if current is not None else None)
     observations = transitions(observed, plan.status, now)
-    live = plan.status is not None and state_of(observed.status) in _LIVE and state_of(plan.status) in _LIVE
+    live = plan.status is not None and _following(observed.status) and _following(plan.status)
     settled = live if d.settles is None else d.settles
     return replace(plan, observations=observations, status_wait=wait, settled=settled)
+
+
+def _following(status: SparkApplicationStatus) -> bool:
+    """Whether a pass of ``status`` follows the current run's SparkDriver."""
+    return state_of(status) in _LIVE or run_planned(status)
 
 
 def _step(d: Draft) -> Plan[SparkApplicationStatus]:
@@ -137,7 +145,10 @@ def _step(d: Draft) -> Plan[SparkApplicationStatus]:
 
 
 def step(d: Draft) -> None:
-    state, app = d.state, d.obs.app
+    app = d.obs.app
+    # A run planned from this state whose driver pod is not accepted yet is followed as SUBMITTED's
+    # is: the state only tells what came before it (NEW, a failed submission, a rerun, a resume).
+    state = ApplicationState.SUBMITTED if run_planned(d.status) else d.state
     if state in _DECIDING and not retries(d, state):
         _STEPS[state](d)  # the policy's final word (COMPLETED / FAILED) comes before a suspend
         return
@@ -269,7 +280,11 @@ def adopt(d: Draft) -> bool:
     d.set_error_message(None)
     d.record(AttemptRecord(run=newest.run, driver=newest.name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
     d.event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}")
-    d.transition(ApplicationState.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
+    if newest.accepted:
+        d.transition(ApplicationState.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
+    elif d.state not in PLANNING_STATES:
+        # Its driver pod is not accepted yet: a new run planned, as from PENDING_RERUN (status.run_planned).
+        d.transition(ApplicationState.PENDING_RERUN, f"SparkDriver {newest.name} (run {newest.run}) adopted")
     d.settles = False  # the next decision mirrors the adopted run's progress, counts it, may see it running
     return True
 
@@ -364,19 +379,23 @@ def plan_run(d: Draft) -> None:
         executors=NO_EXECUTORS,
         executorState=None,
     )
-    d.set_error_message(None)
+    if d.state is not ApplicationState.SUBMISSION_FAILED:
+        # The state is kept until the run's driver pod is accepted; a failed submission's message says
+        # why it is SUBMISSION_FAILED until then.
+        d.set_error_message(None)
     # kubeflow's clients read the driver pod's name as soon as a run is submitted (it is the same for
     # every run: the SparkDriver creates it once the last one is gone).
     d.set_driver_info(podName=app.driver_pod_name)
     d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
-    d.transition(ApplicationState.SUBMITTED, f"SparkDriver {name} (run {run}) submitted")
+    # No state change: SUBMITTED waits for the driver pod (observe_current), as kubeflow's says it exists.
     d.after(d.create_driver(run))
     d.settles = True
 
 
 def observe_current(d: Draft) -> None:
-    """SUBMITTED / RUNNING / UNKNOWN: follow the current SparkDriver; count its run once when its
-    driver pod is accepted, and record its outcome once when it ends."""
+    """SUBMITTED / RUNNING / UNKNOWN, and a run planned whose driver pod is not accepted yet: follow the
+    current SparkDriver; count its run once when its driver pod is accepted (then SUBMITTED), and record
+    its outcome once when it ends."""
     cur = d.current
     if cur is None:
         submit(d)
@@ -392,15 +411,18 @@ def observe_current(d: Draft) -> None:
     cur = link_history(d, cur, drv)
     if drv.accepted:
         cur = count_execution(d, cur)
+        d.set_error_message(None)  # a run goes on
     outcome = outcome_of(drv, cur)
     if outcome is not None:
         enter_outcome(d, finish(d, cur, outcome, drv.reason, driver_message(drv), drv.exit_code))
     elif drv.phase is DriverPhase.RUNNING:
         d.transition(ApplicationState.RUNNING, f"driver {drv.name} is running")
-    elif drv.phase is not None:
-        # A SparkDriver that has said nothing yet changes no state: a run taken over RUNNING stays so
-        # until its SparkDriver reports the adopted pod.
-        d.transition(ApplicationState.SUBMITTED, f"SparkDriver {drv.name} is pending")
+    elif drv.accepted:
+        # A SparkDriver whose driver pod is not accepted yet changes no state: a run planned keeps the
+        # state it was planned from, and a run taken over RUNNING stays so until its SparkDriver reports
+        # the adopted pod.
+        pod = f"driver pod {drv.pod_name}" if drv.pod_name else "its driver pod"
+        d.transition(ApplicationState.SUBMITTED, f"SparkDriver {drv.name}: {pod} accepted")
 
 
 def stop_current(d: Draft, reason: str) -> bool:

@@ -81,8 +81,13 @@ class Draft:
     def record(self, attempt: AttemptRecord) -> None:
         self.status = st.with_attempt(self.status, attempt)
 
-    def transition(self, state: ApplicationState, message: str) -> None:
+    def transition(self, state: ApplicationState, message: str, again: bool = False) -> None:
+        """Enter ``state`` with its event; ``again``: its event even when the state is kept (a run
+        planned from SUBMISSION_FAILED refused in turn is one more failed submission)."""
         if state is self.state:
+            if again:
+                kind, reason = events.BY_STATE[state]
+                self.event(kind, reason, message)
             return
         self.status = st.with_state(self.status, state)
         kind, reason = events.BY_STATE[state]

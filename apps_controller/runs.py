@@ -159,7 +159,7 @@ def enter_outcome(d: Draft, record: AttemptRecord) -> None:
         lastError=LastError(reason=_error_reason(record), message=error, time=finished_at),
     )
     d.set_error_message(kubeflow_worded(record, error) if d.obs.app.group == labels.KUBEFLOW_GROUP else error)
-    d.transition(outcome, error)
+    d.transition(outcome, error, again=True)  # a retry planned from SUBMISSION_FAILED stays in it until now
 
 
 def outcome_of(drv: DriverView, record: AttemptRecord) -> AttemptOutcome | None:

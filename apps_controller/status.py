@@ -33,6 +33,16 @@ Status = SparkApplicationStatus
 MAX_ATTEMPT_HISTORY: Final = 20
 MAX_MESSAGE: Final = 4096  # condition, attempt and lastError messages are cut to this
 TERMINAL_STATES: Final = frozenset({ApplicationState.COMPLETED, ApplicationState.FAILED})
+# States a run is planned from. The state is kept while the run's driver pod is not accepted yet: as in
+# kubeflow, SUBMITTED says the driver pod exists (docs/state-machine.md).
+PLANNING_STATES: Final = frozenset(
+    {
+        ApplicationState.NEW,
+        ApplicationState.PENDING_RERUN,
+        ApplicationState.RESUMING,
+        ApplicationState.SUBMISSION_FAILED,
+    }
+)
 
 # Condition types on SparkApplication.status.conditions (docs/state-machine.md, "Conditions"), in the
 # order they are listed; ``Stuck`` mirrors the current SparkDriver's condition of that name.
@@ -113,6 +123,13 @@ def condition(status: Status, kind: str) -> Condition | None:
 
 def finished(record: AttemptRecord) -> bool:
     return record.outcome is not AttemptOutcome.RUNNING
+
+
+def run_planned(status: Status) -> bool:
+    """Whether the current run is planned (its record unfinished) and its driver pod not accepted yet:
+    the state is still the one the run was planned from, and a pass follows the run."""
+    cur = current(status)
+    return state(status) in PLANNING_STATES and cur is not None and not finished(cur)
 
 
 def counted(record: AttemptRecord) -> bool:

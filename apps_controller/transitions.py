@@ -88,8 +88,8 @@ def transitions(observed: Observed, new: SparkApplicationStatus | None, now: dat
     old = observed.status
     before, after = st.state(old), st.state(new)
     found: list[Observation] = []
-    if before is ApplicationState.NEW and after is not ApplicationState.NEW:
-        found.append(Observation(COUNT))
+    if before is ApplicationState.NEW and old.lastRun == 0 and (after is not ApplicationState.NEW or new.lastRun > 0):
+        found.append(Observation(COUNT))  # its first run planned (the state stays NEW until its pod), or its end
     if new.lastRun > old.lastRun:
         found.append(Observation(SUBMIT_COUNT))
         if before in _RETRIED_AFTER:
@@ -98,6 +98,9 @@ def transitions(observed: Observed, new: SparkApplicationStatus | None, now: dat
         if new.lastRun == 1 and created is not None:  # the app's first submission, as kubeflow's
             latency = max(0.0, (now - created).total_seconds())
             found += [Observation(SUBMIT_LATENCY, latency), Observation(SUBMIT_LATENCY_HISTOGRAM, latency)]
+    refused_again = after is before is ApplicationState.SUBMISSION_FAILED and st.run_planned(old)
+    if refused_again and not st.run_planned(new):
+        found.append(Observation(FAILED_SUBMISSION_COUNT))  # a retry planned from SUBMISSION_FAILED, refused
     if after is before:
         return tuple(found)
     if after is ApplicationState.PENDING_RERUN and before in _RETRIED_AFTER:

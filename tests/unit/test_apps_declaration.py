@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from sparkop.api.models import DriverPhase
 from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller.controller import APPS_INDEX, apps_controller
 from sparkop.apps_controller.decide import decide as reconcile
-from sparkop.apps_controller.observed import AppView, Observed, SpecErrors, app_snapshot, owner_keys
+from sparkop.apps_controller.observed import AppView, DriverView, Observed, SpecErrors, app_snapshot, owner_keys
 from sparkop.core import kube
 from sparkop.core.applier import CreateRefused
 from sparkop.core.caches import NotCurrent
@@ -141,11 +142,20 @@ async def test_status_is_written_before_the_create_and_events_after_the_write() 
     body = app_body()
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     plan = reconcile(observed, EPOCH)
-    assert await apply(controller(fake), plan, body)
-    # The event and the create both wait for the status write; they are sent together after it.
-    assert fake.calls[0] == "status rv=7"
-    assert sorted(fake.calls[1:]) == ["create SparkDriver pi-1", "event SparkApplicationSubmitted"]
+    ctl = controller(fake)
+    assert await apply(ctl, plan, body)
+    # The create waits for the status write that records the run (the state stays NEW: no event yet).
+    assert fake.calls == ["status rv=7", "create SparkDriver pi-1"]
     assert body["metadata"]["resourceVersion"] == "8"
+    # Its driver pod accepted: SUBMITTED, whose event waits for the status write that says so.
+    accepted = DriverView(
+        name="pi-1", uid="d1", owner_uid="u1", run=1, spec_hash=None, app_generation=1,
+        phase=DriverPhase.PENDING, pod_name="pi-driver", incarnation=1,
+    )  # fmt: skip
+    observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]), drivers=(accepted,))
+    fake.calls.clear()
+    assert await apply(ctl, reconcile(observed, EPOCH + timedelta(seconds=1)), body)
+    assert fake.calls == ["status rv=8", "event SparkApplicationSubmitted"]
 
 
 @pytest.mark.asyncio
@@ -198,8 +208,7 @@ async def test_a_refused_create_is_remembered_and_decided_by_the_next_pass() -> 
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     with pytest.raises(CreateRefused):
         await apply(ctl, reconcile(observed, EPOCH), body)
-    assert fake.calls[0] == "status rv=7"
-    assert sorted(fake.calls[1:]) == ["create SparkDriver pi-1", "event SparkApplicationSubmitted"]
+    assert fake.calls == ["status rv=7", "create SparkDriver pi-1"]  # the run recorded, then its create
     known = refusals(ctl, "u1")
     assert list(known) == ["SparkDriver/pi-1"] and known["SparkDriver/pi-1"].code == 403
     assert refusals(ctl, "another-uid") == {}  # a new app of the same name starts afresh

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkop.api.models import DriverPhase
+from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller import ui
 from sparkop.apps_controller.builders import build_driver
 from sparkop.apps_controller.observed import AppView
@@ -39,7 +40,8 @@ def test_kueues_label_suspends_nothing_the_run_waits_for_admission() -> None:
     assert not app(KUEUE).suspend and app(KUEUE, suspend=True).suspend
     c = SimCluster(spec=dict(SPEC), name="pi", labels=dict(KUEUE))
     c.run_until_quiet()
-    assert list(c.drivers) == ["pi-1"] and c.state == "SUBMITTED"
+    # planned and created; waiting for admission (no driver pod yet), so still NEW
+    assert list(c.drivers) == ["pi-1"] and c.state == "NEW" and apps_status.run_planned(c.app_status)
 
 
 # --- failureRetries and retryInterval -----------------------------------------------------------------

@@ -51,11 +51,12 @@ EXPECTED: dict[tuple[str, str], tuple[ApplicationState, int, int, int]] = {
     ("OnFailure", "failed"): (ApplicationState.FAILED, 3, 3, 1),  # onFailureRetries 2: three execution attempts
     ("OnFailure", "submission_failed"): (ApplicationState.FAILED, 2, 0, 2),  # onSubmissionFailureRetries 1: two
     ("OnFailure", "driver_lost"): (ApplicationState.FAILED, 3, 3, 1),
-    # Always: the newest run was just created (not accepted yet); failed submissions count on
-    ("Always", "succeeded"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
-    ("Always", "failed"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
-    ("Always", "submission_failed"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, 0, ALWAYS_RUNS + 1),
-    ("Always", "driver_lost"): (ApplicationState.SUBMITTED, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
+    # Always: the newest run was just created (its driver pod not accepted yet, so the state is still the
+    # one it was planned from: SUBMITTED says the pod exists); failed submissions count on
+    ("Always", "succeeded"): (ApplicationState.PENDING_RERUN, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
+    ("Always", "failed"): (ApplicationState.PENDING_RERUN, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
+    ("Always", "submission_failed"): (ApplicationState.SUBMISSION_FAILED, ALWAYS_RUNS + 1, 0, ALWAYS_RUNS + 1),
+    ("Always", "driver_lost"): (ApplicationState.PENDING_RERUN, ALWAYS_RUNS + 1, ALWAYS_RUNS, 1),
 }
 
 
@@ -75,8 +76,10 @@ def test_restart_policy_table(policy: str, outcome: str) -> None:
     assert (c.state, len(c.created)) == (state, runs)
     status = c.app_status
     assert (status.executionAttempts, status.submissionAttempts) == (executions, submissions)
+    planned = policy == "Always"  # the newest run is planned, its driver pod not accepted yet
+    assert apps_status.run_planned(status) is planned
     finished = [r for r in status.attempts if apps_status.finished(r)]
-    assert len(finished) == runs - (1 if state is ApplicationState.SUBMITTED else 0)
+    assert len(finished) == runs - (1 if planned else 0)
     assert [r.attempt for r in status.attempts if apps_status.counted(r)] == list(range(1, executions + 1))
     if state is ApplicationState.FAILED:
         assert status.terminationTime is not None and apps_status.error_message(status)
@@ -163,7 +166,8 @@ def test_a_run_planned_is_settled_by_its_write_and_an_adoption_is_not() -> None:
     c = make(POLICIES["Never"])
     obs, _ = c.observed()
     planned = reconcile(obs, c.now)
-    assert planned.settled and apps_status.state(planned.status) is ApplicationState.SUBMITTED
+    assert planned.settled and apps_status.state(planned.status) is ApplicationState.NEW
+    assert apps_status.run_planned(planned.status)  # SUBMITTED once its driver pod is accepted
     assert [a.kind for a in planned.after_status] == ["SparkDriver"]
     c.run_until_quiet()
     c.status = {**c.status, "lastRun": 0, "attempts": []}  # an older operator's lost write
@@ -263,13 +267,19 @@ def test_spec_change_mid_run_reruns_exactly_once_with_reset_counters() -> None:
     c.run_until_quiet()
     assert set(c.drivers) == {"app-3"} and len(c.created) == 3  # app-2 stopped, app-1 pruned
     status = c.app_status
-    assert apps_status.state(status) is ApplicationState.SUBMITTED and status.observedGeneration == c.generation
+    # run 3 is planned from PENDING_RERUN, which it keeps until its driver pod is accepted
+    assert apps_status.state(status) is ApplicationState.PENDING_RERUN and status.observedGeneration == c.generation
+    assert apps_status.run_planned(status)
     # counters reset; run 3 is the new spec's first submission, its driver pod not accepted yet
     assert status.executionAttempts == 0 and status.submissionAttempts == 1
     assert status.attempts[-2].outcome is AttemptOutcome.INVALIDATED
     assert c.drivers["app-3"].spec["arguments"] == ["1000"]
     reasons = [e.reason for e in c.events]
-    assert reasons.count(events.INVALIDATING) == 1 and reasons[-2:] == [events.PENDING_RERUN, events.SUBMITTED]
+    assert reasons.count(events.INVALIDATING) == 1 and reasons[-1] == events.PENDING_RERUN
+    c.set_phase("app-3", DriverPhase.PENDING)
+    c.run_until_quiet()
+    assert c.state == "SUBMITTED" and c.app_status.executionAttempts == 1 and len(c.created) == 3
+    assert [e.reason for e in c.events][-2:] == [events.PENDING_RERUN, events.SUBMITTED]
 
 
 @pytest.mark.parametrize("change", [{"timeToLiveSeconds": 30}, {"suspend": False}])
@@ -303,8 +313,13 @@ def test_suspend_and_resume() -> None:
     assert c.state == "SUSPENDED" and len(c.created) == 1
     c.edit_spec(suspend=False)
     c.run_until_quiet()
-    assert c.state == "SUBMITTED" and list(c.created) == [1, 2]
+    # run 2 is planned from RESUMING, which it keeps until its driver pod is accepted
+    assert c.state == "RESUMING" and list(c.created) == [1, 2] and apps_status.run_planned(c.app_status)
     assert (c.app_status.executionAttempts, c.app_status.submissionAttempts) == (0, 1)
+    c.set_phase("app-2", DriverPhase.PENDING)
+    c.run_until_quiet()
+    assert c.state == "SUBMITTED" and list(c.created) == [1, 2]
+    assert (c.app_status.executionAttempts, c.app_status.submissionAttempts) == (1, 1)
     resumed = apps_status.condition(c.app_status, "Suspended")
     assert resumed is not None and (resumed.status, resumed.reason) == ("False", "Resumed")
     reasons = [e.reason for e in c.events]
@@ -327,8 +342,12 @@ def test_suspend_while_waiting_for_a_retry_then_resume_runs_at_once() -> None:
     assert c.state == "SUSPENDED"
     c.edit_spec(suspend=False)
     c.run_until_quiet()
-    assert c.state == "SUBMITTED" and len(c.created) == 2
+    assert c.state == "RESUMING" and len(c.created) == 2 and apps_status.run_planned(c.app_status)
     assert c.app_status.executionAttempts == 1
+    c.set_phase("app-2", DriverPhase.PENDING)
+    c.run_until_quiet()
+    assert c.state == "SUBMITTED" and len(c.created) == 2
+    assert c.app_status.executionAttempts == 2
 
 
 def test_ttl_deletes_a_finished_app_after_its_time() -> None:
@@ -438,7 +457,9 @@ def test_unknown_spec_fields_wait_for_an_operator_that_knows_them() -> None:
     again = reconcile(Observed(newer, first.status), c.now + timedelta(minutes=5))
     assert again.status == first.status and again.events == () and not again.after_status
     known = reconcile(Observed(obs.app, first.status), c.now + timedelta(minutes=6))
-    assert apps_status.state(known.status) is ApplicationState.SUBMITTED and known.after_status
+    # its run planned: NEW until the run's driver pod is accepted
+    assert apps_status.state(known.status) is ApplicationState.NEW and known.after_status
+    assert apps_status.run_planned(known.status) and known.status.lastRun == 1
     assert not apps_status.error_message(known.status)
 
 
@@ -456,14 +477,17 @@ def test_a_run_is_an_execution_attempt_once_its_driver_pod_is_accepted() -> None
     c = make(POLICIES["Never"])
     c.run_until_quiet()
     status = c.app_status
-    assert apps_status.state(status) is ApplicationState.SUBMITTED  # the SparkDriver exists, no driver pod yet
+    # the SparkDriver exists, no driver pod yet: still NEW (kubeflow's SUBMITTED says the pod exists)
+    assert apps_status.state(status) is ApplicationState.NEW and apps_status.run_planned(status)
     assert (status.executionAttempts, status.submissionAttempts) == (0, 1)
+    assert events.SUBMITTED not in [e.reason for e in c.events]
     submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and (submitted.status, submitted.reason) == ("False", "Submitting")
     c.set_phase("app-1", DriverPhase.PENDING)  # the driver controller created the driver pod
     c.run_until_quiet()
     status = c.app_status
     assert apps_status.state(status) is ApplicationState.SUBMITTED and status.executionAttempts == 1
+    assert [e.reason for e in c.events].count(events.SUBMITTED) == 1
     assert status.attempts[0].attempt == 1 and status.attempts[0].outcome is AttemptOutcome.RUNNING
     submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and submitted.status == "True"
@@ -611,7 +635,7 @@ def test_a_refusal_forgotten_in_a_crash_is_learned_again_without_counting_twice(
     c = make(POLICIES["Never"])
     c.refuse_drivers = True
     c.reconcile()  # plans run 1, the create is refused and remembered
-    assert c.refusals and c.state == "SUBMITTED"
+    assert c.refusals and c.state == "NEW" and apps_status.run_planned(c.app_status)
     c.reconcile(crash_after=0)  # the operator dies: what it learned is gone
     assert not c.refusals
     c.run_until_quiet()  # the create is tried again, refused again, recorded
@@ -694,7 +718,7 @@ def test_a_spec_change_clears_last_error() -> None:
     assert c.app_status.lastError is not None
     c.edit_spec(arguments=["2"])
     c.run_until_quiet()
-    assert c.app_status.lastError is None and c.state == "SUBMITTED"
+    assert c.app_status.lastError is None and c.state == "PENDING_RERUN" and apps_status.run_planned(c.app_status)
 
 
 def test_invalid_spec_sets_last_error_and_the_failed_condition() -> None:
