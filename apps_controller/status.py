@@ -55,6 +55,19 @@ CONDITION_COMPLETED: Final = "Completed"
 CONDITION_FAILED: Final = "Failed"
 
 
+class KubeflowStatus(SparkApplicationStatus):
+    """kubeflow's group's SparkApplication status, as written: kubeflow's NEW is the empty state (its
+    ``ApplicationStateNew`` is ``""``, which its clients and its own e2e suite compare with), so a NEW
+    app's applicationState is left out while it says nothing else (the CRD requires a state in it).
+    Read back, an absent applicationState is NEW (:func:`as_read`)."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if data.get("applicationState") == {"state": ApplicationState.NEW.value}:
+            del data["applicationState"]
+        return data
+
+
 def clip(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
     return text[:limit] if text else text
 

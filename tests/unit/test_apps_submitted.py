@@ -4,12 +4,16 @@ driver pod accepted; a refused pod is a failed submission, as before (docs/state
 
 from __future__ import annotations
 
-from sparkop.api.models import ApplicationState, AttemptOutcome, DriverPhase
+from typing import Any
+
+from sparkop.api.models import ApplicationState, AttemptOutcome, DriverPhase, SparkApplicationStatus
 from sparkop.apps_controller import events
 from sparkop.apps_controller import status as apps_status
+from sparkop.apps_controller.controller import apps_controller
 from sparkop.apps_controller.decide import decide
 from sparkop.apps_controller.transitions import FAILED_SUBMISSION_COUNT
 from sparkop.core.plan import Create
+from sparkop.domain import kinds
 from tests.support.app_runs import BASE_SPEC, POLICIES
 from tests.support.simulation import SimCluster
 
@@ -133,3 +137,32 @@ def test_a_restart_between_planning_and_the_pod_decides_the_same() -> None:
     status = c.app_status
     assert c.state == "SUBMITTED" and (status.executionAttempts, status.submissionAttempts) == (1, 1)
     assert list(c.created) == [1] and [e.reason for e in c.events].count(events.SUBMITTED) == 1
+
+
+def test_kubeflows_group_writes_new_as_kubeflows_empty_state() -> None:
+    """kubeflow's ApplicationStateNew is "": a run planned from NEW reads so to kubeflow's clients (its e2e
+    spec fail-submission allows only it and SUBMISSION_FAILED before FAILED); sparkop's group says NEW."""
+    runtime: Any = object()  # the declaration reads nothing of it
+    sparkop_api, kubeflow_api = kinds.served_apis(kubeflow=True)
+    assert apps_controller(runtime, api=sparkop_api).status is SparkApplicationStatus
+    declared = apps_controller(runtime, api=kubeflow_api)
+    assert declared.status is apps_status.KubeflowStatus
+    c = SimCluster(spec={**BASE_SPEC, "restartPolicy": POLICIES["Never"]})
+    planned = c.reconcile()
+    assert planned is not None and planned.status is not None
+    status = declared.read_status({"status": planned.status.to_json()})
+    written = declared.status_json(apps_status.as_read(status, planned.status.to_json()))
+    assert "applicationState" not in written and written["lastRun"] == 1 and written["submissionAttempts"] == 1
+    assert planned.status.to_json()["applicationState"] == {"state": "NEW"}  # sparkop's group
+    back = apps_status.as_read(declared.read_status({"status": written}), written)
+    assert apps_status.state(back) is ApplicationState.NEW and apps_status.run_planned(back)
+    assert declared.status_json(back) == written  # read and written again: the same, so no write
+    waiting = apps_status.with_error_message(back, "spec.x: not known to this operator")
+    assert declared.status_json(waiting)["applicationState"] == {
+        "state": "NEW",
+        "errorMessage": "spec.x: not known to this operator",
+    }
+    c.set_phase("app-1", DriverPhase.PENDING)
+    c.run_until_quiet()
+    accepted = declared.read_status({"status": c.status})
+    assert declared.status_json(accepted)["applicationState"] == {"state": "SUBMITTED"}
