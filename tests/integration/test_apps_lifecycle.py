@@ -331,8 +331,10 @@ def test_operator_restart_at_every_state_converges_to_the_same_result(
         )
 
     assert outcome(final) == outcome(reference)
-    # SUBMITTED RUNNING FAILING PENDING_RERUN SUBMITTED RUNNING (FAILED: the last run's FAILING, with no
-    # retry left, is entered and left in the one write that fails the app)
+    # NEW (the first write: run 1 planned, the create lost) SUBMITTED RUNNING FAILING PENDING_RERUN
+    # SUBMITTED RUNNING (run 2 is planned from PENDING_RERUN, which it keeps until its pod is accepted;
+    # FAILED: the last run's FAILING, with no retry left, is entered and left in the one write that fails
+    # the app)
     assert crashes >= 6
     assert_no_duplicates(drivers_watch, "restarted", final["lastRun"])
     print(f"\nstates seen: {seen}; the operator died after each of {crashes} transitions")

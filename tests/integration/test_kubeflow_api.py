@@ -21,7 +21,7 @@ from devcluster.testing import ClusterHandle, wait_for
 from sparkop.domain import labels
 from tests.support.cluster_apps import KUBEFLOW_APPS, app_manifest, get, status, wait_state
 from tests.support.operator import OperatorProcess
-from tests.support.watches import CreationWatch
+from tests.support.watches import CreationWatch, KubectlWatch
 
 pytestmark = pytest.mark.cluster
 
@@ -184,8 +184,18 @@ def test_a_driver_pod_name_held_by_the_other_groups_app_refuses_the_submission_n
     wait_state(cluster, ns, "clash", "RUNNING", resource=SPARKOP_APPS)
     holder = get(cluster, ns, "pod", "clash-driver")
     assert holder is not None
-    apply(cluster, ns, kubeflow(app_manifest("clash", run_seconds=1)))
-    refused = wait_state(cluster, ns, "clash", "FAILED", resource=KUBEFLOW_APPS)
+    states = StateWatch(cluster, ns, KUBEFLOW_APPS)
+    try:
+        wait_for(lambda: states.watches >= 1, timeout=10, message="the watch of kubeflow's apps runs")
+        apply(cluster, ns, kubeflow(app_manifest("clash", run_seconds=1)))
+        refused = wait_state(cluster, ns, "clash", "FAILED", resource=KUBEFLOW_APPS)
+    finally:
+        states.stop()
+    # As kubeflow's e2e spec fail-submission asks: before FAILED only kubeflow's NEW ("": no state written)
+    # and SUBMISSION_FAILED; SUBMITTED would say a driver pod was made.
+    seen = states.seen.get("clash", [])
+    assert seen and seen[-1] == "FAILED" and "SUBMISSION_FAILED" in seen, seen
+    assert set(seen[:-1]) <= {"", "SUBMISSION_FAILED"}, seen
     message = refused["applicationState"]["errorMessage"]
     assert "driver pod name clash-driver is held by the driver pod of SparkDriver clash-1" in message, message
     assert "spec.driver.podName" in message
@@ -234,6 +244,22 @@ def test_a_retried_app_reuses_its_driver_pod_name_once_the_last_pod_is_gone(
     assert live is not None and live["metadata"]["uid"] == ordered[1]
     submission = live["metadata"]["labels"][labels.KUBEFLOW_SUBMISSION_ID]
     assert submission == second["metadata"]["uid"] == done["submissionID"]
+
+
+class StateWatch(KubectlWatch):
+    """Every applicationState.state each app of ``plural`` was announced with, in order ("" for none)."""
+
+    def __init__(self, cluster: ClusterHandle, namespace: str, plural: str) -> None:
+        self.seen: dict[str, list[str]] = {}
+        template = '{.type} {.object.metadata.name} {.object.status.applicationState.state}{"\\n"}'
+        super().__init__(cluster, namespace, [plural], template)
+
+    def on_line(self, parts: list[str]) -> None:
+        if len(parts) in (2, 3) and parts[0] in ("ADDED", "MODIFIED"):
+            states = self.seen.setdefault(parts[1], [])
+            state = parts[2] if len(parts) == 3 else ""
+            if not states or states[-1] != state:
+                states.append(state)
 
 
 def test_list_watch_follows_the_apps_of_both_groups(kubeflow_crds: ClusterHandle, namespace: str) -> None:

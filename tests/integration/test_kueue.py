@@ -189,7 +189,12 @@ def test_two_apps_that_do_not_fit_the_quota_run_one_after_the_other(
     queued = wait_for(says_queued, timeout=30, interval=0.2, message=f"{second}'s Queued condition")
     assert queued["reason"] == "Pending" and "insufficient unused quota" in queued["message"], queued
     print(f"{second} waits: {queued['message']!r}")
-    assert status(gang_cluster, namespace, second)["applicationState"]["state"] == "SUBMITTED"
+    # Its run is planned (SparkDriver created, one submission) but no driver pod exists: still NEW, as
+    # kubeflow's SUBMITTED says the pod exists.
+    waiting_status = status(gang_cluster, namespace, second)
+    assert waiting_status["applicationState"]["state"] == "NEW", waiting_status
+    assert (waiting_status["lastRun"], waiting_status["submissionAttempts"]) == (1, 1), waiting_status
+    assert waiting_status.get("executionAttempts", 0) == 0, waiting_status
 
     finals = {n: wait_state(gang_cluster, namespace, n, "COMPLETED", "FAILED", timeout=180) for n in (first, second)}
     print(f"both ended {time.monotonic() - started:.1f}s after the apply")
