@@ -409,9 +409,16 @@ def observe_current(d: Draft) -> None:
         return
     mirror(d, drv)
     cur = link_history(d, cur, drv)
+    pod = f"driver pod {drv.pod_name}" if drv.pod_name else "its driver pod"
+    accepted = f"SparkDriver {drv.name}: {pod} accepted"
     if drv.accepted:
+        planned = run_planned(d.status)
         cur = count_execution(d, cur)
         d.set_error_message(None)  # a run goes on
+        if planned:
+            # The run got past submission: SUBMITTED (and its event), even when this pass goes on to
+            # RUNNING or to the run's outcome (a SparkDriver seen only then).
+            d.transition(ApplicationState.SUBMITTED, accepted)
     outcome = outcome_of(drv, cur)
     if outcome is not None:
         enter_outcome(d, finish(d, cur, outcome, drv.reason, driver_message(drv), drv.exit_code))
@@ -420,9 +427,8 @@ def observe_current(d: Draft) -> None:
     elif drv.accepted:
         # A SparkDriver whose driver pod is not accepted yet changes no state: a run planned keeps the
         # state it was planned from, and a run taken over RUNNING stays so until its SparkDriver reports
-        # the adopted pod.
-        pod = f"driver pod {drv.pod_name}" if drv.pod_name else "its driver pod"
-        d.transition(ApplicationState.SUBMITTED, f"SparkDriver {drv.name}: {pod} accepted")
+        # the adopted pod. A replaced driver pod, pending, is SUBMITTED again.
+        d.transition(ApplicationState.SUBMITTED, accepted)
 
 
 def stop_current(d: Draft, reason: str) -> bool:

@@ -166,3 +166,17 @@ def test_kubeflows_group_writes_new_as_kubeflows_empty_state() -> None:
     c.run_until_quiet()
     accepted = declared.read_status({"status": c.status})
     assert declared.status_json(accepted)["applicationState"] == {"state": "SUBMITTED"}
+
+
+def test_a_driver_seen_first_running_is_submitted_and_running_in_one_write() -> None:
+    """The pass that first sees the driver pod accepted enters SUBMITTED even when it goes on: the write
+    says RUNNING, and both events follow it (kubeflow's clients wait for SparkApplicationSubmitted)."""
+    c = SimCluster(spec={**BASE_SPEC, "restartPolicy": POLICIES["Never"]})
+    c.run_until_quiet()
+    assert c.state == "NEW" and c.events == []
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    plan = c.reconcile()
+    assert plan is not None and plan.status is not None
+    assert apps_status.state(plan.status) is ApplicationState.RUNNING and plan.status.executionAttempts == 1
+    assert [e.reason for e in plan.events] == [events.SUBMITTED, events.RUNNING]
+    assert c.state == "RUNNING" and [e.reason for e in c.events] == [events.SUBMITTED, events.RUNNING]
