@@ -260,7 +260,8 @@ def take_over(d: Draft) -> bool:
 
 def adopt(d: Draft) -> bool:
     """A SparkDriver with a run above status.lastRun (its status write was lost) becomes the
-    current run, counted as a submission. Nothing else happens in that pass."""
+    current run, counted as a submission, planned (the state it was planned from, else PENDING_RERUN).
+    Nothing else happens in that pass."""
     owned = d.obs.owned
     newest = owned[-1] if owned else None
     if newest is None or newest.run <= d.status.lastRun or d.state in TERMINAL_STATES:
@@ -280,10 +281,9 @@ def adopt(d: Draft) -> bool:
     d.set_error_message(None)
     d.record(AttemptRecord(run=newest.run, driver=newest.name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
     d.event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}")
-    if newest.accepted:
-        d.transition(ApplicationState.SUBMITTED, f"SparkDriver {newest.name} (run {newest.run}) adopted")
-    elif d.state not in PLANNING_STATES:
-        # Its driver pod is not accepted yet: a new run planned, as from PENDING_RERUN (status.run_planned).
+    if d.state not in PLANNING_STATES:
+        # A new run, planned as from PENDING_RERUN (status.run_planned): the next pass counts it and
+        # enters SUBMITTED once its driver pod is accepted, as for any run.
         d.transition(ApplicationState.PENDING_RERUN, f"SparkDriver {newest.name} (run {newest.run}) adopted")
     d.settles = False  # the next decision mirrors the adopted run's progress, counts it, may see it running
     return True

@@ -3,6 +3,7 @@ run against the in-memory API server of apps_controller.simulation."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -211,6 +212,28 @@ def test_a_driver_newer_than_status_is_adopted_not_duplicated() -> None:
     assert c.app_status.lastRun == 1 and c.app_status.currentDriver == "app-1"
     assert any(e.reason == events.ADOPTED for e in c.events)
     assert list(c.created) == [1]
+    # adopted as planned (its pod not accepted yet): the state it was planned from, SUBMITTED once accepted
+    assert c.state == "NEW" and apps_status.run_planned(c.app_status)
+    c.set_phase("app-1", DriverPhase.PENDING)
+    c.run_until_quiet()
+    assert c.state == "SUBMITTED" and c.app_status.executionAttempts == 1 and list(c.created) == [1]
+
+
+def test_a_driver_adopted_while_another_run_ran_is_a_planned_rerun_until_its_pod_is_accepted() -> None:
+    c = make(POLICIES["Never"])
+    c.run_until_quiet()
+    c.set_phase("app-1", DriverPhase.RUNNING)
+    c.run_until_quiet()
+    assert c.state == "RUNNING"
+    # a lost write of an older operator: status says run 1 runs, run 2's SparkDriver exists
+    c.drivers["app-2"] = replace(c.drivers["app-1"], name="app-2", uid="app-2-uid", run=2, phase=None)
+    c.run_until_quiet()
+    status = c.app_status
+    assert (status.lastRun, c.state, apps_status.run_planned(status)) == (2, "PENDING_RERUN", True)
+    assert status.attempts[0].outcome is AttemptOutcome.INVALIDATED and [d.name for d in c.unfinished()] == ["app-2"]
+    c.set_phase("app-2", DriverPhase.PENDING)
+    c.run_until_quiet()
+    assert c.state == "SUBMITTED" and c.app_status.executionAttempts == 1
 
 
 def test_outcome_is_counted_once_even_when_replayed() -> None:

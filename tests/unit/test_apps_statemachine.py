@@ -10,7 +10,9 @@ views — and the invariants hold:
   counted once, in the write that first records its driver pod accepted, and is given back only
   when we stop it ourselves; one submission per SparkDriver planned; an outcome, once recorded,
   never changes;
-* a RUNNING app's current run is counted (the ATTEMPTS column is never 0 while a driver runs);
+* a RUNNING or SUBMITTED app's current run is counted (the ATTEMPTS column is never 0 while a driver
+  runs; SUBMITTED says the run's driver pod was accepted, as kubeflow's does), and a run planned whose
+  pod is not accepted yet keeps the state it was planned from (never SUBMITTED);
 * COMPLETED and FAILED never change; FAILED has lastError and a True Failed condition;
 * conditions are bounded, unique, and a lastTransitionTime moves only with its condition's status;
 * a settled app is quiet: another pass writes nothing;
@@ -202,9 +204,15 @@ class AppLifecycle(RuleBasedStateMachine):
         if not hasattr(self, "cluster") or self.cluster.deleted:
             return
         status = self.cluster.app_status
-        if apps_status.state(status) is ApplicationState.RUNNING:
-            assert (current := apps_status.current(status)) is not None and apps_status.counted(current)
+        current = apps_status.current(status)
+        if apps_status.state(status) in (ApplicationState.RUNNING, ApplicationState.SUBMITTED):
+            assert current is not None and apps_status.counted(current), status
             assert status.executionAttempts >= 1
+        if current is not None and not apps_status.finished(current) and not apps_status.counted(current):
+            assert apps_status.run_planned(status) or apps_status.state(status) in (
+                ApplicationState.SUSPENDING,
+                ApplicationState.INVALIDATING,
+            ), status
 
     @invariant()
     def conditions_are_bounded_and_failures_explained(self) -> None:
