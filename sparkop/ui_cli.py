@@ -74,6 +74,14 @@ def in_cluster(url: str) -> tuple[str, str, int, str] | None:
     return names[0], names[1], parts.port or 80, parts.path or "/"
 
 
+def _run_planned(status: Mapping[str, Any]) -> bool:
+    """Whether the current run is under way before its driver pod is accepted: the state is still the one
+    it was planned from (SUBMITTED says the pod exists), its record not finished."""
+    last = status.get("lastRun")
+    current = next((mapping(r) for r in status.get("attempts") or () if mapping(r).get("run") == last), None)
+    return current is not None and current.get("outcome") == "Running"
+
+
 def choose(app: JSON) -> Live | History:
     """Where ``app``'s UI is now: its live UI while a run is active, else its last run's history page.
     Unavailable (with what to do) when it has neither."""
@@ -86,9 +94,9 @@ def choose(app: JSON) -> Live | History:
     url = _last_history_url(status)
     if url is None:
         hint = (
-            "it logs to no history server: set spec.historyServer (docs/history-server.md)"
-            if state not in LIVE_STATES
-            else "its driver pod is not running yet"
+            "its driver pod is not running yet"
+            if state in LIVE_STATES or _run_planned(status)
+            else "it logs to no history server: set spec.historyServer (docs/history-server.md)"
         )
         raise Unavailable(f"SparkApplication {name} ({state}) has no Spark UI to show: {hint}")
     found = in_cluster(url)

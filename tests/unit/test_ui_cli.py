@@ -40,3 +40,8 @@ def test_an_app_with_no_ui_to_show_says_why() -> None:
         choose(app("COMPLETED"))
     with pytest.raises(Unavailable, match="not running yet"):
         choose(app("SUBMITTED"))
+    # a run planned, its driver pod not accepted yet: the state is still NEW (or the one it was planned from)
+    planned = app("NEW", "pi-driver")
+    planned["status"] |= {"lastRun": 1, "attempts": [{"run": 1, "outcome": "Running"}]}
+    with pytest.raises(Unavailable, match=r"\(NEW\) has no Spark UI to show: its driver pod is not running yet"):
+        choose(planned)
