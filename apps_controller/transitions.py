@@ -103,7 +103,8 @@ def transitions(observed: Observed, new: SparkApplicationStatus | None, now: dat
         found.append(Observation(FAILED_SUBMISSION_COUNT))  # a retry planned from SUBMISSION_FAILED, refused
     if after is before:
         return tuple(found)
-    if after is ApplicationState.PENDING_RERUN and before in _RETRIED_AFTER:
+    if after is ApplicationState.PENDING_RERUN and before in _RETRIED_AFTER and new.lastRun == old.lastRun:
+        # (a run planned in the same write, an adopted SparkDriver's, was counted with it above)
         found.append(Observation(RETRIES, labels=(("after", _RETRIED_AFTER[before]),)))
     elif after is ApplicationState.SUBMISSION_FAILED:
         found.append(Observation(FAILED_SUBMISSION_COUNT))
