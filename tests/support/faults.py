@@ -1,7 +1,7 @@
 """``python -m tests.support.faults run ...``: ``sparkop run`` with a crash point, for the restart tests.
 
 With ``SPARKOP_FAULT_EXIT_AFTER_TRANSITIONS=N`` the process exits (code 86) right after its N-th status
-write that changes a SparkApplication's state, before that pass's events and after-status actions (the
+write that changes a SparkApplication's state or plans a run, before that pass's events and after-status actions (the
 worst moment). With ``SPARKOP_FAULT_KINDS=SparkConnect,SparkDriver`` it counts the steps of those kinds
 instead: each status write of theirs that changes what :data:`STEPS` reads (a SparkConnect's state, run
 or server pod; a SparkDriver's phase, incarnation or driver pod).
@@ -24,7 +24,8 @@ MODULE: Final = "tests.support.faults"  # OperatorProcess(module=MODULE)
 
 
 def _state(status: Mapping[str, Any]) -> object:
-    return (status.get("applicationState") or {}).get("state")
+    # A run planned keeps the state (SUBMITTED waits for its driver pod): its write is a step of its own.
+    return ((status.get("applicationState") or {}).get("state"), status.get("lastRun"))
 
 
 def _connect_step(status: Mapping[str, Any]) -> object:
