@@ -247,8 +247,11 @@ def unique_name(prefix: str = "t") -> str:
 
 
 @contextmanager
-def temporary_namespace(handle: ClusterHandle, prefix: str = "t", timeout: float = 30.0) -> Iterator[str]:
-    """Create a namespace, wait until pods can be created in it, delete it afterwards."""
+def temporary_namespace(
+    handle: ClusterHandle, prefix: str = "t", timeout: float = 30.0, *, keep: bool = False
+) -> Iterator[str]:
+    """Create a namespace, wait until pods can be created in it, delete it afterwards (unless ``keep``:
+    to look at what a failed test left, on a cluster that outlives the session)."""
     name = unique_name(prefix)
     handle.kubectl("create", "namespace", name)
     try:
@@ -260,4 +263,5 @@ def temporary_namespace(handle: ClusterHandle, prefix: str = "t", timeout: float
         )
         yield name
     finally:
-        handle.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+        if not keep:
+            handle.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)

@@ -32,6 +32,10 @@ _API_SERVER_UNREACHABLE: Final = ("ConnectException", "SocketTimeoutException", 
 REASON_API_SERVER_UNREACHABLE: Final = "APIServerUnreachable"
 # A container's exit codes after SIGTERM and SIGKILL (128 + the signal): what a pod deletion sends.
 KILLED_EXIT_CODES: Final = frozenset({143, 137})
+# What the kubelet's FallbackToLogsOnError makes a failed container's termination message: the end of its
+# log, at most 80 lines and 2,048 bytes.
+FALLBACK_LOG_LINES: Final = 80
+FALLBACK_LOG_CHARS: Final = 2048
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -100,6 +104,8 @@ def follow_driver_pod(f: Facts) -> Outcome:
     f, tail = f.log_tail(pod)
     if tail is None:
         return Stop(f, Why.READING_LOG)
+    read = f.observed.logs.get(pod.uid)
+    termination = told_by_log(termination, read.text if read is not None else None)
     return Stop(_terminal(f, phase, termination, reason, message, pod_name, tail), Why.FINISHED)
 
 
@@ -119,6 +125,19 @@ def termination(term: Terminated | None, pod: PodSummary) -> Termination | None:
     else:
         return None
     return None if out == Termination() else out
+
+
+def told_by_log(term: Termination | None, log: str | None) -> Termination | None:
+    """A failed driver container's termination with no message says why with the end of ``log`` (its
+    log, as read for the incarnation's record), as FallbackToLogsOnError has the kubelet say it for the
+    driver pods sparkop makes. Without it the driver's reason would be "exit code 1" alone wherever the
+    status is read (the app's errorMessage, kubeflow's clients) for a pod made elsewhere (kubeflow's
+    spark-submit made the pod a run taken over adopts) or whose template asks for
+    ``terminationMessagePolicy: File``. A message the container wrote is kept."""
+    if term is None or term.message or term.exitCode in (None, 0) or not log or not log.strip():
+        return term
+    lines = log.rstrip("\n").splitlines()[-FALLBACK_LOG_LINES:]
+    return term.model_copy(update={"message": "\n".join(lines)[-FALLBACK_LOG_CHARS:]})
 
 
 def _backend_never_started(pod: PodSummary, had_executors: bool) -> bool:
@@ -259,6 +278,8 @@ def _pod_group(f: Facts) -> PodGroupSummary | None:
 
 
 __all__ = [
+    "FALLBACK_LOG_CHARS",
+    "FALLBACK_LOG_LINES",
     "KILLED_EXIT_CODES",
     "REASON_API_SERVER_UNREACHABLE",
     "follow_driver_pod",
@@ -267,4 +288,5 @@ __all__ = [
     "pod_info",
     "recover_incarnation",
     "termination",
+    "told_by_log",
 ]

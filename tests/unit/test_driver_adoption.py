@@ -158,3 +158,17 @@ def test_a_pod_on_its_way_out_is_followed_as_lost_not_claimed() -> None:
     assert plan.status is not None
     [record] = plan.status.incarnations or []
     assert (record.incarnation, record.outcome.value, record.reason) == (1, "Lost", "Deleted")
+
+
+def test_a_claimed_pod_that_failed_without_a_message_is_told_by_the_end_of_its_log() -> None:
+    """kubeflow's spark-submit sets no FallbackToLogsOnError: the adopted driver's failure would say only
+    "exit code 1" (the swap test's failing runs: their cause went with the namespace)."""
+    first = plan_for(None, [running(KUBEFLOW_DRIVER)])
+    assert first.status is not None
+    ended = claimed(terminated(KUBEFLOW_DRIVER, 1))
+    log = "INFO SparkContext: Running Spark version 3.5.9\nTraceback (most recent call last):\nValueError: boom\n"
+    plan = plan_for(first.status.to_json(), [ended], [ended], logs={POD_UID: LogTail(log)})
+    assert plan.status is not None and plan.status.termination is not None
+    assert (plan.status.termination.exitCode, plan.status.termination.message) == (1, log.rstrip("\n"))
+    [record] = plan.status.incarnations or []
+    assert (record.outcome.value, record.logTail) == ("Failed", log)
