@@ -5,7 +5,6 @@ kubeflow-group app's applicationState.errorMessage leads with kubeflow's words, 
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +14,12 @@ import pytest
 
 from devcluster.testing import ClusterHandle
 from sparkop.api import rules
-from tests.support.cluster_apps import KUBEFLOW_APPS, app_manifest, wait_state
+from tests.support.cluster_apps import KUBEFLOW_APPS, app_manifest, kubeflow, wait_state
 from tests.support.operator import OperatorProcess
 
 pytestmark = pytest.mark.cluster
 
 Obj = dict[str, Any]
-KUBEFLOW_API = "sparkoperator.k8s.io/v1beta2"
 
 
 @pytest.fixture
@@ -30,12 +28,6 @@ def operator(kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path) -> It
         kubeflow_crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=["--kubeflow-api"]
     ) as proc:
         yield proc
-
-
-def kubeflow(app: Obj) -> Obj:
-    out = copy.deepcopy(app)
-    out["apiVersion"] = KUBEFLOW_API
-    return out
 
 
 def create(cluster: ClusterHandle, namespace: str, manifest: Obj, *flags: str) -> Any:

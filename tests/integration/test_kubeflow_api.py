@@ -5,7 +5,6 @@ pod labels kubeflow's clients read, with kubeflow's values in each state."""
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -19,14 +18,13 @@ import pytest
 
 from devcluster.testing import ClusterHandle, wait_for
 from sparkop.domain import labels
-from tests.support.cluster_apps import KUBEFLOW_APPS, app_manifest, get, status, wait_state
+from tests.support.cluster_apps import KUBEFLOW_APPS, app_manifest, get, kubeflow, status, wait_state
 from tests.support.operator import OperatorProcess
 from tests.support.watches import CreationWatch, KubectlWatch
 
 pytestmark = pytest.mark.cluster
 
 Obj = dict[str, Any]
-KUBEFLOW_API = "sparkoperator.k8s.io/v1beta2"
 SPARKOP_APPS = "sparkapplications.sparkop.io"
 
 
@@ -37,13 +35,6 @@ def operator(kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path) -> It
         kubeflow_crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, extra_args=["--kubeflow-api"]
     ) as proc:
         yield proc
-
-
-def kubeflow(app: Obj) -> Obj:
-    """The same manifest in kubeflow's group, as a kubeflow user has it."""
-    out = copy.deepcopy(app)
-    out["apiVersion"] = KUBEFLOW_API
-    return out
 
 
 def apply(cluster: ClusterHandle, namespace: str, manifest: Obj) -> None:

@@ -4,6 +4,7 @@ created, to tell a run created twice (tests/integration/test_apps_lifecycle.py a
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -65,6 +66,14 @@ def get(cluster: ClusterHandle, namespace: str, kind: str, name: str) -> Obj | N
 
 # kubeflow's SparkApplications, as kubectl names them beside sparkop's (`sparkop run --kubeflow-api`).
 KUBEFLOW_APPS = "sparkapplications.sparkoperator.k8s.io"
+KUBEFLOW_API = "sparkoperator.k8s.io/v1beta2"
+
+
+def kubeflow(app: dict[str, Any]) -> dict[str, Any]:
+    """The same manifest in kubeflow's group, as a kubeflow user has it."""
+    out = copy.deepcopy(app)
+    out["apiVersion"] = KUBEFLOW_API
+    return out
 
 
 def status(cluster: ClusterHandle, namespace: str, name: str, resource: str = "sparkapplication") -> Obj:
