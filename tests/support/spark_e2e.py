@@ -381,15 +381,18 @@ def last_spark_line(log: str) -> str:
 
 # Stopping a namespace's pods: Spark's executors get 30 s of grace unless the driver deleted them.
 TEARDOWN_S = 90.0
-_CRDS_INSTALLED: set[Path] = set()
+# Each kubeconfig's cluster as it was when the CRDs were installed on it. Keyed by the started cluster,
+# not the path: a test that stops the shared cluster leaves the next `get()` to start a fresh one with
+# the same name and kubeconfig path, and no CRDs (CI's run at stop 53 failed every later test so).
+_CRDS_INSTALLED: dict[Path, object] = {}
 
 
 def with_crds(cluster: ClusterHandle) -> ClusterHandle:
-    """``cluster`` with sparkop's CRDs (installed once per cluster: another test may stop the shared
-    cluster, and the next one started is fresh)."""
-    if cluster.kubeconfig not in _CRDS_INSTALLED:
+    """``cluster`` with sparkop's CRDs (installed once per started cluster)."""
+    started: object = cluster.cluster if cluster.cluster is not None else cluster.kubeconfig
+    if _CRDS_INSTALLED.get(cluster.kubeconfig) is not started:
         install_crds(cluster)
-        _CRDS_INSTALLED.add(cluster.kubeconfig)
+        _CRDS_INSTALLED[cluster.kubeconfig] = started
     return cluster
 
 
