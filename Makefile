@@ -15,12 +15,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	@# Only what the first tests need (packages, the control plane, the real-node binaries, the images).
 	$(VENV)/bin/python -m devcluster prepare --stage first
-	@# kubeflow's spark-operator (tests/support/kubeflow_operator.py, a Go build) is for the live swap, which is
-	@# skipped until the adoption of kubeflow's drivers lands: built here again when that test runs.
 	@# Two pytest processes side by side: the real-node tests in one, the rest in the other
 	@# (tests/run_suite.py; PYTEST_ARGS=--serial for one process). Beside them, at nice 19, what only some
-	@# tests need: helm, Volcano, Kueue, scheduler-plugins, Traefik (`prepare --stage later`) and Airflow's venv
-	@# (tests/support/background_builds.py); the tests marked needs_build run last and wait for it.
+	@# tests need: helm, Volcano, Kueue, scheduler-plugins, Traefik (`prepare --stage later`), Airflow's venv
+	@# and kubeflow's spark-operator for the live swap (tests/support/background_builds.py); the tests
+	@# marked needs_build run last and wait for it.
 	$(VENV)/bin/python tests/run_suite.py $(PYTEST_ARGS)
 
 # `make test` runs on the newest Kubernetes release devcluster/gobuild/versions.env pins (the default);

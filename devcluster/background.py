@@ -1,8 +1,8 @@
 """Builds that run beside the tests, and the tests' wait for them.
 
 `make test` builds first only what the first tests need (`prepare --stage first`), and runs the rest
-(Volcano, Kueue, scheduler-plugins, Traefik, Airflow's venv) in a background process beside the suite
-(tests/run_suite.py starts it), so that the suite's idle CPU does the builds a few tests need. A test
+(Volcano, Kueue, scheduler-plugins, Traefik, Airflow's venv, kubeflow's operator) in a background
+process beside the suite (tests/run_suite.py starts it), so that the suite's idle CPU does the builds a few tests need. A test
 that needs one waits for it as a condition, never on time:
 
 * The builder (`run_steps`) takes an exclusive lock on each step's lock file before anything else,

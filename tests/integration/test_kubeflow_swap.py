@@ -68,18 +68,11 @@ from tests.support.spark_e2e import (
     spark_pi,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.realnode]
+# kubeflow's operator is a Go build that `make test` runs beside the suite: this test runs last and waits for it.
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.needs_build("kubeflow-operator")]
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBEFLOW_CRDS = ROOT / "crds" / "kubeflow"
-NEEDS_SWAP = pytest.mark.skip(
-    reason="the adopted RUNNING app's driver exited 1 in 3 of 8 real-node runs (2026-12-06), not by sparkop's "
-    "writes: the kept driver log (run of 20:06) shows the test's own job dying in its wait for the go-ahead, "
-    "urllib's URLError 'Temporary failure in name resolution' for kubernetes.default.svc, which it did not catch. "
-    "The job now asks again after such a blip; since then it passed twice (180 s, 182 s of test time). Kept for "
-    "CI's time: make test does not build kubeflow's operator (minutes on 2 cores, cold) while this is skipped, "
-    "and the cold run is over its 60 minutes already (issue 45)"
-)
 API = kubeflow_operator.KUBEFLOW_API_VERSION
 APPS = "sparkapplications.sparkoperator.k8s.io"
 SCHEDULED = "scheduledsparkapplications.sparkoperator.k8s.io"
@@ -367,7 +360,6 @@ def creation_minute(cluster: ClusterHandle, ns: str, run: str) -> datetime:
     return stamp.replace(second=0)
 
 
-@NEEDS_SWAP
 def test_kubeflow_operator_out_sparkop_in_nothing_lost(
     real_cluster: ClusterHandle, swap_namespace: str, tmp_path: Path
 ) -> None:

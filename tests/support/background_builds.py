@@ -1,7 +1,7 @@
 """The builds `make test` runs beside the suite (devcluster/background.py): devcluster's later builds
-(helm, Volcano, Kueue, scheduler-plugins, Traefik: devcluster.build.LATER_BUILDS) and Airflow's
-venv, helm first (the chart tests, mid-suite, use it), the rest in the order the suite's last tests
-use them. tests/run_suite.py starts it at a low priority; the tests
+(helm, Volcano, Kueue, scheduler-plugins, Traefik: devcluster.build.LATER_BUILDS), Airflow's venv
+and kubeflow's spark-operator (the live swap's), helm first (the chart tests, mid-suite, use it), the
+rest in the order the suite's last tests use them. tests/run_suite.py starts it at a low priority; the tests
 that need one are marked ``needs_build(<name>)`` and run last in their part (tests/conftest.py), and
 wait for it where they would otherwise build it.
 
@@ -19,20 +19,28 @@ from typing import TypeVar
 
 from devcluster import background
 from devcluster.build import later_steps
+from tests.support import kubeflow_operator
 from tests.support.airflow_venv import airflow_venv_dir, ensure_airflow_venv
 
 AIRFLOW = "airflow"
+KUBEFLOW_OPERATOR = "kubeflow-operator"
 T = TypeVar("T")
 
 
 def steps() -> list[background.Step]:
     airflow = background.Step(AIRFLOW, str(airflow_venv_dir()), "Airflow's venv", lambda log: ensure_airflow_venv())
-    return [*later_steps(), airflow]
+    kubeflow = background.Step(
+        KUBEFLOW_OPERATOR,
+        str(kubeflow_operator.binary_dir()),
+        "kubeflow's spark-operator",
+        lambda log: kubeflow_operator.ensure_binary(),
+    )
+    return [*later_steps(), airflow, kubeflow]
 
 
 def step_names() -> tuple[str, ...]:
     """The names a ``needs_build`` marker may give, in the order they are built."""
-    return (*(step.name for step in later_steps()), AIRFLOW)
+    return (*(step.name for step in later_steps()), AIRFLOW, KUBEFLOW_OPERATOR)
 
 
 def last_by_build(items: Sequence[T], needs: Callable[[T], tuple[str, ...]], order: Sequence[str]) -> list[T]:

@@ -4,8 +4,8 @@ no webhook, real ``spark-submit`` from the cached pyspark with the machine's Jav
 Go module (``KUBEFLOW_SPARK_OPERATOR_VERSION``) into the binary cache.
 
 Built with ``python -m tests.support.kubeflow_operator`` (minutes on 2 cores the first time, cached
-afterwards). ``make test`` does not build it while the live swap, its only test, is skipped (the
-adoption of kubeflow's drivers is not wired yet); it goes back into ``make test`` with that test.
+afterwards); ``make test`` builds it beside the suite (tests/support/background_builds.py) for the live
+swap, its only test, which runs last in its part and waits for it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devcluster import scheduler_crds
+from devcluster import build, scheduler_crds
 from devcluster.cluster import Cluster
 from devcluster.testing import ClusterHandle
 
@@ -35,6 +35,11 @@ class _OnCluster:
     """What KubeflowOperator reads of a benchmark's cluster: its devcluster."""
 
     cluster: Cluster
+
+
+def binary_dir() -> Path:
+    """Where the build puts the binary (the background builder's key for it)."""
+    return build.set_dir(peer.kubeflow_binaries(peer.kubeflow_version()))
 
 
 def ensure_binary() -> Path:

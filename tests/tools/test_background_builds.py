@@ -45,8 +45,9 @@ def test_a_build_name_the_builder_does_not_know_is_an_error_naming_the_known_one
 
 def test_the_markers_names_are_the_builders_steps_in_its_order() -> None:
     names = background_builds.step_names()
-    assert names == ("helm", "volcano", "kueue", "coscheduling", "traefik", "airflow")
-    assert tuple(step.name for step in later_steps()) == names[:-1]
+    assert names == ("helm", "volcano", "kueue", "coscheduling", "traefik", "airflow", "kubeflow-operator")
+    assert tuple(step.name for step in later_steps()) == names[:-2]
+    assert tuple(step.name for step in background_builds.steps()) == names
 
 
 # How a test module starts what the background builder makes, and the builder's name for it.
@@ -58,6 +59,7 @@ STARTS = {
     "start_schedulers((": "",  # the names follow: checked below
     "start_gateway(": "traefik",
     "ensure_airflow_venv(": "airflow",
+    "kubeflow_operator.start(": "kubeflow-operator",
 }
 
 
@@ -76,7 +78,7 @@ def test_every_module_that_starts_a_later_build_is_marked_to_run_last() -> None:
         }
         assert needed <= marked, f"{module.relative_to(REPO)}: pytest.mark.needs_build{tuple(sorted(needed - marked))}"
         checked += bool(needed)
-    assert checked >= 7  # the modules of the Kueue, Volcano, Coscheduling, Traefik and Airflow tests
+    assert checked >= 8  # the modules of the Kueue, Volcano, Coscheduling, Traefik, Airflow and swap tests
 
 
 def test_without_a_builder_the_wait_returns_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
