@@ -16,6 +16,7 @@ Each pass of a SparkHistoryServer:
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
@@ -30,12 +31,18 @@ from sparkop.domain import labels
 from sparkop.history_controller import build
 from sparkop.history_controller.observed import Observed
 
-# Events (reasons), CamelCase as Kubernetes' own.
-SERVER_READY: Final = "HistoryServerReady"
-SERVER_NOT_READY: Final = "HistoryServerNotReady"
-OBJECT_REFUSED: Final = "HistoryServerRefused"
-ENSURED: Final = "HistoryServer"
-REMOVED: Final = "HistoryServerRouteRemoved"
+
+class Reason(enum.StrEnum):
+    """The reasons of the Events posted on a SparkHistoryServer (CamelCase, as Kubernetes' own), and of
+    the writes that make its objects (ENSURED, REMOVED: in the decision log)."""
+
+    SERVER_READY = "HistoryServerReady"
+    SERVER_NOT_READY = "HistoryServerNotReady"
+    OBJECT_REFUSED = "HistoryServerRefused"
+    ENSURED = "HistoryServer"
+    REMOVED = "HistoryServerRouteRemoved"
+
+
 CONDITION_READY: Final = "Ready"
 MAX_MESSAGE: Final = 4096
 
@@ -51,7 +58,7 @@ class _Pass:
     def ensure(self, manifest: JSON) -> None:
         """``manifest`` written when missing or built from another spec (its hash differs), unless the
         API server refused it: then that is what the pass reports."""
-        action = Ensure(manifest, ENSURED, concurrent=True)
+        action = Ensure(manifest, Reason.ENSURED, concurrent=True)
         found = refused(self.o.refusals, action)
         if found is not None:
             self.refusal = self.refusal or found.describe(f"{action.kind} {action.name}")
@@ -78,7 +85,9 @@ def decide(o: Observed, now: datetime) -> Plan[SparkHistoryServerStatus]:
     names = {(m["kind"], m["metadata"]["name"]) for m in wanted}
     for child in o.owned():
         if (child.kind, child.name) not in names and not child.deleting:
-            p.planned = p.planned.with_before(Delete(child.api_version, child.kind, child.name, child.uid, REMOVED))
+            p.planned = p.planned.with_before(
+                Delete(child.api_version, child.kind, child.name, child.uid, Reason.REMOVED)
+            )
     _state(p)
     return p.planned.with_status(p.status)
 
@@ -99,7 +108,7 @@ def _state(p: _Pass) -> None:
         message = p.refusal[:MAX_MESSAGE]
         if status.lastError is None or status.lastError.message != message:
             status.lastError = LastError(reason="ObjectRefused", message=message, time=p.now)
-            p.event("Warning", OBJECT_REFUSED, message)
+            p.event("Warning", Reason.OBJECT_REFUSED, message)
     elif ready > 0:
         status.state = HistoryState.READY
         status.lastError = None
@@ -109,9 +118,9 @@ def _state(p: _Pass) -> None:
         status.state = HistoryState.PROVISIONING
         status.lastError = None
     if status.state is HistoryState.READY and before is not HistoryState.READY:
-        p.event("Normal", SERVER_READY, f"history server is Ready at {status.url}")
+        p.event("Normal", Reason.SERVER_READY, f"history server is Ready at {status.url}")
     if before is HistoryState.READY and status.state is not HistoryState.READY:
-        p.event("Warning", SERVER_NOT_READY, f"no history server pod is Ready ({status.state})")
+        p.event("Warning", Reason.SERVER_NOT_READY, f"no history server pod is Ready ({status.state})")
     is_ready = status.state is HistoryState.READY
     value = "True" if is_ready else "False"
     message = f"serving at {status.url}" if is_ready else f"not Ready ({status.state})"
