@@ -44,7 +44,7 @@ from sparkop.core.expectations import Expectations, Learnt
 from sparkop.core.informer import Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Rules
-from sparkop.core.owners import ObservedOwnFields
+from sparkop.core.owners import ObservedOwnFields, object_key, snapshot
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
 from sparkop.core.resources import NAMESPACES, Resource
@@ -89,6 +89,12 @@ class Source:
     many: bool = False
     """One or more objects per app (a driver's pods, ConfigMaps, Services): the controllers that do not
     read them start before they are listed (``core.runtime.Runtime.listed_later``)."""
+
+
+def own_source(index: str, resource: Resource, value: Callable[[JSON], Any] = snapshot) -> Source:
+    """The Source of a controller's own kind: each object filed under its own key, as ``value(obj)``
+    (by default :func:`core.owners.snapshot`, a copy of its own: a pass writes its status into it)."""
+    return Source(index, resource, object_key, value)
 
 
 @dataclass(frozen=True)
@@ -308,4 +314,4 @@ def _version(body: JSON | None) -> str:
     return str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
 
 
-__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Own", "Result", "Source", "start"]
+__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Own", "Result", "Source", "own_source", "start"]
