@@ -28,7 +28,6 @@ says the same.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
@@ -43,27 +42,11 @@ from sparkop.api.connect import (
 )
 from sparkop.api.models import Condition, DriverPhase, ExecutorCounts, LastError
 from sparkop.connect_controller import build
+from sparkop.connect_controller.events import Reason
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView
 from sparkop.core.conditions import transition_time
 from sparkop.core.plan import Action, Create, Delete, Ensure, Observation, Plan, refused
 from sparkop.domain import labels, naming
-
-
-class Reason(enum.StrEnum):
-    """The reasons of the Events posted on a SparkConnect (CamelCase, as Kubernetes' own)."""
-
-    SERVER_STARTED = "ServerStarted"
-    SERVER_READY = "ServerReady"
-    SERVER_NOT_READY = "ServerNotReady"
-    SERVER_EXITED = "ServerExited"
-    SERVER_DELETED = "ServerDeleted"
-    SERVER_REPLACED = "ServerReplaced"
-    SERVER_REFUSED = "ServerRefused"
-    SERVICE_SWITCHED = "ServiceSwitched"
-    SUSPENDED = "Suspended"
-    CONNECT_FAILED = "ConnectFailed"
-    ROUTE_REMOVED = "GRPCRouteRemoved"
-
 
 # The ServerPodReady condition: its type and reasons.
 CONDITION_READY: Final = "ServerPodReady"

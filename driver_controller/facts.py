@@ -204,9 +204,9 @@ class Facts:
     def invalid_spec(self, message: str) -> Facts:
         """A spec spark-submit would refuse: SubmissionFailed, nothing created."""
         status = with_submission_failed(
-            self.status, self.now, events.INVALID_SPEC, message, self.incarnation, self.pod_name
+            self.status, self.now, events.Reason.INVALID_SPEC, message, self.incarnation, self.pod_name
         )
-        return self._with(status=status).event("Warning", events.INVALID_SPEC, message)
+        return self._with(status=status).event("Warning", events.Reason.INVALID_SPEC, message)
 
     def refused(self, reason: str, message: str) -> Facts:
         """The API server refused an object of the incarnation: SubmissionFailed over the status as read

@@ -16,7 +16,6 @@ Each pass of a SparkHistoryServer:
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
@@ -29,19 +28,8 @@ from sparkop.core.jsontypes import JSON
 from sparkop.core.plan import Delete, Ensure, Plan, refused
 from sparkop.domain import labels
 from sparkop.history_controller import build
+from sparkop.history_controller.events import Reason
 from sparkop.history_controller.observed import Observed
-
-
-class Reason(enum.StrEnum):
-    """The reasons of the Events posted on a SparkHistoryServer (CamelCase, as Kubernetes' own), and of
-    the writes that make its objects (ENSURED, REMOVED: in the decision log)."""
-
-    SERVER_READY = "HistoryServerReady"
-    SERVER_NOT_READY = "HistoryServerNotReady"
-    OBJECT_REFUSED = "HistoryServerRefused"
-    ENSURED = "HistoryServer"
-    REMOVED = "HistoryServerRouteRemoved"
-
 
 CONDITION_READY: Final = "Ready"
 MAX_MESSAGE: Final = 4096

@@ -19,7 +19,6 @@ listing them. The pass asks to be looked at again at the next scheduled time.
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 from typing import Any, Final
 
@@ -35,21 +34,10 @@ from sparkop.core.owners import copy_json, owner_reference
 from sparkop.core.plan import Action, Create, Delete, Event, Plan, Refusal, refused
 from sparkop.core.times import format_time
 from sparkop.domain import labels, naming
+from sparkop.schedule_controller.events import Reason
 from sparkop.schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
 
 APP_KIND: Final = "SparkApplication"  # what a schedule starts, in its own group
-
-
-class Reason(enum.StrEnum):
-    """The reasons of the Events posted on a ScheduledSparkApplication (CamelCase, as Kubernetes' own)."""
-
-    RUN_STARTED = "RunStarted"
-    RUN_SKIPPED = "RunSkipped"
-    RUN_MISSED = "RunMissed"
-    RUN_REPLACED = "RunReplaced"
-    RUN_REFUSED = "RunRefused"
-    RUN_PRUNED = "RunPruned"
-    INVALID_SCHEDULE = "InvalidSchedule"
 
 
 DEFAULT_HISTORY_LIMIT: Final = 1

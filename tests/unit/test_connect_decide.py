@@ -18,10 +18,10 @@ from sparkop.connect_controller import build
 from sparkop.connect_controller.decide import (
     CONDITION_READY,
     STABLE_SECONDS,
-    Reason,
     backoff,
     decide,
 )
+from sparkop.connect_controller.events import Reason
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView, ServiceView, spec_hash
 from sparkop.core.plan import Create, Delete, Ensure, Plan, Refusal, refusal_key
 from sparkop.core.specs import lenient

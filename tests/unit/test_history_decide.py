@@ -14,7 +14,8 @@ from sparkop.core.plan import Ensure, Refusal, refusal_key
 from sparkop.core.specs import lenient
 from sparkop.domain import labels
 from sparkop.history_controller import build
-from sparkop.history_controller.decide import Reason, decide
+from sparkop.history_controller.decide import decide
+from sparkop.history_controller.events import Reason
 from sparkop.history_controller.observed import ChildView, Observed, ServerView
 
 NOW = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)

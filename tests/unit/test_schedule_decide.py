@@ -22,7 +22,8 @@ from sparkop.core.plan import Create, Delete, Refusal, refusal_key
 from sparkop.core.specs import lenient
 from sparkop.core.times import format_time
 from sparkop.domain import labels
-from sparkop.schedule_controller.decide import Reason, decide, run_name
+from sparkop.schedule_controller.decide import decide, run_name
+from sparkop.schedule_controller.events import Reason
 from sparkop.schedule_controller.observed import Observed, RunView, ScheduledView
 
 CREATED = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
