@@ -13,10 +13,13 @@ the models do not enforce them, so that a controller can always read what the AP
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
+from sparkop.core.conditions import transition_time
 from sparkop.core.limits import MAX_TRACKED_CHILDREN
 from sparkop.core.specs import Model as JsonModel
 from sparkop.domain.labels import API_VERSION
@@ -999,6 +1002,30 @@ class Condition(Model):
     message: Annotated[str, Field(max_length=32768)] | None = Field(None, description="Human-readable details.")
     lastTransitionTime: Time | None = Field(None, description="When status last changed.")
     observedGeneration: int | None = Field(None, ge=0, description="metadata.generation the condition is for.")
+
+
+def with_condition(
+    conditions: Sequence[Condition] | None,
+    kind: str,
+    status: Literal["True", "False", "Unknown"],
+    reason: str,
+    message: str | None,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition]:
+    """``conditions`` with the one of type ``kind`` replaced (moved to the end) or added, for
+    ``generation``; its lastTransitionTime stays while its status does (``core.conditions``)."""
+    old = next((c for c in conditions or () if c.type == kind), None)
+    old_status, old_time = (old.status, old.lastTransitionTime) if old else (None, None)
+    new = Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message,
+        lastTransitionTime=transition_time(old_status, old_time, status, now),
+        observedGeneration=generation,
+    )
+    return [*(c for c in conditions or () if c.type != kind), new]
 
 
 class LastError(Model):

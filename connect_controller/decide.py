@@ -40,11 +40,10 @@ from sparkop.api.connect import (
     ServerRun,
     SparkConnectStatus,
 )
-from sparkop.api.models import Condition, DriverPhase, ExecutorCounts, LastError
+from sparkop.api.models import DriverPhase, ExecutorCounts, LastError, with_condition
 from sparkop.connect_controller import build
 from sparkop.connect_controller.events import Reason
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView
-from sparkop.core.conditions import transition_time
 from sparkop.core.plan import Action, Create, Delete, Ensure, Observation, Plan, refused
 from sparkop.domain import labels, naming
 
@@ -391,15 +390,6 @@ def _state(p: _Pass, target: ServerView | None) -> None:
     message = (
         f"server pod {target.pod_name} is Ready" if ready and target else f"no server pod is Ready ({status.state})"
     )
-    old = next((x for x in status.conditions or () if x.type == CONDITION_READY), None)
-    condition = Condition(
-        type=CONDITION_READY,
-        status="True" if ready else "False",
-        reason=reason,
-        message=message,
-        lastTransitionTime=transition_time(
-            old.status if old else None, old.lastTransitionTime if old else None, "True" if ready else "False", p.now
-        ),
-        observedGeneration=c.generation,
+    status.conditions = with_condition(
+        status.conditions, CONDITION_READY, "True" if ready else "False", reason, message, p.now, c.generation
     )
-    status.conditions = [*(x for x in status.conditions or () if x.type != CONDITION_READY), condition]

@@ -22,8 +22,7 @@ from typing import Final
 
 from sparkop.api import history
 from sparkop.api.history import HistoryState, SparkHistoryServerStatus
-from sparkop.api.models import Condition, LastError
-from sparkop.core.conditions import transition_time
+from sparkop.api.models import LastError, with_condition
 from sparkop.core.jsontypes import JSON
 from sparkop.core.plan import Delete, Ensure, Plan, refused
 from sparkop.domain import labels
@@ -110,17 +109,13 @@ def _state(p: _Pass) -> None:
     if before is HistoryState.READY and status.state is not HistoryState.READY:
         p.event("Warning", Reason.SERVER_NOT_READY, f"no history server pod is Ready ({status.state})")
     is_ready = status.state is HistoryState.READY
-    value = "True" if is_ready else "False"
     message = f"serving at {status.url}" if is_ready else f"not Ready ({status.state})"
-    old = next((c for c in status.conditions or () if c.type == CONDITION_READY), None)
-    condition = Condition(
-        type=CONDITION_READY,
-        status=value,
-        reason=str(status.state),
-        message=message,
-        lastTransitionTime=transition_time(
-            old.status if old else None, old.lastTransitionTime if old else None, value, p.now
-        ),
-        observedGeneration=s.generation,
+    status.conditions = with_condition(
+        status.conditions,
+        CONDITION_READY,
+        "True" if is_ready else "False",
+        str(status.state),
+        message,
+        p.now,
+        s.generation,
     )
-    status.conditions = [*(c for c in status.conditions or () if c.type != CONDITION_READY), condition]
