@@ -30,6 +30,7 @@ from .models import (
     ExecutorFailurePolicy,
     ExecutorSpec,
     ImagePullPolicy,
+    KindObject,
     LastError,
     Model,
     RouteSpec,
@@ -42,7 +43,6 @@ from .types import (
     K8S_MARKER,
     MAX_LIST,
     MAX_VALUE,
-    ObjectMeta,
     Str,
     StrMap,
     Time,
@@ -294,14 +294,11 @@ class SparkConnectStatus(Model):
     lastError: LastError | None = Field(None, description="Why the last server ended, or why none can start.")
 
 
-class SparkConnect(Model):
+class SparkConnect(KindObject[SparkConnectSpec, SparkConnectStatus]):
     """A Spark Connect server and the stable Service in front of it (in sparkop's group, or in kubeflow's)."""
 
     apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1alpha1"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkConnect"] = "SparkConnect"
-    metadata: ObjectMeta = Field(default_factory=dict)
-    spec: SparkConnectSpec
-    status: SparkConnectStatus | None = None
 
 
 # ------------------------------------------------------------------------------------------------

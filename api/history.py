@@ -26,7 +26,7 @@ from sparkop.core.jsonread import mapping
 from sparkop.domain import naming
 
 from . import rules
-from .models import Condition, ImagePullPolicy, LastError, Model
+from .models import Condition, ImagePullPolicy, KindObject, LastError, Model
 from .routes import RouteSpec, url
 from .types import (
     DNS1123_SUBDOMAIN_PATTERN,
@@ -176,14 +176,11 @@ class SparkHistoryServerStatus(Model):
     startTime: Time | None = Field(None, description="When its Deployment was first created.")
 
 
-class SparkHistoryServer(Model):
+class SparkHistoryServer(KindObject[SparkHistoryServerSpec, SparkHistoryServerStatus]):
     """Spark's history server over a log directory, and the Service (Ingress, HTTPRoute) in front of it."""
 
     apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkHistoryServer"] = "SparkHistoryServer"
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: SparkHistoryServerSpec
-    status: SparkHistoryServerStatus | None = None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 from pydantic import ConfigDict, Field
 
@@ -82,6 +82,7 @@ __all__ = [
     "HistoryServerRef",
     "IncarnationOutcome",
     "IncarnationRecord",
+    "KindObject",
     "LastError",
     "MonitoringSpec",
     "NameKey",
@@ -118,6 +119,21 @@ class Model(JsonModel):
     object (camelCase, no unset optional fields)."""
 
     model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
+
+
+SpecT = TypeVar("SpecT", bound=Model)
+StatusT = TypeVar("StatusT", bound=Model)
+
+
+class KindObject(Model, Generic[SpecT, StatusT]):
+    """An object of one of sparkop's kinds as the API server holds it; each kind narrows ``apiVersion``
+    and ``kind`` to its own."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta = Field(default_factory=dict)
+    spec: SpecT
+    status: StatusT | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1301,25 +1317,19 @@ def _compact(value: Any) -> Any:
 # top-level kinds
 
 
-class SparkApplication(Model):
+class SparkApplication(KindObject[SparkApplicationSpec, SparkApplicationStatus]):
     """A Spark application: sparkop starts a SparkDriver for each run and restarts it per restartPolicy.
     In sparkop's group, or (``sparkop run --kubeflow-api``) in kubeflow's."""
 
     apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkApplication"] = "SparkApplication"
-    metadata: ObjectMeta = Field(default_factory=dict)
-    spec: SparkApplicationSpec
-    status: SparkApplicationStatus | None = None
 
 
-class SparkDriver(Model):
+class SparkDriver(KindObject[SparkDriverSpec, SparkDriverStatus]):
     """One run of a Spark application: a driver pod (replaced when lost) and its executors."""
 
     apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkDriver"] = "SparkDriver"
-    metadata: ObjectMeta = Field(default_factory=dict)
-    spec: SparkDriverSpec
-    status: SparkDriverStatus | None = None
 
 
 assert SparkApplication.model_fields["apiVersion"].default == API_VERSION
