@@ -10,7 +10,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from prometheus_client.registry import Collector
 
@@ -26,7 +26,6 @@ from sparkop.core.store import EventType
 
 log = logging.getLogger(__name__)
 
-V = TypeVar("V")
 # How long a change of an owned object may wait for others before its owner's pass: a pod going
 # Pending -> Running and its executors appearing within this make one pass and one status write.
 COALESCE_SECONDS: Final = 0.2
