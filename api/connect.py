@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from functools import partial
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, WithJsonSchema
@@ -30,6 +31,7 @@ from .models import (
     ExecutorFailurePolicy,
     ExecutorSpec,
     ImagePullPolicy,
+    KindObject,
     LastError,
     Model,
     RouteSpec,
@@ -42,7 +44,6 @@ from .types import (
     K8S_MARKER,
     MAX_LIST,
     MAX_VALUE,
-    ObjectMeta,
     Str,
     StrMap,
     Time,
@@ -294,14 +295,11 @@ class SparkConnectStatus(Model):
     lastError: LastError | None = Field(None, description="Why the last server ended, or why none can start.")
 
 
-class SparkConnect(Model):
+class SparkConnect(KindObject[SparkConnectSpec, SparkConnectStatus]):
     """A Spark Connect server and the stable Service in front of it (in sparkop's group, or in kubeflow's)."""
 
     apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1alpha1"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkConnect"] = "SparkConnect"
-    metadata: ObjectMeta = Field(default_factory=dict)
-    spec: SparkConnectSpec
-    status: SparkConnectStatus | None = None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -346,21 +344,19 @@ def _spark_4(spec: dict[str, Any]) -> bool:
     return line is None or line >= FIRST_LINE  # an unreadable version: spark-version-is-a-version says it
 
 
+# The SparkConnect's own rules (those it shares with the SparkApplication follow): all on its spec.
+_own_rule: Final = partial(rules.Rule, kinds=(KIND,), paths=(SPEC,))
 _OWN_RULES: Final = (
-    rules.Rule(
+    _own_rule(
         name="connect-needs-spark-4",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel=_SPARK_4_CEL,
         message="SparkConnect needs Spark 4.0 or later: Spark 3.5's distribution has no Connect server",
         field_path=".sparkVersion",
         hint="use a Spark 4 image and set spec.sparkVersion to its version, e.g. 4.0.5",
         predicate=_spark_4,
     ),
-    rules.Rule(
+    _own_rule(
         name="connect-image-required",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel=f"has(self.image) || ({_role_image_cel('server')} && {_role_image_cel('executor')})",
         message="an image is required: set spec.image, or the server's and the executors' (image or their "
         "template's container image)",
@@ -369,10 +365,8 @@ _OWN_RULES: Final = (
         hint="set spec.image, e.g. apache/spark:4.0.1",
         predicate=lambda s: "image" in s or (_image_for(s, "server") and _image_for(s, "executor")),
     ),
-    rules.Rule(
+    _own_rule(
         name="connect-port-is-a-port",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel=f"!has(self.sparkConf) || !('{PORT_CONF}' in self.sparkConf) || "
         f"(self.sparkConf['{PORT_CONF}'].matches('^[0-9]{{1,5}}$') && int(self.sparkConf['{PORT_CONF}']) >= 1 && "
         f"int(self.sparkConf['{PORT_CONF}']) <= 65535)",

@@ -19,13 +19,15 @@ printer columns); a unit test fails when either is stale. The CRDs are larger th
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import yaml
 from pydantic import BaseModel
 
-from sparkop.domain import labels
+from sparkop.core.resources import Resource
+from sparkop.domain import kinds, labels
 from sparkop.domain.kinds import API, KUBEFLOW_API, SPARKOP_API
 
 from . import connect, history, k8s_openapi, rules, scheduled
@@ -119,141 +121,178 @@ def _attach_rules(kind: str, group: str, root: dict[str, Any]) -> None:
             node.setdefault("x-kubernetes-validations", []).append(rule.crd_rule())
 
 
-KINDS: Final[dict[str, dict[str, Any]]] = {
-    "SparkApplication": {
-        "plural": "sparkapplications",
-        "singular": "sparkapplication",
-        "shortNames": ["sparkapp"],
-        "spec": SparkApplicationSpec,
-        "status": SparkApplicationStatus,
-        "description": "A Spark application (kubeflow spark-operator v1beta2 fields). sparkop runs each attempt "
-        "as a SparkDriver named <app>-<run> and starts new runs according to spec.restartPolicy.",
-        "columns": [
-            ("State", "string", ".status.applicationState.state", "Application state", 0),
-            ("Attempts", "integer", ".status.executionAttempts", "Runs counted against the restart policy", 0),
-            ("Driver", "string", ".status.currentDriver", "SparkDriver of the current run", 0),
-            ("Incarnations", "integer", ".status.driverIncarnations", "Driver pods of the current run", 0),
-            ("Executors", "integer", ".status.executors.running", "Running executor pods", 0),
-            ("Spark", "string", ".spec.sparkVersion", "Spark version (its line decides what the driver gets)", 0),
-            ("Start", "date", ".status.lastSubmissionAttemptTime", "When the current run started", 1),
-            ("Finish", "date", ".status.terminationTime", "When the application finished", 1),
-        ],
-    },
-    "SparkDriver": {
-        "plural": "sparkdrivers",
-        "singular": "sparkdriver",
-        "shortNames": ["sparkdrv"],
-        "spec": SparkDriverSpec,
-        "status": SparkDriverStatus,
-        "description": "One run of a Spark application: its driver pod (replaced, as a new incarnation, when "
-        "lost), the driver's ConfigMap and Service, and its executors. Created by a SparkApplication "
-        "for each run, or written by hand.",
-        "columns": [
-            ("Phase", "string", ".status.phase", "Pending, Running, Succeeded, Failed, SubmissionFailed", 0),
-            ("Pod", "string", ".status.driverPod.name", "Current driver pod", 0),
-            ("Executors", "integer", ".status.executors.running", "Running executor pods", 0),
-            ("Attempt", "integer", ".spec.attempt", "Run of its SparkApplication", 0),
-            ("Incarnation", "integer", ".status.incarnation", "Current driver-pod incarnation", 0),
-            ("App-ID", "string", ".status.sparkApplicationId", "spark.app.id", 1),
-            ("Spark", "string", ".spec.sparkVersion", "Spark version (its line decides what the driver gets)", 1),
-        ],
-    },
-    scheduled.KIND: {
-        "plural": "scheduledsparkapplications",
-        "singular": "scheduledsparkapplication",
-        "shortNames": ["scheduledsparkapp"],
-        "spec": scheduled.ScheduledSparkApplicationSpec,
-        "status": scheduled.ScheduledSparkApplicationStatus,
-        "description": "A SparkApplication template started on a cron schedule (kubeflow spark-operator v1beta2 "
-        "fields, plus startingDeadlineSeconds). Each run is a SparkApplication named <name>-<scheduled minute>.",
-        "columns": [
-            ("Schedule", "string", ".spec.schedule", "Cron schedule", 0),
-            ("Suspend", "boolean", ".spec.suspend", "No new runs while true", 0),
-            ("Last Run", "date", ".status.lastRun", "Scheduled time of the latest run", 0),
-            ("Next Run", "date", ".status.nextRun", "When the next run is due", 0),
-            ("State", "string", ".status.scheduleState", "Scheduled, Suspended or FailedValidation", 0),
-            ("Last Run Name", "string", ".status.lastRunName", "SparkApplication of the latest run", 1),
-        ],
-    },
-    connect.KIND: {
-        "plural": "sparkconnects",
-        "singular": "sparkconnect",
-        "shortNames": ["sparkconn"],
-        "spec": connect.SparkConnectSpec,
-        "status": connect.SparkConnectStatus,
-        "description": "A long-running Spark Connect server (kubeflow spark-operator v1alpha1 SparkConnect fields) "
-        "behind a stable Service. Each server run is a SparkDriver named <name>-server-<run>; a lost server "
-        "pod is replaced inside its run, a server that ends is restarted per spec.restartPolicy.",
-        "columns": [
-            ("State", "string", ".status.state", "Provisioning, Ready, NotReady, Failed or Suspended", 0),
-            ("Server", "string", ".status.server.podName", "Pod of the server that serves", 0),
-            ("Endpoint", "string", ".status.endpoint", "sc:// address clients connect to", 0),
-            ("Executors", "integer", ".status.executors.running", "Running executor pods", 0),
-            ("Restarts", "integer", ".status.restarts", "Servers that ended and were restarted", 1),
-            ("Driver", "string", ".status.server.driver", "SparkDriver of the server that serves", 1),
-            ("Spark", "string", ".spec.sparkVersion", "Spark version", 1),
-        ],
-    },
-    history.KIND: {
-        "plural": "sparkhistoryservers",
-        "singular": "sparkhistoryserver",
-        "shortNames": ["sparkhist"],
-        "spec": history.SparkHistoryServerSpec,
-        "status": history.SparkHistoryServerStatus,
-        "description": "Spark's history server over a log directory (a PersistentVolumeClaim or an object-store "
-        "URL), with its Service and an optional Ingress or HTTPRoute. SparkApplications that name it write their "
-        "event logs there, and their status links to each run's page.",
-        "columns": [
-            ("State", "string", ".status.state", "Provisioning, Ready, NotReady or Failed", 0),
-            ("URL", "string", ".status.url", "Where its pages are", 0),
-            ("Logs", "string", ".status.eventLogDirectory", "spark.eventLog.dir of the apps that log here", 1),
-            ("Image", "string", ".spec.image", "Spark image", 1),
-        ],
-    },
+class Column(NamedTuple):
+    """A printer column of ``kubectl get``; a wide one shows only with ``-o wide`` (priority 1)."""
+
+    name: str
+    json_path: str
+    description: str
+    type: str = "string"
+    wide: bool = False
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a kind's CRD says beyond the schema of its models."""
+
+    resource: Resource  # in sparkop's group (domain.kinds): its kind and plural
+    short_name: str
+    spec: type[BaseModel]
+    status: type[BaseModel]
+    description: str
+    columns: tuple[Column, ...]
+
+    @property
+    def plural(self) -> str:
+        return self.resource.plural
+
+    @property
+    def singular(self) -> str:
+        return self.resource.kind.lower()
+
+
+KINDS: Final[dict[str, Kind]] = {
+    kind.resource.kind: kind
+    for kind in (
+        Kind(
+            kinds.SPARK_APPLICATIONS,
+            "sparkapp",
+            SparkApplicationSpec,
+            SparkApplicationStatus,
+            "A Spark application (kubeflow spark-operator v1beta2 fields). sparkop runs each attempt as a SparkDriver "
+            "named <app>-<run> and starts new runs according to spec.restartPolicy.",
+            (
+                Column("State", ".status.applicationState.state", "Application state"),
+                Column("Attempts", ".status.executionAttempts", "Runs counted against the restart policy", "integer"),
+                Column("Driver", ".status.currentDriver", "SparkDriver of the current run"),
+                Column("Incarnations", ".status.driverIncarnations", "Driver pods of the current run", "integer"),
+                Column("Executors", ".status.executors.running", "Running executor pods", "integer"),
+                Column("Spark", ".spec.sparkVersion", "Spark version (its line decides what the driver gets)"),
+                Column("Start", ".status.lastSubmissionAttemptTime", "When the current run started", "date", wide=True),
+                Column("Finish", ".status.terminationTime", "When the application finished", "date", wide=True),
+            ),
+        ),
+        Kind(
+            kinds.SPARK_DRIVERS,
+            "sparkdrv",
+            SparkDriverSpec,
+            SparkDriverStatus,
+            "One run of a Spark application: its driver pod (replaced, as a new incarnation, when lost), the "
+            "driver's ConfigMap and Service, and its executors. Created by a SparkApplication for each run, or "
+            "written by hand.",
+            (
+                Column("Phase", ".status.phase", "Pending, Running, Succeeded, Failed, SubmissionFailed"),
+                Column("Pod", ".status.driverPod.name", "Current driver pod"),
+                Column("Executors", ".status.executors.running", "Running executor pods", "integer"),
+                Column("Attempt", ".spec.attempt", "Run of its SparkApplication", "integer"),
+                Column("Incarnation", ".status.incarnation", "Current driver-pod incarnation", "integer"),
+                Column("App-ID", ".status.sparkApplicationId", "spark.app.id", wide=True),
+                Column(
+                    "Spark", ".spec.sparkVersion", "Spark version (its line decides what the driver gets)", wide=True
+                ),
+            ),
+        ),
+        Kind(
+            kinds.SCHEDULED_SPARK_APPLICATIONS,
+            "scheduledsparkapp",
+            scheduled.ScheduledSparkApplicationSpec,
+            scheduled.ScheduledSparkApplicationStatus,
+            "A SparkApplication template started on a cron schedule (kubeflow spark-operator v1beta2 fields, plus "
+            "startingDeadlineSeconds). Each run is a SparkApplication named <name>-<scheduled minute>.",
+            (
+                Column("Schedule", ".spec.schedule", "Cron schedule"),
+                Column("Suspend", ".spec.suspend", "No new runs while true", "boolean"),
+                Column("Last Run", ".status.lastRun", "Scheduled time of the latest run", "date"),
+                Column("Next Run", ".status.nextRun", "When the next run is due", "date"),
+                Column("State", ".status.scheduleState", "Scheduled, Suspended or FailedValidation"),
+                Column("Last Run Name", ".status.lastRunName", "SparkApplication of the latest run", wide=True),
+            ),
+        ),
+        Kind(
+            kinds.SPARK_CONNECTS,
+            "sparkconn",
+            connect.SparkConnectSpec,
+            connect.SparkConnectStatus,
+            "A long-running Spark Connect server (kubeflow spark-operator v1alpha1 SparkConnect fields) behind a "
+            "stable Service. Each server run is a SparkDriver named <name>-server-<run>; a lost server pod is "
+            "replaced inside its run, a server that ends is restarted per spec.restartPolicy.",
+            (
+                Column("State", ".status.state", "Provisioning, Ready, NotReady, Failed or Suspended"),
+                Column("Server", ".status.server.podName", "Pod of the server that serves"),
+                Column("Endpoint", ".status.endpoint", "sc:// address clients connect to"),
+                Column("Executors", ".status.executors.running", "Running executor pods", "integer"),
+                Column("Restarts", ".status.restarts", "Servers that ended and were restarted", "integer", wide=True),
+                Column("Driver", ".status.server.driver", "SparkDriver of the server that serves", wide=True),
+                Column("Spark", ".spec.sparkVersion", "Spark version", wide=True),
+            ),
+        ),
+        Kind(
+            kinds.SPARK_HISTORY_SERVERS,
+            "sparkhist",
+            history.SparkHistoryServerSpec,
+            history.SparkHistoryServerStatus,
+            "Spark's history server over a log directory (a PersistentVolumeClaim or an object-store URL), with its "
+            "Service and an optional Ingress or HTTPRoute. SparkApplications that name it write their event logs "
+            "there, and their status links to each run's page.",
+            (
+                Column("State", ".status.state", "Provisioning, Ready, NotReady or Failed"),
+                Column("URL", ".status.url", "Where its pages are"),
+                Column("Logs", ".status.eventLogDirectory", "spark.eventLog.dir of the apps that log here", wide=True),
+                Column("Image", ".spec.image", "Spark image", wide=True),
+            ),
+        ),
+    )
 }
 
 
 # The printer columns of kubeflow's own CRDs (v2.5), so `kubectl get` of the kubeflow group looks as its
-# users know it; sparkop's columns follow them with `-o wide`.
-_KUBEFLOW_COLUMNS: Final[dict[str, list[tuple[str, str, str, str, int]]]] = {
-    "SparkApplication": [
-        ("Suspend", "boolean", ".spec.suspend", "No new run while true", 0),
-        ("Status", "string", ".status.applicationState.state", "Application state", 0),
-        ("Attempts", "string", ".status.executionAttempts", "Runs counted against the restart policy", 0),
-        ("Start", "string", ".status.lastSubmissionAttemptTime", "When the current run started", 0),
-        ("Finish", "string", ".status.terminationTime", "When the application finished", 0),
-    ],
-    scheduled.KIND: [
-        ("Schedule", "string", ".spec.schedule", "Cron schedule", 0),
-        ("TimeZone", "string", ".spec.timeZone", "Time zone of the schedule", 0),
-        ("Suspend", "string", ".spec.suspend", "No new runs while true", 0),
-        ("Last Run", "date", ".status.lastRun", "Scheduled time of the latest run", 0),
-        ("Last Run Name", "string", ".status.lastRunName", "SparkApplication of the latest run", 0),
-    ],
-    connect.KIND: [
-        ("Status", "string", ".status.state", "Provisioning, Ready, NotReady, Failed or Suspended", 0),
-        ("PodName", "string", ".status.server.podName", "Pod of the server that serves", 0),
-    ],
+# users know it (its types too: a string where sparkop's column has a number or a date); sparkop's columns
+# follow them with `-o wide`.
+_KUBEFLOW_COLUMNS: Final[dict[str, tuple[Column, ...]]] = {
+    "SparkApplication": (
+        Column("Suspend", ".spec.suspend", "No new run while true", "boolean"),
+        Column("Status", ".status.applicationState.state", "Application state"),
+        Column("Attempts", ".status.executionAttempts", "Runs counted against the restart policy"),
+        Column("Start", ".status.lastSubmissionAttemptTime", "When the current run started"),
+        Column("Finish", ".status.terminationTime", "When the application finished"),
+    ),
+    scheduled.KIND: (
+        Column("Schedule", ".spec.schedule", "Cron schedule"),
+        Column("TimeZone", ".spec.timeZone", "Time zone of the schedule"),
+        Column("Suspend", ".spec.suspend", "No new runs while true"),
+        Column("Last Run", ".status.lastRun", "Scheduled time of the latest run", "date"),
+        Column("Last Run Name", ".status.lastRunName", "SparkApplication of the latest run"),
+    ),
+    connect.KIND: (
+        Column("Status", ".status.state", "Provisioning, Ready, NotReady, Failed or Suspended"),
+        Column("PodName", ".status.server.podName", "Pod of the server that serves"),
+    ),
 }
 
 
 def _columns(kind: str, api: API) -> list[dict[str, Any]]:
-    ours = KINDS[kind]["columns"]
+    ours = KINDS[kind].columns
     if api is SPARKOP_API:
         columns = list(ours)
     else:
         theirs = _KUBEFLOW_COLUMNS[kind]
-        shown = {path for _, _, path, _, _ in theirs}
-        columns = [*theirs, *((n, t, p, d, 1) for n, t, p, d, _ in ours if p not in shown)]
-    out = [
-        {"name": n, "type": t, "jsonPath": p, "description": d, **({"priority": pr} if pr else {})}
-        for n, t, p, d, pr in columns
+        shown = {column.json_path for column in theirs}
+        columns = [*theirs, *(column._replace(wide=True) for column in ours if column.json_path not in shown)]
+    out: list[dict[str, Any]] = [
+        {
+            "name": column.name,
+            "type": column.type,
+            "jsonPath": column.json_path,
+            "description": column.description,
+            **({"priority": 1} if column.wide else {}),
+        }
+        for column in columns
     ]
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     if api is KUBEFLOW_API and kind == connect.KIND:
         out.insert(0, age)  # kubeflow's SparkConnect shows its age first
     else:
-        out.insert(len([c for c in columns if not c[4]]), age)
+        out.insert(len([column for column in columns if not column.wide]), age)
     return out
 
 
@@ -265,11 +304,11 @@ def crd(kind: str, api: API = SPARKOP_API) -> dict[str, Any]:
         raise ValueError(f"{api.group} has no {kind}: SparkDrivers are sparkop's own kind")
     version = resource.version if resource is not None else labels.VERSION
     api_version = f"{api.group}/{version}"
-    spec = _schema(info["spec"])
-    status = _schema(info["status"])
+    spec = _schema(info.spec)
+    status = _schema(info.status)
     root: dict[str, Any] = {
         "type": "object",
-        "description": info["description"] if api is SPARKOP_API else _kubeflow_description(kind, api),
+        "description": info.description if api is SPARKOP_API else _kubeflow_description(kind, api),
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string", "description": _api_version_description(kind, api, api_version)},
@@ -281,7 +320,7 @@ def crd(kind: str, api: API = SPARKOP_API) -> dict[str, Any]:
     }
     _attach_rules(kind, api.group, root)
     metadata: dict[str, Any] = {
-        "name": f"{info['plural']}.{api.group}",
+        "name": f"{info.plural}.{api.group}",
         "labels": {labels.MANAGED_BY: labels.MANAGER},
     }
     if api is not SPARKOP_API:
@@ -296,9 +335,9 @@ def crd(kind: str, api: API = SPARKOP_API) -> dict[str, Any]:
             "names": {
                 "kind": kind,
                 "listKind": f"{kind}List",
-                "plural": info["plural"],
-                "singular": info["singular"],
-                "shortNames": info["shortNames"],
+                "plural": info.plural,
+                "singular": info.singular,
+                "shortNames": [info.short_name],
                 "categories": [CATEGORY],
             },
             "versions": [
@@ -344,8 +383,8 @@ def _kubeflow_description(kind: str, api: API) -> str:
 def crds(api: API = SPARKOP_API) -> dict[str, dict[str, Any]]:
     """File name -> CRD, for every kind of ``api``'s group (sparkop's: its four; kubeflow's: the three
     that are kubeflow's kinds too)."""
-    kinds = list(KINDS) if api is SPARKOP_API else [k for k in KINDS if api.resource(k) is not None]
-    return {f"{api.group}_{KINDS[k]['plural']}.yaml": crd(k, api) for k in kinds}
+    served = list(KINDS) if api is SPARKOP_API else [k for k in KINDS if api.resource(k) is not None]
+    return {f"{api.group}_{KINDS[k].plural}.yaml": crd(k, api) for k in served}
 
 
 def _by_directory(directory: str | Path) -> list[tuple[Path, dict[str, dict[str, Any]]]]:

@@ -18,6 +18,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
@@ -26,7 +27,7 @@ from sparkop.core.jsonread import mapping
 from sparkop.domain import naming
 
 from . import rules
-from .models import Condition, ImagePullPolicy, LastError, Model
+from .models import Condition, ImagePullPolicy, KindObject, LastError, Model
 from .routes import RouteSpec, url
 from .types import (
     DNS1123_SUBDOMAIN_PATTERN,
@@ -176,14 +177,11 @@ class SparkHistoryServerStatus(Model):
     startTime: Time | None = Field(None, description="When its Deployment was first created.")
 
 
-class SparkHistoryServer(Model):
+class SparkHistoryServer(KindObject[SparkHistoryServerSpec, SparkHistoryServerStatus]):
     """Spark's history server over a log directory, and the Service (Ingress, HTTPRoute) in front of it."""
 
     apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkHistoryServer"] = "SparkHistoryServer"
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: SparkHistoryServerSpec
-    status: SparkHistoryServerStatus | None = None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -271,11 +269,11 @@ def _template_restart_policy(spec: Mapping[str, Any]) -> str:
 
 
 SPEC: Final = ("spec",)
+# The SparkHistoryServer's rules: all on its spec.
+_own_rule: Final = partial(rules.Rule, kinds=(KIND,), paths=(SPEC,))
 _OWN_RULES: Final = (
-    rules.Rule(
+    _own_rule(
         name="history-one-log-directory",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel="has(self.logDirectory.persistentVolumeClaim) != has(self.logDirectory.url)",
         message="logDirectory needs exactly one of persistentVolumeClaim and url",
         field_path=".logDirectory",
@@ -284,20 +282,16 @@ _OWN_RULES: Final = (
             ("persistentVolumeClaim" in (s.get("logDirectory") or {})) != ("url" in (s.get("logDirectory") or {}))
         ),
     ),
-    rules.Rule(
+    _own_rule(
         name="history-one-way-in",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel="!(has(self.ingress) && has(self.httpRoute))",
         message="ingress and httpRoute are two ways in: set one",
         field_path=".httpRoute",
         hint="remove spec.ingress or spec.httpRoute",
         predicate=lambda s: not ("ingress" in s and "httpRoute" in s),
     ),
-    rules.Rule(
+    _own_rule(
         name="history-claim-path-stays-inside",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel="!has(self.logDirectory.persistentVolumeClaim) || !has(self.logDirectory.persistentVolumeClaim.path) || "
         "!self.logDirectory.persistentVolumeClaim.path.split('/').exists(p, p == '..' || p == '.')",
         message="logDirectory.persistentVolumeClaim.path must stay inside the claim (no '.' or '..')",
@@ -312,10 +306,8 @@ _OWN_RULES: Final = (
             )
         ),
     ),
-    rules.Rule(
+    _own_rule(
         name="history-reserved-conf",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel=f"!has(self.sparkConf) || !('{LOG_DIR_CONF}' in self.sparkConf)",
         message=f"sparkConf {LOG_DIR_CONF} is set by sparkop from logDirectory",
         field_path=".sparkConf",
@@ -324,10 +316,8 @@ _OWN_RULES: Final = (
     ),
     # What the API server refuses of the server's Deployment, refused at the server itself (it would
     # otherwise be accepted, then Failed with the Deployment's refusal).
-    rules.Rule(
+    _own_rule(
         name="history-template-restarts-always",
-        kinds=(KIND,),
-        paths=(SPEC,),
         cel="!has(self.template) || !has(self.template.spec) || !has(self.template.spec.restartPolicy) || "
         "self.template.spec.restartPolicy == 'Always'",
         message="the server's pod runs in a Deployment, whose pods restart Always",

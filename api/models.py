@@ -13,10 +13,13 @@ the models do not enforce them, so that a controller can always read what the AP
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Final, Literal
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 from pydantic import ConfigDict, Field
 
+from sparkop.core.conditions import transition_time
 from sparkop.core.limits import MAX_TRACKED_CHILDREN
 from sparkop.core.specs import Model as JsonModel
 from sparkop.domain.labels import API_VERSION
@@ -79,6 +82,7 @@ __all__ = [
     "HistoryServerRef",
     "IncarnationOutcome",
     "IncarnationRecord",
+    "KindObject",
     "LastError",
     "MonitoringSpec",
     "NameKey",
@@ -115,6 +119,21 @@ class Model(JsonModel):
     object (camelCase, no unset optional fields)."""
 
     model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
+
+
+SpecT = TypeVar("SpecT", bound=Model)
+StatusT = TypeVar("StatusT", bound=Model)
+
+
+class KindObject(Model, Generic[SpecT, StatusT]):
+    """An object of one of sparkop's kinds as the API server holds it; each kind narrows ``apiVersion``
+    and ``kind`` to its own."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta = Field(default_factory=dict)
+    spec: SpecT
+    status: StatusT | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1001,6 +1020,30 @@ class Condition(Model):
     observedGeneration: int | None = Field(None, ge=0, description="metadata.generation the condition is for.")
 
 
+def with_condition(
+    conditions: Sequence[Condition] | None,
+    kind: str,
+    status: Literal["True", "False", "Unknown"],
+    reason: str,
+    message: str | None,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition]:
+    """``conditions`` with the one of type ``kind`` replaced (moved to the end) or added, for
+    ``generation``; its lastTransitionTime stays while its status does (``core.conditions``)."""
+    old = next((c for c in conditions or () if c.type == kind), None)
+    old_status, old_time = (old.status, old.lastTransitionTime) if old else (None, None)
+    new = Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message,
+        lastTransitionTime=transition_time(old_status, old_time, status, now),
+        observedGeneration=generation,
+    )
+    return [*(c for c in conditions or () if c.type != kind), new]
+
+
 class LastError(Model):
     """The last error sparkop hit while reconciling the object (cleared on success)."""
 
@@ -1274,25 +1317,19 @@ def _compact(value: Any) -> Any:
 # top-level kinds
 
 
-class SparkApplication(Model):
+class SparkApplication(KindObject[SparkApplicationSpec, SparkApplicationStatus]):
     """A Spark application: sparkop starts a SparkDriver for each run and restarts it per restartPolicy.
     In sparkop's group, or (``sparkop run --kubeflow-api``) in kubeflow's."""
 
     apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkApplication"] = "SparkApplication"
-    metadata: ObjectMeta = Field(default_factory=dict)
-    spec: SparkApplicationSpec
-    status: SparkApplicationStatus | None = None
 
 
-class SparkDriver(Model):
+class SparkDriver(KindObject[SparkDriverSpec, SparkDriverStatus]):
     """One run of a Spark application: a driver pod (replaced when lost) and its executors."""
 
     apiVersion: Literal["sparkop.io/v1alpha1"] = "sparkop.io/v1alpha1"
     kind: Literal["SparkDriver"] = "SparkDriver"
-    metadata: ObjectMeta = Field(default_factory=dict)
-    spec: SparkDriverSpec
-    status: SparkDriverStatus | None = None
 
 
 assert SparkApplication.model_fields["apiVersion"].default == API_VERSION

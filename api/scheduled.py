@@ -36,8 +36,8 @@ from pydantic import Field
 from sparkop.domain import labels
 
 from . import rules
-from .models import Model, SparkApplicationSpec
-from .types import ObjectMeta, Str, Time
+from .models import KindObject, Model, SparkApplicationSpec
+from .types import Str, Time
 
 KIND: Final = "ScheduledSparkApplication"
 
@@ -149,14 +149,11 @@ class ScheduledSparkApplicationStatus(Model):
     )
 
 
-class ScheduledSparkApplication(Model):
+class ScheduledSparkApplication(KindObject[ScheduledSparkApplicationSpec, ScheduledSparkApplicationStatus]):
     """A SparkApplication started on a schedule (in sparkop's group, or in kubeflow's)."""
 
     apiVersion: Literal["sparkop.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"] = "sparkop.io/v1alpha1"
     kind: Literal["ScheduledSparkApplication"] = "ScheduledSparkApplication"
-    metadata: ObjectMeta = Field(default_factory=dict)
-    spec: ScheduledSparkApplicationSpec
-    status: ScheduledSparkApplicationStatus | None = None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -34,8 +34,7 @@ from sparkop.apps_controller.status import KubeflowStatus, as_read
 from sparkop.apps_controller.transitions import TRANSITIONS
 from sparkop.apps_controller.ui import UI_SELECTOR
 from sparkop.core import resources
-from sparkop.core.controller import Controller, Own, Source, start
-from sparkop.core.owners import object_key
+from sparkop.core.controller import Controller, Own, Source, own_source, start
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
 from sparkop.domain.kinds import API
@@ -101,7 +100,7 @@ def apps_controller(
     return Controller(
         name=api.named("apps"),
         by_namespace_selector=True,
-        own=Source(api.named(APPS_INDEX), api.applications, object_key, app_snapshot),
+        own=own_source(api.named(APPS_INDEX), api.applications, app_snapshot),
         owned=(
             Source(drivers_index, kinds.SPARK_DRIVERS, keys, driver_view, shared=True, view=driver_view),
             *ui_sources,

@@ -246,13 +246,15 @@ def take_over(d: Draft) -> bool:
         message = (
             f"driver pod {gone} of run {taken.run} (kubeflow's) is gone: its outcome was lost while no operator ran"
         )
-        d.event(events.WARNING, events.TAKEN_OVER, f"took over run {taken.run} from kubeflow's operator; {message}")
-        enter_outcome(d, finish(d, record, AttemptOutcome.DELETED, events.DRIVER_LOST, message))
+        d.event(
+            events.WARNING, events.Reason.TAKEN_OVER, f"took over run {taken.run} from kubeflow's operator; {message}"
+        )
+        enter_outcome(d, finish(d, record, AttemptOutcome.DELETED, events.Reason.DRIVER_LOST, message))
         return True
     d.record(record.model_copy(update={"adoptedPod": AdoptedPod(name=pod.name, uid=pod.uid)}))
     d.set_driver_info(podName=pod.name)
     message = f"took over run {taken.run} from kubeflow's operator: SparkDriver {name} adopts driver pod {pod.name}"
-    d.event(events.NORMAL, events.TAKEN_OVER, message)
+    d.event(events.NORMAL, events.Reason.TAKEN_OVER, message)
     d.after(d.create_driver(taken.run))
     d.settles = True  # the write records the run, its create follows: all a decision on that status plans
     return True
@@ -268,7 +270,7 @@ def adopt(d: Draft) -> bool:
         return False
     cur = d.current
     if cur is not None and not finished(cur):
-        finish(d, cur, AttemptOutcome.INVALIDATED, events.ADOPTED, f"superseded by {newest.name}")
+        finish(d, cur, AttemptOutcome.INVALIDATED, events.Reason.ADOPTED, f"superseded by {newest.name}")
     d.update(
         lastRun=newest.run,
         submissionAttempts=d.status.submissionAttempts + 1,
@@ -280,7 +282,7 @@ def adopt(d: Draft) -> bool:
     )
     d.set_error_message(None)
     d.record(AttemptRecord(run=newest.run, driver=newest.name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
-    d.event(events.NORMAL, events.ADOPTED, f"adopted SparkDriver {newest.name}")
+    d.event(events.NORMAL, events.Reason.ADOPTED, f"adopted SparkDriver {newest.name}")
     if d.state not in PLANNING_STATES:
         # A new run, planned as from PENDING_RERUN (status.run_planned): the next pass counts it and
         # enters SUBMITTED once its driver pod is accepted, as for any run.
@@ -323,16 +325,16 @@ def wait_for_history_server(d: Draft, why: str) -> None:
     (a history server's arrival asks for no pass of the apps that name it)."""
     message = f"{why}: the next run waits for it"
     last = d.status.lastError
-    if last is None or (last.reason, last.message) != (events.HISTORY_SERVER_MISSING, message):
-        d.update(lastError=LastError(reason=events.HISTORY_SERVER_MISSING, message=message, time=d.now))
-        d.event(events.WARNING, events.HISTORY_SERVER_MISSING, message)
+    if last is None or (last.reason, last.message) != (events.Reason.HISTORY_SERVER_MISSING, message):
+        d.update(lastError=LastError(reason=events.Reason.HISTORY_SERVER_MISSING, message=message, time=d.now))
+        d.event(events.WARNING, events.Reason.HISTORY_SERVER_MISSING, message)
     d.wait_until(d.now + timedelta(seconds=HISTORY_SERVER_RECHECK_SECONDS))
 
 
 def invalid_spec(d: Draft, error: str) -> None:
-    d.update(nextAttemptTime=None, lastError=LastError(reason=events.INVALID_SPEC, message=error, time=d.now))
+    d.update(nextAttemptTime=None, lastError=LastError(reason=events.Reason.INVALID_SPEC, message=error, time=d.now))
     d.set_error_message(error)
-    d.event(events.WARNING, events.INVALID_SPEC, error or "")
+    d.event(events.WARNING, events.Reason.INVALID_SPEC, error or "")
     d.transition(ApplicationState.FAILED, f"invalid spec: {error}")
 
 
@@ -345,9 +347,9 @@ def wait_for_known_spec(d: Draft, unknown: tuple[str, ...]) -> None:
         "that knows these fields (or for a spec without them)"
     )
     last = d.status.lastError
-    if last is None or (last.reason, last.message) != (events.UNKNOWN_SPEC_FIELDS, message):
-        d.update(lastError=LastError(reason=events.UNKNOWN_SPEC_FIELDS, message=message, time=d.now))
-        d.event(events.WARNING, events.UNKNOWN_SPEC_FIELDS, message)
+    if last is None or (last.reason, last.message) != (events.Reason.UNKNOWN_SPEC_FIELDS, message):
+        d.update(lastError=LastError(reason=events.Reason.UNKNOWN_SPEC_FIELDS, message=message, time=d.now))
+        d.event(events.WARNING, events.Reason.UNKNOWN_SPEC_FIELDS, message)
     d.set_error_message(message)
 
 
@@ -522,7 +524,7 @@ def finished_app(d: Draft) -> None:
     if expires is None:
         return
     if d.now >= expires:
-        d.event(events.NORMAL, events.EXPIRED, f"timeToLiveSeconds {app.ttl_seconds} elapsed")
+        d.event(events.NORMAL, events.Reason.EXPIRED, f"timeToLiveSeconds {app.ttl_seconds} elapsed")
         d.after(Delete(app.api_version, APP_KIND, app.name, app.uid, APP_EXPIRED))
     else:
         d.wait_until(expires)

@@ -20,7 +20,7 @@ from sparkop.core.caches import IndexKey
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Resource
 from sparkop.core.metrics import Transitions, kubeflow_labels, label_name
-from sparkop.core.runtime import Runtime
+from sparkop.core.runtime import Runtime, Source
 from sparkop.domain import kinds
 
 RUNNING_COUNT: Final = "spark_application_running_count"
@@ -94,7 +94,7 @@ def collector(
     ``app_type``). Register it once: ``prometheus_client.REGISTRY.register(...)``."""
     TRANSITIONS.configure([label_name(n) for n in labels])
     for index, resource in indexes:
-        runtime.add_index(index, resource, gauge_keys(TRANSITIONS), lambda body: None)
+        runtime.add_index(Source(index, resource, gauge_keys(TRANSITIONS), lambda body: None))
     return AppCollector(runtime, [index for index, _ in indexes])
 
 

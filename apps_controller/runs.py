@@ -30,7 +30,7 @@ _STATE_OF: Final = {
 }
 _DEFAULT_REASON: Final = {
     AttemptOutcome.FAILED: "DriverFailed",
-    AttemptOutcome.DELETED: events.DRIVER_LOST,
+    AttemptOutcome.DELETED: events.Reason.DRIVER_LOST,
     AttemptOutcome.SUBMISSION_FAILED: "SubmissionFailed",
 }
 
@@ -86,7 +86,7 @@ def mirror(d: Draft, drv: DriverView) -> None:
     s = d.status
     if drv.incarnation > max(1, s.driverIncarnations):
         message = f"driver pod of {drv.name} was replaced: incarnation {drv.incarnation}"
-        d.event(events.NORMAL, events.DRIVER_POD_REPLACED, message)
+        d.event(events.NORMAL, events.Reason.DRIVER_POD_REPLACED, message)
     d.update(
         currentDriver=drv.name,
         # An adopted run keeps kubeflow's submission id: its pods carry it in their label.
@@ -121,7 +121,7 @@ def missing_driver(d: Draft, cur: AttemptRecord) -> None:
     the API server, or deleted after it was seen."""
     if d.seen(cur):
         message = f"SparkDriver {cur.driver} was deleted before it finished"
-        enter_outcome(d, finish(d, cur, AttemptOutcome.DELETED, events.DRIVER_LOST, message))
+        enter_outcome(d, finish(d, cur, AttemptOutcome.DELETED, events.Reason.DRIVER_LOST, message))
         return
     action = d.create_driver(cur.run)
     refusal = refused(d.obs.refusals, action)
@@ -129,7 +129,7 @@ def missing_driver(d: Draft, cur: AttemptRecord) -> None:
         d.after(action)  # planned, not seen yet: (re)issue the create; 409 if it exists
         return
     message = refusal.describe()  # the record's reason says what was refused: SparkDriverRefused
-    enter_outcome(d, finish(d, cur, AttemptOutcome.SUBMISSION_FAILED, events.DRIVER_REFUSED, message))
+    enter_outcome(d, finish(d, cur, AttemptOutcome.SUBMISSION_FAILED, events.Reason.DRIVER_REFUSED, message))
 
 
 def enter_outcome(d: Draft, record: AttemptRecord) -> None:

@@ -158,9 +158,9 @@ def _refused(d: Draft, action: Ensure, what: str) -> bool:
         return False
     text = refusal.describe(what)
     last = d.status.lastError
-    if last is None or (last.reason, last.message) != (events.UI_REFUSED, text):
-        d.update(lastError=LastError(reason=events.UI_REFUSED, message=text, time=d.now))
-        d.event(events.WARNING, events.UI_REFUSED, text)
+    if last is None or (last.reason, last.message) != (events.Reason.UI_REFUSED, text):
+        d.update(lastError=LastError(reason=events.Reason.UI_REFUSED, message=text, time=d.now))
+        d.event(events.WARNING, events.Reason.UI_REFUSED, text)
     return True
 
 

@@ -118,7 +118,6 @@ def build_service(c: ConnectView, body: JSON, driver: str) -> JSON:
 def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
     """SparkDriver ``<name>-server-<run>``, controller-owned by the SparkConnect ``body``."""
     spec = c.spec
-    run_spec: JSON = {k: copy.deepcopy(spec[k]) for k in _RUN_FIELDS if spec.get(k) is not None}
     conf = dict(spec.get("sparkConf") or {})
     conf.setdefault(connect.PORT_CONF, str(port(c)))
     # The executors reach the driver through its headless Service, whose DNS name lists only Ready pods
@@ -136,19 +135,20 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
         driver["ports"] = ports
     driver["template"] = _with_probes(driver.get("template"), grpc)
     executor = _role(spec, "executor", SPARK_EXECUTOR_CONTAINER)
-    run_spec.update(
-        type="Scala",
-        mainClass=connect.SERVER_CLASS,
-        sparkConf=conf,
-        driver=driver,
-        executor=executor,
-        appName=c.name,
-        attempt=run,
-        maxDriverPodReplacements=MAX_POD_REPLACEMENTS,
+    run_spec: JSON = {
+        **{k: copy.deepcopy(spec[k]) for k in _RUN_FIELDS if spec.get(k) is not None},
+        "type": "Scala",
+        "mainClass": connect.SERVER_CLASS,
+        "sparkConf": conf,
+        "driver": driver,
+        "executor": executor,
+        "appName": c.name,
+        "attempt": run,
+        "maxDriverPodReplacements": MAX_POD_REPLACEMENTS,
         # A server never ends by itself: the operator's run deadline is none of its business. Its start
         # is bounded by spec.timeouts (driverReadySeconds: its gRPC port answering).
-        activeDeadlineSeconds=0,
-    )
+        "activeDeadlineSeconds": 0,
+    }
     return {
         "apiVersion": labels.API_VERSION,
         "kind": DRIVER_KIND,

@@ -21,8 +21,7 @@ from sparkop.connect_controller.observed import (
     owner_keys,
 )
 from sparkop.core import resources
-from sparkop.core.controller import Controller, Own, Source, start
-from sparkop.core.owners import object_key, snapshot
+from sparkop.core.controller import Controller, Own, Source, own_source, start
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds, labels
 from sparkop.domain.kinds import API
@@ -53,7 +52,7 @@ def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Contro
     return Controller(
         name=api.named("connect"),
         by_namespace_selector=True,
-        own=Source(api.named(CONNECTS_INDEX), api.connects, object_key, snapshot),
+        own=own_source(api.named(CONNECTS_INDEX), api.connects),
         owned=(
             Source(servers_index, kinds.SPARK_DRIVERS, keys, server_view, shared=True, view=server_view),
             Source(services_index, resources.SERVICES, keys, service_view, selector=SERVICE_SELECTOR, shared=True),

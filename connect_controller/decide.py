@@ -40,26 +40,14 @@ from sparkop.api.connect import (
     ServerRun,
     SparkConnectStatus,
 )
-from sparkop.api.models import Condition, DriverPhase, ExecutorCounts, LastError
+from sparkop.api.models import DriverPhase, ExecutorCounts, LastError, with_condition
 from sparkop.connect_controller import build
+from sparkop.connect_controller.events import Reason
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView
-from sparkop.core.conditions import transition_time
 from sparkop.core.plan import Action, Create, Delete, Ensure, Observation, Plan, refused
 from sparkop.domain import labels, naming
 
-# Events (reasons), CamelCase as Kubernetes' own.
-SERVER_STARTED: Final = "ServerStarted"
-SERVER_READY: Final = "ServerReady"
-SERVER_NOT_READY: Final = "ServerNotReady"
-SERVER_EXITED: Final = "ServerExited"
-SERVER_DELETED: Final = "ServerDeleted"
-SERVER_REPLACED: Final = "ServerReplaced"
-SERVER_REFUSED: Final = "ServerRefused"
-SERVICE_SWITCHED: Final = "ServiceSwitched"
-SUSPENDED: Final = "Suspended"
-CONNECT_FAILED: Final = "ConnectFailed"
-ROUTE_REMOVED: Final = "GRPCRouteRemoved"
-
+# The ServerPodReady condition: its type and reasons.
 CONDITION_READY: Final = "ServerPodReady"
 REASON_READY: Final = "ServerPodReady"
 REASON_NOT_READY: Final = "ServerPodNotReady"
@@ -175,7 +163,7 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
                         "finishTime": p.now,
                     }
                 )
-                p.event("Warning", SERVER_REFUSED, message)
+                p.event("Warning", Reason.SERVER_REFUSED, message)
             p.refused = True
             p.status.state = ConnectState.FAILED
             p.status.lastError = LastError(reason="SubmissionFailed", message=record.message, time=p.now)
@@ -197,10 +185,10 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
                 served = record.readyTime is not None and (p.now - record.readyTime).total_seconds() >= STABLE_SECONDS
                 p.status.failuresInARow = 1 if served else p.status.failuresInARow + 1
                 p.status.lastError = LastError(reason=reason, message=message[:MAX_MESSAGE], time=p.now)
-                p.event("Warning", SERVER_EXITED, message)
+                p.event("Warning", Reason.SERVER_EXITED, message)
                 p.observe(Observation(METRIC_RESTARTS, labels=(("reason", "Exited"),)))
             if not server.deleting:
-                p.after(Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, SERVER_EXITED))
+                p.after(Delete(labels.API_VERSION, build.DRIVER_KIND, server.name, server.uid, Reason.SERVER_EXITED))
         p.record(record)
     pending: list[ServerView] = []
     for record in list(p.status.runs or ()):
@@ -217,7 +205,7 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
             )
         )
         p.status.restarts += 1
-        p.event("Warning", SERVER_DELETED, message + "; starting another")
+        p.event("Warning", Reason.SERVER_DELETED, message + "; starting another")
         p.observe(Observation(METRIC_RESTARTS, labels=(("reason", "Deleted"),)))
     return pending
 
@@ -232,13 +220,13 @@ def _create(p: _Pass, run: int) -> bool:
     """Create run ``run``'s SparkDriver after the status write that records it; False (and Failed)
     when the API server refused it."""
     manifest = build.build_server(p.c, p.o.body, run)
-    create = Create(manifest, SERVER_STARTED)
+    create = Create(manifest, Reason.SERVER_STARTED)
     refusal = refused(p.o.refusals, create)
     if refusal is not None:
         message = refusal.describe(f"server {manifest['metadata']['name']}")
         p.status.state = ConnectState.FAILED
         p.status.lastError = LastError(reason="ServerRefused", message=message[:MAX_MESSAGE], time=p.now)
-        p.event("Warning", SERVER_REFUSED, message)
+        p.event("Warning", Reason.SERVER_REFUSED, message)
         for record in p.status.runs or ():
             if record.run == run and record.outcome is ServerOutcome.RUNNING:
                 p.record(
@@ -271,7 +259,7 @@ def _failed(p: _Pass) -> bool:
         )
         p.status.lastError = LastError(reason="RetriesExhausted", message=message[:MAX_MESSAGE], time=p.now)
         p.status.nextRestartTime = None
-        p.event("Warning", CONNECT_FAILED, message)
+        p.event("Warning", Reason.CONNECT_FAILED, message)
         return True
     last_end = max((r.finishTime for r in p.status.runs or () if r.finishTime is not None), default=p.now)
     due = last_end + timedelta(seconds=backoff(interval, failures))
@@ -292,7 +280,7 @@ def _start(p: _Pass, now: datetime) -> ServerView | None:
     if not _create(p, run):
         return None
     why = "first server" if run == 1 else "restart" if p.status.failuresInARow else "spec changed or server gone"
-    p.event("Normal", SERVER_STARTED, f"started server {name} (run {run}: {why})")
+    p.event("Normal", Reason.SERVER_STARTED, f"started server {name} (run {run}: {why})")
     return _planned(p, run)
 
 
@@ -326,12 +314,12 @@ def _service(p: _Pass, target: ServerView | None) -> None:
     if refusal is not None:
         message = refusal.describe(f"Service {name}")
         if p.status.lastError is None or p.status.lastError.message != message[:MAX_MESSAGE]:
-            p.event("Warning", SERVER_REFUSED, message)
+            p.event("Warning", Reason.SERVER_REFUSED, message)
         p.status.lastError = LastError(reason="ServiceRefused", message=message[:MAX_MESSAGE], time=p.now)
         return
     p.before(ensure)
     if service is not None and target is not None and service.selector.get(labels.DRIVER) != naming.label_value(driver):
-        p.event("Normal", SERVICE_SWITCHED, f"Service {name} now selects server {driver}")
+        p.event("Normal", Reason.SERVICE_SWITCHED, f"Service {name} now selects server {driver}")
 
 
 def _route(p: _Pass) -> None:
@@ -342,7 +330,7 @@ def _route(p: _Pass) -> None:
     if manifest is None:
         found = p.o.service(name, kind="GRPCRoute")
         if found is not None:
-            p.before(Delete(found.api_version, found.kind, found.name, found.uid, ROUTE_REMOVED))
+            p.before(Delete(found.api_version, found.kind, found.name, found.uid, Reason.ROUTE_REMOVED))
         return
     ensure = Ensure(manifest, "GRPCRoute")
     refusal = refused(p.o.refusals, ensure)
@@ -351,7 +339,7 @@ def _route(p: _Pass) -> None:
         return
     message = refusal.describe(f"GRPCRoute {name}")
     if p.status.lastError is None or p.status.lastError.message != message[:MAX_MESSAGE]:
-        p.event("Warning", SERVER_REFUSED, message)
+        p.event("Warning", Reason.SERVER_REFUSED, message)
     p.status.lastError = LastError(reason="RouteRefused", message=message[:MAX_MESSAGE], time=p.now)
 
 
@@ -363,7 +351,7 @@ def _stop(p: _Pass, server: ServerView, outcome: ServerOutcome, reason: str, mes
         )
         p.event(
             "Normal",
-            SERVER_REPLACED if outcome is ServerOutcome.REPLACED else SUSPENDED,
+            Reason.SERVER_REPLACED if outcome is ServerOutcome.REPLACED else Reason.SUSPENDED,
             f"stopped server {server.name}: {message}",
         )
     if server.uid:
@@ -395,22 +383,13 @@ def _state(p: _Pass, target: ServerView | None) -> None:
     else:
         status.state = ConnectState.PROVISIONING
     if status.state is ConnectState.READY and before is not ConnectState.READY and target is not None:
-        p.event("Normal", SERVER_READY, f"server {target.pod_name or target.name} is Ready at {status.endpoint}")
+        p.event("Normal", Reason.SERVER_READY, f"server {target.pod_name or target.name} is Ready at {status.endpoint}")
     if before is ConnectState.READY and status.state is not ConnectState.READY:
-        p.event("Warning", SERVER_NOT_READY, f"no server is Ready ({status.state})")
+        p.event("Warning", Reason.SERVER_NOT_READY, f"no server is Ready ({status.state})")
     reason = REASON_READY if ready else REASON_NOT_READY
     message = (
         f"server pod {target.pod_name} is Ready" if ready and target else f"no server pod is Ready ({status.state})"
     )
-    old = next((x for x in status.conditions or () if x.type == CONDITION_READY), None)
-    condition = Condition(
-        type=CONDITION_READY,
-        status="True" if ready else "False",
-        reason=reason,
-        message=message,
-        lastTransitionTime=transition_time(
-            old.status if old else None, old.lastTransitionTime if old else None, "True" if ready else "False", p.now
-        ),
-        observedGeneration=c.generation,
+    status.conditions = with_condition(
+        status.conditions, CONDITION_READY, "True" if ready else "False", reason, message, p.now, c.generation
     )
-    status.conditions = [*(x for x in status.conditions or () if x.type != CONDITION_READY), condition]

@@ -15,7 +15,7 @@ from sparkop.core.caches import IndexKey
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Resource
 from sparkop.core.metrics import MetricSpec, Transitions
-from sparkop.core.runtime import Runtime
+from sparkop.core.runtime import Runtime, Source
 from sparkop.domain import kinds
 
 SERVERS: Final = "sparkop_connect_servers"
@@ -63,5 +63,5 @@ def collector(
 ) -> Collector:
     """The connect controller's metrics, over the SparkConnects of each (index name, resource)."""
     for index, resource in indexes:
-        runtime.add_index(index, resource, state_key, lambda body: None)
+        runtime.add_index(Source(index, resource, state_key, lambda body: None))
     return ConnectCollector(runtime, [index for index, _ in indexes])

@@ -31,7 +31,7 @@ What the work queue is told is a :class:`core.queue.Result`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -39,16 +39,14 @@ from typing import Any, Final, Generic, TypeVar, cast
 
 from sparkop.core import logs
 from sparkop.core.applier import Applied, Applier, DecideAgain
-from sparkop.core.caches import IndexKey
 from sparkop.core.expectations import Expectations, Learnt
-from sparkop.core.informer import Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Rules
-from sparkop.core.owners import ObservedOwnFields
+from sparkop.core.owners import ObservedOwnFields, object_key, snapshot
 from sparkop.core.plan import Plan, Record
 from sparkop.core.queue import Result, WorkQueue
 from sparkop.core.resources import NAMESPACES, Resource
-from sparkop.core.runtime import Ours, Runtime
+from sparkop.core.runtime import Ours, Runtime, Source
 from sparkop.core.specs import Model, lenient
 from sparkop.core.store import EventType
 from sparkop.core.times import utc_now
@@ -62,33 +60,10 @@ O = TypeVar("O")  # noqa: E741 - what observe returns, decide reads
 S = TypeVar("S", bound=Model)  # the plan's status type
 
 
-@dataclass(frozen=True)
-class Source:
-    """One cache the controller reads: ``resource`` (narrowed on the server by the label
-    ``selector``), each object filed under ``keys(obj)`` as ``value(obj)`` in the index ``index``.
-    Every change enqueues the keys of the object before and after it; for what the controller owns,
-    only when ``view(obj)`` changed (when given), and coalesced with the other changes of a moment.
-    ``transform`` and ``shared``: see :meth:`core.runtime.Runtime.add_index`."""
-
-    index: str
-    resource: Resource
-    keys: Callable[[JSON], Iterable[IndexKey]]
-    value: Callable[[JSON], Any]
-    selector: str | None = None
-    transform: Transform | None = None
-    shared: bool = False
-    view: Callable[[JSON], Any] | None = None
-    within: Callable[[JSON], float] | None = None
-    """For what the controller owns: how soon a change of this object asks for its owner's pass (the
-    changes meanwhile merged into it); None: ``core.runtime.COALESCE_SECONDS``."""
-    own_changes_settle: bool = False
-    """For what the controller owns: a change that only our own patch or delete of the object made
-    (its watch event shows exactly the version that patch or delete left) decides nothing new, so it
-    asks for no pass. True only where every patch the controller makes of the kind is settled by
-    itself (a pod's finalizer released: the pass that released it decided everything else already)."""
-    many: bool = False
-    """One or more objects per app (a driver's pods, ConfigMaps, Services): the controllers that do not
-    read them start before they are listed (``core.runtime.Runtime.listed_later``)."""
+def own_source(index: str, resource: Resource, value: Callable[[JSON], Any] = snapshot) -> Source:
+    """The Source of a controller's own kind: each object filed under its own key, as ``value(obj)``
+    (by default :func:`core.owners.snapshot`, a copy of its own: a pass writes its status into it)."""
+    return Source(index, resource, object_key, value)
 
 
 @dataclass(frozen=True)
@@ -244,7 +219,7 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
     queue: WorkQueue[Key] = runtime.queue(controller.name, loop.reconcile)
     for source in (controller.own, *controller.owned):
         owned = source is not controller.own
-        _index(runtime, source)
+        runtime.add_index(source)
         runtime.enqueue_on_change(
             source.resource,
             queue,
@@ -256,7 +231,7 @@ def start(runtime: Runtime, controller: Controller[O, S]) -> Loop[O, S]:
             ours=_ours(loop.applier.expectations, source) if owned else loop.echo,
         )
     for source in controller.reads:
-        _index(runtime, source)
+        runtime.add_index(source)
         runtime.read_by(queue, source.resource, source.selector)
     if controller.by_namespace_selector and runtime.options.namespace_selector is not None:
         runtime.read_by(queue, NAMESPACES)  # the pass reads the Namespace cache (Runtime.namespace_selected)
@@ -287,19 +262,6 @@ def _ours(expectations: Expectations[Key], source: Source) -> Ours:
     return ours
 
 
-def _index(runtime: Runtime, source: Source) -> None:
-    runtime.add_index(
-        source.index,
-        source.resource,
-        source.keys,
-        source.value,
-        selector=source.selector,
-        transform=source.transform,
-        shared=source.shared,
-        many=source.many,
-    )
-
-
 def _uid(body: JSON | None) -> str:
     return str(((body or {}).get("metadata") or {}).get("uid", ""))
 
@@ -308,4 +270,4 @@ def _version(body: JSON | None) -> str:
     return str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
 
 
-__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Own", "Result", "Source", "start"]
+__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Own", "Result", "Source", "own_source", "start"]

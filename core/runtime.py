@@ -10,7 +10,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from prometheus_client.registry import Collector
 
@@ -26,7 +26,6 @@ from sparkop.core.store import EventType
 
 log = logging.getLogger(__name__)
 
-V = TypeVar("V")
 # How long a change of an owned object may wait for others before its owner's pass: a pod going
 # Pending -> Running and its executors appearing within this make one pass and one status write.
 COALESCE_SECONDS: Final = 0.2
@@ -82,6 +81,35 @@ class Options:
     listed_namespaces: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True)
+class Source:
+    """One cache the controller reads: ``resource`` (narrowed on the server by the label
+    ``selector``), each object filed under ``keys(obj)`` as ``value(obj)`` in the index ``index``.
+    Every change enqueues the keys of the object before and after it; for what the controller owns,
+    only when ``view(obj)`` changed (when given), and coalesced with the other changes of a moment.
+    ``transform``, ``shared`` and ``many``: see :meth:`Runtime.add_index`."""
+
+    index: str
+    resource: Resource
+    keys: Callable[[JSON], Iterable[IndexKey]]
+    value: Callable[[JSON], Any]
+    selector: str | None = None
+    transform: Transform | None = None
+    shared: bool = False
+    view: Callable[[JSON], Any] | None = None
+    within: Callable[[JSON], float] | None = None
+    """For what the controller owns: how soon a change of this object asks for its owner's pass (the
+    changes meanwhile merged into it); None: :data:`COALESCE_SECONDS`."""
+    own_changes_settle: bool = False
+    """For what the controller owns: a change that only our own patch or delete of the object made
+    (its watch event shows exactly the version that patch or delete left) decides nothing new, so it
+    asks for no pass. True only where every patch the controller makes of the kind is settled by
+    itself (a pod's finalizer released: the pass that released it decided everything else already)."""
+    many: bool = False
+    """One or more objects per app (a driver's pods, ConfigMaps, Services): the controllers that do not
+    read them start before they are listed (:attr:`Runtime.listed_later`)."""
+
+
 @dataclass
 class Runtime:
     """What the handlers and reconcilers of a running operator share."""
@@ -127,30 +155,22 @@ class Runtime:
         if not self.index(index).holds(key, uid):
             raise NotCurrent(f"{index}: {key} of uid {uid} is no longer in the cache")
 
-    def add_index(
-        self,
-        name: str,
-        resource: Resource,
-        keys: Callable[[JSON], Iterable[IndexKey]],
-        value: Callable[[JSON], V],
-        *,
-        selector: str | None = None,
-        transform: Transform | None = None,
-        shared: bool = False,
-        many: bool = False,
-    ) -> CacheIndex[V]:
-        """Observe ``resource`` (narrowed on the server by the label ``selector``), filed by ``keys``;
-        ``transform``: what of each object the cache keeps (see ``core.caches.Caches.informers``);
-        ``shared``: ``value`` makes what no reader changes (a frozen summary), so the values last read
-        are kept and handed out again while their object is unchanged (``core.caches.CacheIndex.memo``);
-        ``many``: one or more per app (a driver's pods, ConfigMaps, Services): listed after the other
-        selections (``listed_later``)."""
+    def add_index(self, source: Source) -> CacheIndex[Any]:
+        """Observe ``source.resource`` (narrowed on the server by the label ``source.selector``), filed by
+        ``source.keys`` in the index ``source.index``; ``transform``: what of each object the cache keeps
+        (see ``core.caches.Caches.informers``); ``shared``: ``value`` makes what no reader changes (a frozen
+        summary), so the values last read are kept and handed out again while their object is unchanged
+        (``core.caches.CacheIndex.memo``); ``many``: one or more per app (a driver's pods, ConfigMaps,
+        Services): listed after the other selections (``listed_later``)."""
+        name = source.index
         if name in self.indexes:
             raise ValueError(f"index {name!r} is already registered")
-        memo = SHARED_VALUES_KEPT if shared else 0
-        index = self.caches.index(name, resource, keys, value, label_selector=selector, transform=transform, memo=memo)
+        memo = SHARED_VALUES_KEPT if source.shared else 0
+        index = self.caches.index(
+            name, source.resource, source.keys, source.value, source.selector, source.transform, memo
+        )
         self.indexes[name] = index
-        if many:
+        if source.many:
             self.listed_later += [i for i in index.informers if i not in self.listed_later]
         return index
 
@@ -274,7 +294,7 @@ def register_namespaces(runtime: Runtime) -> None:
 
     runtime.caches.on_change(NAMESPACES, on_namespace)
     if runtime.options.namespace_selector is not None:
-        runtime.add_index(NAMESPACE_LABELS_INDEX, NAMESPACES, _namespace_name, _namespace_labels)
+        runtime.add_index(Source(NAMESPACE_LABELS_INDEX, NAMESPACES, _namespace_name, _namespace_labels))
 
 
 def _namespace_name(body: JSON) -> list[tuple[str]]:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from sparkop.api.models import Condition
-from sparkop.core.conditions import transition_time
+from sparkop.api.models import Condition, with_condition
 from sparkop.driver_controller.status import MAX_MESSAGE
 from sparkop.driver_controller.summaries import PodGroupSummary, PodSummary
 
@@ -107,15 +106,6 @@ def set_condition(
     now: datetime,
     generation: int | None,
 ) -> list[Condition]:
-    """``conditions`` with the one of type ``kind`` replaced (moved to the end) or added."""
-    old = next((c for c in conditions if c.type == kind), None)
-    old_status, old_time = (old.status, old.lastTransitionTime) if old else (None, None)
-    new = Condition(
-        type=kind,
-        status=status,
-        reason=reason,
-        message=message[:MAX_MESSAGE] or None,
-        lastTransitionTime=transition_time(old_status, old_time, status, now),
-        observedGeneration=generation,
-    )
-    return [*(c for c in conditions if c.type != kind), new]
+    """``conditions`` with the one of type ``kind`` set (``api.models.with_condition``), its message cut to
+    the status's bound (an empty one: none)."""
+    return with_condition(conditions, kind, status, reason, message[:MAX_MESSAGE] or None, now, generation)

@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from sparkop.api.models import DriverPhase, SparkDriver, SparkDriverStatus
-from sparkop.core.controller import Controller, Own, Source, start
+from sparkop.core.controller import Controller, Own, Source, own_source, start
 from sparkop.core.expectations import Learnt
 from sparkop.core.jsontypes import JSON
-from sparkop.core.owners import controller_of, object_key, same_controller
+from sparkop.core.owners import controller_of, same_controller
 from sparkop.core.resources import CONFIGMAPS, NETWORK_POLICIES, PODS, SERVICES
 from sparkop.core.runtime import COALESCE_SECONDS, Options, Runtime
 from sparkop.domain import labels, naming
@@ -260,7 +260,7 @@ def driver_controller(runtime: Runtime) -> Controller[Observed, SparkDriverStatu
     return Controller(
         name="driver",
         # As read: every read of the cache is already a copy of its own (core.informer.Store).
-        own=Source(INDEX_DRIVERS, SPARK_DRIVERS, object_key, as_read),
+        own=own_source(INDEX_DRIVERS, SPARK_DRIVERS, as_read),
         owned=(
             # The only patch of a pod is our finalizer's release, and a delete is of a pod the pass is
             # done with: the echo of either asks for no pass.

@@ -88,14 +88,14 @@ def _create_pod(f: Facts, expected: str, app_id: str) -> Facts:
     f = f.update(driverPod=DriverPodInfo(name=expected))
     f = f.event(
         "Normal",
-        events.INCARNATION_CREATED,
+        events.Reason.INCARNATION_CREATED,
         f"incarnation {f.incarnation}: driver pod {expected}, spark.app.id {app_id}",
     )
     # Said once per driver pod created (with the event above, not on every pass): the pod is built as
     # the nearest known line's spark-submit would build it.
     release = spark_release(f.driver)
     if release is not None and release.warning:
-        f = f.event("Warning", events.UNKNOWN_SPARK_VERSION, release.warning)
+        f = f.event("Warning", events.Reason.UNKNOWN_SPARK_VERSION, release.warning)
     return f
 
 
@@ -121,7 +121,7 @@ def _refusal(f: Facts, policy: Ensure | None) -> Facts | None:
             continue
         kind, name = action.kind, action.name
         # 409: the name is held by an object that is not ours (never taken for ours, never adopted).
-        reason = refusal.reason if refusal.code == 409 else events.SUBMISSION_FAILED
+        reason = refusal.reason if refusal.code == 409 else events.Reason.SUBMISSION_FAILED
         message = refusal.message
         if kind == "PodGroup" and refusal.code == 404:
             message = (
@@ -129,7 +129,7 @@ def _refusal(f: Facts, policy: Ensure | None) -> Facts | None:
                 "install that scheduler's CRDs, or remove spec.batchScheduler"
             )
         return f.refused(reason, message).event(
-            "Warning", events.SUBMISSION_FAILED, f"{kind} {name} refused: {message}"
+            "Warning", events.Reason.SUBMISSION_FAILED, f"{kind} {name} refused: {message}"
         )
     return None
 

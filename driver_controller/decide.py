@@ -156,19 +156,19 @@ def _spec_refused(
         return plan
     if not error.unknown:
         status = status.model_copy(update={"observedGeneration": driver.generation})
-        failed = with_submission_failed(status, now, events.INVALID_SPEC, error.message)
-        return plan.with_status(failed).with_event("Warning", events.INVALID_SPEC, error.message)
+        failed = with_submission_failed(status, now, events.Reason.INVALID_SPEC, error.message)
+        return plan.with_status(failed).with_event("Warning", events.Reason.INVALID_SPEC, error.message)
     message = (
         f"{', '.join(error.unknown)}: not known to this operator; the SparkDriver waits for an operator "
         "version that knows these fields (or for a spec without them)"
     )
     last = status.lastError
-    if last is not None and (last.reason, last.message) == (events.UNKNOWN_SPEC_FIELDS, message):
+    if last is not None and (last.reason, last.message) == (events.Reason.UNKNOWN_SPEC_FIELDS, message):
         return plan
     waiting = status.model_copy(
-        update={"lastError": LastError(reason=events.UNKNOWN_SPEC_FIELDS, message=message, time=now)}
+        update={"lastError": LastError(reason=events.Reason.UNKNOWN_SPEC_FIELDS, message=message, time=now)}
     )
-    return plan.with_status(waiting).with_event("Warning", events.UNKNOWN_SPEC_FIELDS, message)
+    return plan.with_status(waiting).with_event("Warning", events.Reason.UNKNOWN_SPEC_FIELDS, message)
 
 
 def _settled(plan: Plan[SparkDriverStatus]) -> Plan[SparkDriverStatus]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from sparkop.api.models import (
     LOG_TAIL_CHARS,
@@ -39,6 +39,9 @@ from sparkop.driver_controller.summaries import PodSummary
 from sparkop.driver_controller.templates import spark_container_name
 
 T = TypeVar("T")
+
+# The status fields that tell of one driver-pod incarnation: a new incarnation starts without them.
+INCARNATION_FIELDS: Final = ("driverPod", "executorsStartedTime", "executorFailures", "termination", "executorState")
 
 
 class Why(enum.StrEnum):
@@ -193,11 +196,7 @@ class Facts:
         return self.at_incarnation(incarnation).update(
             incarnation=incarnation,
             phase=DriverPhase.PENDING,
-            driverPod=None,
-            executorsStartedTime=None,
-            executorFailures=None,
-            termination=None,
-            executorState=None,
+            **dict.fromkeys(INCARNATION_FIELDS),
             startTime=self.status.startTime or self.now,
             sparkApplicationId=naming.spark_app_id(self.uid, incarnation),
         )
@@ -205,9 +204,9 @@ class Facts:
     def invalid_spec(self, message: str) -> Facts:
         """A spec spark-submit would refuse: SubmissionFailed, nothing created."""
         status = with_submission_failed(
-            self.status, self.now, events.INVALID_SPEC, message, self.incarnation, self.pod_name
+            self.status, self.now, events.Reason.INVALID_SPEC, message, self.incarnation, self.pod_name
         )
-        return self._with(status=status).event("Warning", events.INVALID_SPEC, message)
+        return self._with(status=status).event("Warning", events.Reason.INVALID_SPEC, message)
 
     def refused(self, reason: str, message: str) -> Facts:
         """The API server refused an object of the incarnation: SubmissionFailed over the status as read

@@ -331,9 +331,9 @@ def _create_workload(f: Facts, queue: str) -> Outcome:
                 f"the cluster does not serve Kueue's Workloads ({API_VERSION}): install Kueue v0.17 or "
                 f"later, or remove the label {labels.KUEUE_QUEUE_NAME}"
             )
-        reason = refusal.reason if refusal.code == 409 else events.SUBMISSION_FAILED
+        reason = refusal.reason if refusal.code == 409 else events.Reason.SUBMISSION_FAILED
         f = f.refused(reason, message).event(
-            "Warning", events.SUBMISSION_FAILED, f"Workload {expected} refused: {message}"
+            "Warning", events.Reason.SUBMISSION_FAILED, f"Workload {expected} refused: {message}"
         )
         return Stop(f, Why.REFUSED)
     priority: int | None = None
@@ -378,7 +378,7 @@ def _evicted(f: Facts, wl: WorkloadSummary) -> Facts:
         message = f"Kueue evicted Workload {wl.name} ({reason}: {why}); the driver pod and its executors are stopped"
         f = f.record(f.incarnation, pod_name, IncarnationOutcome.LOST, f"Kueue{reason}", message, tail)
         f = f.update(queueEvictions=(f.status.queueEvictions or 0) + 1)
-        f = f.event("Warning", events.QUEUED, f"{message}; the run waits for Kueue to admit it again")
+        f = f.event("Warning", events.Reason.QUEUED, f"{message}; the run waits for Kueue to admit it again")
         f = f.start_incarnation(f.incarnation + 1)
     running = [pod for pod in f.owned_pods if pod.phase not in ("Succeeded", "Failed")]
     if not running and wl.deleting:

@@ -17,7 +17,7 @@ from sparkop.core.caches import IndexKey
 from sparkop.core.jsontypes import JSON
 from sparkop.core.metrics import Transitions, kubeflow_labels, label_name
 from sparkop.core.resources import PODS
-from sparkop.core.runtime import Runtime
+from sparkop.core.runtime import Runtime, Source
 from sparkop.domain import labels
 from sparkop.driver_controller.transitions import TRANSITIONS
 
@@ -60,7 +60,7 @@ def collector(runtime: Runtime, index: str, metrics_labels: Sequence[str] = ()) 
     """The driver controller's metrics for ``runtime``; ``metrics_labels`` as ``labels`` for
     ``apps_controller.metrics``. Register it after the pods' index (it shares their trimmed cache)."""
     TRANSITIONS.configure([label_name(n) for n in metrics_labels])
-    runtime.add_index(index, PODS, running_executor_keys(TRANSITIONS), lambda pod: None, selector=labels.DRIVER)
+    runtime.add_index(Source(index, PODS, running_executor_keys(TRANSITIONS), lambda pod: None, selector=labels.DRIVER))
     return DriverCollector(runtime, index)
 
 

@@ -225,8 +225,8 @@ def _terminal(
         f = f.update(termination=term)
     f = f.record(f.incarnation, pod_name, IncarnationOutcome(phase.value), reason, message, log_tail)
     event_type: Literal["Normal", "Warning"] = "Normal" if phase is DriverPhase.SUCCEEDED else "Warning"
-    event_reason = {DriverPhase.SUCCEEDED: events.SUCCEEDED, DriverPhase.FAILED: events.FAILED}.get(
-        phase, events.SUBMISSION_FAILED
+    event_reason = {DriverPhase.SUCCEEDED: events.Reason.SUCCEEDED, DriverPhase.FAILED: events.Reason.FAILED}.get(
+        phase, events.Reason.SUBMISSION_FAILED
     )
     return f.event(event_type, event_reason, message or f"driver pod {pod_name} {phase.value.lower()}")
 
@@ -245,11 +245,11 @@ def _lost(f: Facts, pod_name: str, reason: str, message: str, *, log_tail: str) 
         )
         f = f.update(
             phase=DriverPhase.FAILED,
-            termination=Termination(reason=events.POD_LOST, message=text),
+            termination=Termination(reason=events.Reason.POD_LOST, message=text),
             completionTime=f.now,
         )
-        return f.event("Warning", events.POD_LOST, text)
-    f = f.event("Warning", events.POD_LOST, f"driver pod {pod_name} lost ({reason}: {message}); replacing it")
+        return f.event("Warning", events.Reason.POD_LOST, text)
+    f = f.event("Warning", events.Reason.POD_LOST, f"driver pod {pod_name} lost ({reason}: {message}); replacing it")
     return f.start_incarnation(f.incarnation + 1)
 
 
@@ -262,7 +262,7 @@ def _running(f: Facts, pod: PodSummary, info: DriverPodInfo) -> Facts:
     timeout = f.observed.settings.unschedulable_timeout
     verdict = conditions.stuck(pod, f.status.conditions or (), f.now, f.generation, timeout)
     if verdict.event is not None:
-        f = f.event("Warning", events.STUCK, verdict.event)
+        f = f.event("Warning", events.Reason.STUCK, verdict.event)
     if verdict.conditions is not None:
         f = f.update(conditions=verdict.conditions)
     if verdict.requeue_after is not None:

@@ -56,7 +56,7 @@ def name_held(f: Facts, name: str) -> tuple[Facts, bool]:
     if holder.same_owner and holder.ended:
         why = f"the next run's driver pod needs its name; its outcome is in SparkDriver {holder.driver}'s status"
         f = f.after(deletion("Pod", pod.name, pod.uid, NAME_FOR_NEXT_RUN)).requeue(NAME_WAIT_SECONDS)
-        return f.event("Normal", events.NAME_FOR_NEXT_RUN, f"deleting driver pod {pod.name}: {why}"), True
+        return f.event("Normal", events.Reason.NAME_FOR_NEXT_RUN, f"deleting driver pod {pod.name}: {why}"), True
     if holder.same_owner:
         return f.requeue(NAME_WAIT_SECONDS), True  # an earlier run still ending: its SparkDriver records it first
     whose = f"the driver pod of SparkDriver {holder.driver}" if holder.driver else "another pod"
@@ -64,7 +64,7 @@ def name_held(f: Facts, name: str) -> tuple[Facts, bool]:
         f"the driver pod name {name} is held by {whose}, which is not of an earlier run of this one; set "
         "spec.driver.podName to another name, or delete that pod's owner"
     )
-    return f.refused(events.NAME_TAKEN, message).event("Warning", events.SUBMISSION_FAILED, message), True
+    return f.refused(events.Reason.NAME_TAKEN, message).event("Warning", events.Reason.SUBMISSION_FAILED, message), True
 
 
 def remove_if_node_lost(f: Facts, pod: PodSummary) -> Facts:
@@ -76,7 +76,7 @@ def remove_if_node_lost(f: Facts, pod: PodSummary) -> Facts:
         return f
     message = f"driver pod {pod.name} removed at once: its node {pod.node_name} is lost"
     f = f.after(Delete("v1", "Pod", pod.name, pod.uid, NODE_LOST, concurrent=True, grace_seconds=0))
-    return f.event("Normal", events.NODE_LOST, message)
+    return f.event("Normal", events.Reason.NODE_LOST, message)
 
 
 __all__ = ["LOST_NODE_RECHECK_SECONDS", "NAME_FOR_NEXT_RUN", "NAME_WAIT_SECONDS", "NODE_LOST", "name_held"]

@@ -10,8 +10,7 @@ from typing import Final
 
 from sparkop.api.history import SparkHistoryServerStatus
 from sparkop.core import resources
-from sparkop.core.controller import Controller, Own, Source, start
-from sparkop.core.owners import object_key, snapshot
+from sparkop.core.controller import Controller, Own, Source, own_source, start
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
 from sparkop.history_controller.build import SELECTOR
@@ -36,7 +35,7 @@ def history_controller(runtime: Runtime) -> Controller[Observed, SparkHistorySer
 
     return Controller(
         name="history",
-        own=Source(SERVERS_INDEX, kinds.SPARK_HISTORY_SERVERS, object_key, snapshot),
+        own=own_source(SERVERS_INDEX, kinds.SPARK_HISTORY_SERVERS),
         owned=tuple(
             Source(
                 index,

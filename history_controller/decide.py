@@ -22,20 +22,14 @@ from typing import Final
 
 from sparkop.api import history
 from sparkop.api.history import HistoryState, SparkHistoryServerStatus
-from sparkop.api.models import Condition, LastError
-from sparkop.core.conditions import transition_time
+from sparkop.api.models import LastError, with_condition
 from sparkop.core.jsontypes import JSON
 from sparkop.core.plan import Delete, Ensure, Plan, refused
 from sparkop.domain import labels
 from sparkop.history_controller import build
+from sparkop.history_controller.events import Reason
 from sparkop.history_controller.observed import Observed
 
-# Events (reasons), CamelCase as Kubernetes' own.
-SERVER_READY: Final = "HistoryServerReady"
-SERVER_NOT_READY: Final = "HistoryServerNotReady"
-OBJECT_REFUSED: Final = "HistoryServerRefused"
-ENSURED: Final = "HistoryServer"
-REMOVED: Final = "HistoryServerRouteRemoved"
 CONDITION_READY: Final = "Ready"
 MAX_MESSAGE: Final = 4096
 
@@ -51,7 +45,7 @@ class _Pass:
     def ensure(self, manifest: JSON) -> None:
         """``manifest`` written when missing or built from another spec (its hash differs), unless the
         API server refused it: then that is what the pass reports."""
-        action = Ensure(manifest, ENSURED, concurrent=True)
+        action = Ensure(manifest, Reason.ENSURED, concurrent=True)
         found = refused(self.o.refusals, action)
         if found is not None:
             self.refusal = self.refusal or found.describe(f"{action.kind} {action.name}")
@@ -78,7 +72,9 @@ def decide(o: Observed, now: datetime) -> Plan[SparkHistoryServerStatus]:
     names = {(m["kind"], m["metadata"]["name"]) for m in wanted}
     for child in o.owned():
         if (child.kind, child.name) not in names and not child.deleting:
-            p.planned = p.planned.with_before(Delete(child.api_version, child.kind, child.name, child.uid, REMOVED))
+            p.planned = p.planned.with_before(
+                Delete(child.api_version, child.kind, child.name, child.uid, Reason.REMOVED)
+            )
     _state(p)
     return p.planned.with_status(p.status)
 
@@ -99,7 +95,7 @@ def _state(p: _Pass) -> None:
         message = p.refusal[:MAX_MESSAGE]
         if status.lastError is None or status.lastError.message != message:
             status.lastError = LastError(reason="ObjectRefused", message=message, time=p.now)
-            p.event("Warning", OBJECT_REFUSED, message)
+            p.event("Warning", Reason.OBJECT_REFUSED, message)
     elif ready > 0:
         status.state = HistoryState.READY
         status.lastError = None
@@ -109,21 +105,17 @@ def _state(p: _Pass) -> None:
         status.state = HistoryState.PROVISIONING
         status.lastError = None
     if status.state is HistoryState.READY and before is not HistoryState.READY:
-        p.event("Normal", SERVER_READY, f"history server is Ready at {status.url}")
+        p.event("Normal", Reason.SERVER_READY, f"history server is Ready at {status.url}")
     if before is HistoryState.READY and status.state is not HistoryState.READY:
-        p.event("Warning", SERVER_NOT_READY, f"no history server pod is Ready ({status.state})")
+        p.event("Warning", Reason.SERVER_NOT_READY, f"no history server pod is Ready ({status.state})")
     is_ready = status.state is HistoryState.READY
-    value = "True" if is_ready else "False"
     message = f"serving at {status.url}" if is_ready else f"not Ready ({status.state})"
-    old = next((c for c in status.conditions or () if c.type == CONDITION_READY), None)
-    condition = Condition(
-        type=CONDITION_READY,
-        status=value,
-        reason=str(status.state),
-        message=message,
-        lastTransitionTime=transition_time(
-            old.status if old else None, old.lastTransitionTime if old else None, value, p.now
-        ),
-        observedGeneration=s.generation,
+    status.conditions = with_condition(
+        status.conditions,
+        CONDITION_READY,
+        "True" if is_ready else "False",
+        str(status.state),
+        message,
+        p.now,
+        s.generation,
     )
-    status.conditions = [*(c for c in status.conditions or () if c.type != CONDITION_READY), condition]

@@ -18,8 +18,7 @@ from functools import partial
 from typing import Final
 
 from sparkop.api.scheduled import ScheduledSparkApplicationStatus
-from sparkop.core.controller import Controller, Own, Source, start
-from sparkop.core.owners import object_key, snapshot
+from sparkop.core.controller import Controller, Own, Source, own_source, start
 from sparkop.core.runtime import Runtime
 from sparkop.core.times import utc_now
 from sparkop.domain import kinds
@@ -55,7 +54,7 @@ def schedule_controller(
     return Controller(
         name=api.named("scheduled"),
         by_namespace_selector=True,
-        own=Source(api.named(SCHEDULED_INDEX), api.scheduled, object_key, snapshot),
+        own=own_source(api.named(SCHEDULED_INDEX), api.scheduled),
         owned=(Source(runs_index, api.applications, owner_keys(api.group), run_view),),
         observe=observe,
         decide=decide,

@@ -34,17 +34,11 @@ from sparkop.core.owners import copy_json, owner_reference
 from sparkop.core.plan import Action, Create, Delete, Event, Plan, Refusal, refused
 from sparkop.core.times import format_time
 from sparkop.domain import labels, naming
+from sparkop.schedule_controller.events import Reason
 from sparkop.schedule_controller.observed import COMPLETED, FAILED, Observed, RunView, ScheduledView
 
 APP_KIND: Final = "SparkApplication"  # what a schedule starts, in its own group
-# Events (reasons), CamelCase as Kubernetes' own.
-RUN_STARTED: Final = "RunStarted"
-RUN_SKIPPED: Final = "RunSkipped"
-RUN_MISSED: Final = "RunMissed"
-RUN_REPLACED: Final = "RunReplaced"
-RUN_REFUSED: Final = "RunRefused"
-RUN_PRUNED: Final = "RunPruned"
-INVALID_SCHEDULE: Final = "InvalidSchedule"
+
 
 DEFAULT_HISTORY_LIMIT: Final = 1
 # Wake a little after the scheduled instant, not a hair before it.
@@ -89,10 +83,13 @@ def _history(
     done = sorted((r for r in runs if r.state == state), key=lambda r: r.when, reverse=True)
     kept, pruned = done[:limit], done[limit:]
     name = sched.name
-    deletes: list[Action] = [Delete(sched.api_version, APP_KIND, r.name, r.uid, RUN_PRUNED) for r in reversed(pruned)]
+    deletes: list[Action] = [
+        Delete(sched.api_version, APP_KIND, r.name, r.uid, Reason.RUN_PRUNED) for r in reversed(pruned)
+    ]
     what = "successful" if state == COMPLETED else "failed"
     events = [
-        Event("Normal", RUN_PRUNED, f"deleted {what} run {r.name} ({name} keeps {limit})") for r in reversed(pruned)
+        Event("Normal", Reason.RUN_PRUNED, f"deleted {what} run {r.name} ({name} keeps {limit})")
+        for r in reversed(pruned)
     ]
     return [r.name for r in kept], deletes, events
 
@@ -132,7 +129,7 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
     if isinstance(sched.schedule, ScheduleError):
         error = str(sched.schedule)
         if status.scheduleState != ScheduleState.FAILED_VALIDATION or status.reason != error:
-            plan = plan.with_event("Warning", INVALID_SCHEDULE, error)
+            plan = plan.with_event("Warning", Reason.INVALID_SCHEDULE, error)
         status.scheduleState, status.reason, status.nextRun = ScheduleState.FAILED_VALIDATION, error, None
     else:
         schedule = sched.schedule
@@ -181,25 +178,29 @@ def _act_on(
         message = (
             f"run {name} scheduled at {when} not started: {late:.0f}s late, past startingDeadlineSeconds {deadline}"
         )
-        return None, plan.with_event("Warning", RUN_MISSED, message)
+        return None, plan.with_event("Warning", Reason.RUN_MISSED, message)
     policy = spec.get("concurrencyPolicy") or ConcurrencyPolicy.ALLOW
     if policy == ConcurrencyPolicy.FORBID and active:
         running = ", ".join(r.name for r in active)
         message = f"run {name} scheduled at {when} skipped: {running} still active (Forbid)"
-        return None, plan.with_event("Normal", RUN_SKIPPED, message)
+        return None, plan.with_event("Normal", Reason.RUN_SKIPPED, message)
     manifest = build_run(observed.scheduled, observed.body, due)
     refusal: Refusal | None = refused(observed.refusals, Create(manifest))
     if refusal is not None:
-        return None, plan.with_event("Warning", RUN_REFUSED, refusal.describe(f"run {name} scheduled at {when}"))
+        return None, plan.with_event("Warning", Reason.RUN_REFUSED, refusal.describe(f"run {name} scheduled at {when}"))
     replaced: set[str] = set()
     if policy == ConcurrencyPolicy.REPLACE:
         for run in active:
             if run.name == name:
                 continue
-            plan = plan.with_before(Delete(observed.scheduled.api_version, APP_KIND, run.name, run.uid, RUN_REPLACED))
-            plan = plan.with_event("Normal", RUN_REPLACED, f"deleted active run {run.name} to start {name} (Replace)")
+            plan = plan.with_before(
+                Delete(observed.scheduled.api_version, APP_KIND, run.name, run.uid, Reason.RUN_REPLACED)
+            )
+            plan = plan.with_event(
+                "Normal", Reason.RUN_REPLACED, f"deleted active run {run.name} to start {name} (Replace)"
+            )
             replaced.add(run.name)
-    plan = plan.with_before(Create(manifest, RUN_STARTED))
-    plan = plan.with_event("Normal", RUN_STARTED, f"started run {name} scheduled at {when}")
+    plan = plan.with_before(Create(manifest, Reason.RUN_STARTED))
+    plan = plan.with_event("Normal", Reason.RUN_STARTED, f"started run {name} scheduled at {when}")
     status.lastRun, status.lastRunName = due, name
     return replaced, plan

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-CRD_NAMES = [f"{info['plural']}.sparkop.io" for info in crds.KINDS.values()]
+CRD_NAMES = [f"{info.plural}.sparkop.io" for info in crds.KINDS.values()]
 
 
 @pytest.fixture(scope="module")

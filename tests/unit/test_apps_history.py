@@ -136,10 +136,10 @@ def test_an_app_whose_server_is_not_there_waits_for_it() -> None:
     c = SimCluster(spec={**BASE_SPEC, "historyServer": {"name": "hist"}}, name="pi")
     plan = c.reconcile()
     assert plan is not None and plan.after_status == () and plan.requeue_after is not None
-    assert not c.drivers and c.status["lastError"]["reason"] == events.HISTORY_SERVER_MISSING
-    assert [e.reason for e in c.events] == [events.HISTORY_SERVER_MISSING]
+    assert not c.drivers and c.status["lastError"]["reason"] == events.Reason.HISTORY_SERVER_MISSING
+    assert [e.reason for e in c.events] == [events.Reason.HISTORY_SERVER_MISSING]
     c.reconcile()
-    assert [e.reason for e in c.events] == [events.HISTORY_SERVER_MISSING]  # said once
+    assert [e.reason for e in c.events] == [events.Reason.HISTORY_SERVER_MISSING]  # said once
     c.history_server = CLAIM
     c.run_until_quiet()
     assert list(c.drivers) == ["pi-1"]

@@ -91,7 +91,7 @@ def test_a_finished_app_writes_no_status_whatever_its_drivers_do(
         replace(observed, drivers=tuple(drivers), ui_objects=tuple(ui_objects)), c.now + timedelta(seconds=later)
     )
     assert plan.status == observed.status
-    assert all(e.reason == events.EXPIRED for e in plan.events)
+    assert all(e.reason == events.Reason.EXPIRED for e in plan.events)
     assert not any(isinstance(a, CreateDriver | EnsureObject) for a in plan.actions)
     if ui_leftover:
         assert DeleteObject("v1", "Service", "pi-ui-svc", "svc-uid") in plan.actions

@@ -175,7 +175,7 @@ def test_a_run_planned_is_settled_by_its_write_and_an_adoption_is_not() -> None:
     c.rv += 1
     obs, _ = c.observed()
     adopted = reconcile(obs, c.now)
-    assert any(e.reason == events.ADOPTED for e in adopted.events) and not adopted.settled
+    assert any(e.reason == events.Reason.ADOPTED for e in adopted.events) and not adopted.settled
 
 
 @pytest.mark.parametrize(("ttl", "settled"), [(None, True), (300, True), (0, False)])
@@ -190,7 +190,7 @@ def test_the_end_is_settled_by_its_write_unless_its_ttl_is_up(ttl: int | None, s
     end = reconcile(obs, c.now)
     assert apps_status.state(end.status) is ApplicationState.COMPLETED and end.settled is settled
     assert end.requeue_after == (float(ttl) if ttl else None)
-    assert all(e.reason != events.EXPIRED for e in end.events)
+    assert all(e.reason != events.Reason.EXPIRED for e in end.events)
 
 
 def test_a_stale_view_cannot_write_status_nor_create() -> None:
@@ -210,7 +210,7 @@ def test_a_driver_newer_than_status_is_adopted_not_duplicated() -> None:
     c.rv += 1
     c.run_until_quiet()
     assert c.app_status.lastRun == 1 and c.app_status.currentDriver == "app-1"
-    assert any(e.reason == events.ADOPTED for e in c.events)
+    assert any(e.reason == events.Reason.ADOPTED for e in c.events)
     assert list(c.created) == [1]
     # adopted as planned (its pod not accepted yet): the state it was planned from, SUBMITTED once accepted
     assert c.state == "NEW" and apps_status.run_planned(c.app_status)
@@ -258,7 +258,7 @@ def test_driver_pod_replacement_is_not_an_application_failure() -> None:
     c.run_until_quiet()
     assert c.state == "RUNNING" and c.app_status.driverIncarnations == 2
     assert c.app_status.executionAttempts == 1  # the same execution attempt
-    assert [e.reason for e in c.events].count(events.DRIVER_POD_REPLACED) == 1
+    assert [e.reason for e in c.events].count(events.Reason.DRIVER_POD_REPLACED) == 1
     c.set_phase("app-1", DriverPhase.SUCCEEDED)
     c.run_until_quiet()
     assert c.state == "COMPLETED" and len(c.created) == 1
@@ -298,11 +298,11 @@ def test_spec_change_mid_run_reruns_exactly_once_with_reset_counters() -> None:
     assert status.attempts[-2].outcome is AttemptOutcome.INVALIDATED
     assert c.drivers["app-3"].spec["arguments"] == ["1000"]
     reasons = [e.reason for e in c.events]
-    assert reasons.count(events.INVALIDATING) == 1 and reasons[-1] == events.PENDING_RERUN
+    assert reasons.count(events.Reason.INVALIDATING) == 1 and reasons[-1] == events.Reason.PENDING_RERUN
     c.set_phase("app-3", DriverPhase.PENDING)
     c.run_until_quiet()
     assert c.state == "SUBMITTED" and c.app_status.executionAttempts == 1 and len(c.created) == 3
-    assert [e.reason for e in c.events][-2:] == [events.PENDING_RERUN, events.SUBMITTED]
+    assert [e.reason for e in c.events][-2:] == [events.Reason.PENDING_RERUN, events.Reason.SUBMITTED]
 
 
 @pytest.mark.parametrize("change", [{"timeToLiveSeconds": 30}, {"suspend": False}])
@@ -346,12 +346,12 @@ def test_suspend_and_resume() -> None:
     resumed = apps_status.condition(c.app_status, "Suspended")
     assert resumed is not None and (resumed.status, resumed.reason) == ("False", "Resumed")
     reasons = [e.reason for e in c.events]
-    i = reasons.index(events.SUSPENDING)
+    i = reasons.index(events.Reason.SUSPENDING)
     assert reasons[i:] == [
-        events.SUSPENDING,
-        events.SUSPENDED,
-        events.RESUMING,
-        events.SUBMITTED,
+        events.Reason.SUSPENDING,
+        events.Reason.SUSPENDED,
+        events.Reason.RESUMING,
+        events.Reason.SUBMITTED,
     ]
 
 
@@ -461,7 +461,7 @@ def test_invalid_spec_fails_without_a_driver() -> None:
     bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": SpecError("spec.type: bad")}), obs.status)
     plan = reconcile(bad, c.now)
     assert apps_status.state(plan.status) is ApplicationState.FAILED and not plan.after_status
-    assert events.INVALID_SPEC in [e.reason for e in plan.events]
+    assert events.Reason.INVALID_SPEC in [e.reason for e in plan.events]
 
 
 def test_unknown_spec_fields_wait_for_an_operator_that_knows_them() -> None:
@@ -473,9 +473,9 @@ def test_unknown_spec_fields_wait_for_an_operator_that_knows_them() -> None:
     newer = obs.app.__class__(**{**obs.app.__dict__, "spec_error": unknown})
     first = reconcile(Observed(newer, obs.status), c.now)
     assert apps_status.state(first.status) is ApplicationState.NEW and not first.after_status
-    assert first.status.lastError is not None and first.status.lastError.reason == events.UNKNOWN_SPEC_FIELDS
+    assert first.status.lastError is not None and first.status.lastError.reason == events.Reason.UNKNOWN_SPEC_FIELDS
     assert "spec.upgradeNote" in apps_status.error_message(first.status)
-    assert [(e.type, e.reason) for e in first.events] == [("Warning", events.UNKNOWN_SPEC_FIELDS)]
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", events.Reason.UNKNOWN_SPEC_FIELDS)]
     assert apps_status.condition(first.status, "Failed") is None
     again = reconcile(Observed(newer, first.status), c.now + timedelta(minutes=5))
     assert again.status == first.status and again.events == () and not again.after_status
@@ -503,14 +503,14 @@ def test_a_run_is_an_execution_attempt_once_its_driver_pod_is_accepted() -> None
     # the SparkDriver exists, no driver pod yet: still NEW (kubeflow's SUBMITTED says the pod exists)
     assert apps_status.state(status) is ApplicationState.NEW and apps_status.run_planned(status)
     assert (status.executionAttempts, status.submissionAttempts) == (0, 1)
-    assert events.SUBMITTED not in [e.reason for e in c.events]
+    assert events.Reason.SUBMITTED not in [e.reason for e in c.events]
     submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and (submitted.status, submitted.reason) == ("False", "Submitting")
     c.set_phase("app-1", DriverPhase.PENDING)  # the driver controller created the driver pod
     c.run_until_quiet()
     status = c.app_status
     assert apps_status.state(status) is ApplicationState.SUBMITTED and status.executionAttempts == 1
-    assert [e.reason for e in c.events].count(events.SUBMITTED) == 1
+    assert [e.reason for e in c.events].count(events.Reason.SUBMITTED) == 1
     assert status.attempts[0].attempt == 1 and status.attempts[0].outcome is AttemptOutcome.RUNNING
     submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and submitted.status == "True"
@@ -626,17 +626,17 @@ def test_a_refused_spark_driver_is_a_failed_submission_with_the_servers_message(
     assert c.state == "SUBMISSION_FAILED" and not c.drivers and not c.created
     assert (status.executionAttempts, status.submissionAttempts) == (0, 1)
     assert apps_status.error_message(status) is not None and "exceeded quota" in apps_status.error_message(status)
-    assert status.lastError is not None and status.lastError.reason == events.DRIVER_REFUSED
+    assert status.lastError is not None and status.lastError.reason == events.Reason.DRIVER_REFUSED
     assert status.lastError.message is not None and "exceeded quota" in status.lastError.message
     submitted = apps_status.condition(status, "Submitted")
     assert submitted is not None and (submitted.status, submitted.reason) == ("False", "SubmissionFailed")
-    assert events.SUBMISSION_FAILED in [e.reason for e in c.events]
+    assert events.Reason.SUBMISSION_FAILED in [e.reason for e in c.events]
     c.advance(2)
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "FAILED" and status.submissionAttempts == 2 and status.lastRun == 2
     failed = apps_status.condition(status, "Failed")
-    assert failed is not None and failed.reason == events.DRIVER_REFUSED
+    assert failed is not None and failed.reason == events.Reason.DRIVER_REFUSED
     SparkApplicationStatus.model_validate(c.status)
 
 
@@ -724,7 +724,7 @@ def test_last_error_is_set_on_every_failure_and_kept_after_a_success() -> None:
     del c.drivers["app-2"]  # somebody deletes the running SparkDriver
     c.run_until_quiet()
     error = c.app_status.lastError
-    assert error is not None and error.reason == events.DRIVER_LOST
+    assert error is not None and error.reason == events.Reason.DRIVER_LOST
     c.advance(3)
     c.run_until_quiet()
     finish(c, "app-3", DriverPhase.SUCCEEDED, "Completed")
@@ -749,9 +749,9 @@ def test_invalid_spec_sets_last_error_and_the_failed_condition() -> None:
     obs, _ = c.observed()
     bad = Observed(obs.app.__class__(**{**obs.app.__dict__, "spec_error": SpecError("spec.type: bad")}), obs.status)
     status = reconcile(bad, c.now).status
-    assert status.lastError is not None and status.lastError.reason == events.INVALID_SPEC
+    assert status.lastError is not None and status.lastError.reason == events.Reason.INVALID_SPEC
     failed = apps_status.condition(status, "Failed")
-    assert failed is not None and (failed.status, failed.reason) == ("True", events.INVALID_SPEC)
+    assert failed is not None and (failed.status, failed.reason) == ("True", events.Reason.INVALID_SPEC)
 
 
 def test_the_current_drivers_queued_condition_is_the_apps_while_its_run_is_active() -> None:

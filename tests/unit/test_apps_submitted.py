@@ -56,7 +56,7 @@ def test_first_run_is_new_until_its_driver_pod_is_accepted_then_submitted_then_r
     c.set_phase("app-1", DriverPhase.RUNNING)
     assert written_states(c) == ["RUNNING"]
     reasons = [e.reason for e in c.events]
-    assert reasons == [events.SUBMITTED, events.RUNNING]
+    assert reasons == [events.Reason.SUBMITTED, events.Reason.RUNNING]
     assert len(c.created) == 1
 
 
@@ -90,8 +90,8 @@ def test_refused_driver_pods_read_new_then_submission_failed_until_failed() -> N
     assert (status.submissionAttempts, status.executionAttempts, len(c.created)) == (4, 0, 4)
     assert [r.outcome for r in status.attempts] == [AttemptOutcome.SUBMISSION_FAILED] * 4
     reasons = [e.reason for e in c.events]
-    assert reasons.count(events.SUBMISSION_FAILED) == 4 and failed_submissions == 4
-    assert events.SUBMITTED not in reasons and reasons[-1] == events.FAILED
+    assert reasons.count(events.Reason.SUBMISSION_FAILED) == 4 and failed_submissions == 4
+    assert events.Reason.SUBMITTED not in reasons and reasons[-1] == events.Reason.FAILED
     assert "Forbidden" in (apps_status.error_message(status) or "")
 
 
@@ -136,7 +136,7 @@ def test_a_restart_between_planning_and_the_pod_decides_the_same() -> None:
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "SUBMITTED" and (status.executionAttempts, status.submissionAttempts) == (1, 1)
-    assert list(c.created) == [1] and [e.reason for e in c.events].count(events.SUBMITTED) == 1
+    assert list(c.created) == [1] and [e.reason for e in c.events].count(events.Reason.SUBMITTED) == 1
 
 
 def test_kubeflows_group_writes_new_as_kubeflows_empty_state() -> None:
@@ -178,5 +178,5 @@ def test_a_driver_seen_first_running_is_submitted_and_running_in_one_write() -> 
     plan = c.reconcile()
     assert plan is not None and plan.status is not None
     assert apps_status.state(plan.status) is ApplicationState.RUNNING and plan.status.executionAttempts == 1
-    assert [e.reason for e in plan.events] == [events.SUBMITTED, events.RUNNING]
-    assert c.state == "RUNNING" and [e.reason for e in c.events] == [events.SUBMITTED, events.RUNNING]
+    assert [e.reason for e in plan.events] == [events.Reason.SUBMITTED, events.Reason.RUNNING]
+    assert c.state == "RUNNING" and [e.reason for e in c.events] == [events.Reason.SUBMITTED, events.Reason.RUNNING]

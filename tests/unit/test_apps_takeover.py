@@ -60,7 +60,7 @@ def test_a_live_run_goes_on_with_kubeflows_driver_pod_in_a_sparkdriver_that_adop
     [driver] = creates(plan)
     assert driver["metadata"]["name"] == "pi-1-kf"
     assert driver["spec"]["adoptDriverPod"] == {"name": "pi-driver", "uid": "uid-pod"}
-    assert [e.reason for e in plan.events] == [events.TAKEN_OVER]
+    assert [e.reason for e in plan.events] == [events.Reason.TAKEN_OVER]
 
 
 def test_a_create_retried_after_the_write_still_adopts_the_pod_its_record_names() -> None:

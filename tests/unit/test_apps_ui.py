@@ -132,10 +132,10 @@ def test_a_refused_ui_object_is_reported_once_and_the_app_carries_on() -> None:
     c.run_until_quiet()
     status = c.app_status
     assert c.state == "RUNNING" and not c.ui_objects
-    assert status.lastError is not None and status.lastError.reason == events.UI_REFUSED
+    assert status.lastError is not None and status.lastError.reason == events.Reason.UI_REFUSED
     assert status.lastError.message is not None and "Service pi-ui-svc" in status.lastError.message
     assert "webUIServiceName" not in c.status.get("driverInfo", {})
-    assert [e.reason for e in c.events].count(events.UI_REFUSED) == 1
+    assert [e.reason for e in c.events].count(events.Reason.UI_REFUSED) == 1
     writes = c.writes
     c.run_until_quiet()
     assert c.writes == writes

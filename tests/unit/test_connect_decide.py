@@ -17,14 +17,11 @@ from sparkop.api.models import DriverPhase
 from sparkop.connect_controller import build
 from sparkop.connect_controller.decide import (
     CONDITION_READY,
-    SERVER_EXITED,
-    SERVER_READY,
-    SERVER_STARTED,
-    SERVICE_SWITCHED,
     STABLE_SECONDS,
     backoff,
     decide,
 )
+from sparkop.connect_controller.events import Reason
 from sparkop.connect_controller.observed import ConnectView, Observed, ServerView, ServiceView, spec_hash
 from sparkop.core.plan import Create, Delete, Ensure, Plan, Refusal, refusal_key
 from sparkop.core.specs import lenient
@@ -127,7 +124,7 @@ def test_a_new_sparkconnect_gets_its_service_then_its_first_server_after_the_sta
     assert [m["metadata"]["name"] for m in creates(plan)] == ["sc-server-1"]
     assert all(isinstance(a, Create) for a in plan.after_status), "the create follows the write that records it"
     assert service_selector(plan) == "sc-server-1"
-    assert [e.reason for e in plan.events] == [SERVER_STARTED]
+    assert [e.reason for e in plan.events] == [Reason.SERVER_STARTED]
 
 
 def test_a_recorded_server_not_seen_yet_is_created_again_never_a_second_run() -> None:
@@ -148,7 +145,7 @@ def test_ready_comes_from_the_server_pod_probe() -> None:
     assert status.server.podIp == "10.1.0.7" and status.server.driver == "sc-server-1"
     ready = next(c for c in status.conditions or () if c.type == CONDITION_READY)
     assert ready.status == "True"
-    assert SERVER_READY in [e.reason for e in plan.events]
+    assert Reason.SERVER_READY in [e.reason for e in plan.events]
     assert (status.runs or [])[0].readyTime == NOW + timedelta(seconds=5)
     assert decide(observed(status, (server(1, ready=True),), (service(1),)), NOW + timedelta(seconds=9)).events == ()
 
@@ -161,7 +158,7 @@ def test_a_server_that_exits_is_a_failure_restarted_after_a_doubling_backoff() -
     status = written(plan)
     assert status.restarts == 1 and status.failuresInARow == 1
     assert (status.runs or [])[0].outcome is ServerOutcome.EXITED
-    assert SERVER_EXITED in [e.reason for e in plan.events]
+    assert Reason.SERVER_EXITED in [e.reason for e in plan.events]
     assert [a.name for a in plan.after_status if isinstance(a, Delete)] == ["sc-server-1"]
     assert creates(plan) == [] and plan.requeue_after == backoff(connect.DEFAULT_RETRY_INTERVAL, 1)
     assert status.state is ConnectState.NOT_READY
@@ -219,7 +216,7 @@ def test_a_spec_change_rolls_the_server_the_old_one_serving_until_the_new_one_is
     plan = decide(observed(written(plan), (old, new), (service(1),), spec=changed, generation=2), NOW)
     assert service_selector(plan) == "sc-server-2"
     assert [d.name for d in plan.deletes] == ["sc-server-1"]
-    assert SERVICE_SWITCHED in [e.reason for e in plan.events]
+    assert Reason.SERVICE_SWITCHED in [e.reason for e in plan.events]
     outcomes = {r.run: r.outcome for r in written(plan).runs or ()}
     assert outcomes == {1: ServerOutcome.REPLACED, 2: ServerOutcome.RUNNING}
     assert written(plan).restarts == 0

@@ -14,7 +14,8 @@ from sparkop.core.plan import Ensure, Refusal, refusal_key
 from sparkop.core.specs import lenient
 from sparkop.domain import labels
 from sparkop.history_controller import build
-from sparkop.history_controller.decide import OBJECT_REFUSED, SERVER_READY, decide
+from sparkop.history_controller.decide import decide
+from sparkop.history_controller.events import Reason
 from sparkop.history_controller.observed import ChildView, Observed, ServerView
 
 NOW = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
@@ -86,7 +87,7 @@ def test_a_server_at_rest_writes_nothing_and_is_ready_once_its_pod_is() -> None:
     plan = decide(observed(obj, made(obj)), NOW)
     assert plan.before_status == ()
     assert plan.status is not None and plan.status.state is HistoryState.READY
-    assert [e.reason for e in plan.events] == [SERVER_READY]
+    assert [e.reason for e in plan.events] == [Reason.SERVER_READY]
     again = decide(observed(body(status=plan.status.to_json()), made(obj)), NOW)
     assert again.before_status == () and again.events == () and again.status == plan.status
 
@@ -128,7 +129,7 @@ def test_a_refused_object_fails_the_server_with_the_api_servers_reason_once() ->
     plan = decide(observed(obj, made(obj), {refusal_key(Ensure(route)): refusal}), NOW)
     assert plan.status is not None and plan.status.state is HistoryState.FAILED
     assert plan.status.lastError is not None and "HTTPRoute hist-history" in (plan.status.lastError.message or "")
-    assert [e.reason for e in plan.events] == [OBJECT_REFUSED]
+    assert [e.reason for e in plan.events] == [Reason.OBJECT_REFUSED]
     again = decide(
         observed(
             body(spec=obj["spec"], status=plan.status.to_json()), made(obj), {refusal_key(Ensure(route)): refusal}

@@ -22,7 +22,8 @@ from sparkop.core.plan import Create, Delete, Refusal, refusal_key
 from sparkop.core.specs import lenient
 from sparkop.core.times import format_time
 from sparkop.domain import labels
-from sparkop.schedule_controller.decide import RUN_MISSED, RUN_REFUSED, RUN_SKIPPED, decide, run_name
+from sparkop.schedule_controller.decide import decide, run_name
+from sparkop.schedule_controller.events import Reason
 from sparkop.schedule_controller.observed import Observed, RunView, ScheduledView
 
 CREATED = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
@@ -206,7 +207,7 @@ def test_a_time_with_its_run_present_is_not_started_again_even_if_status_lost_it
 
 def test_forbid_skips_while_a_run_is_active_and_records_the_time() -> None:
     plan = decide(observed((run(at(5), "RUNNING"),), concurrencyPolicy="Forbid"), at(10, 1))
-    assert created(plan) == [] and [e.reason for e in plan.events] == [RUN_SKIPPED]
+    assert created(plan) == [] and [e.reason for e in plan.events] == [Reason.RUN_SKIPPED]
     assert plan.status is not None and plan.status.lastScheduledTime == at(10)
     # The skipped time stays skipped when the active run finishes before the next one.
     after = decide(observed((run(at(5), "COMPLETED"),), plan.status.to_json(), concurrencyPolicy="Forbid"), at(12))
@@ -273,7 +274,7 @@ def test_missed_times_within_the_deadline_start_only_the_latest() -> None:
 
 def test_a_time_past_the_deadline_is_missed_not_started() -> None:
     plan = decide(observed(startingDeadlineSeconds=30), at(16))  # 15 is 60 s late
-    assert created(plan) == [] and [e.reason for e in plan.events] == [RUN_MISSED]
+    assert created(plan) == [] and [e.reason for e in plan.events] == [Reason.RUN_MISSED]
     assert plan.status is not None and plan.status.lastScheduledTime == at(15) and plan.status.nextRun == at(20)
     assert decide(observed((), plan.status.to_json(), startingDeadlineSeconds=30), at(20, 10)).status is not None
     assert created(decide(observed((), plan.status.to_json(), startingDeadlineSeconds=30), at(20, 10))) == [
@@ -290,7 +291,7 @@ def test_a_refused_run_is_reported_once_and_not_retried() -> None:
     (create,) = [a for a in first.before_status if isinstance(a, Create)]
     seen = replace(observed(), refusals={refusal_key(create): Refusal(403, "Forbidden", "quota exceeded")})
     plan = decide(seen, at(5, 1))
-    assert created(plan) == [] and [e.reason for e in plan.events] == [RUN_REFUSED]
+    assert created(plan) == [] and [e.reason for e in plan.events] == [Reason.RUN_REFUSED]
     assert "quota exceeded" in plan.events[0].message
     assert plan.status is not None and plan.status.lastScheduledTime == at(5)
 
