@@ -1,9 +1,11 @@
 """What a SparkConnect's servers and Service are made of: pure builders, shared by the decision and
 the tests.
 
-A server is a SparkDriver ``<name>-server-<run>`` running Spark's ``SparkConnectServer`` as a JVM
-application with no primary resource (spark-submit's ``--class ... spark-internal``), so the driver
-controller renders its pod as spark-submit would and owns its executors. What makes it a server:
+A server is a SparkDriver ``<name>-server-<run>`` (``-kf`` after it for kubeflow's group) running
+Spark's ``SparkConnectServer`` as a JVM application with no primary resource (spark-submit's ``--class
+... spark-internal``), so the driver controller renders its pod as spark-submit would and owns its
+executors; a kubeflow SparkConnect's server pod is ``<name>-server``, as kubeflow names it
+(:func:`one_server_pod_name`). What makes it a server:
 
 * ``spark.connect.grpc.binding.port`` set (default 15002) and that port declared on the Spark
   container (by Spark itself from 4.1, by the SparkDriver's ``driver.ports`` before), with a TCP
@@ -115,6 +117,14 @@ def build_service(c: ConnectView, body: JSON, driver: str) -> JSON:
     }
 
 
+def one_server_pod_name(c: ConnectView) -> bool:
+    """Whether every server run's pod has the one name ``<name>-server``: kubeflow's SparkConnects,
+    whose clients and users find the server by that pod name. A new run's pod then waits for the
+    last one to be gone, so a spec change replaces the server (stop, then start); sparkop's own give
+    each run's pod its own name, so the new server rolls in beside the old one (connect_controller.decide)."""
+    return c.group != labels.GROUP
+
+
 def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
     """SparkDriver ``<name>-server-<run>``, controller-owned by the SparkConnect ``body``."""
     spec = c.spec
@@ -127,6 +137,8 @@ def build_server(c: ConnectView, body: JSON, run: int) -> JSON:
     driver = _role(spec, "server", SPARK_DRIVER_CONTAINER)
     driver.pop("service", None)
     driver["labels"] = {**(driver.get("labels") or {}), labels.CONNECT: naming.label_value(c.name)}
+    if one_server_pod_name(c):
+        driver["podName"] = naming.connect_server_pod_name(c.name)
     grpc = port(c)
     ports = list(driver.get("ports") or ())
     if not _declares_connect_port(spec.get("sparkVersion")) and not any(p.get("containerPort") == grpc for p in ports):

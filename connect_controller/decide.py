@@ -18,7 +18,9 @@ A SparkConnect runs one server at a time behind its stable Service; each server 
 * **points the Service** at the newest server of the current spec once it is Ready, else keeps it on
   the one it selects while that one still runs (a roll: the old server serves until the new one is
   Ready, then is deleted, so two servers never serve at once); a lost server pod is replaced inside
-  its run by the driver controller, behind the same selector;
+  its run by the driver controller, behind the same selector. A kubeflow SparkConnect's servers share
+  kubeflow's pod name ``<name>-server``, so there the old server is stopped when the new one starts,
+  and the new pod follows once the old one is gone (as kubeflow replaces its server);
 * **suspends**: ``spec.suspend`` stops every server (the Service stays, selecting nothing alive).
 
 State: Suspended, Failed, Ready (the serving server's pod is Ready: its gRPC port accepts
@@ -126,6 +128,11 @@ def decide(o: Observed, now: datetime) -> Plan[SparkConnectStatus]:
             _stop(p, s, ServerOutcome.SUSPENDED, "Suspended", "spec.suspend is true")
         live, current = [], []
     elif not current and not p.refused and not _failed(p):
+        if build.one_server_pod_name(c):
+            # The new server's pod needs the name the old one holds: no roll, the old server stops first.
+            for s in live:
+                _stop(p, s, ServerOutcome.REPLACED, "Replaced", "the spec changed: its server is replaced")
+            live = []
         started = _start(p, now)
         if started is not None:
             current = [started]
@@ -212,7 +219,7 @@ def _record_servers(p: _Pass, servers: list[ServerView]) -> list[ServerView]:
 
 def _planned(p: _Pass, run: int) -> ServerView:
     """A server created (or about to be) and not observed yet: of the current spec."""
-    name = naming.connect_server_name(p.c.name, run)
+    name = naming.connect_server_name(p.c.name, run, p.c.group)
     return ServerView(name=name, uid="", run=run, owner_uid=p.c.uid, spec_hash=p.c.spec_hash, created=p.now)
 
 
@@ -273,7 +280,7 @@ def _failed(p: _Pass) -> bool:
 
 def _start(p: _Pass, now: datetime) -> ServerView | None:
     run = p.status.lastRun + 1
-    name = naming.connect_server_name(p.c.name, run)
+    name = naming.connect_server_name(p.c.name, run, p.c.group)
     p.status.lastRun = run
     p.status.startTime = p.status.startTime or now
     p.record(ServerRun(run=run, driver=name, outcome=ServerOutcome.RUNNING, startTime=now))
@@ -307,7 +314,7 @@ def _service(p: _Pass, target: ServerView | None) -> None:
     elif service is not None and service.selector.get(labels.DRIVER):
         driver = service.selector[labels.DRIVER]
     else:
-        driver = naming.connect_server_name(p.c.name, max(1, p.status.lastRun))
+        driver = naming.connect_server_name(p.c.name, max(1, p.status.lastRun), p.c.group)
     manifest = build.build_service(p.c, p.o.body, driver)
     ensure = Ensure(manifest, "Service")
     refusal = refused(p.o.refusals, ensure)

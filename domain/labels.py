@@ -44,6 +44,8 @@ COMPONENT: Final = f"{GROUP}/component"  # on app-level children (e.g. "ui" for 
 KUBEFLOW_APP_NAME: Final = f"{KUBEFLOW_GROUP}/app-name"
 KUBEFLOW_LAUNCHED: Final = f"{KUBEFLOW_GROUP}/launched-by-spark-operator"
 KUBEFLOW_SUBMISSION_ID: Final = f"{KUBEFLOW_GROUP}/submission-id"
+# kubeflow's label on a SparkConnect's server and executor pods (its name), beside the two above.
+KUBEFLOW_CONNECT_NAME: Final = f"{KUBEFLOW_GROUP}/connect-name"
 # The pods kubeflow's operator (its spark-submit, and the driver that made the executors) left, as a
 # server-side selector: kubeflow's label, without sparkop's managed-by (every pod of sparkop's has it; an
 # adopted pod is claimed without it, so it stays in this selection until it is gone).

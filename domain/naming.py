@@ -60,6 +60,12 @@ def connect_server_name(connect_name: str, run: int, group: str = GROUP) -> str:
     return _name_ending(connect_name, f"-server-{run}{_group_suffix(group)}")
 
 
+def connect_server_pod_name(connect_name: str) -> str:
+    """The server pod of a SparkConnect of kubeflow's group, as kubeflow names it (``<name>-server``):
+    every run's and every incarnation's, one at a time."""
+    return _name_ending(connect_name, "-server")
+
+
 def connect_service_name(connect_name: str) -> str:
     """The stable Service of a SparkConnect (kubeflow's ``<name>-server``), a DNS-1035 label."""
     return _label_ending(connect_name, "-server")

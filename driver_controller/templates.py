@@ -51,12 +51,15 @@ def sparkop_labels(driver: SparkDriver, incarnation: int) -> dict[str, str]:
 def kubeflow_pod_labels(driver: SparkDriver) -> dict[str, str]:
     """kubeflow's labels on the driver and executor pods, whatever the app's group: its clients and
     dashboards select by them. The submission id is the SparkDriver's uid: one per run, and the
-    ``status.submissionID`` of its app; the app's name only where the SparkDriver runs an app."""
+    ``status.submissionID`` of its app; the app's name where the SparkDriver runs an app, the
+    SparkConnect's where it runs a Connect server."""
     meta = driver.metadata
+    own = meta.get("labels") or {}
     out = {labels.KUBEFLOW_LAUNCHED: "true", labels.KUBEFLOW_SUBMISSION_ID: str(meta["uid"])}
-    app = (meta.get("labels") or {}).get(labels.APP)
-    if app:
-        out[labels.KUBEFLOW_APP_NAME] = app
+    if own.get(labels.APP):
+        out[labels.KUBEFLOW_APP_NAME] = own[labels.APP]
+    if own.get(labels.CONNECT):
+        out[labels.KUBEFLOW_CONNECT_NAME] = own[labels.CONNECT]
     return out
 
 

@@ -52,15 +52,24 @@ def connect_manifest(name: str = "sc", **spec: Any) -> Obj:
     }
 
 
-def connect_status(cluster: ClusterHandle, namespace: str, name: str) -> Obj:
-    return (get(cluster, namespace, "sparkconnect", name) or {}).get("status") or {}
+KUBEFLOW_CONNECTS = "sparkconnects.sparkoperator.k8s.io"
+
+
+def connect_status(cluster: ClusterHandle, namespace: str, name: str, resource: str = "sparkconnect") -> Obj:
+    return (get(cluster, namespace, resource, name) or {}).get("status") or {}
 
 
 def wait_connect(
-    cluster: ClusterHandle, namespace: str, name: str, state: str, timeout: float = 60, **more: Any
+    cluster: ClusterHandle,
+    namespace: str,
+    name: str,
+    state: str,
+    timeout: float = 60,
+    resource: str = "sparkconnect",
+    **more: Any,
 ) -> Obj:
     def reached() -> Obj | None:
-        s = connect_status(cluster, namespace, name)
+        s = connect_status(cluster, namespace, name, resource)
         if s.get("state") != state:
             return None
         server = s.get("server") or {}
@@ -146,6 +155,59 @@ def test_kubeflows_own_sample_with_only_its_api_version_changed_becomes_ready(
     assert container["image"] == "docker.io/apache/spark:4.0.4"
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert ready["server"]["serviceName"] == "spark-connect-server"
+
+
+@pytest.fixture
+def kubeflow_connect_operator(
+    kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    with OperatorProcess(
+        kubeflow_crds.kubeconfig, namespaces=[namespace], log_dir=tmp_path, controllers=CONTROLLERS,
+        extra_args=["--kubeflow-api"],
+    ) as proc:  # fmt: skip
+        yield proc
+
+
+def test_kubeflows_sample_in_its_own_group_has_kubeflows_server_pod_name_and_labels_and_is_replaced_on_a_change(
+    kubeflow_crds: ClusterHandle, namespace: str, kubeflow_connect_operator: OperatorProcess
+) -> None:
+    """What kubeflow's own e2e spec reads (its server pod ``<name>-server`` Ready, its executors by
+    ``connect-name``, the Service ``<name>-server``), then a spec change: one pod of that name at a time."""
+    cluster = kubeflow_crds
+    sample = yaml.safe_load(KUBEFLOW_SAMPLE.read_text())
+    del sample["metadata"]["namespace"]
+    cluster.kubectl("create", "serviceaccount", "spark-operator-spark", "-n", namespace)
+    server_pods = CreationWatch(cluster, namespace, "pods")
+    try:
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(sample))
+        ready = wait_connect(
+            cluster, namespace, "spark-connect", "Ready", resource=KUBEFLOW_CONNECTS, driver="spark-connect-server-1-kf"
+        )
+        assert ready["server"]["podName"] == "spark-connect-server"
+        (server_pod,) = pods(cluster, namespace, "sparkoperator.k8s.io/connect-name=spark-connect,spark-role=driver")
+        assert server_pod["metadata"]["name"] == "spark-connect-server"
+        assert server_pod["metadata"]["labels"]["sparkoperator.k8s.io/launched-by-spark-operator"] == "true"
+        executors = ",".join(
+            ("sparkoperator.k8s.io/launched-by-spark-operator=true", "sparkoperator.k8s.io/connect-name=spark-connect",
+             "spark-role=executor")
+        )  # fmt: skip
+        wait_running(cluster, namespace, executors, 2)
+        service(cluster, namespace, "spark-connect-server")
+
+        sample["spec"]["sparkConf"] = {"spark.sql.shuffle.partitions": "8"}
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(sample))
+        replaced = wait_connect(
+            cluster, namespace, "spark-connect", "Ready", resource=KUBEFLOW_CONNECTS, driver="spark-connect-server-2-kf"
+        )
+        assert replaced["server"]["podName"] == "spark-connect-server" and replaced["restarts"] == 0
+        outcomes = {r["run"]: r["outcome"] for r in replaced["runs"]}
+        assert outcomes == {1: "Replaced", 2: "Running"}
+        wait_running(cluster, namespace, executors, 2)
+    finally:
+        server_pods.stop()
+    # Two servers, each its own pod of the one name, the second made after the first was gone.
+    first, second = sorted(server_pods.uids["spark-connect-server"], key=server_pods.first_seen.__getitem__)
+    assert server_pods.deleted[first] <= server_pods.first_seen[second]
 
 
 def test_a_spec_change_rolls_the_server_one_serving_at_a_time(

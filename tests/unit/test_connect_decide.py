@@ -5,6 +5,7 @@ sample's server as the driver controller renders it."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -337,3 +338,65 @@ def test_a_grpc_route_to_the_stable_service_follows_the_spec() -> None:
     gone = decide(observed(services=(existing,)), NOW)
     assert [(a.kind, a.name) for a in gone.before_status if isinstance(a, Delete)] == [("GRPCRoute", "sc-server-route")]
     assert connect.SparkConnectSpec.model_validate({**SPEC, "grpcRoute": route}).grpcRoute is not None
+
+
+KUBEFLOW_CONNECT_API = f"{labels.KUBEFLOW_GROUP}/v1alpha1"
+
+
+def kubeflow_observed(
+    status: SparkConnectStatus | None = None,
+    servers: tuple[ServerView, ...] = (),
+    services: tuple[ServiceView, ...] = (),
+    spec: dict[str, Any] | None = None,
+    generation: int = 1,
+) -> Observed:
+    b = body(spec, generation) | {"apiVersion": KUBEFLOW_CONNECT_API}
+    return Observed(ConnectView.from_body(b), servers, services, status=status or SparkConnectStatus(), body=b)
+
+
+def kubeflow_server(run: int, *, spec: dict[str, Any] | None = None, ready: bool = False) -> ServerView:
+    return replace(
+        server(run, spec=spec, ready=ready),
+        name=naming.connect_server_name("sc", run, labels.KUBEFLOW_GROUP),
+        pod_name="sc-server",
+    )
+
+
+def test_a_kubeflow_sparkconnects_server_pod_is_named_as_kubeflow_names_it_with_kubeflows_labels() -> None:
+    sample = yaml.safe_load(KUBEFLOW_SAMPLE.read_text())
+    sample["metadata"].update(uid=UID, generation=1)
+    manifest = build.build_server(ConnectView.from_body(sample), sample, 1)
+    assert manifest["metadata"]["name"] == "spark-connect-server-1-kf"
+    assert manifest["spec"]["driver"]["podName"] == "spark-connect-server"
+    manifest["metadata"]["uid"] = "d0000000-0000-4000-8000-000000000003"
+    manifest["metadata"]["creationTimestamp"] = "2026-12-02T08:00:00Z"
+    objects = render(parse(manifest), 1)
+    assert objects.pod["metadata"]["name"] == "spark-connect-server"
+    kubeflows = {labels.KUBEFLOW_LAUNCHED: "true", labels.KUBEFLOW_CONNECT_NAME: "spark-connect"}
+    assert kubeflows.items() <= objects.pod["metadata"]["labels"].items()
+    # kubeflow selects a SparkConnect's executors by these and spark-role=executor (which Spark sets).
+    assert objects.executor_template is not None
+    (executor_pod,) = [yaml.safe_load(text) for text in objects.executor_template["data"].values()]
+    assert kubeflows.items() <= executor_pod["metadata"]["labels"].items()
+
+
+def test_sparkops_own_server_pods_keep_a_name_per_run() -> None:
+    manifest = build.build_server(ConnectView.from_body(body()), body(), 3)
+    assert "podName" not in manifest["spec"]["driver"]
+
+
+def test_a_kubeflow_sparkconnects_spec_change_stops_the_old_server_as_the_new_one_starts() -> None:
+    """Both servers' pods would be sc-server: the new one can only follow the old one, never roll in beside it."""
+    status = written(decide(kubeflow_observed(), NOW))
+    assert status.runs is not None and status.runs[0].driver == "sc-server-1-kf"
+    old = kubeflow_server(1, ready=True)
+    kubeflow_service = replace(service(1), selector={labels.DRIVER: old.name})
+    status = written(decide(kubeflow_observed(status, (old,), (kubeflow_service,)), NOW))
+    changed = {**SPEC, "sparkConf": {"spark.sql.shuffle.partitions": "8"}}
+    plan = decide(kubeflow_observed(status, (old,), (kubeflow_service,), spec=changed, generation=2), NOW)
+    assert [m["metadata"]["name"] for m in creates(plan)] == ["sc-server-2-kf"]
+    assert [d.name for d in plan.deletes] == ["sc-server-1-kf"]
+    assert service_selector(plan) == "sc-server-2-kf"
+    outcomes = {r.run: r.outcome for r in written(plan).runs or ()}
+    assert outcomes == {1: ServerOutcome.REPLACED, 2: ServerOutcome.RUNNING}
+    assert written(plan).restarts == 0
