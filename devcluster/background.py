@@ -2,8 +2,8 @@
 
 `make test` builds first only what the first tests need (`prepare --stage first`), and runs the rest
 (Volcano, Kueue, scheduler-plugins, Traefik, Airflow's venv, kubeflow's operator) in a background
-process beside the suite (tests/run_suite.py starts it), so that the suite's idle CPU does the builds a few tests need. A test
-that needs one waits for it as a condition, never on time:
+process beside the suite (tests/run_suite.py starts it), so that the suite's idle CPU does the builds a
+few tests need. A test that needs one waits for it as a condition, never on time:
 
 * The builder (`run_steps`) takes an exclusive lock on each step's lock file before anything else,
   writes its plan (the steps' keys) and then runs the steps in order, each ended by a result file
