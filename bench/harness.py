@@ -79,8 +79,9 @@ def proc_stats(pid: int) -> ProcStats:
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return ProcStats(
         cpu_seconds=(int(stat[11]) + int(stat[12])) / CLOCK_TICKS,
-        rss_mib=int(fields["VmRSS"].split()[0]) / 1024,
-        peak_rss_mib=int(fields["VmHWM"].split()[0]) / 1024,
+        # A process that has exited but is not yet reaped (a zombie) has no memory left, nor these lines.
+        rss_mib=int(fields.get("VmRSS", "0").split()[0]) / 1024,
+        peak_rss_mib=int(fields.get("VmHWM", "0").split()[0]) / 1024,
     )
 
 
@@ -176,10 +177,26 @@ class BenchCluster:
     @classmethod
     @contextmanager
     def up(
-        cls, name: str, *, nodes: int = 4, namespaces: Iterable[str] = (), kubeflow: bool = False
+        cls,
+        name: str,
+        *,
+        nodes: int = 4,
+        namespaces: Iterable[str] = (),
+        kubeflow: bool = False,
+        terminated_pod_gc_threshold: int | None = None,
+        etcd_quota_bytes: int | None = None,
     ) -> Iterator[BenchCluster]:
-        """``kubeflow``: kubeflow's group's CRDs too (crds/kubeflow/), for an operator run with --kubeflow-api."""
-        cluster = Cluster.up(name, nodes=nodes, node_cpu="100000", node_memory="64Ti", die_with_parent=True)
+        """``kubeflow``: kubeflow's group's CRDs too (crds/kubeflow/), for an operator run with --kubeflow-api.
+        ``terminated_pod_gc_threshold``, ``etcd_quota_bytes``: Cluster.up's, for tens of thousands of pods."""
+        cluster = Cluster.up(
+            name,
+            nodes=nodes,
+            node_cpu="100000",
+            node_memory="64Ti",
+            terminated_pod_gc_threshold=terminated_pod_gc_threshold,
+            etcd_quota_bytes=etcd_quota_bytes,
+            die_with_parent=True,
+        )
         try:
             bench = cls(cluster)
             bench.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
