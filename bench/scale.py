@@ -1,4 +1,5 @@
-"""Scale: 10,000 finished apps and their SparkDrivers present; the operator's memory, idle CPU and restart.
+"""Scale: N finished apps (10,000 by default; 50,000 for issue 48) and their SparkDrivers present; the operator's
+memory, idle CPU and restart.
 
 On one devcluster (KWOK nodes and the Spark-driver simulator), with the operator cluster-wide (no
 ``-n``, as a real install runs it: it then lists and watches every namespace, which is the case that
@@ -7,14 +8,26 @@ has to scale):
 1. **templates**: the real operator runs a few apps to completion (one of them failing); what each
    finished app leaves behind is listed (the SparkApplication and SparkDriver with their statuses, the
    driver pod, the two ConfigMaps and the Service) and kept as a template.
-2. **seeding**: the operator is stopped and N clones are created by the bench's own client (so the
-   audit log does not count them as the operator's), each renamed consistently: every occurrence of
-   the template's app name, its uids and its spark.app.id (which sparkop derives from the SparkDriver's
-   uid) becomes the clone's. Parents are created first so that ownerReferences carry the real uids;
-   statuses go through the status subresource. Each driver pod is bound to a KWOK node and given
-   its template's terminal status at once (KWOK would run it to the same end, but far too slowly
-   for 10,000 pods); the SparkDriver's status is then written from that pod (uid, IP, node, times,
-   exit code). Events are not cloned: sparkop does not watch them.
+2. **seeding**: N clones of the templates, each renamed consistently: every occurrence of the
+   template's app name, its uids and its spark.app.id (which sparkop derives from the SparkDriver's
+   uid) becomes the clone's. Two ways (``--seed``):
+
+   * ``etcd`` (the default; bench/etcd_seed.py): each clone written straight into the devcluster's
+     etcd as the API server would store it (the template's objects as it answered them, statuses
+     and managedFields included, with new uids and times moved to the seeding), with the Endpoints
+     and EndpointSlice the controller manager keeps for its Service, in two etcd transactions. The
+     API server's watch cache follows etcd, so they are listed and watched like any other objects.
+     The controller manager is stopped meanwhile and started again after: its controllers list
+     every clone before acting, and find nothing to do.
+   * ``api``: the bench's own client creates each clone (so the audit log does not count them as
+     the operator's): parents first so that ownerReferences carry the real uids; statuses through
+     the status subresource; each driver pod bound to a KWOK node and given its template's terminal
+     status at once (KWOK would run it to the same end, but far too slowly for 10,000 pods); the
+     SparkDriver's status then written from that pod (uid, IP, node, times, exit code). About nine
+     requests an app: 105 requests/s on this machine.
+
+   Events are not cloned: sparkop does not watch them. Then the cluster's controllers are left to
+   settle, so that what follows measures the operator.
 3. **synced**: the operator starts over the N apps: time to ready, to its first reconcile and to idle,
    then its RSS and its idle CPU over ``--idle-seconds``, and the writes it made (0 if the clones are
    faithful: a finished app is frozen).
