@@ -514,6 +514,12 @@ async def _stored_template(etcd: etcd_seed.Etcd, template: Template, shift: time
         key = etcd_seed.registry_key(obj)
         if await etcd.get(key) is None:
             raise RuntimeError(f"the API server does not keep {obj['kind']} {obj['metadata']['name']} under {key}")
+    for service in (o for o in objects if o["kind"] == "Service"):
+        # A cluster IP is the API server's to allocate (an IPAddress object each, and a repair loop
+        # that reallocates one it does not find): only headless Services (Spark's driver Service) are
+        # cloned into etcd.
+        if service["spec"].get("clusterIP") not in (None, "None"):
+            raise RuntimeError(f"{service['metadata']['name']} has a cluster IP: seed with --seed api")
     pod_status = template.pod.get("status") or {}
     if not template.pod["spec"].get("nodeName") or not pod_status.get("podIP"):
         raise RuntimeError(f"template {template.name}'s driver pod has no node or no IP: {pod_status}")
