@@ -31,7 +31,7 @@ from devcluster.ports import free_ports  # noqa: E402
 from sparkop.core import kube as k8s  # noqa: E402
 from sparkop.core.informer import Informer  # noqa: E402
 from sparkop.core.jsontypes import JSON  # noqa: E402
-from sparkop.core.store import EventType  # noqa: E402
+from sparkop.core.store import EventType, drop_managed_fields  # noqa: E402
 from sparkop.domain import labels  # noqa: E402
 from sparkop.driver_controller.cleanup import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
 
@@ -443,11 +443,13 @@ async def stamping(
     selector: str | None = None,
     namespace: str | None = None,
     into: Stamps | None = None,
+    transform: Callable[[JSON], JSON] = drop_managed_fields,
 ) -> AsyncIterator[Stamps]:
     """Watch ``resource`` and stamp each object the first time ``key(obj)`` is not None, under that key
-    (``into``: stamps another watch also stamps, e.g. of the same kind in another group)."""
+    (``into``: stamps another watch also stamps, e.g. of the same kind in another group; ``transform``:
+    what the watch's cache keeps of each object, which ``key`` is then given)."""
     stamps = into if into is not None else Stamps()
-    informer = Informer(kube, resource, namespace=namespace, label_selector=selector)
+    informer = Informer(kube, resource, namespace=namespace, label_selector=selector, transform=transform)
 
     def handler(_: EventType, obj: JSON, __: JSON | None) -> None:
         k = key(obj)

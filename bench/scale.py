@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import os
 import pstats
@@ -71,6 +72,7 @@ from harness import (
     now_utc,
     operator_python,
     operator_root,
+    stamping,
     write_result,
 )
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -118,8 +120,11 @@ SETTLE_WINDOW_S: Final = 10.0
 SETTLED_COMPONENTS: Final = ("kube-controller-manager", "kwok", "sparksim", "kube-scheduler")
 
 
+CLONE_PREFIX: Final = "app-"
+
+
 def clone_name(index: int) -> str:
-    return f"app-{index:05d}"
+    return f"{CLONE_PREFIX}{index:05d}"
 
 
 # -- templates: what a finished app leaves behind -----------------------------------------------------
@@ -457,7 +462,11 @@ async def seed_into_etcd(
     dependent before its owner. Every object of a clone is there at once, its statuses included."""
     shift = _seeding_shift(templates)
     rng = random.Random(0)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+    async with (
+        bench.client() as kube,
+        stamping(kube, kinds.SPARK_APPLICATIONS, _clone_name_of, namespace=NAMESPACE, transform=_identity) as told,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session,
+    ):
         etcd = etcd_seed.Etcd(_etcd_url(bench), session)
         stored = {t.name: await _stored_template(etcd, t, shift) for t in templates}
         meter.sample()
@@ -476,6 +485,12 @@ async def seed_into_etcd(
         await bounded([partial(put, i, c) for i, c in enumerate(clones)], concurrency)
         put_seconds = time.monotonic() - started
         last_revision = await etcd.revision()
+        # A watch opened before the puts (the operator's kind of watch, on the API server's watch
+        # cache) is told of every clone's SparkApplication, as of one the API server wrote.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(60 + len(clones) / 100):
+                await told.wait_for(len(clones))
+        watched = told.count()
     log(f"seeding: {len(clones)} apps put into etcd in {put_seconds:.0f}s; starting the controller manager again")
     restarted = time.monotonic()
     # On this thread, not a worker's: a process started with die_with_parent dies with the thread that
@@ -492,9 +507,21 @@ async def seed_into_etcd(
         "controller_manager_restart_seconds": round(restart_seconds, 1),
         "wait_pods_finished_seconds": round(waited, 1),
         "stored_as_the_api_server_would": as_written,
+        "apps_a_running_watch_was_told_of": watched,
         "time_shift": str(shift),
         "last_revision": last_revision,
     }
+
+
+def _clone_name_of(obj: JSON) -> str | None:
+    name = str(obj["metadata"]["name"])
+    return name if name.startswith(CLONE_PREFIX) else None
+
+
+def _identity(obj: JSON) -> JSON:
+    """What a watch that only counts objects keeps of each."""
+    meta = obj["metadata"]
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
 
 
 def _seeding_shift(templates: Sequence[Template]) -> timedelta:
