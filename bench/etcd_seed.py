@@ -121,19 +121,7 @@ def settled_endpoints(endpoints: JSON) -> JSON:
     writes it: no subsets (a finished pod is in none) and no change-trigger annotation. A template's
     own may still list its driver pod as not ready: that controller is not told of a pod whose readiness
     stayed False while its phase turned Succeeded, and a clone's first sync would otherwise rewrite it."""
-    settled = {k: v for k, v in stored_form(endpoints).items() if k != "subsets"}
-    meta = dict(settled["metadata"])
-    annotations = {
-        k: v
-        for k, v in (meta.get("annotations") or {}).items()
-        if k != "endpoints.kubernetes.io/last-change-trigger-time"
-    }
-    if annotations:
-        meta["annotations"] = annotations
-    else:
-        meta.pop("annotations", None)
-    settled["metadata"] = meta
-    return settled
+    return _without_trigger_time({k: v for k, v in stored_form(endpoints).items() if k != "subsets"})
 
 
 def settled_endpoint_slice(endpoint_slice: JSON) -> JSON:
