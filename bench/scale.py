@@ -356,6 +356,21 @@ def _terminated(pod: JSON) -> JSON | None:
     return None
 
 
+async def count(kube: k8s.Kube, resource: k8s.Resource, *, selector: str | None = None, page: int = 1000) -> int:
+    """How many ``resource`` objects NAMESPACE holds, listed a page at a time: 50,000 pods listed whole
+    are half a gigabyte of JSON, decoded at once."""
+    total, token = 0, ""
+    while True:
+        query = [("limit", str(page))] + ([("continue", token)] if token else [])
+        if selector:
+            query.append(("labelSelector", selector))
+        listing = await kube._call("GET", resource.path(NAMESPACE), query=query)
+        total += len(listing.get("items") or [])
+        token = str((listing.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return total
+
+
 async def wait_pods_finished(kube: k8s.Kube, expected: int, budget_seconds: float) -> float:
     """Until KWOK has run every driver pod to its end and the simulator removed every executor."""
     started = time.monotonic()
@@ -370,9 +385,9 @@ async def wait_pods_finished(kube: k8s.Kube, expected: int, budget_seconds: floa
                 break
             log(f"seeding: {len(running)} driver pods not finished, {len(executors)} executor pods left")
             await asyncio.sleep(5)
-    listed = await kube.list(k8s.PODS, NAMESPACE, selector=driver_pods)
-    if len(listed) < expected:
-        raise RuntimeError(f"{len(listed)} driver pods, expected {expected}")
+    listed = await count(kube, k8s.PODS, selector=driver_pods)
+    if listed < expected:
+        raise RuntimeError(f"{listed} driver pods, expected {expected}")
     return time.monotonic() - started
 
 
@@ -392,7 +407,7 @@ async def seed(
     else:
         raise ValueError(f"seeding path {path!r}: choose from {SEED_PATHS}")
     async with bench.client() as kube:
-        counts = {r.kind: len(await kube.list(r, NAMESPACE)) for r in (kinds.SPARK_APPLICATIONS, *OWNED_KINDS)}
+        counts = {r.kind: await count(kube, r) for r in (kinds.SPARK_APPLICATIONS, *OWNED_KINDS)}
         fidelity = {c.name: await fidelity_diff(kube, c) for c in (clones[0], clones[-1])}
     seeded = time.monotonic() - started
     log(f"seeding: {apps} apps seeded in {seeded:.0f}s; waiting for the cluster's controllers to settle")
