@@ -31,7 +31,7 @@ from devcluster.ports import free_ports  # noqa: E402
 from sparkop.core import kube as k8s  # noqa: E402
 from sparkop.core.informer import Informer  # noqa: E402
 from sparkop.core.jsontypes import JSON  # noqa: E402
-from sparkop.core.store import EventType  # noqa: E402
+from sparkop.core.store import EventType, drop_managed_fields  # noqa: E402
 from sparkop.domain import labels  # noqa: E402
 from sparkop.driver_controller.cleanup import EXECUTOR_CLEANUP_GRACE_SECONDS  # noqa: E402
 
@@ -79,8 +79,9 @@ def proc_stats(pid: int) -> ProcStats:
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return ProcStats(
         cpu_seconds=(int(stat[11]) + int(stat[12])) / CLOCK_TICKS,
-        rss_mib=int(fields["VmRSS"].split()[0]) / 1024,
-        peak_rss_mib=int(fields["VmHWM"].split()[0]) / 1024,
+        # A process that has exited but is not yet reaped (a zombie) has no memory left, nor these lines.
+        rss_mib=int(fields.get("VmRSS", "0").split()[0]) / 1024,
+        peak_rss_mib=int(fields.get("VmHWM", "0").split()[0]) / 1024,
     )
 
 
@@ -176,10 +177,26 @@ class BenchCluster:
     @classmethod
     @contextmanager
     def up(
-        cls, name: str, *, nodes: int = 4, namespaces: Iterable[str] = (), kubeflow: bool = False
+        cls,
+        name: str,
+        *,
+        nodes: int = 4,
+        namespaces: Iterable[str] = (),
+        kubeflow: bool = False,
+        terminated_pod_gc_threshold: int | None = None,
+        etcd_quota_bytes: int | None = None,
     ) -> Iterator[BenchCluster]:
-        """``kubeflow``: kubeflow's group's CRDs too (crds/kubeflow/), for an operator run with --kubeflow-api."""
-        cluster = Cluster.up(name, nodes=nodes, node_cpu="100000", node_memory="64Ti", die_with_parent=True)
+        """``kubeflow``: kubeflow's group's CRDs too (crds/kubeflow/), for an operator run with --kubeflow-api.
+        ``terminated_pod_gc_threshold``, ``etcd_quota_bytes``: Cluster.up's, for tens of thousands of pods."""
+        cluster = Cluster.up(
+            name,
+            nodes=nodes,
+            node_cpu="100000",
+            node_memory="64Ti",
+            terminated_pod_gc_threshold=terminated_pod_gc_threshold,
+            etcd_quota_bytes=etcd_quota_bytes,
+            die_with_parent=True,
+        )
         try:
             bench = cls(cluster)
             bench.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
@@ -426,11 +443,13 @@ async def stamping(
     selector: str | None = None,
     namespace: str | None = None,
     into: Stamps | None = None,
+    transform: Callable[[JSON], JSON] = drop_managed_fields,
 ) -> AsyncIterator[Stamps]:
     """Watch ``resource`` and stamp each object the first time ``key(obj)`` is not None, under that key
-    (``into``: stamps another watch also stamps, e.g. of the same kind in another group)."""
+    (``into``: stamps another watch also stamps, e.g. of the same kind in another group; ``transform``:
+    what the watch's cache keeps of each object, which ``key`` is then given)."""
     stamps = into if into is not None else Stamps()
-    informer = Informer(kube, resource, namespace=namespace, label_selector=selector)
+    informer = Informer(kube, resource, namespace=namespace, label_selector=selector, transform=transform)
 
     def handler(_: EventType, obj: JSON, __: JSON | None) -> None:
         k = key(obj)

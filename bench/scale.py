@@ -1,4 +1,5 @@
-"""Scale: 10,000 finished apps and their SparkDrivers present; the operator's memory, idle CPU and restart.
+"""Scale: N finished apps (10,000 by default; 50,000 for issue 48) and their SparkDrivers present; the operator's
+memory, idle CPU and restart.
 
 On one devcluster (KWOK nodes and the Spark-driver simulator), with the operator cluster-wide (no
 ``-n``, as a real install runs it: it then lists and watches every namespace, which is the case that
@@ -7,14 +8,26 @@ has to scale):
 1. **templates**: the real operator runs a few apps to completion (one of them failing); what each
    finished app leaves behind is listed (the SparkApplication and SparkDriver with their statuses, the
    driver pod, the two ConfigMaps and the Service) and kept as a template.
-2. **seeding**: the operator is stopped and N clones are created by the bench's own client (so the
-   audit log does not count them as the operator's), each renamed consistently: every occurrence of
-   the template's app name, its uids and its spark.app.id (which sparkop derives from the SparkDriver's
-   uid) becomes the clone's. Parents are created first so that ownerReferences carry the real uids;
-   statuses go through the status subresource. Each driver pod is bound to a KWOK node and given
-   its template's terminal status at once (KWOK would run it to the same end, but far too slowly
-   for 10,000 pods); the SparkDriver's status is then written from that pod (uid, IP, node, times,
-   exit code). Events are not cloned: sparkop does not watch them.
+2. **seeding**: N clones of the templates, each renamed consistently: every occurrence of the
+   template's app name, its uids and its spark.app.id (which sparkop derives from the SparkDriver's
+   uid) becomes the clone's. Two ways (``--seed``):
+
+   * ``etcd`` (the default; bench/etcd_seed.py): each clone written straight into the devcluster's
+     etcd as the API server would store it (the template's objects as it answered them, statuses
+     and managedFields included, with new uids and times moved to the seeding), with the Endpoints
+     and EndpointSlice the controller manager keeps for its Service, in two etcd transactions. The
+     API server's watch cache follows etcd, so they are listed and watched like any other objects.
+     The controller manager is stopped meanwhile and started again after: its controllers list
+     every clone before acting, and find nothing to do.
+   * ``api``: the bench's own client creates each clone (so the audit log does not count them as
+     the operator's): parents first so that ownerReferences carry the real uids; statuses through
+     the status subresource; each driver pod bound to a KWOK node and given its template's terminal
+     status at once (KWOK would run it to the same end, but far too slowly for 10,000 pods); the
+     SparkDriver's status then written from that pod (uid, IP, node, times, exit code). About nine
+     requests an app: 105 requests/s on this machine.
+
+   Events are not cloned: sparkop does not watch them. Then the cluster's controllers are left to
+   settle, so that what follows measures the operator.
 3. **synced**: the operator starts over the N apps: time to ready, to its first reconcile and to idle,
    then its RSS and its idle CPU over ``--idle-seconds``, and the writes it made (0 if the clones are
    faithful: a finished app is frozen).
@@ -28,20 +41,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import os
 import pstats
+import random
 import subprocess
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from resource import RUSAGE_SELF, getrusage
 from typing import Any, Final
 
+import aiohttp
+import etcd_seed
 from harness import (
     ROOT,
     BenchCluster,
@@ -49,15 +67,18 @@ from harness import (
     app_manifest,
     app_state,
     bounded,
+    cpu_seconds,
     log,
     now_utc,
     operator_python,
     operator_root,
+    stamping,
     write_result,
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from devcluster.ports import free_ports
+from devcluster import procs
+from devcluster.ports import LOCALHOST, free_ports
 from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
 from sparkop.domain import kinds, labels, naming
@@ -76,12 +97,34 @@ RESTARTS: Final = 5
 OWNED_KINDS: Final = (kinds.SPARK_DRIVERS, k8s.CONFIGMAPS, k8s.SERVICES, k8s.PODS, k8s.INGRESSES)
 KEPT_METADATA: Final = ("name", "namespace", "labels", "annotations", "ownerReferences", "finalizers")
 # Added to every pod by the ServiceAccount admission plugin: left for it to add to the clone again.
-SERVICE_ACCOUNT_VOLUME_PREFIX: Final = "kube-api-access-"
+SERVICE_ACCOUNT_VOLUME_PREFIX: Final = etcd_seed.SERVICE_ACCOUNT_VOLUME_PREFIX
 WRITES_LISTED: Final = 10
+# What the controller manager keeps for each Service (its endpoints and endpoint-slice controllers):
+# cloned beside the Service when seeding into etcd, so that its controllers find them as they would
+# make them and write nothing.
+ENDPOINTS: Final = k8s.Resource("", "v1", "endpoints", "Endpoints")
+ENDPOINT_SLICES: Final = k8s.Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
+# How the clones are made: written straight into etcd (minutes for 50,000 apps), or created through
+# the API server by the bench's client (about nine requests an app: 105 requests/s on this machine).
+SEED_PATHS: Final = ("etcd", "api")
+# The controller manager's terminated-pod collector is off on this cluster (0): every clone keeps its
+# driver pod, the most the operator's caches can be asked to hold. Kubernetes' default, 12,500,
+# would delete all finished pods beyond it (oldest first, at the controller manager's 20 requests/s).
+TERMINATED_POD_GC_THRESHOLD: Final = 0
+# etcd's quota: 50,000 finished apps stored as JSON pass its 2 GiB default.
+ETCD_QUOTA_BYTES: Final = 8 * 2**30
+# The cluster has settled after seeding once each of its controllers (the controller manager, kwok, the
+# simulator, the scheduler) used under this share of a core over SETTLE_WINDOW_S.
+SETTLE_SHARE: Final = 0.1
+SETTLE_WINDOW_S: Final = 10.0
+SETTLED_COMPONENTS: Final = ("kube-controller-manager", "kwok", "sparksim", "kube-scheduler")
+
+
+CLONE_PREFIX: Final = "app-"
 
 
 def clone_name(index: int) -> str:
-    return f"app-{index:05d}"
+    return f"{CLONE_PREFIX}{index:05d}"
 
 
 # -- templates: what a finished app leaves behind -----------------------------------------------------
@@ -95,6 +138,9 @@ class Template:
     driver: JSON
     pod: JSON
     others: tuple[JSON, ...]  # ConfigMaps, Services (and Ingresses, if any), owned by the SparkDriver
+    # The Endpoints and EndpointSlices the controller manager made for its Services (it carries the
+    # Service's labels over): what the operator never reads, cloned only into etcd.
+    service_endpoints: tuple[JSON, ...] = ()
 
     @property
     def name(self) -> str:
@@ -102,6 +148,13 @@ class Template:
 
     def objects(self) -> Iterator[JSON]:
         yield from (self.app, self.driver, *self.others, self.pod)
+
+    def stored_objects(self) -> list[JSON]:
+        """Everything a clone in etcd is made of, parents before children (owners first): the
+        Endpoints and EndpointSlices as the controllers' full sync leaves them for a finished pod."""
+        endpoints = [etcd_seed.settled_endpoints(o) for o in self.service_endpoints if o["kind"] == "Endpoints"]
+        slices = [etcd_seed.settled_endpoint_slice(o) for o in self.service_endpoints if o["kind"] == "EndpointSlice"]
+        return [self.app, self.driver, *self.others, *endpoints, *slices, self.pod]
 
 
 def _typed(resource: k8s.Resource, item: JSON) -> JSON:
@@ -145,7 +198,25 @@ async def capture(kube: k8s.Kube, app_name: str) -> Template:
     if len(drivers) != 1 or len(pods) != 1:
         raise RuntimeError(f"template {app_name} left {dict(by_kind)}: expected one SparkDriver and one pod")
     others = tuple(o for o in owned if o["kind"] not in ("SparkDriver", "Pod"))
-    return Template(_typed(kinds.SPARK_APPLICATIONS, app), drivers[0], pods[0], others)
+    services = [o for o in others if o["kind"] == "Service"]
+    endpoints = await _service_endpoints(kube, app_name, len(services))
+    return Template(_typed(kinds.SPARK_APPLICATIONS, app), drivers[0], pods[0], others, endpoints)
+
+
+async def _service_endpoints(
+    kube: k8s.Kube, app_name: str, services: int, budget_seconds: float = 60
+) -> tuple[JSON, ...]:
+    """The Endpoints and EndpointSlice of each of the app's Services, once the controller manager made them."""
+    selector = f"{labels.APP}={app_name}"
+    async with asyncio.timeout(budget_seconds):
+        while True:
+            found = {
+                resource: [_typed(resource, item) for item in await kube.list(resource, NAMESPACE, selector=selector)]
+                for resource in (ENDPOINTS, ENDPOINT_SLICES)
+            }
+            if all(len(items) >= services for items in found.values()):
+                return tuple(found[ENDPOINTS] + found[ENDPOINT_SLICES])
+            await asyncio.sleep(0.5)
 
 
 def left_behind(template: Template) -> dict[str, int]:
@@ -285,6 +356,21 @@ def _terminated(pod: JSON) -> JSON | None:
     return None
 
 
+async def count(kube: k8s.Kube, resource: k8s.Resource, *, selector: str | None = None, page: int = 1000) -> int:
+    """How many ``resource`` objects NAMESPACE holds, listed a page at a time: 50,000 pods listed whole
+    are half a gigabyte of JSON, decoded at once."""
+    total, token = 0, ""
+    while True:
+        query = [("limit", str(page))] + ([("continue", token)] if token else [])
+        if selector:
+            query.append(("labelSelector", selector))
+        listing = await kube._call("GET", resource.path(NAMESPACE), query=query)
+        total += len(listing.get("items") or [])
+        token = str((listing.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return total
+
+
 async def wait_pods_finished(kube: k8s.Kube, expected: int, budget_seconds: float) -> float:
     """Until KWOK has run every driver pod to its end and the simulator removed every executor."""
     started = time.monotonic()
@@ -299,47 +385,305 @@ async def wait_pods_finished(kube: k8s.Kube, expected: int, budget_seconds: floa
                 break
             log(f"seeding: {len(running)} driver pods not finished, {len(executors)} executor pods left")
             await asyncio.sleep(5)
-    listed = await kube.list(k8s.PODS, NAMESPACE, selector=driver_pods)
-    if len(listed) < expected:
-        raise RuntimeError(f"{len(listed)} driver pods, expected {expected}")
+    listed = await count(kube, k8s.PODS, selector=driver_pods)
+    if listed < expected:
+        raise RuntimeError(f"{listed} driver pods, expected {expected}")
     return time.monotonic() - started
 
 
-async def seed(bench: BenchCluster, templates: Sequence[Template], apps: int, concurrency: int) -> dict[str, Any]:
+async def seed(
+    bench: BenchCluster, templates: Sequence[Template], apps: int, concurrency: int, path: str = "etcd"
+) -> dict[str, Any]:
+    """``apps`` clones of ``templates``, seeded by ``path`` (SEED_PATHS), then the cluster left to settle;
+    the time, CPU by process, counts and fidelity of it."""
     nodes = bench.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").split()
     clones = [Clone(clone_name(i), templates[i % len(templates)], nodes[i % len(nodes)]) for i in range(apps)]
-    cpu_before = {**bench.component_cpu(), "bench client": _self_cpu()}
+    meter = CpuMeter(bench)
+    started = time.monotonic()
+    if path == "etcd":
+        figures = await seed_into_etcd(bench, templates, clones, concurrency, meter)
+    elif path == "api":
+        figures = await seed_through_api(bench, templates, clones, concurrency)
+    else:
+        raise ValueError(f"seeding path {path!r}: choose from {SEED_PATHS}")
+    async with bench.client() as kube:
+        counts = {r.kind: await count(kube, r) for r in (kinds.SPARK_APPLICATIONS, *OWNED_KINDS)}
+        fidelity = {c.name: await fidelity_diff(kube, c) for c in (clones[0], clones[-1])}
+    seeded = time.monotonic() - started
+    log(f"seeding: {apps} apps seeded in {seeded:.0f}s; waiting for the cluster's controllers to settle")
+    settle = await asyncio.to_thread(wait_settled, bench)
+    _raise_if_a_component_died(bench)
+    if path == "etcd":
+        async with aiohttp.ClientSession() as session:
+            etcd = etcd_seed.Etcd(_etcd_url(bench), session)
+            # What anyone wrote once the clones were in: the controllers' answer to them (0 objects
+            # when each clone is what they would have made), beside their own heartbeats (leases).
+            figures["written_by_the_cluster_after_seeding"] = await etcd.written_since(figures.pop("last_revision"))
+            figures["etcd_db_size_mib"] = round(await etcd.db_size_bytes() / 2**20, 1)
+    total = time.monotonic() - started
+    meter.sample()
+    return {
+        "path": path,
+        "apps": apps,
+        "concurrency_apps_in_flight": concurrency,
+        **figures,
+        "seeded_seconds": round(seeded, 1),
+        "settle": settle,
+        "total_seconds": round(total, 1),
+        "seconds_per_1000_apps": round(seeded * 1000 / apps, 1),
+        "object_counts": counts,
+        "cpu_seconds_by_process": meter.by_process(),
+        "fidelity_differences": fidelity,
+    }
+
+
+async def seed_through_api(
+    bench: BenchCluster, templates: Sequence[Template], clones: Sequence[Clone], concurrency: int
+) -> dict[str, Any]:
+    """Each clone created by the bench's client, its driver pod bound and ended at once, then its
+    SparkDriver's status written from that pod."""
     async with bench.client() as kube:
         started = time.monotonic()
         await bounded([partial(seed_clone, kube, c) for c in clones], concurrency)
         created = time.monotonic() - started
-        log(f"seeding: {apps} apps created in {created:.0f}s; waiting for their driver pods to finish")
-        waited = await wait_pods_finished(kube, len(templates) + apps, budget_seconds=1800)
+        log(f"seeding: {len(clones)} apps created in {created:.0f}s; waiting for their driver pods to finish")
+        waited = await wait_pods_finished(kube, len(templates) + len(clones), budget_seconds=1800)
         driver_pods = await kube.list(k8s.PODS, NAMESPACE, selector=f"{labels.SPARK_ROLE}={labels.ROLE_DRIVER}")
         pods = {str(p["metadata"]["name"]): _typed(k8s.PODS, p) for p in driver_pods}
         status_started = time.monotonic()
         calls = [partial(finish_driver, kube, c, pods[_renamed(c.template.pod, c)]) for c in clones]
         await bounded(calls, concurrency)
         statuses = time.monotonic() - status_started
-        counts = {r.kind: len(await kube.list(r, NAMESPACE)) for r in (kinds.SPARK_APPLICATIONS, *OWNED_KINDS)}
-        fidelity = {c.name: await fidelity_diff(kube, c) for c in (clones[0], clones[-1])}
-    total = time.monotonic() - started
-    cpu_after = {**bench.component_cpu(), "bench client": _self_cpu()}
-    cpu = {k: round(v - cpu_before.get(k, 0.0), 1) for k, v in sorted(cpu_after.items(), key=lambda kv: -kv[1])}
     per_app = len(list(templates[0].objects())) + 3  # its creates; the app's, pod's, SparkDriver's status
     return {
-        "apps": apps,
-        "concurrency_apps_in_flight": concurrency,
         "requests_per_app": per_app,
         "create_seconds": round(created, 1),
         "wait_pods_finished_seconds": round(waited, 1),
         "driver_status_seconds": round(statuses, 1),
-        "total_seconds": round(total, 1),
-        "requests_per_second": round(per_app * apps / (created + statuses), 1),
-        "object_counts": counts,
-        "cpu_seconds_by_process": cpu,
-        "fidelity_differences": fidelity,
+        "requests_per_second": round(per_app * len(clones) / (created + statuses), 1),
     }
+
+
+def _etcd_url(bench: BenchCluster) -> str:
+    return f"http://{LOCALHOST}:{bench.cluster.ports.etcd_client}"
+
+
+async def seed_into_etcd(
+    bench: BenchCluster, templates: Sequence[Template], clones: Sequence[Clone], concurrency: int, meter: CpuMeter
+) -> dict[str, Any]:
+    """Each clone written straight into etcd (bench/etcd_seed.py), with the controller manager stopped:
+    started again afterwards, its controllers list every clone before their first pass, as after any
+    restart of it, so none of them acts on a Service before it has the Service's endpoints, or on a
+    dependent before its owner. Every object of a clone is there at once, its statuses included."""
+    shift = _seeding_shift(templates)
+    rng = random.Random(0)
+    async with (
+        bench.client() as kube,
+        stamping(kube, kinds.SPARK_APPLICATIONS, _clone_name_of, namespace=NAMESPACE, transform=_identity) as told,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session,
+    ):
+        etcd = etcd_seed.Etcd(_etcd_url(bench), session)
+        stored = {t.name: await _stored_template(etcd, t, shift) for t in templates}
+        meter.sample()
+        await asyncio.to_thread(bench.cluster.stop, "controller-manager")
+        started = time.monotonic()
+        written: dict[str, list[int]] = {}
+        transactions: list[int] = []
+
+        async def put(index: int, clone: Clone) -> None:
+            batches = etcd_seed.transactions(_clone_puts(stored[clone.template.name], clone, index, rng))
+            revisions = [await etcd.txn(batch) for batch in batches]
+            transactions.append(len(batches))
+            if index == 0:
+                written[clone.name] = revisions
+
+        await bounded([partial(put, i, c) for i, c in enumerate(clones)], concurrency)
+        put_seconds = time.monotonic() - started
+        last_revision = await etcd.revision()
+        # A watch opened before the puts (the operator's kind of watch, on the API server's watch
+        # cache) is told of every clone's SparkApplication, as of one the API server wrote.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(60 + len(clones) / 100):
+                await told.wait_for(len(clones))
+        watched = told.count()
+    log(f"seeding: {len(clones)} apps put into etcd in {put_seconds:.0f}s; starting the controller manager again")
+    restarted = time.monotonic()
+    # On this thread, not a worker's: a process started with die_with_parent dies with the thread that
+    # started it (PR_SET_PDEATHSIG), and asyncio's worker threads end with its loop.
+    bench.cluster.restart("controller-manager")
+    restart_seconds = time.monotonic() - restarted
+    async with bench.client() as kube:
+        waited = await wait_pods_finished(kube, len(templates) + len(clones), budget_seconds=1800)
+        as_written = await stored_as_written(kube, clones[0], written[clones[0].name], shift)
+    return {
+        "etcd_transactions": sum(transactions),
+        "etcd_transactions_per_app": round(sum(transactions) / len(clones), 2),
+        "put_seconds": round(put_seconds, 1),
+        "controller_manager_restart_seconds": round(restart_seconds, 1),
+        "wait_pods_finished_seconds": round(waited, 1),
+        "stored_as_the_api_server_would": as_written,
+        "apps_a_running_watch_was_told_of": watched,
+        "time_shift": str(shift),
+        "last_revision": last_revision,
+    }
+
+
+def _clone_name_of(obj: JSON) -> str | None:
+    name = str(obj["metadata"]["name"])
+    return name if name.startswith(CLONE_PREFIX) else None
+
+
+def _identity(obj: JSON) -> JSON:
+    """What a watch that only counts objects keeps of each."""
+    meta = obj["metadata"]
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
+
+
+def _seeding_shift(templates: Sequence[Template]) -> timedelta:
+    """How far every time of the templates moves in their clones: the newest template's creation to now."""
+    created = max(
+        datetime.fromisoformat(str(o["metadata"]["creationTimestamp"]).replace("Z", "+00:00"))
+        for t in templates
+        for o in t.objects()
+    )
+    return timedelta(seconds=int((datetime.now(UTC) - created).total_seconds()))
+
+
+async def _stored_template(etcd: etcd_seed.Etcd, template: Template, shift: timedelta) -> etcd_seed.StoredTemplate:
+    """``template`` ready to clone, once each of its objects was found under the key a clone's goes to."""
+    objects = template.stored_objects()
+    for obj in objects:
+        key = etcd_seed.registry_key(obj)
+        if await etcd.get(key) is None:
+            raise RuntimeError(f"the API server does not keep {obj['kind']} {obj['metadata']['name']} under {key}")
+    for service in (o for o in objects if o["kind"] == "Service"):
+        # A cluster IP is the API server's to allocate (an IPAddress object each, and a repair loop
+        # that reallocates one it does not find): only headless Services (Spark's driver Service) are
+        # cloned into etcd.
+        if service["spec"].get("clusterIP") not in (None, "None"):
+            raise RuntimeError(f"{service['metadata']['name']} has a cluster IP: seed with --seed api")
+    pod_status = template.pod.get("status") or {}
+    if not template.pod["spec"].get("nodeName") or not pod_status.get("podIP"):
+        raise RuntimeError(f"template {template.name}'s driver pod has no node or no IP: {pod_status}")
+    old_app_id = _template_app_id(template)
+    return etcd_seed.stored_template(
+        template.name,
+        objects,
+        [old for old, _ in _app_id_replacements(old_app_id, old_app_id)],
+        node=str(template.pod["spec"]["nodeName"]),
+        ip=str(pod_status["podIP"]),
+        shift=shift,
+    )
+
+
+def _template_app_id(template: Template) -> str:
+    return naming.spark_app_id(_uid(template.driver), int(template.driver["status"]["incarnation"]))
+
+
+def _clone_puts(
+    stored: etcd_seed.StoredTemplate, clone: Clone, index: int, rng: random.Random
+) -> list[tuple[str, str]]:
+    """The clone's keys and values; its renames kept on ``clone`` for fidelity_diff."""
+    t = clone.template
+    news = etcd_seed.clone_renames(stored, clone.name, node=clone.node, ip=etcd_seed.pod_ip(index), rng=rng)
+    incarnation = int(t.driver["status"]["incarnation"])
+    new_app_id = naming.spark_app_id(news[_uid(t.driver)], incarnation)
+    app_ids = _app_id_replacements(_template_app_id(t), new_app_id)
+    news.update(app_ids)
+    clone.replacements = [(t.name, clone.name), *((uid, news[uid]) for uid in stored.uids), *app_ids]
+    clone.pod_uid = news[_uid(t.pod)]
+    return etcd_seed.clone_puts(stored, news)
+
+
+async def stored_as_written(kube: k8s.Kube, clone: Clone, revisions: Sequence[int], shift: timedelta) -> list[str]:
+    """Where what the API server answers for ``clone``'s objects differs from what it sets itself on a
+    create: a uid of its own (the renamed one), the resourceVersion of the revision that wrote it (one
+    per object of a resource), creationTimestamp (the template's, moved by ``shift``) and generation."""
+    differences: list[str] = []
+    uids = dict(clone.replacements)
+    for original in clone.template.objects():
+        resource = k8s.resource_of(original)
+        name = _renamed(original, clone)
+        current = await kube.get(resource, NAMESPACE, name)
+        if current is None:
+            differences.append(f"{original['kind']} {name}: missing")
+            continue
+        meta, template_meta = current["metadata"], original["metadata"]
+        created = etcd_seed.shift_times(f'"{template_meta["creationTimestamp"]}"', shift).strip('"')
+        expected = {
+            "uid": uids[_uid(original)],
+            "creationTimestamp": created,
+            "generation": template_meta.get("generation"),
+        }
+        for key, value in expected.items():
+            if meta.get(key) != value:
+                differences.append(f"{original['kind']} {name}: {key} {meta.get(key)!r}, expected {value!r}")
+        if int(meta["resourceVersion"]) not in revisions:
+            differences.append(
+                f"{original['kind']} {name}: resourceVersion {meta['resourceVersion']} not in {revisions}"
+            )
+    return differences
+
+
+def _raise_if_a_component_died(bench: BenchCluster) -> None:
+    for name, record in bench.cluster.state.processes.items():
+        if not procs.is_alive(record.pid):
+            raise RuntimeError(f"{name} exited while seeding; its log's end:\n{procs.log_tail(Path(record.log))}")
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds each devcluster process and the bench's own used since the meter was made, a
+    process started again (the controller manager) counted across its restart: ``sample`` before
+    stopping one and after, and at the end."""
+
+    bench: BenchCluster
+    used: dict[str, float] = field(default_factory=dict)
+    last: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.last = self._read()
+        self.used = dict.fromkeys(self.last, 0.0)
+
+    def _read(self) -> dict[str, tuple[int, float]]:
+        read = {name: (pid, cpu_seconds(pid)) for name, pid in self.bench.component_pids().items()}
+        read["bench client"] = (os.getpid(), _self_cpu())
+        return read
+
+    def sample(self) -> None:
+        for name, (pid, cpu) in self._read().items():
+            before = self.last.get(name)
+            # A process started since the last sample used all its CPU since then.
+            self.used[name] = self.used.get(name, 0.0) + (cpu - before[1] if before and before[0] == pid else cpu)
+            self.last[name] = (pid, cpu)
+
+    def by_process(self) -> dict[str, float]:
+        return {k: round(v, 1) for k, v in sorted(self.used.items(), key=lambda kv: -kv[1])}
+
+
+def wait_settled(
+    bench: BenchCluster, *, share: float = SETTLE_SHARE, window: float = SETTLE_WINDOW_S, timeout: float = 1800
+) -> dict[str, Any]:
+    """Until each of SETTLED_COMPONENTS used under ``share`` of a core over ``window`` seconds: the
+    controllers done with the clones, so that what follows measures the operator. Their rates over
+    the last window, and the seconds it took (None: not within ``timeout``, measured anyway)."""
+    started = time.monotonic()
+    samples: list[tuple[float, dict[str, float]]] = []
+    rates: dict[str, float] = {}
+    while time.monotonic() - started < timeout:
+        now = time.monotonic()
+        samples.append((now, bench.component_cpu()))
+        while len(samples) > 1 and now - samples[1][0] >= window:
+            samples.pop(0)
+        first_t, first = samples[0]
+        if now - first_t >= window:
+            last = samples[-1][1]
+            rates = {n: round((last.get(n, 0.0) - first.get(n, 0.0)) / (now - first_t), 3) for n in SETTLED_COMPONENTS}
+            if all(0 <= r < share for r in rates.values()):
+                return {"seconds": round(now - started, 1), "cpu_share_last_window": rates}
+        time.sleep(1.0)
+    log(f"the cluster did not settle within {timeout:.0f}s ({rates}); measuring anyway")
+    return {"seconds": None, "cpu_share_last_window": rates}
 
 
 def _self_cpu() -> float:
@@ -390,7 +734,8 @@ async def fidelity_diff(kube: k8s.Kube, clone: Clone) -> list[str]:
 
 
 def _volatile(path: str) -> bool:
-    return any(v in path for v in VOLATILE)
+    # A field named "time" is one (an incarnation's, the last error's): a clone's times are moved.
+    return any(v in path for v in VOLATILE) or path.endswith(".time")
 
 
 def _diff(a: Any, b: Any, path: str) -> Iterator[str]:
@@ -600,18 +945,26 @@ def measure_scale(
     nodes: int = 4,
     profile: Path | None = None,
     restarts: int = RESTARTS,
+    seed_path: str = "etcd",
+    terminated_pod_gc_threshold: int = TERMINATED_POD_GC_THRESHOLD,
 ) -> dict[str, Any]:
     """Seed ``apps`` finished apps on a devcluster of its own, then measure the operator over them:
     ``restarts`` restarts, each followed by the floor measured beside it (the floor itself moves by
     seconds within minutes here, so one restart against one floor says little)."""
-    with BenchCluster.up(name, nodes=nodes, namespaces=[NAMESPACE]) as bench:
+    with BenchCluster.up(
+        name,
+        nodes=nodes,
+        namespaces=[NAMESPACE],
+        terminated_pod_gc_threshold=terminated_pod_gc_threshold,
+        etcd_quota_bytes=ETCD_QUOTA_BYTES,
+    ) as bench:
 
         async def prepare() -> tuple[list[Template], dict[str, Any]]:
             async with bench.client() as kube:
                 log("templates: running a few apps to completion with the operator")
                 templates = await run_templates(bench, kube)
-            log(f"seeding: {apps} clones of {[t.name for t in templates]}, {concurrency} apps in flight")
-            return templates, await seed(bench, templates, apps, concurrency)
+            log(f"seeding ({seed_path}): {apps} clones of {[t.name for t in templates]}, {concurrency} apps in flight")
+            return templates, await seed(bench, templates, apps, concurrency, seed_path)
 
         templates, seeding = asyncio.run(prepare())
         log(f"seeding: {seeding['total_seconds']}s, {seeding['object_counts']}")
@@ -641,6 +994,10 @@ def measure_scale(
     return {
         "apps": apps,
         "operator_mode": "cluster-wide (no -n), as a real install",
+        "cluster": {
+            "terminated_pod_gc_threshold": terminated_pod_gc_threshold,
+            "etcd_quota_bytes": ETCD_QUOTA_BYTES,
+        },
         "left_behind_per_finished_app": {t.name: left_behind(t) for t in templates},
         "seeding": seeding,
         "steady": steady,
@@ -699,11 +1056,7 @@ def table(result: Mapping[str, Any]) -> str:
     s, y, r, idle = result["seeding"], result["synced"], result["restart"], result["steady"]
     rows: list[tuple[str, str]] = [
         ("finished apps (with their SparkDrivers, pods, ConfigMaps, Services)", str(result["apps"])),
-        (
-            "seeding: total / creates / driver statuses",
-            f"{s['total_seconds']} / {s['create_seconds']} / "
-            f"{s['driver_status_seconds']} s ({s['requests_per_second']} req/s)",
-        ),
+        _seeding_row(s),
         ("objects", ", ".join(f"{k} {v}" for k, v in s["object_counts"].items())),
         ("synced: RSS (target <= 238 MiB = 250 MB)", f"{idle['rss_mib']} MiB (peak {idle['peak_rss_mib']})"),
         ("synced: idle CPU", f"{idle['idle_cpu_seconds_per_minute']} CPU-s/min"),
@@ -720,6 +1073,25 @@ def table(result: Mapping[str, Any]) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
+def _seeding_row(s: Mapping[str, Any]) -> tuple[str, str]:
+    settled = (s.get("settle") or {}).get("seconds")
+    if s.get("path", "api") == "etcd":
+        return (
+            "seeding into etcd: seeded (puts) / settled after / per 1,000 apps",
+            f"{s['seeded_seconds']} ({s['put_seconds']}) / {settled} / {s['seconds_per_1000_apps']} s",
+        )
+    if "seeded_seconds" not in s:  # recorded before the seeding paths
+        return (
+            "seeding: total / creates / driver statuses",
+            f"{s['total_seconds']} / {s['create_seconds']} / "
+            f"{s['driver_status_seconds']} s ({s['requests_per_second']} req/s)",
+        )
+    return (
+        "seeding through the API server: seeded / settled after / per 1,000 apps",
+        f"{s['seeded_seconds']} / {settled} / {s['seconds_per_1000_apps']} s ({s['requests_per_second']} req/s)",
+    )
+
+
 def _floor(restart: Mapping[str, Any]) -> str:
     floor = restart.get("floor")
     if not floor:
@@ -734,7 +1106,19 @@ def _start(figures: Mapping[str, Any]) -> str:
 def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = measure_scale) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--apps", type=int, default=10_000)
-    parser.add_argument("--concurrency", type=int, default=48, help="clones being seeded at once (~2 requests each)")
+    parser.add_argument("--concurrency", type=int, default=48, help="clones being seeded at once")
+    parser.add_argument(
+        "--seed",
+        choices=SEED_PATHS,
+        default="etcd",
+        help="write the clones straight into etcd (default), or create them through the API server (slow)",
+    )
+    parser.add_argument(
+        "--terminated-pod-gc-threshold",
+        type=int,
+        default=TERMINATED_POD_GC_THRESHOLD,
+        help="the controller manager's (0, the default here: off, every finished pod kept; Kubernetes' is 12500)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=30)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     parser.add_argument("--profile", type=Path, help="also profile a restart with cProfile into this file")
@@ -747,6 +1131,8 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
         idle_seconds=args.idle_seconds,
         profile=args.profile,
         restarts=args.restarts,
+        seed_path=args.seed,
+        terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
     )
     write_result(Path(args.out), result)
     print(table(result))

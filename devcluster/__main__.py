@@ -25,6 +25,7 @@ from devcluster.build import (
 )
 from devcluster.cluster import (
     DEFAULT_NAME,
+    RESTART_TARGETS,
     Cluster,
     ClusterError,
     list_clusters,
@@ -110,9 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     for command, text in (("down", "stop a cluster and delete its data"), ("status", "show a cluster")):
         sub.add_parser(command, help=text).add_argument("--name", default=DEFAULT_NAME)
 
-    restart = sub.add_parser("restart", help="restart kube-apiserver and/or etcd in place")
+    restart = sub.add_parser("restart", help="restart kube-apiserver and/or etcd (or another component) in place")
     restart.add_argument("--name", default=DEFAULT_NAME)
-    restart.add_argument("component", nargs="?", choices=("apiserver", "etcd", "all", "sparksim"), default="all")
+    restart.add_argument("component", nargs="?", choices=tuple(RESTART_TARGETS), default="all")
 
     node = sub.add_parser(
         "node", help="lose a real node (kill: SIGKILL its kubelet, containerd and containers) or bring it back (start)"

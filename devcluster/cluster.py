@@ -38,7 +38,7 @@ from devcluster.paths import PACKAGE_DIR, cache_root, cluster_dir, clusters_root
 from devcluster.ports import LOCALHOST, free_ports
 
 Log = Callable[[str], None]
-Component = Literal["apiserver", "etcd", "all", "sparksim"]
+Component = Literal["apiserver", "etcd", "all", "sparksim", "controller-manager"]
 
 DEFAULT_NAME = "dev"
 STATE_FILE = "state.json"
@@ -50,6 +50,9 @@ RESTART_TARGETS: dict[str, tuple[str, ...]] = {
     "etcd": ("etcd",),
     "all": ("etcd", "kube-apiserver"),
     "sparksim": ("sparksim",),
+    # bench/scale.py seeds etcd with the controller manager stopped: started again, its controllers
+    # list every object before their first pass, as after any restart of it.
+    "controller-manager": ("kube-controller-manager",),
 }
 # A restart is a fault injection: a short SIGTERM window, then SIGKILL, like a crashed node.
 RESTART_GRACE_S = 1.0
@@ -175,6 +178,8 @@ class Cluster:
         node_lifecycle: bool = False,
         schedulers: tuple[str, ...] = (),
         gateway: str | None = None,
+        terminated_pod_gc_threshold: int | None = None,
+        etcd_quota_bytes: int | None = None,
         die_with_parent: bool = False,
         timeout: float = 90.0,
         log: Log = stderr_log,
@@ -231,7 +236,15 @@ class Cluster:
                 realnodes.claim(name, directory, _owner_alive, log)
                 realnodes.record_owner_binaries(Path(state.node_bin_dir))
                 realnodes.prepare_network(cluster.real_nodes)
-            cluster._bring_up(nodes, node_cpu, node_memory, simulator, deadline=started + timeout)
+            cluster._bring_up(
+                nodes,
+                node_cpu,
+                node_memory,
+                simulator,
+                deadline=started + timeout,
+                terminated_pod_gc_threshold=terminated_pod_gc_threshold,
+                etcd_quota_bytes=etcd_quota_bytes,
+            )
             if real_nodes:
                 cluster._start_real_nodes(images, deadline=started + timeout)
                 cluster._create_volumes()
@@ -373,14 +386,24 @@ class Cluster:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _bring_up(self, kwok_nodes: int, cpu: str, memory: str, simulator: bool, deadline: float) -> None:
+    def _bring_up(
+        self,
+        kwok_nodes: int,
+        cpu: str,
+        memory: str,
+        simulator: bool,
+        deadline: float,
+        *,
+        terminated_pod_gc_threshold: int | None = None,
+        etcd_quota_bytes: int | None = None,
+    ) -> None:
         directory = self.directory
         real = bool(self.state.real_nodes)
         pki = write_pki(directory / "pki", extra_ips=(HOST_IP,) if real else ())
         components.write_kubeconfig(self.kubeconfig, components.kubeconfig(self.name, self.server, pki))
         ports, bins = self.ports, self.bin_dir
 
-        self._spawn("etcd", components.etcd_argv(bins, directory / "etcd-data", ports))
+        self._spawn("etcd", components.etcd_argv(bins, directory / "etcd-data", ports, quota_bytes=etcd_quota_bytes))
         self._wait({"etcd": self._etcd_ready}, deadline)
         apiserver = components.apiserver_argv(
             bins, pki, ports, audit_log=self.audit_log, address=HOST_IP if real else None
@@ -396,7 +419,13 @@ class Cluster:
         self._spawn(
             "kube-controller-manager",
             components.controller_manager_argv(
-                bins, pki, kubeconfig, ports, directory / "kcm-certs", node_lifecycle=self.state.node_lifecycle
+                bins,
+                pki,
+                kubeconfig,
+                ports,
+                directory / "kcm-certs",
+                node_lifecycle=self.state.node_lifecycle,
+                terminated_pod_gc_threshold=terminated_pod_gc_threshold,
             ),
         )
         self._spawn("kube-scheduler", components.scheduler_argv(bins, kubeconfig, ports, directory / "scheduler-certs"))

@@ -77,7 +77,7 @@ def count_ports() -> int:
     return len(Ports.__dataclass_fields__)
 
 
-def etcd_argv(bin_dir: Path, data_dir: Path, ports: Ports) -> list[str]:
+def etcd_argv(bin_dir: Path, data_dir: Path, ports: Ports, quota_bytes: int | None = None) -> list[str]:
     client = f"http://{LOCALHOST}:{ports.etcd_client}"
     peer = f"http://{LOCALHOST}:{ports.etcd_peer}"
     return [
@@ -92,6 +92,7 @@ def etcd_argv(bin_dir: Path, data_dir: Path, ports: Ports) -> list[str]:
         # A throwaway store: durability across power loss is worth nothing here, speed is.
         "--unsafe-no-fsync",
         "--log-level=warn",
+        *([f"--quota-backend-bytes={quota_bytes}"] if quota_bytes is not None else []),
     ]
 
 
@@ -138,10 +139,19 @@ def apiserver_argv(
 
 
 def controller_manager_argv(
-    bin_dir: Path, pki: CertPaths, kubeconfig: Path, ports: Ports, cert_dir: Path, *, node_lifecycle: bool = False
+    bin_dir: Path,
+    pki: CertPaths,
+    kubeconfig: Path,
+    ports: Ports,
+    cert_dir: Path,
+    *,
+    node_lifecycle: bool = False,
+    terminated_pod_gc_threshold: int | None = None,
 ) -> list[str]:
     controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if node_lifecycle else CONTROLLERS
     lifecycle = [f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s"] if node_lifecycle else []
+    threshold = terminated_pod_gc_threshold
+    pod_gc = [] if threshold is None else [f"--terminated-pod-gc-threshold={threshold}"]
     return [
         str(bin_dir / "kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
@@ -149,6 +159,7 @@ def controller_manager_argv(
         f"--authorization-kubeconfig={kubeconfig}",
         f"--controllers={','.join(controllers)}",
         *lifecycle,
+        *pod_gc,
         "--leader-elect=false",
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",

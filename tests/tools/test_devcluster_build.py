@@ -204,6 +204,20 @@ def test_the_node_lifecycle_controllers_run_only_when_asked(tmp_path: Path) -> N
     assert f"--node-monitor-grace-period={components.NODE_MONITOR_GRACE_SECONDS}s" in watched
 
 
+def test_a_benchmark_may_keep_every_finished_pod_and_give_etcd_more_room(tmp_path: Path) -> None:
+    ports = components.Ports.from_list(list(range(20000, 20000 + components.count_ports())))
+    pki = components.CertPaths.in_dir(tmp_path)
+    default = components.controller_manager_argv(tmp_path, pki, tmp_path / "kc", ports, tmp_path / "certs")
+    kept = components.controller_manager_argv(
+        tmp_path, pki, tmp_path / "kc", ports, tmp_path / "certs", terminated_pod_gc_threshold=0
+    )
+    assert not any(a.startswith("--terminated-pod-gc-threshold") for a in default)  # Kubernetes' default
+    assert "--terminated-pod-gc-threshold=0" in kept
+    assert not any(a.startswith("--quota-backend-bytes") for a in components.etcd_argv(tmp_path, tmp_path, ports))
+    roomy = components.etcd_argv(tmp_path, tmp_path / "data", ports, quota_bytes=8 * 2**30)
+    assert "--quota-backend-bytes=8589934592" in roomy
+
+
 def test_fake_node_has_no_taints() -> None:
     node = components.fake_node("n0", "2", "4Gi")
     assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
