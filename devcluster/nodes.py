@@ -109,6 +109,11 @@ class RealNode:
     def cni_conf_dir(self) -> Path:
         return self.config_dir / "cni"
 
+    @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's `config_path`: the hosts.toml that sends its pulls to devcluster/registry.py."""
+        return self.config_dir / "registry-hosts"
+
 
 def real_node(index: int, cluster_dir: Path, images_root: Path) -> RealNode:
     if not 0 <= index < MAX_NODES:
@@ -156,6 +161,10 @@ def containerd_config(node: RealNode, sandbox_image: str) -> str:
         f"  bin_dir = {_toml(CNI_BIN_DIR)}",
         f"  conf_dir = {_toml(node.cni_conf_dir)}",
         "  max_conf_num = 1",
+        "",
+        # No registry is reachable: every pull (imagePullPolicy Always) goes to devcluster/registry.py.
+        f"[{cri}.registry]",
+        f"  config_path = {_toml(node.registry_hosts_dir)}",
         "",
     ]
     return "\n".join(lines)
@@ -264,6 +273,7 @@ class HostPorts:
     coredns_ready: int
     kube_proxy_healthz: int
     kube_proxy_metrics: int
+    registry: int
 
 
 def kube_proxy_config(kubeconfig: Path, first_node: RealNode, ports: HostPorts) -> dict[str, Any]:
