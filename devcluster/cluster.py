@@ -815,7 +815,7 @@ def _stop_cluster(state: ClusterState, log: Log) -> None:
     """The clients first, then real nodes (kubelets, then their containers, then containerd), then the rest."""
     records = dict(state.processes)
     _stop_records({name: records.pop(name) for name in state.clients if name in records})
-    if state.real_nodes:
+    if state.real_nodes and realnodes.owns_real_nodes(state.directory, realnodes.current_owner()):
         node_bins = Path(state.node_bin_dir) if state.node_bin_dir else None
         for node in _real_nodes(state):
             kubelet = records.pop(f"kubelet-{node.name}", None)
@@ -832,9 +832,7 @@ def _stop_cluster(state: ClusterState, log: Log) -> None:
             if clean:
                 realnodes.mark_clean(node)
         _stop_records({name: records.pop(name) for name in ("kube-proxy", "coredns") if name in records})
-        owner = realnodes.current_owner()
-        if owner is not None and owner.get("directory") == state.directory:
-            realnodes.teardown_machine(node_bins, log)
+        realnodes.teardown_machine(node_bins, log)
     _stop_records(records)
 
 

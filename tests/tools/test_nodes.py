@@ -103,3 +103,10 @@ def test_node_binaries_are_a_set_of_their_own() -> None:
     assert not set(node.binaries) & set(plane.binaries)
     # Building real-node binaries never invalidates the control plane's cache, and vice versa.
     assert set_dir(plane) != set_dir(node)
+
+
+def test_only_the_cluster_that_claimed_the_real_nodes_owns_them() -> None:
+    owner = {"name": "a", "directory": "/cache/clusters/a"}
+    assert realnodes.owns_real_nodes("/cache/clusters/a", owner)
+    assert not realnodes.owns_real_nodes("/cache/clusters/b", owner)  # its `up` was refused: a runs them
+    assert not realnodes.owns_real_nodes("/cache/clusters/a", None)  # torn down already
