@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from devcluster import components, nodes, procs, realnodes, registry, rest, scheduler_crds
+from devcluster import components, nodes, procs, realnodes, rest, scheduler_crds
 from devcluster.build import (
     ensure_built,
     ensure_coscheduling,
@@ -415,11 +415,13 @@ class Cluster:
         pause = next(image for image in images if image.name == "pause")
         host_ports = nodes.HostPorts(*free_ports(len(nodes.HostPorts.__dataclass_fields__)))
         # Every pull (imagePullPolicy Always) is answered from the node's own store: no registry is reachable.
-        self._spawn("registry", registry.server_argv(host_ports.registry, real), env=_python_env())
+        self._spawn("registry", nodes.registry_argv(host_ports.registry, real), env=_python_env())
         for node in real:
             realnodes.prepare_node_dirs(node)
             realnodes.create_cgroup_root(node)
-            registry.write_hosts_config(node.registry_hosts_dir, host_ports.registry, node.name)
+            hosts_file = node.registry_hosts_dir / nodes.REGISTRY_HOSTS_FILE
+            hosts_file.parent.mkdir(parents=True, exist_ok=True)
+            hosts_file.write_text(nodes.registry_hosts_toml(node, host_ports.registry))
             node.containerd_config.write_text(nodes.containerd_config(node, pause.refs[0]))
             (node.cni_conf_dir / "10-devcluster.conflist").write_text(json.dumps(nodes.cni_config(node), indent=2))
             # Everything a node mounts lives in this namespace and dies with its processes;
@@ -430,7 +432,7 @@ class Cluster:
                 mount_namespace=procs.NewMountNamespace(realnodes.NODE_PRIVATE_DIRS),
             )
         started = {f"containerd-{n.name}": _containerd_ready(n) for n in real}
-        started["registry"] = lambda: rest.probe(f"{registry.server_url(host_ports.registry, real[0].name)}/")
+        started["registry"] = lambda: rest.probe(f"{nodes.registry_url(host_ports.registry, real[0])}/")
         self._wait(started, deadline)
         # A first import unpacks gigabytes; like a build, it happens once and is not start-up time.
         import_started = time.monotonic()

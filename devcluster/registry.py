@@ -21,7 +21,8 @@ resolves to in its store already, fetches none of them and unpacks nothing. An i
 does not hold answers 404 (containerd reports "not found") at once, instead of after a lookup of
 a registry that cannot be reached.
 
-Run by the cluster as `python -m devcluster.registry --port P --node NAME SOCKET ROOT ...`.
+Run by the cluster as `python -m devcluster.registry --port P --node NAME SOCKET ROOT ...`
+(`nodes.registry_argv`; `nodes.registry_hosts_toml` is each node's hosts.toml).
 """
 
 from __future__ import annotations
@@ -40,13 +41,10 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
-from devcluster.nodes import RealNode
-
 LOCALHOST = "127.0.0.1"
 CTR = "/usr/bin/ctr"
 CTR_TIMEOUT_S = 30.0
 CONTENT_BLOBS = Path("io.containerd.content.v1.content") / "blobs"
-HOSTS_FILE = Path("_default") / "hosts.toml"
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -123,31 +121,6 @@ def manifest_media_type(body: bytes) -> str:
     if isinstance(declared, str) and declared:
         return declared
     return OCI_INDEX if isinstance(document, dict) and "manifests" in document else OCI_MANIFEST
-
-
-def server_url(port: int, node: str) -> str:
-    """The API root of `node`'s view, as its hosts.toml names it."""
-    return f"http://{LOCALHOST}:{port}/{node}/v2"
-
-
-def hosts_toml(port: int, node: str) -> str:
-    """containerd's host configuration for every registry host (the `_default` namespace): this
-    server only, trusted to resolve tags, with no upstream to fall back to."""
-    return "\n".join(
-        [
-            "# devcluster/registry.py: the node's own store, served read-only; no registry outside is reachable.",
-            f'server = "{server_url(port, node)}"',
-            'capabilities = ["pull", "resolve"]',
-            "",
-        ]
-    )
-
-
-def write_hosts_config(hosts_dir: Path, port: int, node: str) -> None:
-    """`hosts_dir` is the node's containerd `config_path`; containerd reads it on every pull."""
-    path = hosts_dir / HOSTS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(hosts_toml(port, node))
 
 
 @dataclass(frozen=True)
@@ -277,12 +250,6 @@ class RegistryHandler(BaseHTTPRequestHandler):
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         pass  # _respond logs each request once, with its time
-
-
-def server_argv(port: int, real: Sequence[RealNode]) -> list[str]:
-    """The cluster's registry process, serving each of `real`'s containerd stores."""
-    nodes = [arg for node in real for arg in ("--node", node.name, str(node.containerd_socket), str(node.image_store))]
-    return [sys.executable, "-m", "devcluster.registry", "--port", str(port), *nodes]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import registry
+from devcluster import nodes, registry
 from devcluster.nodes import real_node
 from devcluster.registry import NodeStore, Route, Target
 
@@ -79,19 +79,22 @@ def test_a_manifest_says_its_media_type_or_its_shape_does() -> None:
 
 def test_each_node_resolves_every_registry_host_at_its_own_view_and_nowhere_else(tmp_path: Path) -> None:
     node = real_node(1, tmp_path / "cluster", tmp_path / "images")
-    registry.write_hosts_config(node.registry_hosts_dir, 5123, node.name)
     # `_default`: the namespace containerd 1.6 falls back to for any host without a directory of its own.
-    config = tomllib.loads((node.registry_hosts_dir / "_default" / "hosts.toml").read_text())
-    # A server whose path ends in /v2 is used as is; without [host] tables there is nothing to fall back to.
-    assert config == {"server": "http://127.0.0.1:5123/real-node-1/v2", "capabilities": ["pull", "resolve"]}
+    assert Path("_default/hosts.toml") == nodes.REGISTRY_HOSTS_FILE
+    config = tomllib.loads(nodes.registry_hosts_toml(node, 5123))
+    # A URL whose path ends in /v2 is used as is. containerd 1.6.20 ignores a file without a host table;
+    # the same view as `server` leaves no registry outside to fall back to.
+    view = "http://127.0.0.1:5123/real-node-1/v2"
+    assert nodes.registry_url(5123, node) == view
+    assert config == {"server": view, "host": {view: {"capabilities": ["pull", "resolve"]}}}
 
 
 def test_the_server_argv_names_each_nodes_socket_and_store(tmp_path: Path) -> None:
-    nodes = [real_node(i, tmp_path, tmp_path / "images") for i in range(2)]
-    argv = registry.server_argv(5123, nodes)
+    real = [real_node(i, tmp_path, tmp_path / "images") for i in range(2)]
+    argv = nodes.registry_argv(5123, real)
     assert argv[1:5] == ["-m", "devcluster.registry", "--port", "5123"]
-    assert argv[5:9] == ["--node", "real-node-0", str(nodes[0].containerd_socket), str(nodes[0].image_store)]
-    assert argv[9:] == ["--node", "real-node-1", str(nodes[1].containerd_socket), str(nodes[1].image_store)]
+    assert argv[5:9] == ["--node", "real-node-0", str(real[0].containerd_socket), str(real[0].image_store)]
+    assert argv[9:] == ["--node", "real-node-1", str(real[1].containerd_socket), str(real[1].image_store)]
 
 
 # -- over HTTP, with a content store on disk and image names from a table instead of containerd -----
