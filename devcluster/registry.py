@@ -19,7 +19,7 @@ The server answers from exactly what that node's containerd holds, nothing it co
 So a pull with Always costs one HEAD request: containerd finds the manifest, config and layers it
 resolves to in its store already, fetches none of them and unpacks nothing. An image the node
 does not hold answers 404 (containerd reports "not found") at once, instead of after a lookup of
-a registry that cannot be reached.
+a registry that cannot be reached. Nothing here writes to a store: the server has no push API.
 
 Run by the cluster as `python -m devcluster.registry --port P --node NAME SOCKET ROOT ...`
 (`nodes.registry_argv`; `nodes.registry_hosts_toml` is each node's hosts.toml).
@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
+from devcluster.realnodes import CTR
+
 LOCALHOST = "127.0.0.1"
-CTR = "/usr/bin/ctr"
 CTR_TIMEOUT_S = 30.0
 CONTENT_BLOBS = Path("io.containerd.content.v1.content") / "blobs"
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
