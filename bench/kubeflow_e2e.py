@@ -21,7 +21,8 @@ What this does, each step cached under ``~/.cache/sparkop/kubeflow-e2e/<key>/``:
 3. starts a devcluster with two real nodes (kubelet + containerd, real Spark), imports the operator
    image built from this checkout, and names the Spark 4.0.5 image also ``apache/spark:4.0.4`` on
    each node: kubeflow's examples run ``docker.io/apache/spark:4.0.4``, no registry is reachable here,
-   and 4.0.5 is the pinned release of the same Spark line;
+   and 4.0.5 is the pinned release of the same Spark line (its SparkConnect example pulls it with
+   ``imagePullPolicy: Always``: devcluster/registry.py answers the nodes' pulls with the alias);
 4. runs the suite with a JSON report and writes every spec's result, with each failure's message and
    place, to ``bench/results/kubeflow-e2e.json`` and ``.md``.
 

@@ -442,9 +442,15 @@ class Cluster:
     def _start_real_nodes(self, images: list[BuiltImage], deadline: float) -> None:
         real = self.real_nodes
         pause = next(image for image in images if image.name == "pause")
+        host_ports = nodes.HostPorts(*free_ports(len(nodes.HostPorts.__dataclass_fields__)))
+        # Every pull (imagePullPolicy Always) is answered from the node's own store: no registry is reachable.
+        self._spawn("registry", nodes.registry_argv(host_ports.registry, real), env=_python_env())
         for node in real:
             realnodes.prepare_node_dirs(node)
             realnodes.create_cgroup_root(node)
+            hosts_file = node.registry_hosts_dir / nodes.REGISTRY_HOSTS_FILE
+            hosts_file.parent.mkdir(parents=True, exist_ok=True)
+            hosts_file.write_text(nodes.registry_hosts_toml(node, host_ports.registry))
             node.containerd_config.write_text(nodes.containerd_config(node, pause.refs[0]))
             (node.cni_conf_dir / "10-devcluster.conflist").write_text(json.dumps(nodes.cni_config(node), indent=2))
             # Everything a node mounts lives in this namespace and dies with its processes;
@@ -454,14 +460,15 @@ class Cluster:
                 nodes.containerd_argv(node.containerd_config),
                 mount_namespace=procs.NewMountNamespace(realnodes.NODE_PRIVATE_DIRS),
             )
-        self._wait({f"containerd-{n.name}": _containerd_ready(n) for n in real}, deadline)
+        started = {f"containerd-{n.name}": _containerd_ready(n) for n in real}
+        started["registry"] = lambda: rest.probe(f"{nodes.registry_url(host_ports.registry, real[0])}/")
+        self._wait(started, deadline)
         # A first import unpacks gigabytes; like a build, it happens once and is not start-up time.
         import_started = time.monotonic()
         self.import_images(images)
         deadline += time.monotonic() - import_started
 
         node_bins = Path(self.state.node_bin_dir)
-        host_ports = nodes.HostPorts(*free_ports(len(nodes.HostPorts.__dataclass_fields__)))
         for node in real:
             config_file = node.config_dir / "kubelet.yaml"
             config_file.write_text(nodes.dump_yaml(nodes.kubelet_config(node, self.pki.ca_cert)))
@@ -839,7 +846,7 @@ def _stop_cluster(state: ClusterState, log: Log) -> None:
     """The clients first, then real nodes (kubelets, then their containers, then containerd), then the rest."""
     records = dict(state.processes)
     _stop_records({name: records.pop(name) for name in state.clients if name in records})
-    if state.real_nodes:
+    if state.real_nodes and realnodes.owns_real_nodes(state.directory, realnodes.current_owner()):
         node_bins = Path(state.node_bin_dir) if state.node_bin_dir else None
         for node in _real_nodes(state):
             kubelet = records.pop(f"kubelet-{node.name}", None)
@@ -856,9 +863,7 @@ def _stop_cluster(state: ClusterState, log: Log) -> None:
             if clean:
                 realnodes.mark_clean(node)
         _stop_records({name: records.pop(name) for name in ("kube-proxy", "coredns") if name in records})
-        owner = realnodes.current_owner()
-        if owner is not None and owner.get("directory") == state.directory:
-            realnodes.teardown_machine(node_bins, log)
+        realnodes.teardown_machine(node_bins, log)
     _stop_records(records)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ CNI_BIN_DIR = Path("/usr/lib/cni")
 # The node's label, so tests and users can aim pods at real nodes when kwok nodes coexist.
 NODE_TYPE_LABEL = ("type", "real")
 MAX_NODES = 16
+# containerd's host configuration for any registry host without a directory of its own.
+REGISTRY_HOSTS_FILE = Path("_default") / "hosts.toml"
 # Machine-wide: real nodes use this machine's network namespace, so one cluster at a time.
 RUNTIME_ROOT = Path("/run/sparkop-devcluster")
 STATE_ROOT = Path("/var/lib/sparkop-devcluster")
@@ -109,6 +112,11 @@ class RealNode:
     def cni_conf_dir(self) -> Path:
         return self.config_dir / "cni"
 
+    @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's `config_path`: the hosts.toml that sends its pulls to devcluster/registry.py."""
+        return self.config_dir / "registry-hosts"
+
 
 def real_node(index: int, cluster_dir: Path, images_root: Path) -> RealNode:
     if not 0 <= index < MAX_NODES:
@@ -157,12 +165,46 @@ def containerd_config(node: RealNode, sandbox_image: str) -> str:
         f"  conf_dir = {_toml(node.cni_conf_dir)}",
         "  max_conf_num = 1",
         "",
+        # No registry is reachable: every pull (imagePullPolicy Always) goes to devcluster/registry.py.
+        f"[{cri}.registry]",
+        f"  config_path = {_toml(node.registry_hosts_dir)}",
+        "",
     ]
     return "\n".join(lines)
 
 
 def _toml(value: object) -> str:
     return json.dumps(str(value))  # a JSON string is a valid TOML basic string
+
+
+def registry_url(port: int, node: RealNode) -> str:
+    """The API root of devcluster/registry.py's view of `node`'s store."""
+    return f"http://127.0.0.1:{port}/{node.name}/v2"
+
+
+def registry_hosts_toml(node: RealNode, port: int) -> str:
+    """`REGISTRY_HOSTS_FILE` under the node's `config_path`: every registry host's images come from
+    devcluster/registry.py's view of the node's own store, trusted to resolve tags. containerd 1.6.20
+    ignores a hosts.toml without a `host` table ("invalid `host` tree") and would go to the image's own
+    registry, so the view is a host entry; it is the `server` too, so that a miss ends there ("not
+    found") instead of at a registry that cannot be reached."""
+    url = registry_url(port, node)
+    return "\n".join(
+        [
+            "# devcluster/registry.py: the node's own store, served read-only; no registry outside is reachable.",
+            f"server = {_toml(url)}",
+            "",
+            f"[host.{_toml(url)}]",
+            '  capabilities = ["pull", "resolve"]',
+            "",
+        ]
+    )
+
+
+def registry_argv(port: int, real: list[RealNode]) -> list[str]:
+    """devcluster/registry.py for the cluster, serving each of `real`'s containerd stores."""
+    stores = [arg for node in real for arg in ("--node", node.name, str(node.containerd_socket), str(node.image_store))]
+    return [sys.executable, "-m", "devcluster.registry", "--port", str(port), *stores]
 
 
 def cni_config(node: RealNode) -> dict[str, Any]:
@@ -264,6 +306,7 @@ class HostPorts:
     coredns_ready: int
     kube_proxy_healthz: int
     kube_proxy_metrics: int
+    registry: int
 
 
 def kube_proxy_config(kubeconfig: Path, first_node: RealNode, ports: HostPorts) -> dict[str, Any]:

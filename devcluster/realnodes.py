@@ -112,6 +112,13 @@ def claim(cluster_name: str, cluster_dir: Path, owner_alive: Callable[[dict[str,
     OWNER_FILE.write_text(json.dumps({"name": cluster_name, "directory": str(cluster_dir)}))
 
 
+def owns_real_nodes(cluster_dir: str, owner: dict[str, str] | None) -> bool:
+    """Whether the cluster in `cluster_dir` runs the machine's real nodes. Their paths, cgroups and
+    links are machine-wide, so only the owner may stop them: a cluster whose `up` failed to claim
+    them (another one runs) has none of its own to stop."""
+    return owner is not None and owner.get("directory") == cluster_dir
+
+
 def record_owner_binaries(bin_dir: Path) -> None:
     owner = current_owner() or {}
     owner["bin_dir"] = str(bin_dir)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from devcluster import images, realnodes
+from devcluster import images, procs, realnodes
 from devcluster.cluster import Cluster
 from devcluster.nodes import HOST_INTERFACE, RUNTIME_ROOT, STATE_ROOT
 from devcluster.testing import REAL_SESSION_PREFIX, ClusterHandle, RealNodeClusters, wait_for
@@ -224,6 +224,31 @@ def test_deleting_a_pod_kills_its_processes(real_cluster: ClusterHandle, real_na
     assert len(pids) == 1
     real_cluster.kubectl("delete", "pod", "sleeper", "-n", ns, "--wait=true", timeout=120)
     wait_for(lambda: not _host_pids_running(f"sleep {seconds}"), timeout=60, message="the pod's process to be gone")
+
+
+def test_a_second_cluster_with_real_nodes_is_refused_and_leaves_the_running_ones_alone(
+    real_cluster: ClusterHandle, real_namespace: str
+) -> None:
+    """Real nodes' paths, cgroups and links are machine-wide: the refused cluster's clean-up once
+    stopped the running cluster's containerd and kubelets, as if they were its own."""
+    assert real_cluster.cluster is not None
+    node_processes = {
+        name: record.pid
+        for name, record in real_cluster.cluster.state.processes.items()
+        if name.startswith(("containerd-", "kubelet-"))
+    }
+    with pytest.raises(realnodes.RealNodeError, match="runs real nodes on this machine"):
+        Cluster.up(
+            f"{REAL_SESSION_PREFIX}refused-{uuid.uuid4().hex[:6]}",
+            nodes=0,
+            simulator=False,
+            real_nodes=1,
+            die_with_parent=True,
+        )
+    assert [name for name, pid in node_processes.items() if not procs.is_alive(pid)] == []
+    finished = run_to_end(real_cluster, real_namespace, pod("after-refusal", "echo still-running"))
+    assert terminated(finished)["exitCode"] == 0
+    assert logs(real_cluster, real_namespace, "after-refusal") == "still-running\n"
 
 
 @pytest.mark.parametrize("version", images.pinned_spark_versions())

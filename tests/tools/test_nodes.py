@@ -14,7 +14,9 @@ from devcluster.nodes import HOST_IP, NODE_NETWORK, HostPorts, real_node
 
 CLUSTER_DIR = Path("/cache/clusters/dev")
 IMAGES = Path("/cache/nodes")
-PORTS = HostPorts(coredns_health=1001, coredns_ready=1002, kube_proxy_healthz=1003, kube_proxy_metrics=1004)
+PORTS = HostPorts(
+    coredns_health=1001, coredns_ready=1002, kube_proxy_healthz=1003, kube_proxy_metrics=1004, registry=1005
+)
 
 
 def test_every_node_has_its_own_subnet_bridge_cgroup_and_runtime_paths() -> None:
@@ -45,6 +47,9 @@ def test_containerd_config_is_toml_with_the_settings_this_machine_needs() -> Non
     assert cri["stream_server_port"] == "0"
     assert cri["cni"]["conf_dir"] == str(node.cni_conf_dir)
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
+    # Pulls go to devcluster/registry.py through the hosts.toml there (and only there: no mirrors table).
+    assert cri["registry"] == {"config_path": str(node.registry_hosts_dir)}
+    assert node.registry_hosts_dir.is_relative_to(node.config_dir)
 
 
 def test_cni_config_gives_the_node_subnet_with_the_node_ip_as_gateway() -> None:
@@ -98,3 +103,10 @@ def test_node_binaries_are_a_set_of_their_own() -> None:
     assert not set(node.binaries) & set(plane.binaries)
     # Building real-node binaries never invalidates the control plane's cache, and vice versa.
     assert set_dir(plane) != set_dir(node)
+
+
+def test_only_the_cluster_that_claimed_the_real_nodes_owns_them() -> None:
+    owner = {"name": "a", "directory": "/cache/clusters/a"}
+    assert realnodes.owns_real_nodes("/cache/clusters/a", owner)
+    assert not realnodes.owns_real_nodes("/cache/clusters/b", owner)  # its `up` was refused: a runs them
+    assert not realnodes.owns_real_nodes("/cache/clusters/a", None)  # torn down already
