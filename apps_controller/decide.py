@@ -231,7 +231,7 @@ def take_over(d: Draft) -> bool:
     if taken is None:
         return False
     d.update(lastRun=taken.run)
-    if state_of(s) not in LIVE_RUN_STATES:
+    if state_of(s) not in LIVE_RUN_STATES and taken.adopt is None:
         return False
     name = naming.driver_name(app.name, taken.run, app.group)
     # kubeflow counted the run when it submitted it; a count it lost is made good (takeover.run).

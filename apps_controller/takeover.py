@@ -11,8 +11,10 @@ told apart by ``lastRun``: sparkop sets it with its first run of an app, and kub
 :func:`takeover` answers, once per app (the first pass that sees such a status):
 
 - ``None``: nothing to take over. The app is sparkop's (``lastRun`` set), has never run (``NEW``, or
-  kubeflow's empty state: submitted as usual), or is finished (``COMPLETED``/``FAILED``: frozen, never
-  written, as every finished app);
+  kubeflow's empty state, with no driver pod of its own: submitted as usual), or is finished
+  (``COMPLETED``/``FAILED``: frozen, never written, as every finished app). An app with no state whose
+  driver pod is there is one kubeflow's spark-submit had submitted when its operator stopped, before
+  the status said so: that pod is adopted as for ``SUBMITTED``;
 - a :class:`Takeover` otherwise: its ``run`` becomes ``status.lastRun`` (so runs are numbered on from
   kubeflow's, and the restart policy counts kubeflow's attempts), and ``adopt`` names the driver pod the
   run goes on with, when kubeflow left one for its current run (``SUBMITTED``, ``RUNNING``, ``UNKNOWN``):
@@ -70,8 +72,14 @@ def takeover(
     current = state(status)
     if status.lastRun > 0 or status.currentDriver is not None:
         return None
-    if current is ApplicationState.NEW or current in TERMINAL_STATES:
+    if current in TERMINAL_STATES:
         return None
+    if current is ApplicationState.NEW:
+        # kubeflow's spark-submit makes the driver pod before kubeflow writes the run into the status
+        # (its submission id with it): an operator stopped in between leaves an app with no state and its
+        # first run's pod, which that run goes on with. Without such a pod the app has never run.
+        made = [pod for pod in pods if pod.name == driver_pod_name and pod.controller_uid == app_uid]
+        return Takeover(run=max(status.executionAttempts, 1), adopt=made[0]) if made else None
     run = status.executionAttempts
     if current not in LIVE_RUN_STATES:
         return Takeover(run=run, adopt=None)

@@ -164,3 +164,24 @@ def test_an_app_of_sparkops_group_is_never_taken_over() -> None:
     status = kubeflow_status("SUSPENDED", executionAttempts=3)
     plan = decide(Observed(AppView.from_body(body), status, left=(POD,)), NOW)
     assert plan.status is None or plan.status.lastRun == 0
+
+
+def test_an_app_kubeflow_submitted_before_writing_its_status_goes_on_with_that_pod_not_a_second_one() -> None:
+    """Seen in the live swap: a scheduled run kubeflow's spark-submit made its driver pod for at the minute
+    before its operator stopped, whose status kubeflow never wrote. sparkop created a driver of its own,
+    the API server refused the name (409), and the app ended FAILED: the run kubeflow started was lost."""
+    made = ForeignDriver(name="pi-driver", uid="uid-pod", controller_uid=APP_UID, submission_id="not-in-status")
+    plan = decide(observed(SparkApplicationStatus(), left=(made,)), NOW)
+    assert plan.status is not None and plan.status.lastRun == 1
+    record = plan.status.attempts[-1]
+    assert (record.run, record.driver, record.outcome) == (1, "pi-1-kf", AttemptOutcome.RUNNING)
+    assert record.adoptedPod == AdoptedPod(name="pi-driver", uid="uid-pod")
+    [driver] = creates(plan)
+    assert driver["metadata"]["name"] == "pi-1-kf"
+    assert driver["spec"]["adoptDriverPod"] == {"name": "pi-driver", "uid": "uid-pod"}
+
+
+def test_a_new_kubeflow_app_without_a_driver_pod_is_submitted_as_usual() -> None:
+    plan = decide(observed(SparkApplicationStatus(), left=()), NOW)
+    [driver] = creates(plan)
+    assert driver["metadata"]["name"] == "pi-1-kf" and "adoptDriverPod" not in driver["spec"]

@@ -66,10 +66,23 @@ def test_a_waiting_app_counts_on_from_kubeflows_runs_and_adopts_nothing(state: A
     assert take(kubeflow_status(state, executionAttempts=1, submissionAttempts=1)) == Takeover(run=1, adopt=None)
 
 
-@pytest.mark.parametrize("state", [ApplicationState.NEW, ApplicationState.COMPLETED, ApplicationState.FAILED])
-def test_nothing_is_taken_over_of_a_new_or_finished_app(state: ApplicationState) -> None:
+@pytest.mark.parametrize("state", [ApplicationState.COMPLETED, ApplicationState.FAILED])
+def test_nothing_is_taken_over_of_a_finished_app(state: ApplicationState) -> None:
     assert take(kubeflow_status(state, executionAttempts=1)) is None
-    assert take(SparkApplicationStatus()) is None
+
+
+def test_nothing_is_taken_over_of_a_new_app_without_a_driver_pod_of_its_own() -> None:
+    assert take(SparkApplicationStatus(), pods=()) is None
+    assert take(kubeflow_status(ApplicationState.NEW), pods=()) is None
+    another_apps = ForeignDriver("pi-driver", "u", controller_uid="another-app", submission_id=None)
+    assert take(SparkApplicationStatus(), pods=(another_apps,)) is None
+
+
+def test_a_new_app_whose_driver_pod_spark_submit_made_goes_on_with_it() -> None:
+    """kubeflow's operator stopped after its spark-submit made the pod, before it wrote the run (seen in
+    the live swap: a scheduled run made at the minute before the stop)."""
+    made = ForeignDriver("pi-driver", "uid-pod", controller_uid=APP_UID, submission_id="sub-not-written-yet")
+    assert take(SparkApplicationStatus(), pods=(made,)) == Takeover(run=1, adopt=made)
 
 
 def test_an_app_sparkop_ran_is_its_own() -> None:
