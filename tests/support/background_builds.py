@@ -19,7 +19,6 @@ from typing import TypeVar
 
 from devcluster import background
 from devcluster.build import later_steps
-from tests.support import kubeflow_operator
 from tests.support.airflow_venv import airflow_venv_dir, ensure_airflow_venv
 
 AIRFLOW = "airflow"
@@ -28,6 +27,10 @@ T = TypeVar("T")
 
 
 def steps() -> list[background.Step]:
+    # Imported here, not at the top: it loads bench/peer.py, which only the builder needs, while every
+    # pytest process imports this module for step_names() (tests/conftest.py).
+    from tests.support import kubeflow_operator
+
     airflow = background.Step(AIRFLOW, str(airflow_venv_dir()), "Airflow's venv", lambda log: ensure_airflow_venv())
     kubeflow = background.Step(
         KUBEFLOW_OPERATOR,
