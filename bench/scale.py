@@ -595,19 +595,28 @@ def _clone_puts(
     return etcd_seed.clone_puts(stored, news)
 
 
+async def clone_objects(kube: k8s.Kube, clone: Clone) -> tuple[list[str], list[tuple[JSON, str, JSON]]]:
+    """Each of ``clone``'s objects as the API server answers for it, beside its template's object and its
+    name; and one difference for each that is missing."""
+    missing: list[str] = []
+    found: list[tuple[JSON, str, JSON]] = []
+    for original in clone.template.objects():
+        name = _renamed(original, clone)
+        current = await kube.get(k8s.resource_of(original), NAMESPACE, name)
+        if current is None:
+            missing.append(f"{original['kind']} {name}: missing")
+        else:
+            found.append((original, name, current))
+    return missing, found
+
+
 async def stored_as_written(kube: k8s.Kube, clone: Clone, revisions: Sequence[int], shift: timedelta) -> list[str]:
     """Where what the API server answers for ``clone``'s objects differs from what it sets itself on a
     create: a uid of its own (the renamed one), the resourceVersion of the revision that wrote it (one
     per object of a resource), creationTimestamp (the template's, moved by ``shift``) and generation."""
-    differences: list[str] = []
     uids = dict(clone.replacements)
-    for original in clone.template.objects():
-        resource = k8s.resource_of(original)
-        name = _renamed(original, clone)
-        current = await kube.get(resource, NAMESPACE, name)
-        if current is None:
-            differences.append(f"{original['kind']} {name}: missing")
-            continue
+    differences, found = await clone_objects(kube, clone)
+    for original, name, current in found:
         meta, template_meta = current["metadata"], original["metadata"]
         created = etcd_seed.shift_times(f'"{template_meta["creationTimestamp"]}"', shift).strip('"')
         expected = {
@@ -716,15 +725,9 @@ async def fidelity_diff(kube: k8s.Kube, clone: Clone) -> list[str]:
     left out): what the operator would see that the real finished app did not have."""
     back = [(new, old) for old, new in reversed(clone.replacements)]
     back.append((clone.pod_uid, _uid(clone.template.pod)))
-    differences: list[str] = []
-    for original in clone.template.objects():
-        resource = k8s.resource_of(original)
-        name = _renamed(original, clone)
-        current = await kube.get(resource, NAMESPACE, name)
-        if current is None:
-            differences.append(f"{original['kind']} {name}: missing")
-            continue
-        seen = substitute(_typed(resource, current), back)
+    differences, found = await clone_objects(kube, clone)
+    for original, _name, current in found:
+        seen = substitute(_typed(k8s.resource_of(original), current), back)
         expected = copy.deepcopy(original)
         if original["kind"] == "Pod":  # the ServiceAccount plugin's volume has a random name
             _drop_service_account_volume(expected["spec"])
