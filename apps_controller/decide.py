@@ -37,7 +37,7 @@ from sparkop.api.models import (
 )
 from sparkop.apps_controller import conditions, events, policy, ui_steps
 from sparkop.apps_controller.draft import APP_EXPIRED, Draft, delete_driver
-from sparkop.apps_controller.observed import APP_KIND, Observed
+from sparkop.apps_controller.observed import APP_KIND, ForeignDriver, Observed
 from sparkop.apps_controller.runs import (
     count_execution,
     driver_message,
@@ -216,22 +216,28 @@ def take_over(d: Draft) -> bool:
     ``apps_controller.takeover``): runs are numbered on from kubeflow's. A live run with its driver pod
     goes on with that pod: its SparkDriver is created saying which pod to adopt. A live run without one
     lost its driver while no operator ran: a failed run, per the restart policy. Any other state takes
-    its own step in this pass, from kubeflow's counts (True: the pass is decided)."""
+    its own step in this pass, from kubeflow's counts, unless kubeflow had submitted its next run without
+    recording it: that run is planned here, adopting its driver pod (True: the pass is decided)."""
     app, s = d.obs.app, d.status
     if app.group != labels.KUBEFLOW_GROUP:
         return False  # only kubeflow's group's apps can have been run by kubeflow's operator
-    driver_info = s.driverInfo.podName if s.driverInfo else None
     taken = takeover(
-        s,
-        app_uid=app.uid,
-        submission_id=s.submissionID,
-        driver_pod_name=driver_info or app.driver_pod_name,
-        pods=d.obs.left,
+        s, app_uid=app.uid, submission_id=s.submissionID, driver_pod_name=app.driver_pod_name, pods=d.obs.left
     )
     if taken is None:
         return False
     d.update(lastRun=taken.run)
-    if state_of(s) not in LIVE_RUN_STATES and taken.adopt is None:
+    if taken.submitted is not None:
+        made = taken.submitted
+        plan_run(d, adopt=made)
+        name = naming.driver_name(app.name, taken.run + 1, app.group)
+        message = (
+            f"took over run {taken.run + 1}, which kubeflow's operator submitted but had not recorded: "
+            f"SparkDriver {name} adopts driver pod {made.name}"
+        )
+        d.event(events.NORMAL, events.Reason.TAKEN_OVER, message)
+        return True
+    if state_of(s) not in LIVE_RUN_STATES:
         return False
     name = naming.driver_name(app.name, taken.run, app.group)
     # kubeflow counted the run when it submitted it; a count it lost is made good (takeover.run).
@@ -242,7 +248,7 @@ def take_over(d: Draft) -> bool:
     )
     pod = taken.adopt
     if pod is None:
-        gone = driver_info or app.driver_pod_name
+        gone = (s.driverInfo.podName if s.driverInfo else None) or app.driver_pod_name
         message = (
             f"driver pod {gone} of run {taken.run} (kubeflow's) is gone: its outcome was lost while no operator ran"
         )
@@ -361,7 +367,10 @@ def stop_strays(d: Draft) -> bool:
     return bool(strays)
 
 
-def plan_run(d: Draft) -> None:
+def plan_run(d: Draft, adopt: ForeignDriver | None = None) -> None:
+    """The next run: recorded by this pass's status write, its SparkDriver created after it. ``adopt``:
+    the driver pod kubeflow's operator made for this run and never recorded (``take_over``), which the
+    run goes on with."""
     app = d.obs.app
     run = d.status.lastRun + 1
     name = naming.driver_name(app.name, run, app.group)
@@ -376,7 +385,8 @@ def plan_run(d: Draft) -> None:
         nextAttemptTime=None,
         terminationTime=None,
         sparkApplicationId=None,
-        submissionID=None,
+        # An adopted pod carries kubeflow's submission id in its label, and the status says the same.
+        submissionID=adopt.submission_id if adopt is not None else None,
         driverIncarnations=0,
         executors=NO_EXECUTORS,
         executorState=None,
@@ -388,7 +398,8 @@ def plan_run(d: Draft) -> None:
     # kubeflow's clients read the driver pod's name as soon as a run is submitted (it is the same for
     # every run: the SparkDriver creates it once the last one is gone).
     d.set_driver_info(podName=app.driver_pod_name)
-    d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now))
+    adopted = AdoptedPod(name=adopt.name, uid=adopt.uid) if adopt is not None else None
+    d.record(AttemptRecord(run=run, driver=name, outcome=AttemptOutcome.RUNNING, startTime=d.now, adoptedPod=adopted))
     # No state change: SUBMITTED waits for the driver pod (observe_current), as kubeflow's says it exists.
     d.after(d.create_driver(run))
     d.settles = True

@@ -12,9 +12,7 @@ told apart by ``lastRun``: sparkop sets it with its first run of an app, and kub
 
 - ``None``: nothing to take over. The app is sparkop's (``lastRun`` set), has never run (``NEW``, or
   kubeflow's empty state, with no driver pod of its own: submitted as usual), or is finished
-  (``COMPLETED``/``FAILED``: frozen, never written, as every finished app). An app with no state whose
-  driver pod is there is one kubeflow's spark-submit had submitted when its operator stopped, before
-  the status said so: that pod is adopted as for ``SUBMITTED``;
+  (``COMPLETED``/``FAILED``: frozen, never written, as every finished app);
 - a :class:`Takeover` otherwise: its ``run`` becomes ``status.lastRun`` (so runs are numbered on from
   kubeflow's, and the restart policy counts kubeflow's attempts), and ``adopt`` names the driver pod the
   run goes on with, when kubeflow left one for its current run (``SUBMITTED``, ``RUNNING``, ``UNKNOWN``):
@@ -28,6 +26,13 @@ told apart by ``lastRun``: sparkop sets it with its first run of an app, and kub
   ``FAILING``, ``SUCCEEDING``, ``INVALIDATING``, ``SUBMISSION_FAILED``, ``SUSPENDING``, ``SUSPENDED``,
   ``RESUMING``) the state's own step goes on from the counts, and the next run's pod, named as
   kubeflow's was, is created only once that pod is gone.
+- ``submitted``, in the states kubeflow submits from (``NEW``/empty, ``PENDING_RERUN``, ``RESUMING``,
+  ``SUBMISSION_FAILED``): the driver pod of a run kubeflow submitted but never wrote. kubeflow's
+  spark-submit makes the pod (labelled with a fresh submission id) before the operator writes the run
+  into the status, so an operator stopped in between leaves the state it submitted from and a running
+  pod that no status names. That pod is the next run's: it is planned as any next run is, adopting the
+  pod instead of waiting for its name to be free (which it would be only after the run had ended
+  unwatched, and then run again).
 
 ``apps_controller.decide`` acts on the answer (``take_over``): the first pass of such an app records the
 run and, for a pod to adopt, creates that run's SparkDriver with ``spec.adoptDriverPod`` (the pod's name
@@ -43,7 +48,7 @@ from typing import Final
 
 from sparkop.api.models import ApplicationState, SparkApplicationStatus
 from sparkop.apps_controller.observed import ForeignDriver
-from sparkop.apps_controller.status import TERMINAL_STATES, state
+from sparkop.apps_controller.status import PLANNING_STATES, TERMINAL_STATES, state
 
 # States in which the other operator's current run may still have its driver pod.
 LIVE_RUN_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState.RUNNING, ApplicationState.UNKNOWN})
@@ -53,6 +58,7 @@ LIVE_RUN_STATES: Final = frozenset({ApplicationState.SUBMITTED, ApplicationState
 class Takeover:
     run: int  # the run the other operator was at: status.lastRun from this pass on
     adopt: ForeignDriver | None  # the current run's driver pod, to be claimed by that run's SparkDriver
+    submitted: ForeignDriver | None = None  # the driver pod of the next run, which kubeflow never wrote
 
 
 def takeover(
@@ -66,21 +72,28 @@ def takeover(
     """What to take over of a status another operator left (module docstring); None: nothing.
 
     ``submission_id`` is the status's ``submissionID`` (None when it has none), ``driver_pod_name`` the
-    name that operator gave the current run's driver (``status.driverInfo.podName``, else the app's
-    ``spec.driver.podName`` or ``<app>-driver``), ``pods`` the foreign driver pods of the app's namespace
-    that carry the app's name."""
+    name kubeflow gives each run's driver pod (the app's ``spec.driver.podName``, else ``<app>-driver``;
+    a live run's ``status.driverInfo.podName`` comes first), ``pods`` the foreign driver pods of the app's
+    namespace that carry the app's name."""
     current = state(status)
     if status.lastRun > 0 or status.currentDriver is not None:
         return None
     if current in TERMINAL_STATES:
         return None
-    if current is ApplicationState.NEW:
-        # kubeflow's spark-submit makes the driver pod before kubeflow writes the run into the status
-        # (its submission id with it): an operator stopped in between leaves an app with no state and its
-        # first run's pod, which that run goes on with. Without such a pod the app has never run.
-        made = [pod for pod in pods if pod.name == driver_pod_name and pod.controller_uid == app_uid]
-        return Takeover(run=max(status.executionAttempts, 1), adopt=made[0]) if made else None
     run = status.executionAttempts
+    if current in PLANNING_STATES:
+        made = [
+            pod
+            for pod in pods
+            if pod.name == driver_pod_name
+            and pod.controller_uid == app_uid
+            # The pod of the run the status names (its id) is the previous run's, on its way out.
+            and (submission_id is None or pod.submission_id != submission_id)
+        ]
+        if made:
+            return Takeover(run=run, adopt=None, submitted=made[0])
+        if current is ApplicationState.NEW:
+            return None  # never run: submitted as usual
     if current not in LIVE_RUN_STATES:
         return Takeover(run=run, adopt=None)
     named = (status.driverInfo.podName if status.driverInfo else None) or driver_pod_name

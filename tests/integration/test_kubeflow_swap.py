@@ -452,6 +452,18 @@ def test_kubeflow_operator_out_sparkop_in_nothing_lost(
     gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(minutes)]
     assert all(gap == 60 for gap in gaps), f"a minute was missed: {minutes}"
     assert kubeflow_runs and len(runs) >= len(kubeflow_runs) + 2, (kubeflow_runs, runs)
+    # No run of the schedule failed: each waits for its unschedulable driver. A run kubeflow submitted in
+    # its last seconds, before writing it, is adopted with its pod, never refused the pod's name (issue 44).
+    failed = {
+        seen.name: seen.state
+        for run in runs
+        for seen in timeline.events("sparkapplications", run.name)
+        if seen.state in ("SUBMISSION_FAILED", "FAILING", "FAILED")
+    }
+    assert not failed, failed
+    # One driver pod per run of the schedule, whichever operator submitted it.
+    for run in runs:
+        assert len(timeline.driver_pods(run.name)) <= 1, (run.name, timeline.driver_pods(run.name))
     assert "Traceback" not in operator_log, operator_log[-4000:]
 
 

@@ -334,3 +334,55 @@ def test_a_submitted_kubeflow_app_is_adopted_pending_and_claims_the_executors_it
         driver_pods.stop()
     assert final["applicationState"]["state"] == "COMPLETED" and final["executionAttempts"] == 1, final
     assert driver_pods.uids.get("later-driver") == {pod["metadata"]["uid"]}, driver_pods.uids
+
+
+NEXT_SUBMISSION_ID = "9b2d7e41-kubeflow-next-submission"
+
+
+@pytest.mark.parametrize("left_in", ["", "PENDING_RERUN"])
+def test_a_run_kubeflow_submitted_but_never_recorded_goes_on_with_its_pod_and_is_not_run_again(
+    kubeflow_crds: ClusterHandle, namespace: str, tmp_path: Path, left_in: str
+) -> None:
+    """kubeflow's spark-submit makes the run's driver pod (a fresh submission id in its label) before the
+    operator writes the run: stopped in between, it leaves the state it submitted from (none for a new app,
+    PENDING_RERUN for a rerun) and a running pod no status names. Seen in the live swap: sparkop's own driver
+    for that run was refused the name, and the run kubeflow started was lost."""
+    cluster, ns = kubeflow_crds, namespace
+    retry = {"type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}
+    app = apply(cluster, ns, kubeflow_app("unwritten", retry))
+    cluster.kubectl(
+        "create", "configmap", "unwritten-driver-conf-map", "-n", ns,
+        f"--from-literal=spark.properties={spark_properties('unwritten')}",
+    )  # fmt: skip
+    manifest = kubeflow_driver_pod(app)
+    manifest["metadata"]["labels"][labels.KUBEFLOW_SUBMISSION_ID] = NEXT_SUBMISSION_ID
+    pod = apply(cluster, ns, manifest)
+    run = 1
+    if left_in:
+        run = 2
+        write_kubeflow_status(cluster, ns, "unwritten", {
+            "applicationState": {"state": left_in},
+            "submissionID": SUBMISSION_ID,  # the first run's: kubeflow had not written the second
+            "executionAttempts": 1,
+            "submissionAttempts": 1,
+            "terminationTime": "2026-12-06T10:00:00Z",
+        })  # fmt: skip
+    driver = f"unwritten-{run}-kf"
+    driver_pods = CreationWatch(cluster, ns, "pods")
+    try:
+        with OperatorProcess(cluster.kubeconfig, namespaces=[ns], log_dir=tmp_path, extra_args=["--kubeflow-api"]):
+            wait_for(
+                lambda: ((get(cluster, ns, "pod", "unwritten-driver") or {}).get("metadata") or {})
+                .get("labels", {}).get(labels.DRIVER) == driver,
+                timeout=60, interval=0.5, message=f"kubeflow's unrecorded run's pod claimed by {driver}",
+            )  # fmt: skip
+            mid = status(cluster, ns, "unwritten", KUBEFLOW_APPS)
+            assert mid["lastRun"] == run and mid["submissionID"] == NEXT_SUBMISSION_ID, mid
+            cluster.kubectl("annotate", "pod", "unwritten-driver", "-n", ns, "sim.sparkop.io/outcome=Succeeded")
+            final = wait_state(cluster, ns, "unwritten", "COMPLETED", "FAILED", resource=KUBEFLOW_APPS)
+    finally:
+        driver_pods.stop()
+    assert final["applicationState"]["state"] == "COMPLETED", final
+    assert final["executionAttempts"] == run and final["lastRun"] == run, final
+    # The pod kubeflow's spark-submit made is the run's one driver: never made again.
+    assert driver_pods.uids.get("unwritten-driver") == {pod["metadata"]["uid"]}, driver_pods.uids

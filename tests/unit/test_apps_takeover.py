@@ -181,6 +181,26 @@ def test_an_app_kubeflow_submitted_before_writing_its_status_goes_on_with_that_p
     assert driver["spec"]["adoptDriverPod"] == {"name": "pi-driver", "uid": "uid-pod"}
 
 
+def test_a_rerun_kubeflow_submitted_before_writing_it_goes_on_with_its_pod_as_the_next_run() -> None:
+    """kubeflow's PENDING_RERUN step deletes the last run's pod, runs spark-submit (a pod with a fresh
+    submission id) and then writes SUBMITTED: stopped in between, it leaves PENDING_RERUN and a running pod.
+    Planned as usual, the next run would wait for that pod's name, which is free only once the run has
+    ended unwatched: and then run it again."""
+    made = ForeignDriver(name="pi-driver", uid="uid-pod-2", controller_uid=APP_UID, submission_id="submission-2")
+    retry = {"type": "OnFailure", "onFailureRetries": 2, "onFailureRetryInterval": 1}
+    status = kubeflow_status("PENDING_RERUN", executionAttempts=1, submissionAttempts=1)
+    plan = decide(observed(status, left=(made,), restartPolicy=retry), NOW)
+    assert plan.status is not None and plan.status.lastRun == 2
+    assert plan.status.submissionID == "submission-2"  # what the pod's label says
+    record = plan.status.attempts[-1]
+    assert (record.run, record.driver, record.outcome) == (2, "pi-2-kf", AttemptOutcome.RUNNING)
+    assert record.adoptedPod == AdoptedPod(name="pi-driver", uid="uid-pod-2")
+    [driver] = creates(plan)
+    assert driver["metadata"]["name"] == "pi-2-kf"
+    assert driver["spec"]["adoptDriverPod"] == {"name": "pi-driver", "uid": "uid-pod-2"}
+    assert [e.reason for e in plan.events] == [events.Reason.TAKEN_OVER]
+
+
 def test_a_new_kubeflow_app_without_a_driver_pod_is_submitted_as_usual() -> None:
     plan = decide(observed(SparkApplicationStatus(), left=()), NOW)
     [driver] = creates(plan)

@@ -82,7 +82,20 @@ def test_a_new_app_whose_driver_pod_spark_submit_made_goes_on_with_it() -> None:
     """kubeflow's operator stopped after its spark-submit made the pod, before it wrote the run (seen in
     the live swap: a scheduled run made at the minute before the stop)."""
     made = ForeignDriver("pi-driver", "uid-pod", controller_uid=APP_UID, submission_id="sub-not-written-yet")
-    assert take(SparkApplicationStatus(), pods=(made,)) == Takeover(run=1, adopt=made)
+    assert take(SparkApplicationStatus(), pods=(made,)) == Takeover(run=0, adopt=None, submitted=made)
+
+
+@pytest.mark.parametrize(
+    "state", [ApplicationState.PENDING_RERUN, ApplicationState.RESUMING, ApplicationState.SUBMISSION_FAILED]
+)
+def test_a_next_run_kubeflow_submitted_but_never_recorded_is_the_next_run_with_its_pod(state: ApplicationState) -> None:
+    """The same race one state later: kubeflow stopped between its spark-submit of the next run (a pod with a
+    fresh submission id) and its write of that run, leaving the state it submitted from."""
+    made = ForeignDriver("pi-driver", "uid-pod-2", controller_uid=APP_UID, submission_id="sub-2")
+    status = kubeflow_status(state, executionAttempts=1, submissionAttempts=1)
+    assert take(status, pods=(made,)) == Takeover(run=1, adopt=None, submitted=made)
+    # The previous run's pod (the status's submission id), not gone yet, is no next run.
+    assert take(status, pods=(DRIVER,)) == Takeover(run=1, adopt=None)
 
 
 def test_an_app_sparkop_ran_is_its_own() -> None:
