@@ -10,7 +10,7 @@ import pytest
 
 from sparkop.api.models import DriverPhase
 from sparkop.apps_controller import status as apps_status
-from sparkop.apps_controller.controller import APPS_INDEX, apps_controller
+from sparkop.apps_controller.controller import apps_controller
 from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import AppView, DriverView, Observed, SpecErrors, app_snapshot, owner_keys
 from sparkop.core import kube
@@ -77,7 +77,7 @@ class FakeRuntime:
         self.cached = [app_body()] if cached is None else cached
 
     def index(self, name: str) -> FakeIndex:
-        assert name == APPS_INDEX, name
+        assert name == "apps_sparkapplications", name
         return FakeIndex({("ns", "pi"): [app_snapshot(app) for app in self.cached]})
 
     ensure_holds = Runtime.ensure_holds  # the real check, on these caches
