@@ -240,3 +240,15 @@ def test_each_groups_apps_controller_has_indexes_of_its_own() -> None:
     sparkop_names, kubeflow_names = names
     assert "apps_history_servers" in sparkop_names
     assert not sparkop_names & kubeflow_names
+
+
+def test_the_apps_controllers_indexes_keep_the_names_its_doc_gives() -> None:
+    """core.controller.Names spells them (<controller>_<what>); kubeflow's group's end in _kubeflow."""
+    runtime: Any = FakeRuntime(FakeKube())
+    for api, suffix in ((kinds.SPARKOP_API, ""), (kinds.KUBEFLOW_API, "_kubeflow")):
+        declared = apps_controller(runtime, api=api)
+        assert declared.name == "apps" + suffix
+        assert [declared.own.index, *(source.index for source in declared.owned)] == [
+            f"apps_{what}{suffix}"
+            for what in ("sparkapplications", "sparkdrivers", "ui_services", "ui_ingresses", "ui_routes")
+        ]
