@@ -34,7 +34,7 @@ from sparkop.apps_controller.status import KubeflowStatus, as_read
 from sparkop.apps_controller.transitions import TRANSITIONS
 from sparkop.apps_controller.ui import UI_SELECTOR
 from sparkop.core import resources
-from sparkop.core.controller import Controller, Own, Source, own_source, start
+from sparkop.core.controller import Controller, Names, Own, Source, start
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds
 from sparkop.domain.kinds import API
@@ -42,16 +42,11 @@ from sparkop.domain.labels import KUBEFLOW_LEFT_PODS
 
 log = logging.getLogger(__name__)
 
-APPS_INDEX: Final = "apps_sparkapplications"
-DRIVERS_INDEX: Final = "apps_sparkdrivers"
-UI_INDEXES: Final = (
-    ("apps_ui_services", resources.SERVICES),
-    ("apps_ui_ingresses", resources.INGRESSES),
-    ("apps_ui_routes", kinds.HTTP_ROUTES),
+UI_KINDS: Final = (
+    ("ui_services", resources.SERVICES),
+    ("ui_ingresses", resources.INGRESSES),
+    ("ui_routes", kinds.HTTP_ROUTES),
 )
-HISTORY_INDEX: Final = "apps_history_servers"
-# The driver pods kubeflow's operator left, by their app (read by kubeflow's group's apps controller).
-LEFT_DRIVERS_INDEX: Final = "apps_kubeflow_left_drivers"
 
 
 def apps_controller(
@@ -63,15 +58,18 @@ def apps_controller(
     """The apps controller of ``api``'s SparkApplications."""
     ui = ui or UIConfig()
     spec_error = spec_error or SpecErrors()
-    drivers_index, history_index = api.named(DRIVERS_INDEX), api.named(HISTORY_INDEX)
-    ui_indexes = tuple((api.named(index), resource) for index, resource in UI_INDEXES)
+    names = Names("apps", api.named)
+    drivers_index, history_index = names.index("sparkdrivers"), names.index("history_servers")
+    ui_indexes = tuple((names.index(what), resource) for what, resource in UI_KINDS)
+    # The driver pods kubeflow's operator left, by their app.
+    left_drivers_index = names.index("left_drivers")
     keys = partial(owner_keys, group=api.group)
     # Only kubeflow's group's apps can have been left running by kubeflow's operator (a live swap).
     takes_over = api is kinds.KUBEFLOW_API
     left_sources = (
         (
             Source(
-                LEFT_DRIVERS_INDEX,
+                left_drivers_index,
                 resources.PODS,
                 left_driver_keys,
                 ForeignDriver.from_body,
@@ -89,7 +87,7 @@ def apps_controller(
         status = as_read(own.status, own.body.get("status"))
         history = choose_history(app, lambda at: runtime.filed(history_index, at))
         refusals = dict(own.learnt.refusals)
-        left = runtime.filed(LEFT_DRIVERS_INDEX, own.key) if takes_over else ()
+        left = runtime.filed(left_drivers_index, own.key) if takes_over else ()
         return Observed(app, status, drivers, ui, refusals, ui_objects, own.namespace_terminating, history, left)
 
     owned_ui = partial(OwnedObject.from_body, group=api.group)
@@ -98,9 +96,9 @@ def apps_controller(
     )
     driver_view = partial(DriverView.from_body, group=api.group)
     return Controller(
-        name=api.named("apps"),
+        name=names.name,
         by_namespace_selector=True,
-        own=own_source(api.named(APPS_INDEX), api.applications, app_snapshot),
+        own=names.own_source(api.applications, app_snapshot),
         owned=(
             Source(drivers_index, kinds.SPARK_DRIVERS, keys, driver_view, shared=True, view=driver_view),
             *ui_sources,

@@ -21,24 +21,20 @@ from sparkop.connect_controller.observed import (
     owner_keys,
 )
 from sparkop.core import resources
-from sparkop.core.controller import Controller, Own, Source, own_source, start
+from sparkop.core.controller import Controller, Names, Own, Source, start
 from sparkop.core.runtime import Runtime
 from sparkop.domain import kinds, labels
 from sparkop.domain.kinds import API
 
 log = logging.getLogger(__name__)
 
-CONNECTS_INDEX: Final = "connect_sparkconnects"
-SERVERS_INDEX: Final = "connect_servers"
-SERVICES_INDEX: Final = "connect_services"
-ROUTES_INDEX: Final = "connect_routes"
 SERVICE_SELECTOR: Final = labels.CONNECT
 
 
 def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Controller[Observed, SparkConnectStatus]:
     """The connect controller of ``api``'s SparkConnects."""
-    servers_index, services_index = api.named(SERVERS_INDEX), api.named(SERVICES_INDEX)
-    routes_index = api.named(ROUTES_INDEX)
+    names = Names("connect", api.named)
+    servers_index, services_index, routes_index = (names.index(what) for what in ("servers", "services", "routes"))
 
     def observe(own: Own[SparkConnectStatus]) -> Observed:
         servers = runtime.filed(servers_index, own.key)
@@ -50,9 +46,9 @@ def connect_controller(runtime: Runtime, api: API = kinds.SPARKOP_API) -> Contro
     server_view = partial(ServerView.from_body, group=api.group)
     service_view = partial(ServiceView.from_body, group=api.group)
     return Controller(
-        name=api.named("connect"),
+        name=names.name,
         by_namespace_selector=True,
-        own=own_source(api.named(CONNECTS_INDEX), api.connects),
+        own=names.own_source(api.connects),
         owned=(
             Source(servers_index, kinds.SPARK_DRIVERS, keys, server_view, shared=True, view=server_view),
             Source(services_index, resources.SERVICES, keys, service_view, selector=SERVICE_SELECTOR, shared=True),

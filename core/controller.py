@@ -67,6 +67,28 @@ def own_source(index: str, resource: Resource, value: Callable[[JSON], Any] = sn
 
 
 @dataclass(frozen=True)
+class Names:
+    """The names one declaration of a controller registers, spelt in one place: the controller's (its work
+    queue's) and each of its indexes', ``<controller>_<what>``, all passed through ``variant`` so that a
+    controller declared more than once in a process registers nothing twice (sparkop's apps, schedule and
+    connect controllers, once for each served API group: ``variant`` is ``domain.kinds.API.named``)."""
+
+    controller: str
+    variant: Callable[[str], str]
+
+    @property
+    def name(self) -> str:
+        return self.variant(self.controller)
+
+    def index(self, what: str) -> str:
+        return self.variant(f"{self.controller}_{what}")
+
+    def own_source(self, resource: Resource, value: Callable[[JSON], Any] = snapshot) -> Source:
+        """:func:`own_source`, indexed as ``<controller>_<the kind's plural>``."""
+        return own_source(self.index(resource.plural), resource, value)
+
+
+@dataclass(frozen=True)
 class Controller(Generic[O, S]):
     """What a controller declares; :func:`start` and :class:`Loop` are the rest."""
 
@@ -270,4 +292,15 @@ def _version(body: JSON | None) -> str:
     return str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
 
 
-__all__ = ["MAX_DECISIONS_PER_PASS", "Controller", "Key", "Loop", "Own", "Result", "Source", "own_source", "start"]
+__all__ = [
+    "MAX_DECISIONS_PER_PASS",
+    "Controller",
+    "Key",
+    "Loop",
+    "Names",
+    "Own",
+    "Result",
+    "Source",
+    "own_source",
+    "start",
+]

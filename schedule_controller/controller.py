@@ -15,10 +15,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import Final
 
 from sparkop.api.scheduled import ScheduledSparkApplicationStatus
-from sparkop.core.controller import Controller, Own, Source, own_source, start
+from sparkop.core.controller import Controller, Names, Own, Source, start
 from sparkop.core.runtime import Runtime
 from sparkop.core.times import utc_now
 from sparkop.domain import kinds
@@ -33,9 +32,6 @@ from sparkop.schedule_controller.observed import (
 
 log = logging.getLogger(__name__)
 
-SCHEDULED_INDEX: Final = "scheduled_scheduledsparkapplications"
-RUNS_INDEX: Final = "scheduled_runs"
-
 Clock = Callable[[], datetime]
 CLOCK: Clock = utc_now
 
@@ -44,7 +40,8 @@ def schedule_controller(
     runtime: Runtime, clock: Clock | None = None, api: API = kinds.SPARKOP_API
 ) -> Controller[Observed, ScheduledSparkApplicationStatus]:
     """The schedule controller of ``api``'s ScheduledSparkApplications."""
-    runs_index = api.named(RUNS_INDEX)
+    names = Names("scheduled", api.named)
+    runs_index = names.index("runs")
 
     def observe(own: Own[ScheduledSparkApplicationStatus]) -> Observed:
         runs = runtime.filed(runs_index, own.key)
@@ -52,9 +49,9 @@ def schedule_controller(
 
     run_view = partial(RunView.from_body, group=api.group)
     return Controller(
-        name=api.named("scheduled"),
+        name=names.name,
         by_namespace_selector=True,
-        own=own_source(api.named(SCHEDULED_INDEX), api.scheduled),
+        own=names.own_source(api.scheduled),
         owned=(Source(runs_index, api.applications, owner_keys(api.group), run_view),),
         observe=observe,
         decide=decide,

@@ -10,7 +10,7 @@ import pytest
 
 from sparkop.api.models import DriverPhase
 from sparkop.apps_controller import status as apps_status
-from sparkop.apps_controller.controller import APPS_INDEX, apps_controller
+from sparkop.apps_controller.controller import apps_controller
 from sparkop.apps_controller.decide import decide as reconcile
 from sparkop.apps_controller.observed import AppView, DriverView, Observed, SpecErrors, app_snapshot, owner_keys
 from sparkop.core import kube
@@ -77,7 +77,7 @@ class FakeRuntime:
         self.cached = [app_body()] if cached is None else cached
 
     def index(self, name: str) -> FakeIndex:
-        assert name == APPS_INDEX, name
+        assert name == "apps_sparkapplications", name
         return FakeIndex({("ns", "pi"): [app_snapshot(app) for app in self.cached]})
 
     ensure_holds = Runtime.ensure_holds  # the real check, on these caches
@@ -240,3 +240,15 @@ def test_each_groups_apps_controller_has_indexes_of_its_own() -> None:
     sparkop_names, kubeflow_names = names
     assert "apps_history_servers" in sparkop_names
     assert not sparkop_names & kubeflow_names
+
+
+def test_the_apps_controllers_indexes_keep_the_names_its_doc_gives() -> None:
+    """core.controller.Names spells them (<controller>_<what>); kubeflow's group's end in _kubeflow."""
+    runtime: Any = FakeRuntime(FakeKube())
+    for api, suffix in ((kinds.SPARKOP_API, ""), (kinds.KUBEFLOW_API, "_kubeflow")):
+        declared = apps_controller(runtime, api=api)
+        assert declared.name == "apps" + suffix
+        assert [declared.own.index, *(source.index for source in declared.owned)] == [
+            f"apps_{what}{suffix}"
+            for what in ("sparkapplications", "sparkdrivers", "ui_services", "ui_ingresses", "ui_routes")
+        ]
