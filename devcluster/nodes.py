@@ -266,6 +266,12 @@ def kubelet_config(node: RealNode, ca_file: Path) -> dict[str, Any]:
         # Images are built here and cannot be pulled back: never garbage-collect them.
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
+        # No pull here needs credentials (the registry serves each node's own store). The default,
+        # NeverVerifyPreloadedImages, refuses a pod with `imagePullPolicy: Never` once the kubelet has
+        # pulled its image under another name: its pull records key the repository as the pod wrote it,
+        # so a pull of docker.io/apache/spark:4.0.4 leaves apache/spark:4.0.5 (the same image) refused
+        # with ErrImageNeverPull for the rest of the node's life.
+        "imagePullCredentialsVerificationPolicy": "NeverVerify",
         "evictionHard": {
             "memory.available": "100Mi",
             "nodefs.available": "1Gi",

@@ -114,6 +114,7 @@ def _needed_builds(item: pytest.Item) -> tuple[str, ...]:
 # the short test summary. They travel in the report (a section).
 DIAGNOSIS_SECTION = "cluster diagnosis"
 DIAGNOSIS_LINES = 8
+NAMESPACE_FIXTURES = ("namespace", "real_namespace")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -134,7 +135,7 @@ def _diagnose(item: pytest.Item) -> str:
     if handle is None:
         return ""
     parts: list[str] = []
-    namespace = funcargs.get("namespace")
+    namespace = next((funcargs[name] for name in NAMESPACE_FIXTURES if isinstance(funcargs.get(name), str)), None)
     if isinstance(namespace, str):
         pods = handle.kubectl("get", "pods", "-n", namespace, "-o", "wide", "--no-headers", check=False, timeout=20)
         parts.append(f"pods in {namespace}:\n{_tail(pods.stdout or pods.stderr)}")
@@ -163,6 +164,11 @@ def _diagnose(item: pytest.Item) -> str:
         for log in ("sparksim.log", "kueue-manager.log"):
             if (directory / log).exists():
                 parts.append(f"{log}:\n{_tail((directory / log).read_text(errors='replace'))}")
+        if isinstance(namespace, str):
+            # Why a real node did not start a pod is often only in its kubelet's log.
+            for kubelet_log in sorted(directory.glob("kubelet-*.log")):
+                lines = [line for line in kubelet_log.read_text(errors="replace").splitlines() if namespace in line]
+                parts.append(f"{kubelet_log.name}, lines naming {namespace}:\n{_tail(chr(10).join(lines))}")
     for value in funcargs.values():
         if isinstance(value, OperatorProcess):
             parts.append(f"operator log:\n{_tail(value.logs())}")
