@@ -134,7 +134,10 @@ def decide(observed: Observed, now: datetime) -> Plan[ScheduledSparkApplicationS
     else:
         schedule = sched.schedule
     if schedule is not None and spec.get("suspend") is True:
-        status.scheduleState, status.reason, status.nextRun = ScheduleState.SUSPENDED, "spec.suspend is true", None
+        # kubeflow's operator has no state for a suspended schedule (it leaves its status as it was, and
+        # knows no other state when it is back in place: docs/migrating-from-kubeflow.md, "The way back").
+        suspended = ScheduleState.SCHEDULED if sched.group == labels.KUBEFLOW_GROUP else ScheduleState.SUSPENDED
+        status.scheduleState, status.reason, status.nextRun = suspended, "spec.suspend is true", None
     elif schedule is not None:
         status.scheduleState, status.reason = ScheduleState.SCHEDULED, None
         due = schedule.latest(now)

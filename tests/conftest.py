@@ -114,7 +114,6 @@ def _needed_builds(item: pytest.Item) -> tuple[str, ...]:
 # the short test summary. They travel in the report (a section).
 DIAGNOSIS_SECTION = "cluster diagnosis"
 DIAGNOSIS_LINES = 8
-NAMESPACE_FIXTURES = ("namespace", "real_namespace")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -135,7 +134,8 @@ def _diagnose(item: pytest.Item) -> str:
     if handle is None:
         return ""
     parts: list[str] = []
-    namespace = next((funcargs[name] for name in NAMESPACE_FIXTURES if isinstance(funcargs.get(name), str)), None)
+    # The test's namespace: the fixture named so, or one named for what it is (real_namespace, swap_namespace).
+    namespace = next((v for k, v in funcargs.items() if k.endswith("namespace") and isinstance(v, str)), None)
     if isinstance(namespace, str):
         pods = handle.kubectl("get", "pods", "-n", namespace, "-o", "wide", "--no-headers", check=False, timeout=20)
         parts.append(f"pods in {namespace}:\n{_tail(pods.stdout or pods.stderr)}")

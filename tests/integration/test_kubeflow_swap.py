@@ -67,6 +67,7 @@ from tests.support.spark_e2e import (
     spark_application,
     spark_pi,
 )
+from tests.support.watches import CreationWatch
 
 # kubeflow's operator is a Go build that `make test` runs beside the suite: this test runs last and waits for it.
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.needs_build("kubeflow-operator")]
@@ -540,3 +541,77 @@ def _let_the_waiting_apps_go_on(cluster: ClusterHandle, ns: str, timeline: Timel
     timeline.step("pending-rerun's first driver let go")
     cluster.kubectl("patch", APPS, "suspended", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
     timeline.step("suspended resumed")
+
+
+# -- the way back -------------------------------------------------------------------------------------
+
+
+def test_sparkop_out_kubeflow_back_in_finished_apps_stay_and_suspended_ones_run_under_kubeflow(
+    real_cluster: ClusterHandle, swap_namespace: str, tmp_path: Path
+) -> None:
+    """docs/migrating-from-kubeflow.md, "The way back": apps of kubeflow's group that sparkop ran, the runs
+    let end first, then sparkop out (its finalizers removed from the driver pods it leaves), kubeflow's
+    CRDs put back over sparkop's definitions of them, kubeflow's operator in. kubeflow reads the statuses
+    sparkop wrote (its own fields, with its meanings): finished apps stay finished and are never run again;
+    a suspended app and a suspended schedule go on under kubeflow when resumed."""
+    cluster, ns = real_cluster, swap_namespace
+    install_crds(cluster)
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(KUBEFLOW_CRDS))
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": JOBS}, "data": {"fail.py": FAILING_JOB}},
+        namespace=ns,
+    )
+    schedule = scheduled("every-minute")
+    schedule["spec"]["suspend"] = True
+    finished = {"done-ok": "COMPLETED", "done-failed": "FAILED"}
+    driver_pods = CreationWatch(cluster, ns, "pods")
+    runs = CreationWatch(cluster, ns, APPS)
+    try:
+        with OperatorProcess(
+            cluster.kubeconfig,
+            namespaces=[ns],
+            log_dir=tmp_path,
+            controllers=("apps", "driver", "scheduled"),
+            extra_args=["--kubeflow-api"],
+        ) as sparkop:
+            cluster.apply(kubeflow(spark_pi("done-ok", VERSION)), namespace=ns)
+            cluster.apply(python_app("done-failed", "fail.py"), namespace=ns)
+            cluster.apply(kubeflow(spark_pi("suspended", VERSION, suspend=True)), namespace=ns)
+            cluster.apply(schedule, namespace=ns)
+            for name, final in {**finished, "suspended": "SUSPENDED"}.items():
+                wait_state(cluster, ns, name, (final,) if final == "SUSPENDED" else FINISHED)
+                assert app_state(cluster, ns, name) == final, (name, state(cluster, ns, name).get("status"))
+            assert "Traceback" not in sparkop.logs()
+        # sparkop out, and the guide's step 2: nothing is left to release, since the runs were let end first
+        # (the outcome finalizer stays on a driver pod only until its outcome is recorded).
+        assert release_driver_pods(cluster, ns) == []
+        at_swap = {name: state(cluster, ns, name)["status"] for name in finished}
+        kubeflow_operator.install_crds(cluster)  # kubeflow's CRDs back, over sparkop's definitions of them
+        kubeflows = kubeflow_operator.start(cluster, ns)
+        try:
+            cluster.kubectl("patch", APPS, "suspended", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+            cluster.kubectl(
+                "patch", SCHEDULED, "every-minute", "-n", ns, "--type=merge", "-p", '{"spec":{"suspend":false}}'
+            )
+            wait_state(cluster, ns, "suspended", FINISHED)
+            wait_for(
+                lambda: runs.created("every-minute"),
+                timeout=150,
+                interval=1.0,
+                message="a run of every-minute started by kubeflow's operator once resumed",
+            )
+            after = {name: state(cluster, ns, name)["status"] for name in finished}
+        finally:
+            kubeflows.stop()
+    finally:
+        driver_pods.stop()
+        runs.stop()
+    resumed = state(cluster, ns, "suspended")["status"]
+    assert resumed["applicationState"]["state"] == "COMPLETED", resumed
+    assert resumed["executionAttempts"] == 1, resumed
+    assert len(driver_pods.uids.get("suspended-driver") or ()) == 1, driver_pods.uids
+    # The finished apps: still finished, their runs counted as sparkop counted them, never run again.
+    for name, final in finished.items():
+        assert after[name]["applicationState"]["state"] == final, (name, after[name])
+        assert after[name]["executionAttempts"] == at_swap[name]["executionAttempts"] == 1, (name, after[name])
+        assert len(driver_pods.uids.get(f"{name}-driver") or ()) == 1, (name, driver_pods.uids)

@@ -267,6 +267,20 @@ def test_suspend_starts_nothing_and_resuming_starts_the_latest_missed_time_withi
     assert created(resumed) == [run_name("nightly", at(10))]
 
 
+def test_a_suspended_schedule_of_kubeflows_group_keeps_kubeflows_state() -> None:
+    """kubeflow's operator knows no Suspended state: a schedule suspended under sparkop and resumed under
+    kubeflow's operator (the way back) must read as one it runs. Seen with kubeflow v2.5: a schedule left
+    `Suspended` never started a run once resumed."""
+    b = body(suspend=True)
+    b["apiVersion"] = f"{labels.KUBEFLOW_GROUP}/v1beta2"
+    plan = decide(
+        Observed(ScheduledView.from_body(b), (), status=lenient(ScheduledSparkApplicationStatus, None), body=b), at(12)
+    )
+    assert created(plan) == []
+    assert plan.status is not None and plan.status.scheduleState == ScheduleState.SCHEDULED
+    assert plan.status.reason == "spec.suspend is true" and plan.status.nextRun is None
+
+
 def test_missed_times_within_the_deadline_start_only_the_latest() -> None:
     plan = decide(observed(startingDeadlineSeconds=120), at(16))  # 5, 10 and 15 missed; 15 is 60 s late
     assert created(plan) == [run_name("nightly", at(15))]
