@@ -379,8 +379,17 @@ async def wait_pods_finished(kube: k8s.Kube, expected: int, budget_seconds: floa
     executor_pods = f"{labels.SPARK_ROLE}={labels.ROLE_EXECUTOR}"
     async with asyncio.timeout(budget_seconds):
         while True:
-            running = await kube.list(k8s.PODS, NAMESPACE, selector=driver_pods, fields=unfinished)
-            executors = await kube.list(k8s.PODS, NAMESPACE, selector=executor_pods)
+            try:
+                running = await kube.list(k8s.PODS, NAMESPACE, selector=driver_pods, fields=unfinished)
+                executors = await kube.list(k8s.PODS, NAMESPACE, selector=executor_pods)
+            except ApiException as error:
+                if error.status != 504:
+                    raise
+                # Right after its restart the API server answers a list from etcd until its watch cache
+                # is filled: 50,000 pods scanned for a field selector outlast its 60 s request timeout.
+                log("seeding: the API server timed out listing the pods (its watch cache is filling); asking again")
+                await asyncio.sleep(5)
+                continue
             if not running and not executors:
                 break
             log(f"seeding: {len(running)} driver pods not finished, {len(executors)} executor pods left")
