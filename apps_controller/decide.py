@@ -230,10 +230,11 @@ def take_over(d: Draft) -> bool:
     if taken.submitted is not None:
         made = taken.submitted
         plan_run(d, adopt=made)
-        name = naming.driver_name(app.name, taken.run + 1, app.group)
+        planned = d.current
+        assert planned is not None  # plan_run records the run it plans
         message = (
-            f"took over run {taken.run + 1}, which kubeflow's operator submitted but had not recorded: "
-            f"SparkDriver {name} adopts driver pod {made.name}"
+            f"took over run {planned.run}, which kubeflow's operator submitted but had not recorded: "
+            f"SparkDriver {planned.driver} adopts driver pod {made.name}"
         )
         d.event(events.NORMAL, events.Reason.TAKEN_OVER, message)
         return True

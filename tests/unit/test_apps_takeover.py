@@ -166,39 +166,36 @@ def test_an_app_of_sparkops_group_is_never_taken_over() -> None:
     assert plan.status is None or plan.status.lastRun == 0
 
 
-def test_an_app_kubeflow_submitted_before_writing_its_status_goes_on_with_that_pod_not_a_second_one() -> None:
-    """Seen in the live swap: a scheduled run kubeflow's spark-submit made its driver pod for at the minute
-    before its operator stopped, whose status kubeflow never wrote. sparkop created a driver of its own,
-    the API server refused the name (409), and the app ended FAILED: the run kubeflow started was lost."""
-    made = ForeignDriver(name="pi-driver", uid="uid-pod", controller_uid=APP_UID, submission_id="not-in-status")
-    plan = decide(observed(SparkApplicationStatus(), left=(made,)), NOW)
-    assert plan.status is not None and plan.status.lastRun == 1
-    record = plan.status.attempts[-1]
-    assert (record.run, record.driver, record.outcome) == (1, "pi-1-kf", AttemptOutcome.RUNNING)
-    assert record.adoptedPod == AdoptedPod(name="pi-driver", uid="uid-pod")
-    [driver] = creates(plan)
-    assert driver["metadata"]["name"] == "pi-1-kf"
-    assert driver["spec"]["adoptDriverPod"] == {"name": "pi-driver", "uid": "uid-pod"}
-
-
-def test_a_rerun_kubeflow_submitted_before_writing_it_goes_on_with_its_pod_as_the_next_run() -> None:
-    """kubeflow's PENDING_RERUN step deletes the last run's pod, runs spark-submit (a pod with a fresh
-    submission id) and then writes SUBMITTED: stopped in between, it leaves PENDING_RERUN and a running pod.
-    Planned as usual, the next run would wait for that pod's name, which is free only once the run has
-    ended unwatched: and then run it again."""
+@pytest.mark.parametrize(
+    ("status", "run"),
+    [
+        # Seen in the live swap: a scheduled run whose pod kubeflow's spark-submit made at the minute before
+        # its operator stopped, its status never written. sparkop created a driver of its own, the API
+        # server refused the name (409), and the app ended FAILED: the run kubeflow started was lost.
+        (SparkApplicationStatus(), 1),
+        # kubeflow's PENDING_RERUN step deletes the last run's pod, runs spark-submit and then writes
+        # SUBMITTED: planned as usual, the next run would wait for that pod's name, free only once the run
+        # had ended unwatched, and then run it again.
+        (kubeflow_status("PENDING_RERUN", executionAttempts=1, submissionAttempts=1), 2),
+    ],
+    ids=["new", "pending-rerun"],
+)
+def test_a_run_kubeflow_submitted_before_writing_it_goes_on_with_its_pod_as_the_next_run(
+    status: SparkApplicationStatus, run: int
+) -> None:
     made = ForeignDriver(name="pi-driver", uid="uid-pod-2", controller_uid=APP_UID, submission_id="submission-2")
     retry = {"type": "OnFailure", "onFailureRetries": 2, "onFailureRetryInterval": 1}
-    status = kubeflow_status("PENDING_RERUN", executionAttempts=1, submissionAttempts=1)
     plan = decide(observed(status, left=(made,), restartPolicy=retry), NOW)
-    assert plan.status is not None and plan.status.lastRun == 2
+    assert plan.status is not None and plan.status.lastRun == run
     assert plan.status.submissionID == "submission-2"  # what the pod's label says
     record = plan.status.attempts[-1]
-    assert (record.run, record.driver, record.outcome) == (2, "pi-2-kf", AttemptOutcome.RUNNING)
+    assert (record.run, record.driver, record.outcome) == (run, f"pi-{run}-kf", AttemptOutcome.RUNNING)
     assert record.adoptedPod == AdoptedPod(name="pi-driver", uid="uid-pod-2")
     [driver] = creates(plan)
-    assert driver["metadata"]["name"] == "pi-2-kf"
+    assert driver["metadata"]["name"] == f"pi-{run}-kf"
     assert driver["spec"]["adoptDriverPod"] == {"name": "pi-driver", "uid": "uid-pod-2"}
     assert [e.reason for e in plan.events] == [events.Reason.TAKEN_OVER]
+    assert f"SparkDriver pi-{run}-kf adopts driver pod pi-driver" in plan.events[0].message
 
 
 def test_a_new_kubeflow_app_without_a_driver_pod_is_submitted_as_usual() -> None:
