@@ -80,6 +80,9 @@ SPARK_APPLICATION: Final[Mapping[str, Wait]] = {
     # Everything else, the executor counts included (the SparkDriver held what could wait), is
     # written at once.
     "currentDriver": Wait(SETTLE_SECONDS, Since.SPARK_DRIVER_CREATED),
+    # The run's submission id (its SparkDriver's uid, the label on its pods), seen with currentDriver:
+    # kubeflow's operator writes it with SUBMITTED, and so does this, in the same write.
+    "submissionID": Wait(SETTLE_SECONDS, Since.SPARK_DRIVER_CREATED),
 }
 
 

@@ -170,8 +170,10 @@ def test_an_apps_first_sight_of_its_sparkdriver_can_wait_and_its_counts_cannot()
     # The counts its SparkDriver reported: at once (the SparkDriver held what could wait).
     assert counted.status is not None and counted.status.executors.running == 2
     assert counted.status_wait == 0 and counted.events == ()
-    # That the run's SparkDriver exists: until 30 s after its creation, or with the first thing it reports.
-    unseen = accepted.model_copy(update={"currentDriver": None})
+    # That the run's SparkDriver exists (its name, and its uid as the run's submission id, which kubeflow
+    # writes with SUBMITTED): until 30 s after its creation, or with the first thing it reports.
+    assert accepted.currentDriver == drv.name and accepted.submissionID == drv.uid
+    unseen = accepted.model_copy(update={"currentDriver": None, "submissionID": None})
     created = drv.created
     assert created is not None
     assert apps_status.status_wait(unseen, accepted, created + timedelta(seconds=10), created) == 20.0
