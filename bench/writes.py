@@ -101,6 +101,13 @@ async def _run(bench: BenchCluster, apps: int, executors: int, run_seconds: floa
     return {"since": since, "names": names, "changes": [_from(line, started) for line in changes]}
 
 
+def _what_changed(line: str) -> tuple[str, str]:
+    """A status change's kind and the top-level status fields it changed (a line of ``changes``)."""
+    _, kind, _, changed = line.split(maxsplit=3)
+    fields = sorted({f.split(".", 1)[0] for f in changed.split(", ")})
+    return kind, ", ".join(fields)
+
+
 def _from(line: str, started: float) -> str:
     at, rest = line.split(" ", 1)
     return f"{float(at) - started:8.3f}s  {rest}"
@@ -147,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in run["changes"]:
         if line.split()[2].rstrip(":") in listed:
             print(f"  {line}")
+    print(f"\nstatus writes of all {len(names)} apps by what they changed (top-level fields), per app:")
+    for (kind, fields), count in Counter(_what_changed(line) for line in run["changes"]).most_common():
+        print(f"  {count / len(names):5.2f}  {kind}: {fields}")
     print(f"\nper app ({len(names)} apps, {len(writes) / len(names):.2f} writes each):")
     for kind, count in totals.most_common():
         print(f"  {count / len(names):5.2f}  {kind}")
