@@ -51,7 +51,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -78,6 +78,7 @@ from harness import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster import procs
+from devcluster.components import ScaleSettings
 from devcluster.ports import LOCALHOST, free_ports
 from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
@@ -113,6 +114,15 @@ SEED_PATHS: Final = ("etcd", "api")
 TERMINATED_POD_GC_THRESHOLD: Final = 0
 # etcd's quota: 50,000 finished apps stored as JSON pass its 2 GiB default.
 ETCD_QUOTA_BYTES: Final = 8 * 2**30
+# The API server's soft memory limit (GOMEMLIMIT). Without one its heap grows to twice what it keeps
+# alive between collections: at 50,000 apps it held 14.1 GiB of this 24 GiB machine (2026-12-07 04:23).
+APISERVER_MEMORY_LIMIT: Final = "8GiB"
+# Left out of the controller manager: in the one namespace of the clones each of them, for each Service,
+# lists every pod of the namespace and matches the Service's selector against it (endpoints_controller.go
+# and endpointslice_controller.go, syncService), so their full sync at a start is quadratic: 50,000
+# Services held a core for over 12 minutes (2026-12-07). The clones carry their Endpoints and
+# EndpointSlices as these controllers leave them, and sparkop reads neither.
+CONTROLLERS_OFF: Final = ("endpoints-controller", "endpointslice-controller")
 # The cluster has settled after seeding once each of its controllers (the controller manager, kwok, the
 # simulator, the scheduler) used under this share of a core over SETTLE_WINDOW_S.
 SETTLE_SHARE: Final = 0.1
@@ -963,13 +973,13 @@ def measure_scale(
     """Seed ``apps`` finished apps on a devcluster of its own, then measure the operator over them:
     ``restarts`` restarts, each followed by the floor measured beside it (the floor itself moves by
     seconds within minutes here, so one restart against one floor says little)."""
-    with BenchCluster.up(
-        name,
-        nodes=nodes,
-        namespaces=[NAMESPACE],
+    settings = ScaleSettings(
         terminated_pod_gc_threshold=terminated_pod_gc_threshold,
         etcd_quota_bytes=ETCD_QUOTA_BYTES,
-    ) as bench:
+        apiserver_memory_limit=APISERVER_MEMORY_LIMIT,
+        controllers_off=CONTROLLERS_OFF,
+    )
+    with BenchCluster.up(name, nodes=nodes, namespaces=[NAMESPACE], scale=settings) as bench:
 
         async def prepare() -> tuple[list[Template], dict[str, Any]]:
             async with bench.client() as kube:
@@ -1006,10 +1016,7 @@ def measure_scale(
     return {
         "apps": apps,
         "operator_mode": "cluster-wide (no -n), as a real install",
-        "cluster": {
-            "terminated_pod_gc_threshold": terminated_pod_gc_threshold,
-            "etcd_quota_bytes": ETCD_QUOTA_BYTES,
-        },
+        "cluster": asdict(settings),
         "left_behind_per_finished_app": {t.name: left_behind(t) for t in templates},
         "seeding": seeding,
         "steady": steady,

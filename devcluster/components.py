@@ -6,7 +6,7 @@ import base64
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -57,6 +57,34 @@ KWOK_NODE_LEASE_SECONDS = 40
 # How long the node-lifecycle controller waits for a node's Lease or status before it turns the node
 # Unknown (Kubernetes' default since 1.32, said here so tests can name it).
 NODE_MONITOR_GRACE_SECONDS = 50
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    """What a cluster asked to hold tens of thousands of apps (bench/scale.py) sets apart from the
+    defaults; every field unset is the cluster every other user gets."""
+
+    # The controller manager's --terminated-pod-gc-threshold (None: Kubernetes' default, 12,500).
+    terminated_pod_gc_threshold: int | None = None
+    # etcd's --quota-backend-bytes (None: its default, 2 GiB).
+    etcd_quota_bytes: int | None = None
+    # The API server's GOMEMLIMIT, Go's soft memory limit (None: none, the heap grows to twice what
+    # it keeps alive before each collection).
+    apiserver_memory_limit: str | None = None
+    # Controllers of CONTROLLERS the controller manager runs without.
+    controllers_off: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = set(self.controllers_off) - set(CONTROLLERS)
+        if unknown:
+            raise ValueError(f"controllers_off: {sorted(unknown)} are not run anyway; choose from {list(CONTROLLERS)}")
+
+    def apiserver_env(self) -> dict[str, str]:
+        return {"GOMEMLIMIT": self.apiserver_memory_limit} if self.apiserver_memory_limit else {}
+
+
+# The settings of every cluster but a scale run's.
+DEFAULT_SCALE: Final = ScaleSettings()
 
 
 @dataclass(frozen=True)
@@ -146,11 +174,12 @@ def controller_manager_argv(
     cert_dir: Path,
     *,
     node_lifecycle: bool = False,
-    terminated_pod_gc_threshold: int | None = None,
+    scale: ScaleSettings = DEFAULT_SCALE,
 ) -> list[str]:
-    controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if node_lifecycle else CONTROLLERS
+    run = [c for c in CONTROLLERS if c not in scale.controllers_off]
+    controllers = (*run, *NODE_LOSS_CONTROLLERS) if node_lifecycle else run
     lifecycle = [f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s"] if node_lifecycle else []
-    threshold = terminated_pod_gc_threshold
+    threshold = scale.terminated_pod_gc_threshold
     pod_gc = [] if threshold is None else [f"--terminated-pod-gc-threshold={threshold}"]
     return [
         str(bin_dir / "kube-controller-manager"),
