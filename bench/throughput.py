@@ -381,6 +381,7 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
         default=0.0,
         help="share of the apps created in kubeflow's group (0.5: every other one); the operator serves both",
     )
+    parser.add_argument("--executors", type=int, default=1, help="executors each app asks for (0: none)")
     args = parser.parse_args(argv)
     kubeflow = args.kubeflow_share > 0
     namespaces = [SPARKOP_NAMESPACE, CEILING_NAMESPACE]
@@ -398,6 +399,7 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
                 args.profile,
                 run_seconds=args.run_seconds,
                 kubeflow_share=args.kubeflow_share,
+                executors=args.executors,
             )
         finally:
             operator.stop()
