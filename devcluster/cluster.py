@@ -14,8 +14,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -312,6 +312,14 @@ class Cluster:
             self._wait({name: self._readiness_check(name)}, deadline, phase="restart", watch=names)
         # The apiserver's readyz includes its etcd check, so this also covers an etcd-only restart.
         self._wait({"kube-apiserver": self._apiserver_ready}, deadline, phase="restart", watch=names)
+
+    def restart_controller_manager(self, without: Collection[str]) -> None:
+        """Restart the controller manager without the controllers named, as it runs from then on: a
+        scale run leaves out those whose full sync over what it seeded is quadratic (bench/scale.py)."""
+        name = "kube-controller-manager"
+        record = self.state.processes[name]
+        self.state.processes[name] = replace(record, argv=components.without_controllers(record.argv, without))
+        self.restart("controller-manager")
 
     def _targets(self, which: Component) -> tuple[str, ...]:
         names = RESTART_TARGETS[which]

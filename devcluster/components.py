@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -71,13 +72,6 @@ class ScaleSettings:
     # The API server's GOMEMLIMIT, Go's soft memory limit (None: none, the heap grows to twice what
     # it keeps alive before each collection).
     apiserver_memory_limit: str | None = None
-    # Controllers of CONTROLLERS the controller manager runs without.
-    controllers_off: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        unknown = set(self.controllers_off) - set(CONTROLLERS)
-        if unknown:
-            raise ValueError(f"controllers_off: {sorted(unknown)} are not run anyway; choose from {list(CONTROLLERS)}")
 
     def apiserver_env(self) -> dict[str, str]:
         return {"GOMEMLIMIT": self.apiserver_memory_limit} if self.apiserver_memory_limit else {}
@@ -176,8 +170,7 @@ def controller_manager_argv(
     node_lifecycle: bool = False,
     scale: ScaleSettings = DEFAULT_SCALE,
 ) -> list[str]:
-    run = [c for c in CONTROLLERS if c not in scale.controllers_off]
-    controllers = (*run, *NODE_LOSS_CONTROLLERS) if node_lifecycle else run
+    controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if node_lifecycle else CONTROLLERS
     lifecycle = [f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s"] if node_lifecycle else []
     threshold = scale.terminated_pod_gc_threshold
     pod_gc = [] if threshold is None else [f"--terminated-pod-gc-threshold={threshold}"]
@@ -197,6 +190,19 @@ def controller_manager_argv(
         f"--cert-dir={cert_dir}",
         "--profiling=false",
     ]
+
+
+def without_controllers(argv: list[str], names: Collection[str]) -> list[str]:
+    """The controller manager's ``argv`` with the controllers ``names`` left out of its --controllers;
+    each must be one it runs (a misspelt name is refused, not ignored)."""
+    prefix = "--controllers="
+    (flag,) = (a for a in argv if a.startswith(prefix))
+    running = flag.removeprefix(prefix).split(",")
+    unknown = set(names) - set(running)
+    if unknown:
+        raise ValueError(f"the controller manager does not run {sorted(unknown)}; it runs {running}")
+    kept = prefix + ",".join(c for c in running if c not in names)
+    return [kept if a == flag else a for a in argv]
 
 
 def scheduler_argv(bin_dir: Path, kubeconfig: Path, ports: Ports, cert_dir: Path) -> list[str]:
