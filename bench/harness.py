@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from devcluster.cluster import Cluster  # noqa: E402
+from devcluster.components import DEFAULT_SCALE, ScaleSettings  # noqa: E402
 from devcluster.ports import free_ports  # noqa: E402
 from sparkop.core import kube as k8s  # noqa: E402
 from sparkop.core.informer import Informer  # noqa: E402
@@ -183,18 +184,16 @@ class BenchCluster:
         nodes: int = 4,
         namespaces: Iterable[str] = (),
         kubeflow: bool = False,
-        terminated_pod_gc_threshold: int | None = None,
-        etcd_quota_bytes: int | None = None,
+        scale: ScaleSettings = DEFAULT_SCALE,
     ) -> Iterator[BenchCluster]:
         """``kubeflow``: kubeflow's group's CRDs too (crds/kubeflow/), for an operator run with --kubeflow-api.
-        ``terminated_pod_gc_threshold``, ``etcd_quota_bytes``: Cluster.up's, for tens of thousands of pods."""
+        ``scale``: Cluster.up's, for tens of thousands of apps."""
         cluster = Cluster.up(
             name,
             nodes=nodes,
             node_cpu="100000",
             node_memory="64Ti",
-            terminated_pod_gc_threshold=terminated_pod_gc_threshold,
-            etcd_quota_bytes=etcd_quota_bytes,
+            scale=scale,
             die_with_parent=True,
         )
         try:

@@ -69,7 +69,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     bench, operator, args.burst, args.concurrency, args.timeout, prefix="burst-", kubeflow_share=share
                 )
             result["throughput"] = measure_throughput(
-                bench, operator, args.apps, args.concurrency, args.timeout, kubeflow_share=share
+                bench,
+                operator,
+                args.apps,
+                args.concurrency,
+                args.timeout,
+                kubeflow_share=share,
+                executors=args.executors,
             )
             result["churn"] = measure_churn(bench, operator, args.churn)
             result["recovery"] = measure_recovery(bench, operator, args.recovery)
@@ -337,6 +343,13 @@ def main() -> int:
         default=0.0,
         help="share of the burst's and the throughput run's apps created in kubeflow's group (0.5: every other "
         "one); the operator serves both groups (--kubeflow-api)",
+    )
+    parser.add_argument(
+        "--executors",
+        type=int,
+        default=1,
+        help="executors each throughput app asks for (0: none; an A/B of a change that is not about executors "
+        "then leaves out their passes and counts, whose timing the simulator and the load decide)",
     )
     parser.add_argument("--churn", type=int, default=1000, help="foreign objects of each kind")
     parser.add_argument("--recovery", type=int, default=100, help="driver pods deleted at once")

@@ -3,7 +3,9 @@ memory, idle CPU and restart.
 
 On one devcluster (KWOK nodes and the Spark-driver simulator), with the operator cluster-wide (no
 ``-n``, as a real install runs it: it then lists and watches every namespace, which is the case that
-has to scale):
+has to scale). The cluster's ScaleSettings (bench/README.md): every finished pod kept, etcd's quota
+raised, the API server's GOMEMLIMIT, and after seeding no endpoints or endpoint-slice controllers
+(quadratic in one namespace of 50,000 Services; sparkop reads neither):
 
 1. **templates**: the real operator runs a few apps to completion (one of them failing); what each
    finished app leaves behind is listed (the SparkApplication and SparkDriver with their statuses, the
@@ -51,7 +53,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -78,6 +80,7 @@ from harness import (
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster import procs
+from devcluster.components import ScaleSettings
 from devcluster.ports import LOCALHOST, free_ports
 from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
@@ -113,6 +116,16 @@ SEED_PATHS: Final = ("etcd", "api")
 TERMINATED_POD_GC_THRESHOLD: Final = 0
 # etcd's quota: 50,000 finished apps stored as JSON pass its 2 GiB default.
 ETCD_QUOTA_BYTES: Final = 8 * 2**30
+# The API server's soft memory limit (GOMEMLIMIT). Without one its heap grows to twice what it keeps
+# alive between collections: at 50,000 apps it held 14.1 GiB of this 24 GiB machine (2026-12-07 04:23).
+APISERVER_MEMORY_LIMIT: Final = "8GiB"
+# Left out of the controller manager once it starts again after the clones are put into etcd (the
+# templates' Services have their endpoints by then): in the clones' one namespace each of them, for
+# each Service, lists every pod of the namespace and matches the Service's selector against it
+# (endpoints_controller.go and endpointslice_controller.go, syncService), so their full sync at a
+# start is quadratic: 50,000 Services held a core for over 12 minutes (2026-12-07). The clones carry
+# their Endpoints and EndpointSlices as these controllers leave them, and sparkop reads neither.
+CONTROLLERS_OFF: Final = ("endpoints-controller", "endpointslice-controller")
 # The cluster has settled after seeding once each of its controllers (the controller manager, kwok, the
 # simulator, the scheduler) used under this share of a core over SETTLE_WINDOW_S.
 SETTLE_SHARE: Final = 0.1
@@ -519,7 +532,7 @@ async def seed_into_etcd(
     restarted = time.monotonic()
     # On this thread, not a worker's: a process started with die_with_parent dies with the thread that
     # started it (PR_SET_PDEATHSIG), and asyncio's worker threads end with its loop.
-    bench.cluster.restart("controller-manager")
+    bench.cluster.restart_controller_manager(without=CONTROLLERS_OFF)
     restart_seconds = time.monotonic() - restarted
     async with bench.client() as kube:
         waited = await wait_pods_finished(kube, len(templates) + len(clones), budget_seconds=1800)
@@ -963,13 +976,12 @@ def measure_scale(
     """Seed ``apps`` finished apps on a devcluster of its own, then measure the operator over them:
     ``restarts`` restarts, each followed by the floor measured beside it (the floor itself moves by
     seconds within minutes here, so one restart against one floor says little)."""
-    with BenchCluster.up(
-        name,
-        nodes=nodes,
-        namespaces=[NAMESPACE],
+    settings = ScaleSettings(
         terminated_pod_gc_threshold=terminated_pod_gc_threshold,
         etcd_quota_bytes=ETCD_QUOTA_BYTES,
-    ) as bench:
+        apiserver_memory_limit=APISERVER_MEMORY_LIMIT,
+    )
+    with BenchCluster.up(name, nodes=nodes, namespaces=[NAMESPACE], scale=settings) as bench:
 
         async def prepare() -> tuple[list[Template], dict[str, Any]]:
             async with bench.client() as kube:
@@ -1006,10 +1018,7 @@ def measure_scale(
     return {
         "apps": apps,
         "operator_mode": "cluster-wide (no -n), as a real install",
-        "cluster": {
-            "terminated_pod_gc_threshold": terminated_pod_gc_threshold,
-            "etcd_quota_bytes": ETCD_QUOTA_BYTES,
-        },
+        "cluster": {**asdict(settings), "controllers_off_after_seeding": list(CONTROLLERS_OFF)},
         "left_behind_per_finished_app": {t.name: left_behind(t) for t in templates},
         "seeding": seeding,
         "steady": steady,

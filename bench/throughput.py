@@ -194,6 +194,7 @@ async def measure_sparkop(
     prefix: str = "",
     run_seconds: float = 0,
     kubeflow_share: float = 0.0,
+    executors: int = 1,
 ) -> dict[str, Any]:
     names = [f"{prefix}app-{i:05d}" for i in range(apps)]
     kubeflow = {n for i, n in enumerate(names) if in_kubeflows_group(i, kubeflow_share)}
@@ -202,7 +203,10 @@ async def measure_sparkop(
 
         async def create(name: str) -> None:
             api_version = kinds.KUBEFLOW_SPARK_APPLICATIONS.api_version if name in kubeflow else labels.API_VERSION
-            await kube.create(app_manifest(name, SPARKOP_NAMESPACE, run_seconds=run_seconds, api_version=api_version))
+            manifest = app_manifest(
+                name, SPARKOP_NAMESPACE, run_seconds=run_seconds, executors=executors, api_version=api_version
+            )
+            await kube.create(manifest)
             created[name] = time.monotonic()
 
         # Only this run's apps count: an earlier run's on the same cluster are listed at the watch's start.
@@ -293,11 +297,13 @@ def measure(
     prefix: str = "",
     run_seconds: float = 0,
     kubeflow_share: float = 0.0,
+    executors: int = 1,
 ) -> dict[str, Any]:
     """The ceiling's run, then sparkop's; ``prefix`` names the apps, so runs can share a cluster.
     ``run_seconds``: how long each driver runs (the simulator starts its executors a moment after it
     runs: an app whose driver ends sooner never has any); ``kubeflow_share`` of sparkop's apps are of
-    kubeflow's group (the ceiling's writes are the same)."""
+    kubeflow's group (the ceiling's writes are the same); ``executors``: how many each app asks for (0:
+    none, so what executors cost, passes and counts, is left out of the figures)."""
     log(f"ceiling: {apps} apps' writes by a bare client")
     ceiling = asyncio.run(measure_ceiling(bench, apps, concurrency, prefix))
     log(f"ceiling: {ceiling['apps_per_second']} apps/s; letting the cluster settle")
@@ -305,11 +311,17 @@ def measure(
     log(f"sparkop: {apps} apps")
     with profiling(operator.pid, profile):
         sparkop = asyncio.run(
-            measure_sparkop(bench, operator, apps, concurrency, timeout, prefix, run_seconds, kubeflow_share)
+            measure_sparkop(bench, operator, apps, concurrency, timeout, prefix, run_seconds, kubeflow_share, executors)
         )
     ratio = sparkop["apps_per_second"] / ceiling["apps_per_second"]
     log(f"sparkop: {sparkop['apps_per_second']} apps/s, {ratio:.0%} of the ceiling")
-    return {"ceiling": ceiling, "sparkop": sparkop, "ratio_to_ceiling": round(ratio, 3), "run_seconds": run_seconds}
+    return {
+        "ceiling": ceiling,
+        "sparkop": sparkop,
+        "ratio_to_ceiling": round(ratio, 3),
+        "run_seconds": run_seconds,
+        "executors": executors,
+    }
 
 
 def bench_settle(bench: BenchCluster, quiet_seconds: float = 3.0, timeout: float = 300) -> None:
@@ -369,6 +381,7 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
         default=0.0,
         help="share of the apps created in kubeflow's group (0.5: every other one); the operator serves both",
     )
+    parser.add_argument("--executors", type=int, default=1, help="executors each app asks for (0: none)")
     args = parser.parse_args(argv)
     kubeflow = args.kubeflow_share > 0
     namespaces = [SPARKOP_NAMESPACE, CEILING_NAMESPACE]
@@ -386,6 +399,7 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
                 args.profile,
                 run_seconds=args.run_seconds,
                 kubeflow_share=args.kubeflow_share,
+                executors=args.executors,
             )
         finally:
             operator.stop()

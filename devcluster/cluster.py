@@ -14,8 +14,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,6 +71,7 @@ class ProcessRecord:
     pid: int
     argv: list[str]
     log: str
+    env: dict[str, str] = field(default_factory=dict)  # set on top of the environment it started in
 
     @property
     def executable(self) -> str:
@@ -178,8 +179,7 @@ class Cluster:
         node_lifecycle: bool = False,
         schedulers: tuple[str, ...] = (),
         gateway: str | None = None,
-        terminated_pod_gc_threshold: int | None = None,
-        etcd_quota_bytes: int | None = None,
+        scale: components.ScaleSettings = components.DEFAULT_SCALE,
         die_with_parent: bool = False,
         timeout: float = 90.0,
         log: Log = stderr_log,
@@ -242,8 +242,7 @@ class Cluster:
                 node_memory,
                 simulator,
                 deadline=started + timeout,
-                terminated_pod_gc_threshold=terminated_pod_gc_threshold,
-                etcd_quota_bytes=etcd_quota_bytes,
+                scale=scale,
             )
             if real_nodes:
                 cluster._start_real_nodes(images, deadline=started + timeout)
@@ -313,6 +312,14 @@ class Cluster:
             self._wait({name: self._readiness_check(name)}, deadline, phase="restart", watch=names)
         # The apiserver's readyz includes its etcd check, so this also covers an etcd-only restart.
         self._wait({"kube-apiserver": self._apiserver_ready}, deadline, phase="restart", watch=names)
+
+    def restart_controller_manager(self, without: Collection[str]) -> None:
+        """Restart the controller manager without the controllers named, as it runs from then on: a
+        scale run leaves out those whose full sync over what it seeded is quadratic (bench/scale.py)."""
+        name = "kube-controller-manager"
+        record = self.state.processes[name]
+        self.state.processes[name] = replace(record, argv=components.without_controllers(record.argv, without))
+        self.restart("controller-manager")
 
     def _targets(self, which: Component) -> tuple[str, ...]:
         names = RESTART_TARGETS[which]
@@ -394,8 +401,7 @@ class Cluster:
         simulator: bool,
         deadline: float,
         *,
-        terminated_pod_gc_threshold: int | None = None,
-        etcd_quota_bytes: int | None = None,
+        scale: components.ScaleSettings = components.DEFAULT_SCALE,
     ) -> None:
         directory = self.directory
         real = bool(self.state.real_nodes)
@@ -403,12 +409,14 @@ class Cluster:
         components.write_kubeconfig(self.kubeconfig, components.kubeconfig(self.name, self.server, pki))
         ports, bins = self.ports, self.bin_dir
 
-        self._spawn("etcd", components.etcd_argv(bins, directory / "etcd-data", ports, quota_bytes=etcd_quota_bytes))
+        self._spawn(
+            "etcd", components.etcd_argv(bins, directory / "etcd-data", ports, quota_bytes=scale.etcd_quota_bytes)
+        )
         self._wait({"etcd": self._etcd_ready}, deadline)
         apiserver = components.apiserver_argv(
             bins, pki, ports, audit_log=self.audit_log, address=HOST_IP if real else None
         )
-        self._spawn("kube-apiserver", apiserver)
+        self._spawn("kube-apiserver", apiserver, extra_env=scale.apiserver_env())
         self._wait({"kube-apiserver": self._apiserver_ready}, deadline)
 
         # Nodes exist before kwok starts, so it adopts them on its first list.
@@ -425,7 +433,7 @@ class Cluster:
                 ports,
                 directory / "kcm-certs",
                 node_lifecycle=self.state.node_lifecycle,
-                terminated_pod_gc_threshold=terminated_pod_gc_threshold,
+                scale=scale,
             ),
         )
         self._spawn("kube-scheduler", components.scheduler_argv(bins, kubeconfig, ports, directory / "scheduler-certs"))
@@ -695,8 +703,13 @@ class Cluster:
         argv: list[str],
         env: Mapping[str, str] | None = None,
         mount_namespace: procs.MountNamespace | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
+        """``env``: the whole environment (None: this process's); ``extra_env``: set on top of it, and
+        again whenever the process is started anew (restart)."""
         log_path = self.directory / f"{name}.log"
+        if extra_env:
+            env = {**(os.environ if env is None else env), **extra_env}
         pid = procs.spawn(
             argv,
             log_path,
@@ -705,12 +718,12 @@ class Cluster:
             cwd=self.directory,
             mount_namespace=mount_namespace,
         )
-        self.state.processes[name] = ProcessRecord(pid=pid, argv=argv, log=str(log_path))
+        self.state.processes[name] = ProcessRecord(pid=pid, argv=argv, log=str(log_path), env=dict(extra_env or {}))
         self.state.save()  # recorded at once, so a crash right after still lets `down` find it
 
     def _respawn(self, name: str, record: ProcessRecord) -> None:
         env = _python_env() if name == "sparksim" else None
-        self._spawn(name, record.argv, env=env)
+        self._spawn(name, record.argv, env=env, extra_env=record.env)
 
     def _wait(
         self,

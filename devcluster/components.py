@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -57,6 +58,27 @@ KWOK_NODE_LEASE_SECONDS = 40
 # How long the node-lifecycle controller waits for a node's Lease or status before it turns the node
 # Unknown (Kubernetes' default since 1.32, said here so tests can name it).
 NODE_MONITOR_GRACE_SECONDS = 50
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    """What a cluster asked to hold tens of thousands of apps (bench/scale.py) sets apart from the
+    defaults; every field unset is the cluster every other user gets."""
+
+    # The controller manager's --terminated-pod-gc-threshold (None: Kubernetes' default, 12,500).
+    terminated_pod_gc_threshold: int | None = None
+    # etcd's --quota-backend-bytes (None: its default, 2 GiB).
+    etcd_quota_bytes: int | None = None
+    # The API server's GOMEMLIMIT, Go's soft memory limit (None: none, the heap grows to twice what
+    # it keeps alive before each collection).
+    apiserver_memory_limit: str | None = None
+
+    def apiserver_env(self) -> dict[str, str]:
+        return {"GOMEMLIMIT": self.apiserver_memory_limit} if self.apiserver_memory_limit else {}
+
+
+# The settings of every cluster but a scale run's.
+DEFAULT_SCALE: Final = ScaleSettings()
 
 
 @dataclass(frozen=True)
@@ -146,11 +168,11 @@ def controller_manager_argv(
     cert_dir: Path,
     *,
     node_lifecycle: bool = False,
-    terminated_pod_gc_threshold: int | None = None,
+    scale: ScaleSettings = DEFAULT_SCALE,
 ) -> list[str]:
     controllers = (*CONTROLLERS, *NODE_LOSS_CONTROLLERS) if node_lifecycle else CONTROLLERS
     lifecycle = [f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s"] if node_lifecycle else []
-    threshold = terminated_pod_gc_threshold
+    threshold = scale.terminated_pod_gc_threshold
     pod_gc = [] if threshold is None else [f"--terminated-pod-gc-threshold={threshold}"]
     return [
         str(bin_dir / "kube-controller-manager"),
@@ -168,6 +190,19 @@ def controller_manager_argv(
         f"--cert-dir={cert_dir}",
         "--profiling=false",
     ]
+
+
+def without_controllers(argv: list[str], names: Collection[str]) -> list[str]:
+    """The controller manager's ``argv`` with the controllers ``names`` left out of its --controllers;
+    each must be one it runs (a misspelt name is refused, not ignored)."""
+    prefix = "--controllers="
+    (flag,) = (a for a in argv if a.startswith(prefix))
+    running = flag.removeprefix(prefix).split(",")
+    unknown = set(names) - set(running)
+    if unknown:
+        raise ValueError(f"the controller manager does not run {sorted(unknown)}; it runs {running}")
+    kept = prefix + ",".join(c for c in running if c not in names)
+    return [kept if a == flag else a for a in argv]
 
 
 def scheduler_argv(bin_dir: Path, kubeconfig: Path, ports: Ports, cert_dir: Path) -> list[str]:

@@ -208,11 +208,21 @@ def test_a_benchmark_may_keep_every_finished_pod_and_give_etcd_more_room(tmp_pat
     ports = components.Ports.from_list(list(range(20000, 20000 + components.count_ports())))
     pki = components.CertPaths.in_dir(tmp_path)
     default = components.controller_manager_argv(tmp_path, pki, tmp_path / "kc", ports, tmp_path / "certs")
-    kept = components.controller_manager_argv(
-        tmp_path, pki, tmp_path / "kc", ports, tmp_path / "certs", terminated_pod_gc_threshold=0
-    )
+    scale = components.ScaleSettings(terminated_pod_gc_threshold=0)
+    kept = components.controller_manager_argv(tmp_path, pki, tmp_path / "kc", ports, tmp_path / "certs", scale=scale)
     assert not any(a.startswith("--terminated-pod-gc-threshold") for a in default)  # Kubernetes' default
     assert "--terminated-pod-gc-threshold=0" in kept
+    quadratic = ("endpoints-controller", "endpointslice-controller")
+    lean = components.without_controllers(default, quadratic)
+    (controllers,) = (a.removeprefix("--controllers=").split(",") for a in lean if a.startswith("--controllers="))
+    assert controllers == [c for c in components.CONTROLLERS if c not in quadratic]
+    assert [a for a in lean if not a.startswith("--controllers=")] == [
+        a for a in default if not a.startswith("--controllers=")
+    ]
+    with pytest.raises(ValueError, match="endpoint-controller"):
+        components.without_controllers(default, ("endpoint-controller",))  # a misspelt name is refused, not ignored
+    assert components.ScaleSettings().apiserver_env() == {}
+    assert components.ScaleSettings(apiserver_memory_limit="8GiB").apiserver_env() == {"GOMEMLIMIT": "8GiB"}
     assert not any(a.startswith("--quota-backend-bytes") for a in components.etcd_argv(tmp_path, tmp_path, ports))
     roomy = components.etcd_argv(tmp_path, tmp_path / "data", ports, quota_bytes=8 * 2**30)
     assert "--quota-backend-bytes=8589934592" in roomy

@@ -94,3 +94,28 @@ def test_a_client_started_on_a_cluster_is_stopped_by_its_down(tmp_path: Path) ->
         loaded.start_client("operator", [SLEEP, "60"])
     loaded.down()
     assert not procs.is_alive(pid) and not directory.exists()
+
+
+def test_what_a_process_gets_on_top_of_its_environment_it_gets_again_when_started_anew(tmp_path: Path) -> None:
+    """A restart (Cluster.restart) starts a process from its record: the API server's GOMEMLIMIT of a
+    scale run (components.ScaleSettings) is recorded with it, so a restarted API server keeps it."""
+    directory = tmp_path / "c"
+    directory.mkdir()
+    state = ClusterState(
+        name="c", directory=str(directory), bin_dir="/bin", kubeconfig=str(directory / "kubeconfig"),
+        server="https://127.0.0.1:1", ports={"apiserver": 1},
+    )  # fmt: skip
+    state.save()
+    seen = tmp_path / "seen"
+    argv = ["/bin/sh", "-c", f'echo "$GOMEMLIMIT" >> {seen}; {SLEEP} 60']
+    cluster = Cluster(state)
+    cluster._spawn("server", argv, extra_env={"GOMEMLIMIT": "8GiB"})
+    record = ClusterState.load(directory).processes["server"]
+    assert record.env == {"GOMEMLIMIT": "8GiB"}
+    wait_for(lambda: seen.exists() and len(seen.read_text().split()) == 1, timeout=10, message="the first start")
+    procs.stop_all([(record.pid, record.executable)])
+    assert not procs.is_alive(record.pid)
+    cluster._respawn("server", cluster.state.processes.pop("server"))
+    wait_for(lambda: len(seen.read_text().split()) == 2, timeout=10, message="the second start")
+    assert seen.read_text().split() == ["8GiB", "8GiB"]
+    cluster.down()
