@@ -1,5 +1,4 @@
-"""Freed memory handed back to the system after a burst of allocations: a cache's listing
-(core.informer), a work queue's burst of passes once it has drained (core.queue).
+"""Freed memory handed back to the system after a burst of allocations: a cache's listing.
 
 CPython frees an object to its allocator, not to the system. The decoded pages and lines of a listing
 are larger than pymalloc's objects, so they live in glibc's heap, and glibc keeps most of a heap's free

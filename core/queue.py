@@ -36,7 +36,6 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from sparkop.core.caches import NotCurrent
 from sparkop.core.kube import Conflict, NamespaceTerminating, Occupied, transient_error
-from sparkop.core.memory import release_free_memory
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +54,6 @@ OCCUPIED_MAX_BACKOFF = 1.0
 NOT_CURRENT_RETRY_S = 0.1
 # How many new objects' keys the workers take in a row while other keys wait.
 NEW_IN_A_ROW: Final = 8
-# Once the queue has drained after at least this many passes, the memory they freed goes back to the
-# system: one release (67 ms after a start over 50,000 apps, well under 1 ms when little is free) per
-# burst, never one per pass.
-RELEASE_AFTER_PASSES: Final = 1000
 
 
 @dataclass(frozen=True)
@@ -155,7 +150,6 @@ class WorkQueue(Generic[K]):
     _timers: dict[K, tuple[asyncio.TimerHandle, float]] = field(default_factory=dict, init=False)
     _failures: dict[K, int] = field(default_factory=dict, init=False)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
-    _passes_unreleased: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         # Read when /metrics is scraped, not set on every enqueue (a gauge's set takes a lock: a
@@ -235,12 +229,6 @@ class WorkQueue(Generic[K]):
                 if key in self._again:
                     self._again.discard(key)
                     self.enqueue(key)
-            self._passes_unreleased += 1
-            if self._passes_unreleased >= RELEASE_AFTER_PASSES and not self._waiting and not self._active:
-                # A burst has drained (a start's pass over every object): what its passes decoded and
-                # built is free, and goes back to the system (core.memory).
-                self._passes_unreleased = 0
-                release_free_memory()
             # A pass that needs no request never suspends, and neither does a get from a queue that
             # holds keys: without this a worker would run the 10,000 passes of a restart in one go,
             # and the watches, the metrics endpoint and the leader's lease renewals would wait for it.

@@ -11,9 +11,8 @@ import aiohttp
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from sparkop.core import queue as queue_module
 from sparkop.core.kube import Conflict, NamespaceTerminating, Occupied, namespace_terminating
-from sparkop.core.queue import NEW_IN_A_ROW, RELEASE_AFTER_PASSES, Result, WorkQueue
+from sparkop.core.queue import NEW_IN_A_ROW, Result, WorkQueue
 from sparkop.core.runtime import Runtime
 
 
@@ -415,35 +414,3 @@ async def test_an_error_a_retry_may_mend_is_one_warning_line_and_a_bug_keeps_its
     assert "503" in by_key["unavailable"][0].getMessage()
     [bug] = by_key["bug"]
     assert bug.levelno == logging.ERROR and bug.exc_info is not None
-
-
-async def test_a_drained_burst_of_passes_releases_what_they_freed_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    released: list[int] = []
-    passes: list[str] = []
-    monkeypatch.setattr(queue_module, "release_free_memory", lambda: released.append(len(passes)) or True)
-    burst = RELEASE_AFTER_PASSES + 500
-    done = {burst: asyncio.Event(), burst + 10: asyncio.Event()}
-
-    async def reconcile(key: str) -> Result:
-        passes.append(key)
-        await asyncio.sleep(0)
-        # Told last: the worker runs on to its next wait (its release check included) before the test.
-        if len(passes) in done:
-            done[len(passes)].set()
-        return Result.done()
-
-    queue: WorkQueue[str] = WorkQueue("t", reconcile, workers=4)
-    task = asyncio.create_task(queue.run())
-    try:
-        for i in range(burst):
-            queue.enqueue(f"k{i}")
-        await asyncio.wait_for(done[burst].wait(), timeout=30)
-        # One release, once the burst had drained: not one per pass, nor while keys still waited.
-        assert released == [burst]
-        for i in range(10):
-            queue.enqueue(f"later{i}")
-        await asyncio.wait_for(done[burst + 10].wait(), timeout=30)
-        assert released == [burst]  # a few passes since: nothing worth a release
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
