@@ -57,7 +57,6 @@ import orjson
 
 from sparkop.core.jsontypes import JSON
 from sparkop.core.lines import Lines
-from sparkop.core.memory import release_free_memory
 from sparkop.core.requester import Requester, Response
 from sparkop.core.store import (
     Delta,
@@ -420,9 +419,6 @@ class Informer:
     def _mark_synced(self, started: float) -> None:
         if self.stats.first_sync_seconds is None:
             self.stats.first_sync_seconds = time.monotonic() - started
-        # What the listing decoded and dropped is free now, but the C heap would keep it: the peak of
-        # a listing stayed the process's size (core.memory).
-        release_free_memory()
         self._synced.set()
         self._wake()
 

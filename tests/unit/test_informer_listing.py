@@ -337,24 +337,3 @@ async def test_a_required_kind_not_served_is_never_synced() -> None:
         assert not informer.has_synced() and informer.absent is None and len(api.queries) == 1
     finally:
         task.cancel()
-
-
-@pytest.mark.parametrize("listing", ["streamed", "paged"])
-async def test_each_listing_that_syncs_a_cache_releases_what_it_freed(
-    monkeypatch: pytest.MonkeyPatch, listing: str
-) -> None:
-    calls: list[int] = []
-    monkeypatch.setattr(informer_module, "release_free_memory", lambda: calls.append(1) or True)
-    if listing == "streamed":
-        api = Api(Response(200, chunks=[line("ADDED", config_map("a", "3")), END]))
-    else:
-        refusal = json.dumps({"kind": "Status", "reason": "Invalid", "message": "sendInitialEvents is forbidden"})
-        listed = json.dumps({"metadata": {"resourceVersion": "5"}, "items": [config_map("a", "4")]})
-        api = Api(Response(422, refusal.encode()), Response(200, listed.encode()), Response(200, chunks=[]))
-    informer = Informer(api, CONFIGMAPS, namespace="ns")
-    task = await synced(informer)
-    try:
-        assert [name for _, name in informer.store] == ["a"] and calls == [1]
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
