@@ -74,9 +74,8 @@ def test_state_round_trip(tmp_path: Path) -> None:
     assert ClusterState.load(tmp_path) == state
 
 
-def test_a_client_started_on_a_cluster_is_stopped_by_its_down(tmp_path: Path) -> None:
-    """What `sparkop demo --keep` leaves running (its operator) goes with `devcluster down`: recorded in
-    the cluster's state as it starts, stopped by pid, before the cluster's own processes."""
+def saved_state(tmp_path: Path) -> ClusterState:
+    """The state file of a cluster named c that runs nothing yet."""
     directory = tmp_path / "c"
     directory.mkdir()
     state = ClusterState(
@@ -84,6 +83,14 @@ def test_a_client_started_on_a_cluster_is_stopped_by_its_down(tmp_path: Path) ->
         server="https://127.0.0.1:1", ports={"apiserver": 1},
     )  # fmt: skip
     state.save()
+    return state
+
+
+def test_a_client_started_on_a_cluster_is_stopped_by_its_down(tmp_path: Path) -> None:
+    """What `sparkop demo --keep` leaves running (its operator) goes with `devcluster down`: recorded in
+    the cluster's state as it starts, stopped by pid, before the cluster's own processes."""
+    state = saved_state(tmp_path)
+    directory = Path(state.directory)
     pid = Cluster(state).start_client("operator", [SLEEP, "60"])
     wait_for(lambda: procs.runs_executable(pid, SLEEP), timeout=10, message="sleep's command line")
     # Another process (`python -m devcluster down`) knows it from the state file alone.
@@ -99,13 +106,8 @@ def test_a_client_started_on_a_cluster_is_stopped_by_its_down(tmp_path: Path) ->
 def test_what_a_process_gets_on_top_of_its_environment_it_gets_again_when_started_anew(tmp_path: Path) -> None:
     """A restart (Cluster.restart) starts a process from its record: the API server's GOMEMLIMIT of a
     scale run (components.ScaleSettings) is recorded with it, so a restarted API server keeps it."""
-    directory = tmp_path / "c"
-    directory.mkdir()
-    state = ClusterState(
-        name="c", directory=str(directory), bin_dir="/bin", kubeconfig=str(directory / "kubeconfig"),
-        server="https://127.0.0.1:1", ports={"apiserver": 1},
-    )  # fmt: skip
-    state.save()
+    state = saved_state(tmp_path)
+    directory = Path(state.directory)
     seen = tmp_path / "seen"
     argv = ["/bin/sh", "-c", f'echo "$GOMEMLIMIT" >> {seen}; {SLEEP} 60']
     cluster = Cluster(state)
