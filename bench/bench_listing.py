@@ -65,7 +65,10 @@ def driver(i: int, shape: JSON) -> JSON:
     pod = f"app-{i:05d}-driver"
     status = {"phase": "Succeeded", "incarnation": 1, "sparkApplicationId": f"spark-{i}", "exitCode": 0}
     status |= {"driverPod": {"name": pod, "node": "kwok-1", "ip": "10.0.0.1"}, "startTime": STAMP}
-    return {"apiVersion": labels.API_VERSION, "kind": "SparkDriver", "metadata": meta, **shape, "status": status}
+    # The app's name is in its SparkDriver's spec too: the driver pod's name, as kubeflow names it.
+    spec = {**shape["spec"], "driver": {**shape["spec"]["driver"], "podName": pod}}
+    body: JSON = {"apiVersion": labels.API_VERSION, "kind": "SparkDriver", "metadata": meta, **shape}
+    return body | {"spec": spec, "status": status}
 
 
 def stream(objects: list[JSON]) -> list[bytes]:

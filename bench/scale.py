@@ -48,8 +48,10 @@ import copy
 import os
 import pstats
 import random
+import signal
 import subprocess
 import time
+import tracemalloc
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -934,6 +936,68 @@ def profile_restart(bench: BenchCluster, out: Path, args: tuple[str, ...], top: 
     }
 
 
+@dataclass
+class MemoryTracedOperator(Operator):
+    """The operator under tracemalloc (bench/traced_operator.py): :meth:`snapshot` has it write what it
+    holds, by the line that allocated it. Tracing slows it and adds its own memory: its RSS is not the
+    operator's."""
+
+    snapshot_out: Path = Path("operator.snapshot")
+
+    def start(self) -> MemoryTracedOperator:
+        (self.port,) = free_ports(1)
+        kubeconfig = str(self.bench.cluster.kubeconfig)
+        argv = [operator_python(), "-X", "tracemalloc=1", str(Path(__file__).parent / "traced_operator.py"), "run"]
+        argv += ["--kubeconfig", kubeconfig, "--metrics-port", str(self.port), *self.args]
+        # A script's folder, not the working directory, leads the import path: the checkout measured goes first.
+        env = {**os.environ, "SPARKOP_MEMORY_SNAPSHOT": str(self.snapshot_out), "PYTHONPATH": str(operator_root())}
+        with self.log_path.open("ab") as out:
+            self.started = time.monotonic()
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=operator_root(), env=env)
+        return self
+
+    def snapshot(self, timeout: float = 300) -> Path:
+        self.snapshot_out.unlink(missing_ok=True)
+        assert self.process is not None, "the operator was not started"
+        self.process.send_signal(signal.SIGUSR2)
+        deadline = time.monotonic() + timeout
+        while not self.snapshot_out.exists():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no memory snapshot within {timeout:.0f}s")
+            time.sleep(0.2)
+        return self.snapshot_out
+
+
+def memory_snapshot(bench: BenchCluster, out: Path, args: tuple[str, ...], apps: int, top: int = 15) -> dict[str, Any]:
+    """One more start, under tracemalloc, followed to idle: what the operator holds then, by the
+    lines and the files that allocated it, in bytes per app."""
+    operator = MemoryTracedOperator(bench, args=args, log_name="traced-operator.log", snapshot_out=out)
+    operator.start()
+    try:
+        operator.wait_idle(timeout=1800)
+        rss = operator.stats().rss_mib
+        snapshot = tracemalloc.Snapshot.load(str(operator.snapshot()))
+    finally:
+        operator.stop()
+    return {"snapshot": str(out), "rss_mib_traced": round(rss, 1), **held_by_site(snapshot, apps, top)}
+
+
+def held_by_site(snapshot: tracemalloc.Snapshot, apps: int, top: int) -> dict[str, Any]:
+    def site(frame: tracemalloc.Frame) -> str:
+        return frame.filename.removeprefix(str(ROOT) + "/") + (f":{frame.lineno}" if frame.lineno else "")
+
+    def ranked(key: str) -> list[str]:
+        stats = snapshot.statistics(key)[:top]
+        return [
+            f"{s.size / 2**20:.1f} MiB ({round(s.size / apps)} B/app, {s.count} blocks) {site(s.traceback[0])}"
+            for s in stats
+        ]
+
+    total = sum(s.size for s in snapshot.statistics("filename"))
+    return {"traced_mib": round(total / 2**20, 1), "by_line": ranked("lineno"), "by_file": ranked("filename")}
+
+
 def top_functions(profile: Path, top: int = 5) -> dict[str, list[str]]:
     """The functions with the most own time (waiting in epoll left out: that is idle), and sparkop's
     own functions with the most cumulative time."""
@@ -969,6 +1033,7 @@ def measure_scale(
     idle_seconds: float = 30,
     nodes: int = 4,
     profile: Path | None = None,
+    memory: Path | None = None,
     restarts: int = RESTARTS,
     seed_path: str = "etcd",
     terminated_pod_gc_threshold: int = TERMINATED_POD_GC_THRESHOLD,
@@ -1015,6 +1080,9 @@ def measure_scale(
         if profile is not None:
             log(f"profile: one more start, under cProfile, into {profile}")
             restart["profile"] = profile_restart(bench, profile, operator_args)
+        if memory is not None:
+            log(f"memory: one more start, under tracemalloc, its snapshot at idle into {memory}")
+            restart["memory"] = memory_snapshot(bench, memory, operator_args, apps)
     return {
         "apps": apps,
         "operator_mode": "cluster-wide (no -n), as a real install",
@@ -1143,6 +1211,9 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
     parser.add_argument("--idle-seconds", type=float, default=30)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     parser.add_argument("--profile", type=Path, help="also profile a restart with cProfile into this file")
+    parser.add_argument(
+        "--memory-snapshot", type=Path, help="also start once under tracemalloc, its snapshot at idle into this file"
+    )
     parser.add_argument("--restarts", type=int, default=RESTARTS, help="restarts, each beside its floor")
     args = parser.parse_args(argv)
     result = run(
@@ -1151,6 +1222,7 @@ def main(argv: list[str] | None = None, run: Callable[..., dict[str, Any]] = mea
         concurrency=args.concurrency,
         idle_seconds=args.idle_seconds,
         profile=args.profile,
+        memory=args.memory_snapshot,
         restarts=args.restarts,
         seed_path=args.seed,
         terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,

@@ -29,8 +29,9 @@ from typing import Final, Generic, TypeVar
 from sparkop.core.informer import Handler, Informer, ResourceLike, Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.memo import Memo
+from sparkop.core.packing import unpack
 from sparkop.core.requester import Requester
-from sparkop.core.store import Stored, decode, drop_managed_fields
+from sparkop.core.store import Stored, drop_managed_fields
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +96,11 @@ class CacheIndex(Generic[V]):
 
     def _value(self, item: Stored) -> V:
         if not self.memo:
-            return self.value(decode(item.encoded))
+            return self.value(unpack(item.packed))
         version = (item.uid, item.resource_version)
         value = self._memo.get(version)
         if value is None:
-            value = self.value(decode(item.encoded))
+            value = self.value(unpack(item.packed))
             self._memo.put(version, value)
         return value
 

@@ -1,5 +1,5 @@
-"""The informer's cache of one selection: :class:`Store` keeps objects by (namespace, name), each as
-its compact JSON encoding (decoded on every read, so each reader gets a copy of its own), with
+"""The informer's cache of one selection: :class:`Store` keeps objects by (namespace, name), each
+packed (``core.packing``; unpacked on every read, so each reader gets a copy of its own), with
 secondary indexes and the resourceVersion the content is current as of. Pure: the informer
 (``core.informer``) writes it as its watch tells; readers only read.
 """
@@ -10,10 +10,9 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, NamedTuple
 
-import orjson
-
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_of
+from sparkop.core.packing import pack, unpack
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -76,26 +75,15 @@ def drop_managed_fields(obj: JSON) -> JSON:
 
 
 class Stored(NamedTuple):
-    """One cached object: what the store compares without decoding, and its compact JSON encoding."""
+    """One cached object: what the store compares without decoding, and its packed encoding."""
 
     uid: str
     resource_version: str
-    encoded: bytes
-
-
-def encode(obj: JSON) -> bytes:
-    # orjson's bytes keep the buffer it wrote into (4 KiB for a 1 KiB object): held for as long as
-    # the object is cached, a copy of the exact size is a quarter of the memory.
-    return bytes(memoryview(orjson.dumps(obj)))
+    packed: bytes
 
 
 def stored(obj: JSON) -> Stored:
-    return Stored(uid_of(obj), resource_version_of(obj), encode(obj))
-
-
-def decode(encoded: bytes) -> JSON:
-    obj: JSON = orjson.loads(encoded)
-    return obj
+    return Stored(uid_of(obj), resource_version_of(obj), pack(obj))
 
 
 class Store:
@@ -135,7 +123,7 @@ class Store:
 
     def get(self, namespace: str | None, name: str) -> JSON | None:
         stored = self._items.get((namespace or "", name))
-        return decode(stored.encoded) if stored is not None else None
+        return unpack(stored.packed) if stored is not None else None
 
     def get_by_uid(self, uid: str) -> JSON | None:
         key = self._by_uid.get(uid)
@@ -150,11 +138,11 @@ class Store:
         return iter(list(self._items))
 
     def objects(self) -> list[JSON]:
-        return [decode(stored.encoded) for stored in self._items.values()]
+        return [unpack(stored.packed) for stored in self._items.values()]
 
     def by_index(self, index: str, value: str) -> list[JSON]:
         """The objects whose ``index`` function yields ``value`` (e.g. children by controller uid)."""
-        return [decode(item.encoded) for item in self.stored_by_index(index, value)]
+        return [unpack(item.packed) for item in self.stored_by_index(index, value)]
 
     def stored_by_index(self, index: str, value: str) -> list[Stored]:
         """As :meth:`by_index`, undecoded: for readers that decode only what they have not seen."""
@@ -186,7 +174,7 @@ class Store:
         self._indexes[name] = {}
         self._indexed[name] = {}
         for key, stored in self._items.items():
-            self._index(name, key, decode(stored.encoded))
+            self._index(name, key, unpack(stored.packed))
 
     def advance(self, resource_version: str | None) -> None:
         """Record that the cache is current as of ``resource_version`` (an event's or a bookmark's)."""
@@ -211,7 +199,7 @@ class Store:
         if uid_of(obj) and old.uid != uid_of(obj):
             return []  # a deletion of an earlier object of that name; ours is another one
         self._unput(key, old)
-        return [Delta("DELETED", obj, decode(old.encoded))]
+        return [Delta("DELETED", obj, unpack(old.packed))]
 
     def replace(self, objs: Iterable[JSON], resource_version: str | None) -> list[Delta]:
         """Make the store hold exactly ``objs`` (a full list) as of ``resource_version``. Returns the
@@ -231,7 +219,7 @@ class Store:
         for key, item in fresh.items():
             old = self._items.get(key)
             if old is None or old.resource_version != item.resource_version:
-                yield self._put_stored(key, item, decode(item.encoded), old)
+                yield self._put_stored(key, item, unpack(item.packed), old)
             # else: the same version is the same object: keep ours, nothing to tell
         self.listed(resource_version)
 
@@ -252,11 +240,11 @@ class Store:
             self._by_uid[item.uid] = key
         for name in self._indexers:
             self._index(name, key, obj)
-        return Delta("ADDED" if old is None else "MODIFIED", obj, decode(old.encoded) if old is not None else None)
+        return Delta("ADDED" if old is None else "MODIFIED", obj, unpack(old.packed) if old is not None else None)
 
     def _remove(self, key: Key, old: Stored) -> list[Delta]:
         self._unput(key, old)
-        body = decode(old.encoded)
+        body = unpack(old.packed)
         return [Delta("DELETED", body, body)]
 
     def _unput(self, key: Key, old: Stored) -> None:
@@ -304,9 +292,7 @@ __all__ = [
     "Stored",
     "by_label",
     "controller_uid",
-    "decode",
     "drop_managed_fields",
-    "encode",
     "key_of",
     "resource_version_of",
     "revision",
