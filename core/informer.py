@@ -33,7 +33,7 @@ How a reconciler uses the cache safely (never acting on an owner the server has 
    are compared as integers (etcd revisions, which is what every Kubernetes API server hands out);
    an unparsable one is never "at least" anything, which only makes callers wait or requeue.
 
-Memory: each informer keeps objects as the decoded dicts, minus ``metadata.managedFields``
+Memory: each informer keeps objects packed (``core.packing``), minus ``metadata.managedFields``
 (:func:`drop_managed_fields`, the default ``transform``); pass a narrower ``transform`` for kinds
 whose bodies are not needed whole. A streamed listing decodes and trims one object at a time, where a
 LIST page is decoded whole first (and the process keeps its peak). Each informer holds one connection

@@ -90,9 +90,9 @@ class Store:
     """Objects of one informer by (namespace, name), with secondary indexes and the resourceVersion
     the content is current as of. Pure: the informer mutates it, readers only read.
 
-    Each object is kept as its compact JSON encoding and decoded on every read: a third of the memory
-    of the decoded dicts (10,000 finished SparkApplications and SparkDrivers: 149 MiB as dicts, 32 MiB
-    encoded), and every reader gets a copy of its own, so none can change the cache under another."""
+    Each object is kept packed (``core.packing``) and unpacked on every read: a fraction of the memory
+    of the decoded dicts, and every reader gets a copy of its own, so none can change the cache under
+    another."""
 
     def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
         self._items: dict[Key, Stored] = {}
