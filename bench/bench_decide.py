@@ -82,6 +82,12 @@ class Scenarios:
         from sparkop.driver_controller.render import parse, render
 
         self.observed_module, self.decide = observed_module, decide_module.decide
+        # Since issue 46, the summaries the caches make have a module of their own.
+        try:
+            from sparkop.driver_controller import summaries as summaries_module
+        except ImportError:
+            summaries_module = observed_module
+        self.summaries_module = summaries_module
         self.parse, self.render = parse, render
         # Before issue 46, Observed was declared in decide.py.
         self.observed_type = getattr(observed_module, "Observed", None) or decide_module.Observed
@@ -95,7 +101,7 @@ class Scenarios:
     ) -> Callable[[], Any]:
         """What a pass's observe does with them: the caches hold the children's summaries (made once per
         watch event, not per pass); observe reads the SparkDriver and files them into an Observed."""
-        module = self.observed_module
+        module = self.summaries_module
         summaries = [module.summarize_object(c) for c in children]
         config_maps = [s for s, c in zip(summaries, children, strict=True) if c["kind"] == "ConfigMap"]
         services = [s for s, c in zip(summaries, children, strict=True) if c["kind"] == "Service"]
