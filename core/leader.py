@@ -421,7 +421,7 @@ class Elector:
         try:
             renewed_at = self.election.renewed_at if self.election.renewed_at is not None else now
             async with asyncio.timeout(max(0.1, renewed_at + self.config.renew_deadline - now)):
-                written = await self.store.replace(released)
+                written = await self._give_up(released)
         except (LeaseConflict, *TRANSIENT) as exc:
             log.warning(
                 "leader election: could not release the lease (%s); the next leader waits for it to expire", exc
@@ -432,3 +432,16 @@ class Elector:
             "leader election: %s released lease %s/%s", self.config.identity, self.config.namespace, self.config.name
         )
         return True
+
+    async def _give_up(self, released: LeaseRecord) -> LeaseRecord:
+        try:
+            return await self.store.replace(released)
+        except LeaseConflict:
+            # A renewal cut short by the stop may have been written all the same, its answer never read:
+            # the Lease moved on under our own name. Still ours, that version is given up; anyone
+            # else's is left alone.
+            self.election.observe(await self.store.get(), self.clock())
+            again = self.election.release(self.wall())
+            if again is None:
+                raise
+            return await self.store.replace(again)

@@ -178,6 +178,30 @@ async def test_two_electors_one_leads_and_a_release_hands_over_at_once() -> None
         task.cancel()
 
 
+async def test_a_renewal_written_but_never_answered_does_not_stop_the_release() -> None:
+    """A renewal cut short by the stop may have reached the server: the release finds the Lease moved on
+    under its own name, and gives that version up. One another candidate holds is left alone."""
+    leases = MemoryLeases()
+    leader = Elector(config("a", **FAST), leases)
+    running = asyncio.create_task(leader.run())
+    await wait_until(leader.fence)
+    running.cancel()
+    assert leases.record is not None
+    leases._store(leases.record)  # the unanswered renewal: our name, a newer resourceVersion
+    assert await leader.release()
+    assert leases.record.holder is None
+
+    taken = MemoryLeases()
+    leader = Elector(config("a", **FAST), taken)
+    running = asyncio.create_task(leader.run())
+    await wait_until(leader.fence)
+    running.cancel()
+    assert taken.record is not None
+    taken._store(dataclasses.replace(taken.record, holder="b"))
+    assert not await leader.release()
+    assert taken.record.holder == "b"
+
+
 async def test_a_leader_that_cannot_renew_is_fenced_at_its_deadline_before_anyone_may_take_over() -> None:
     leases = MemoryLeases()
     clock = [0.0]
