@@ -297,15 +297,25 @@ class Operator:
         # Outside the cluster's directory, which goes with the cluster: the log is read afterwards.
         return Path("/tmp") / f"{self.bench.cluster.name}-{self.log_name}"
 
+    def interpreter_args(self) -> list[str]:
+        """What the interpreter runs, before sparkop's own arguments (a variant runs it under a tool)."""
+        return ["-m", "sparkop"]
+
+    def environment(self) -> dict[str, str] | None:
+        """The process's environment (None: this one's)."""
+        return None
+
     def start(self) -> Operator:
         (self.port,) = free_ports(1)
-        argv = [operator_python(), "-m", "sparkop", "run", "--kubeconfig", str(self.bench.cluster.kubeconfig)]
+        argv = [operator_python(), *self.interpreter_args(), "run", "--kubeconfig", str(self.bench.cluster.kubeconfig)]
         for namespace in self.namespaces:
             argv += ["-n", namespace]
         argv += ["--metrics-port", str(self.port), *self.args]
         with self.log_path.open("ab") as out:
             self.started = time.monotonic()
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=operator_root())
+            self.process = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, cwd=operator_root(), env=self.environment()
+            )
         return self
 
     @property

@@ -83,7 +83,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from devcluster import procs
 from devcluster.components import ScaleSettings
-from devcluster.ports import LOCALHOST, free_ports
+from devcluster.ports import LOCALHOST
 from sparkop.core import kube as k8s
 from sparkop.core.jsontypes import JSON
 from sparkop.domain import kinds, labels, naming
@@ -909,15 +909,8 @@ class ProfiledOperator(Operator):
 
     profile_out: Path = Path("operator.prof")
 
-    def start(self) -> ProfiledOperator:
-        (self.port,) = free_ports(1)
-        kubeconfig = str(self.bench.cluster.kubeconfig)
-        argv = [operator_python(), "-m", "cProfile", "-o", str(self.profile_out), "-m", "sparkop", "run"]
-        argv += ["--kubeconfig", kubeconfig, "--metrics-port", str(self.port), *self.args]
-        with self.log_path.open("ab") as out:
-            self.started = time.monotonic()
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=operator_root())
-        return self
+    def interpreter_args(self) -> list[str]:
+        return ["-m", "cProfile", "-o", str(self.profile_out), *super().interpreter_args()]
 
 
 def profile_restart(bench: BenchCluster, out: Path, args: tuple[str, ...], top: int = 5) -> dict[str, Any]:
@@ -944,17 +937,12 @@ class MemoryTracedOperator(Operator):
 
     snapshot_out: Path = Path("operator.snapshot")
 
-    def start(self) -> MemoryTracedOperator:
-        (self.port,) = free_ports(1)
-        kubeconfig = str(self.bench.cluster.kubeconfig)
-        argv = [operator_python(), "-X", "tracemalloc=1", str(Path(__file__).parent / "traced_operator.py"), "run"]
-        argv += ["--kubeconfig", kubeconfig, "--metrics-port", str(self.port), *self.args]
+    def interpreter_args(self) -> list[str]:
+        return ["-X", "tracemalloc=1", str(Path(__file__).parent / "traced_operator.py")]
+
+    def environment(self) -> dict[str, str]:
         # A script's folder, not the working directory, leads the import path: the checkout measured goes first.
-        env = {**os.environ, "SPARKOP_MEMORY_SNAPSHOT": str(self.snapshot_out), "PYTHONPATH": str(operator_root())}
-        with self.log_path.open("ab") as out:
-            self.started = time.monotonic()
-            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=operator_root(), env=env)
-        return self
+        return {**os.environ, "SPARKOP_MEMORY_SNAPSHOT": str(self.snapshot_out), "PYTHONPATH": str(operator_root())}
 
     def snapshot(self, timeout: float = 300) -> Path:
         self.snapshot_out.unlink(missing_ok=True)
