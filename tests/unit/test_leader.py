@@ -178,28 +178,34 @@ async def test_two_electors_one_leads_and_a_release_hands_over_at_once() -> None
         task.cancel()
 
 
-async def test_a_renewal_written_but_never_answered_does_not_stop_the_release() -> None:
-    """A renewal cut short by the stop may have reached the server: the release finds the Lease moved on
-    under its own name, and gives that version up. One another candidate holds is left alone."""
-    leases = MemoryLeases()
+async def stopped_leader(leases: MemoryLeases) -> Elector:
+    """An elector that leads on ``leases`` and whose loop the stop has cancelled, its release to come."""
     leader = Elector(config("a", **FAST), leases)
     running = asyncio.create_task(leader.run())
     await wait_until(leader.fence)
     running.cancel()
     assert leases.record is not None
+    return leader
+
+
+async def test_a_renewal_written_but_never_answered_does_not_stop_the_release() -> None:
+    """A renewal cut short by the stop may have reached the server: the release finds the Lease moved on
+    under its own name, and gives that version up."""
+    leases = MemoryLeases()
+    leader = await stopped_leader(leases)
+    assert leases.record is not None
     leases._store(leases.record)  # the unanswered renewal: our name, a newer resourceVersion
     assert await leader.release()
     assert leases.record.holder is None
 
-    taken = MemoryLeases()
-    leader = Elector(config("a", **FAST), taken)
-    running = asyncio.create_task(leader.run())
-    await wait_until(leader.fence)
-    running.cancel()
-    assert taken.record is not None
-    taken._store(dataclasses.replace(taken.record, holder="b"))
+
+async def test_a_release_leaves_alone_a_lease_another_candidate_took_meanwhile() -> None:
+    leases = MemoryLeases()
+    leader = await stopped_leader(leases)
+    assert leases.record is not None
+    leases._store(dataclasses.replace(leases.record, holder="b"))
     assert not await leader.release()
-    assert taken.record.holder == "b"
+    assert leases.record.holder == "b"
 
 
 async def test_a_leader_that_cannot_renew_is_fenced_at_its_deadline_before_anyone_may_take_over() -> None:
