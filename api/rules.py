@@ -215,6 +215,21 @@ def _cel_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _required_for_types(name: str, types: tuple[str, ...], key: str, languages: str, hint: str) -> Rule:
+    """spec.<key> must be set when spec.type is one of ``types``: its CEL and its predicate from one list."""
+    return Rule(
+        name=name,
+        kinds=BOTH,
+        paths=(SPEC,),
+        cel=f"!(self.type in {_cel_list(types)}) || has(self.{key})",
+        message=f"{key} is required for {languages} applications",
+        field_path=f".{key}",
+        reason="FieldValueRequired",
+        hint=hint,
+        predicate=lambda spec: spec.get("type") not in types or key in spec,
+    )
+
+
 RULES: Final[tuple[Rule, ...]] = (
     Rule(
         name="cluster-mode-only",
@@ -227,27 +242,19 @@ RULES: Final[tuple[Rule, ...]] = (
         hint="remove spec.mode or set it to cluster",
         predicate=lambda s: s.get("mode", "cluster") == "cluster",
     ),
-    Rule(
-        name="main-class-for-jvm",
-        kinds=BOTH,
-        paths=(SPEC,),
-        cel="!(self.type in ['Java', 'Scala']) || has(self.mainClass)",
-        message="mainClass is required for Java and Scala applications",
-        field_path=".mainClass",
-        reason="FieldValueRequired",
-        hint="set spec.mainClass to the fully qualified main class, e.g. org.apache.spark.examples.SparkPi",
-        predicate=lambda s: s.get("type") not in ("Java", "Scala") or "mainClass" in s,
+    _required_for_types(
+        "main-class-for-jvm",
+        ("Java", "Scala"),
+        "mainClass",
+        "Java and Scala",
+        "set spec.mainClass to the fully qualified main class, e.g. org.apache.spark.examples.SparkPi",
     ),
-    Rule(
-        name="main-file-for-python-r",
-        kinds=BOTH,
-        paths=(SPEC,),
-        cel="!(self.type in ['Python', 'R']) || has(self.mainApplicationFile)",
-        message="mainApplicationFile is required for Python and R applications",
-        field_path=".mainApplicationFile",
-        reason="FieldValueRequired",
-        hint="set spec.mainApplicationFile, e.g. local:///opt/spark/examples/src/main/python/pi.py",
-        predicate=lambda s: s.get("type") not in ("Python", "R") or "mainApplicationFile" in s,
+    _required_for_types(
+        "main-file-for-python-r",
+        ("Python", "R"),
+        "mainApplicationFile",
+        "Python and R",
+        "set spec.mainApplicationFile, e.g. local:///opt/spark/examples/src/main/python/pi.py",
     ),
     Rule(
         name="image-required",
