@@ -312,7 +312,8 @@ def test_an_operator_killed_after_every_step_of_creation_makes_one_server_and_no
         server_pods.stop()
     assert crashes >= 3, crashes  # run 1 recorded, the incarnation and its pod, Running (Ready ends the loop)
     assert ready["lastRun"] == 1 and ready["restarts"] == 0
-    assert drivers.uids == {"sc-server-1": drivers.uids["sc-server-1"]} and len(drivers.uids["sc-server-1"]) == 1
+    assert drivers.uids.keys() == {"sc-server-1"}, drivers.story()
+    assert len(drivers.uids["sc-server-1"]) == 1, drivers.uids
     servers = {n: u for n, u in server_pods.uids.items() if n.startswith("sc-server") and "-exec-" not in n}
     assert list(servers) == ["sc-server-1-driver"] and len(servers["sc-server-1-driver"]) == 1
 

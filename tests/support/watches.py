@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections import deque
 
 from devcluster.testing import ClusterHandle
 
@@ -20,6 +21,8 @@ class KubectlWatch:
         self.argv = [str(cluster.kubectl_binary), "--kubeconfig", str(cluster.kubeconfig), "get", *what,
                      "-n", namespace, "--watch", "--output-watch-events", "-o", f"jsonpath={template}"]  # fmt: skip
         self.watches = 0
+        # The last lines kubectl wrote to stderr, over every watch: why a watch recorded nothing.
+        self.stderr: deque[str] = deque(maxlen=20)
         self.stopped = threading.Event()
         self.proc: subprocess.Popen[str] | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -30,13 +33,20 @@ class KubectlWatch:
 
     def _run(self) -> None:
         while not self.stopped.is_set():
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.watches += 1
-            assert self.proc.stdout is not None
+            assert self.proc.stdout is not None and self.proc.stderr is not None
+            errors = threading.Thread(target=self.stderr.extend, args=(self.proc.stderr,), daemon=True)
+            errors.start()
             for line in self.proc.stdout:
                 self.on_line(line.split())
             self.proc.wait()
+            errors.join(5)
             self.stopped.wait(0.2)
+
+    def story(self) -> str:
+        """For an assertion's message: how many watches ran and what kubectl last said on stderr."""
+        return f"{self.watches} watches of {self.argv[3:]}; kubectl's stderr: {list(self.stderr)}"
 
     def stop(self) -> None:
         self.stopped.set()
