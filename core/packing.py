@@ -58,17 +58,32 @@ class Dictionaries:
 DICTIONARIES: Final = Dictionaries()
 
 
-def pack(obj: JSON) -> bytes:
-    text = orjson.dumps(obj)
-    number = DICTIONARIES.number((str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")), text)
-    if number is not None:
-        packer = DICTIONARIES.packers[number].copy()
-        packed = bytes((number,)) + packer.compress(text) + packer.flush()
-        if len(packed) < len(text):
-            return packed
+def kind_of(obj: JSON) -> Kind:
+    """What an object's dictionary is chosen by: its apiVersion and kind."""
+    return str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+
+
+def plain(obj: JSON) -> bytes:
+    """``obj`` kept as its JSON, undeflated: what :func:`unpack` reads fastest."""
     # orjson's bytes keep the buffer it wrote into (4 KiB for a 1 KiB object): held for as long as
     # the object is cached, a copy of the exact size is a quarter of the memory.
-    return bytes(memoryview(text))
+    return bytes(memoryview(orjson.dumps(obj)))
+
+
+def deflate(text: bytes, kind: Kind) -> bytes | None:
+    """The JSON ``text`` of an object of ``kind`` deflated against its kind's dictionary; None when
+    that packs no smaller (or no dictionary is left to make)."""
+    number = DICTIONARIES.number(kind, text)
+    if number is None:
+        return None
+    packer = DICTIONARIES.packers[number].copy()
+    packed = bytes((number,)) + packer.compress(text) + packer.flush()
+    return packed if len(packed) < len(text) else None
+
+
+def pack(obj: JSON) -> bytes:
+    text = orjson.dumps(obj)
+    return deflate(text, kind_of(obj)) or bytes(memoryview(text))
 
 
 def unpack(packed: bytes) -> JSON:
@@ -80,4 +95,4 @@ def unpack(packed: bytes) -> JSON:
     return obj
 
 
-__all__ = ["DICTIONARIES", "Dictionaries", "pack", "unpack"]
+__all__ = ["DICTIONARIES", "Dictionaries", "Kind", "deflate", "kind_of", "pack", "plain", "unpack"]

@@ -2,17 +2,23 @@
 packed (``core.packing``; unpacked on every read, so each reader gets a copy of its own), with
 secondary indexes and the resourceVersion the content is current as of. Pure: the informer
 (``core.informer``) writes it as its watch tells; readers only read.
+
+The objects the watch wrote last, up to :data:`FRESH_BYTES` of their JSON, are kept undeflated: they
+are the ones the passes read and the watch writes again (a running app's pods and status), so each of
+their versions is not deflated to be read back and replaced moments later. The least recently
+written is deflated as the window moves on; a listing is deflated as it is filed.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, NamedTuple
 
 from sparkop.core.jsontypes import JSON
 from sparkop.core.owners import controller_of
-from sparkop.core.packing import pack, unpack
+from sparkop.core.packing import Kind, deflate, kind_of, pack, plain, unpack
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -20,6 +26,9 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 IndexFunc = Callable[[JSON], Iterable[str]]
 
 BY_CONTROLLER_UID: Final = "controller-uid"
+# The JSON of the last-written objects each store keeps undeflated: a busy moment's hot set (500
+# driver pods, ~1.7 MB) for a bounded cost, and nothing of a cache at rest that was listed.
+FRESH_BYTES: Final = 2 << 20
 
 
 class Delta(NamedTuple):
@@ -92,9 +101,10 @@ class Store:
 
     Each object is kept packed (``core.packing``) and unpacked on every read: a fraction of the memory
     of the decoded dicts, and every reader gets a copy of its own, so none can change the cache under
-    another."""
+    another. The last written, up to ``fresh_bytes`` of their JSON, are kept as JSON (see above)."""
 
-    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None, fresh_bytes: int = FRESH_BYTES) -> None:
+        self.fresh_bytes = fresh_bytes
         self._items: dict[Key, Stored] = {}
         self._by_uid: dict[str, Key] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
@@ -105,6 +115,9 @@ class Store:
         self._indexed: dict[str, dict[Key, tuple[str, ...]]] = {name: {} for name in self._indexers}
         self.resource_version: str | None = None
         self._synced = False
+        # The keys of the objects kept undeflated (least recently written first), with their kinds.
+        self._fresh: OrderedDict[Key, Kind] = OrderedDict()
+        self._fresh_bytes = 0
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -230,11 +243,30 @@ class Store:
         self._synced = True
 
     def _put(self, key: Key, obj: JSON, old: Stored | None) -> Delta:
-        return self._put_stored(key, stored(obj), obj, old)
+        text = plain(obj)
+        delta = self._put_stored(key, Stored(uid_of(obj), resource_version_of(obj), text), obj, old)
+        self._fresh[key] = kind_of(obj)
+        self._fresh_bytes += len(text)
+        while self._fresh_bytes > self.fresh_bytes:
+            self._deflate_oldest()
+        return delta
+
+    def _deflate_oldest(self) -> None:
+        key, kind = self._fresh.popitem(last=False)
+        item = self._items[key]
+        self._fresh_bytes -= len(item.packed)
+        packed = deflate(item.packed, kind)
+        if packed is not None:
+            self._items[key] = item._replace(packed=packed)
+
+    def _unfresh(self, key: Key, old: Stored) -> None:
+        if self._fresh.pop(key, None) is not None:
+            self._fresh_bytes -= len(old.packed)
 
     def _put_stored(self, key: Key, item: Stored, obj: JSON, old: Stored | None) -> Delta:
         if old is not None:
             self._unindex(key)
+            self._unfresh(key, old)
         self._items[key] = item
         if item.uid:
             self._by_uid[item.uid] = key
@@ -249,6 +281,7 @@ class Store:
 
     def _unput(self, key: Key, old: Stored) -> None:
         del self._items[key]
+        self._unfresh(key, old)
         if self._by_uid.get(old.uid) == key:
             del self._by_uid[old.uid]
         self._unindex(key)
@@ -284,6 +317,7 @@ class Store:
 
 __all__ = [
     "BY_CONTROLLER_UID",
+    "FRESH_BYTES",
     "Delta",
     "EventType",
     "IndexFunc",

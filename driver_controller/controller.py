@@ -163,20 +163,28 @@ class Observer:
 
     def observe(self, own: Own[SparkDriverStatus]) -> Observed:
         driver = DriverView.read(own.body, own.status)
-        observed = self.owned(own.key, driver, own.learnt, own.namespace_terminating, self.name_holder(own.key, driver))
+        pods = self.values(INDEX_PODS, own.key)
+        holder = self.name_holder(own.key, driver, pods)
+        observed = self.owned(own.key, driver, own.learnt, own.namespace_terminating, pods, holder)
         if self.takes_over and isinstance(driver.spec, SparkDriver) and driver.spec.spec.adoptDriverPod is not None:
             app = driver.spec.spec.appName or driver.name
             observed = replace(observed, left_pods=self.values(INDEX_LEFT_PODS, (own.key[0], app)))
         return observed
 
     def gone(self, key: Key, learnt: Learnt) -> Observed:
-        return self.owned(key, None, learnt, self.runtime.namespace_terminating(key[0]), None)
+        terminating = self.runtime.namespace_terminating(key[0])
+        return self.owned(key, None, learnt, terminating, self.values(INDEX_PODS, key), None)
 
     def owned(
-        self, key: Key, driver: DriverView | None, learnt: Learnt, terminating: bool, holder: NameHolder | None
+        self,
+        key: Key,
+        driver: DriverView | None,
+        learnt: Learnt,
+        terminating: bool,
+        pods: list[PodSummary],
+        holder: NameHolder | None,
     ) -> Observed:
         values = self.values
-        pods = values(INDEX_PODS, key)
         return Observed(
             driver,
             pods,
@@ -199,12 +207,15 @@ class Observer:
     def values(self, index: str, key: Key) -> list[Any]:
         return list(self.runtime.filed(index, key))
 
-    def name_holder(self, key: Key, driver: DriverView) -> NameHolder | None:
-        """Whoever's driver pod holds the name this SparkDriver's next one needs, when not its own."""
+    def name_holder(self, key: Key, driver: DriverView, pods: Sequence[PodSummary]) -> NameHolder | None:
+        """Whoever's driver pod holds the name this SparkDriver's next one needs, when not its own
+        (``pods``: its own, as observed)."""
         if not isinstance(driver.spec, SparkDriver):
             return None
         namespace = key[0]
         wanted = naming.driver_pod_name(driver.name, driver.spec.spec.driver.podName)
+        if any(p.name == wanted and p.owner_uid == driver.uid for p in pods):
+            return None  # its own pod holds it (the same cache: a name files one pod), nothing to look up
         pod: PodSummary | None = next(iter(self.values(INDEX_DRIVER_PODS_BY_NAME, (namespace, wanted))), None)
         if pod is None or pod.owner_uid == driver.uid:
             return None

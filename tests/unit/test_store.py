@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkop.core.jsontypes import JSON
+from sparkop.core.packing import JSON_OBJECT
 from sparkop.core.store import (
     BY_CONTROLLER_UID,
+    FRESH_BYTES,
     Delta,
     Key,
     Store,
@@ -131,9 +134,9 @@ operations = st.lists(
 )
 
 
-@given(ops=operations)
-def test_indexes_follow_every_change(ops: list[tuple[str, Any]]) -> None:
-    store = new_store()
+@given(ops=operations, fresh_bytes=st.sampled_from([0, 200, FRESH_BYTES]))
+def test_indexes_follow_every_change(ops: list[tuple[str, Any]], fresh_bytes: int) -> None:
+    store = Store({BY_CONTROLLER_UID: controller_uid, APP_LABEL: by_label(APP_LABEL)}, fresh_bytes)
     for op, arg in ops:
         before = contents(store)
         if op == "upsert":
@@ -192,6 +195,36 @@ def test_every_read_is_a_copy_of_its_own() -> None:
         read["spec"] = {"changed": True}
     assert store.get("a", "x") == make("a", "x", "u1", 1, app="p")
     assert store.index_counts(APP_LABEL) == {"p": 1}
+
+
+def padded(name: str, rv: int) -> JSON:
+    """An object large enough that deflating it against its kind's dictionary packs it smaller."""
+    obj = make("a", name, f"u-{name}", rv, app="p")
+    obj["data"] = {f"spark.property.number.{i}": f"value of property {i}" for i in range(40)}
+    return obj
+
+
+def deflated(store: Store) -> dict[str, bool]:
+    return {item.uid: item.packed[0] != JSON_OBJECT for item in store.stored_by_index(APP_LABEL, "p")}
+
+
+def test_the_last_written_objects_are_kept_as_json_and_the_rest_deflated() -> None:
+    """The watch's last writes, up to fresh_bytes of JSON, stay undeflated; the least recently written
+    is deflated as others arrive, a write moves an object back, and every read is what was written."""
+    size = len(orjson.dumps(padded("w", 1)))
+    store = Store({APP_LABEL: by_label(APP_LABEL)}, fresh_bytes=2 * size + size // 2)
+    for name in "wxyz":
+        store.upsert(padded(name, 1))
+    assert deflated(store) == {"u-w": True, "u-x": True, "u-y": False, "u-z": False}
+    store.upsert(padded("w", 2))  # written again: the most recent, so y is now the oldest kept
+    assert deflated(store) == {"u-w": False, "u-x": True, "u-y": True, "u-z": False}
+    store.delete(padded("z", 1))  # its bytes leave the window: x is not deflated for w's next write
+    store.upsert(padded("x", 2))
+    assert deflated(store) == {"u-w": False, "u-x": False, "u-y": True}
+    assert [store.get("a", name) for name in "wxy"] == [padded("w", 2), padded("x", 2), padded("y", 1)]
+    store.replace([padded("w", 3), padded("y", 1)], "9")  # a listing is filed deflated
+    assert deflated(store) == {"u-w": True, "u-y": True}
+    assert store.objects() == [padded("w", 3), padded("y", 1)]
 
 
 def test_managed_fields_are_not_kept() -> None:
