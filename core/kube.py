@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 from urllib.parse import urlencode
@@ -155,6 +156,30 @@ class RateLimit:
             wait = -self._tokens / self.qps
             THROTTLED_SECONDS.inc(wait)
             await asyncio.sleep(wait)
+
+
+@dataclass(frozen=True)
+class LogReading:
+    """What of a pod's log the pods/log endpoint sends: kubectl logs' --container, --follow, --tail,
+    --since and --timestamps."""
+
+    container: str | None = None  # None: the pod's only container
+    follow: bool = False
+    tail: int | None = None  # the last N lines; None: all
+    since_seconds: int | None = None
+    timestamps: bool = False
+
+    def query(self) -> list[tuple[str, str]]:
+        query = [("follow", "true")] if self.follow else []
+        if self.container:
+            query.append(("container", self.container))
+        if self.tail is not None:
+            query.append(("tailLines", str(self.tail)))
+        if self.since_seconds is not None:
+            query.append(("sinceSeconds", str(self.since_seconds)))
+        if self.timestamps:
+            query.append(("timestamps", "true"))
+        return query
 
 
 class Kube:
@@ -331,29 +356,10 @@ class Kube:
         finally:
             response.release()
 
-    async def pod_log(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        container: str | None = None,
-        follow: bool = False,
-        tail_lines: int | None = None,
-        since_seconds: int | None = None,
-        timestamps: bool = False,
-    ) -> AsyncIterator[bytes]:
-        """A pod container's log from the API server's pods/log endpoint, in chunks as they arrive;
-        with ``follow`` until the container ends; kubectl logs' --tail, --since and --timestamps as
-        the endpoint's tailLines, sinceSeconds and timestamps. ApiException when the log cannot be read."""
-        query = [("follow", "true")] if follow else []
-        if container:
-            query.append(("container", container))
-        if tail_lines is not None:
-            query.append(("tailLines", str(tail_lines)))
-        if since_seconds is not None:
-            query.append(("sinceSeconds", str(since_seconds)))
-        if timestamps:
-            query.append(("timestamps", "true"))
+    async def pod_log(self, namespace: str, name: str, reading: LogReading) -> AsyncIterator[bytes]:
+        """A pod container's log from the API server's pods/log endpoint, in chunks as they arrive (with
+        ``reading.follow``, until the container ends). ApiException when the log cannot be read."""
+        query = reading.query()
         response = await self.request("GET", PODS.path(namespace, name, "log"), query, accept="*/*")
         try:
             # Unread, the response is not checked by the client: an error status is ours to raise.
@@ -369,9 +375,7 @@ class Kube:
     async def pod_log_tail(self, namespace: str, name: str, *, container: str | None, lines: int, limit: int) -> str:
         """The last ``lines`` lines of a pod container's log (at most ``limit`` characters, the end kept),
         read once. ApiException when the log cannot be read (the pod's node is gone, say)."""
-        query = [("tailLines", str(lines))]
-        if container:
-            query.append(("container", container))
+        query = LogReading(container, tail=lines).query()
         # The API server asks the pod's kubelet, which a lost node's never answers.
         timeout = aiohttp.ClientTimeout(total=LOG_TAIL_TIMEOUT_SECONDS)
         response = await self.request(

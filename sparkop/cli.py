@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import re
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sparkop.core import logs, selectors
 from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS, MAX_TRACKED_CHILDREN
 from sparkop.core.selectors import LabelSelector
+
+if TYPE_CHECKING:
+    from sparkop.core.runtime import Options
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -47,12 +52,12 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser(
+    run = _command(
+        sub,
         "run",
-        help="run the operator (all five controllers, or some)",
-        formatter_class=_Formatter,
-        description="Run the operator against the cluster in --kubeconfig (or in-cluster config).",
-        epilog="Example:\n  sparkop run --kubeconfig ~/.kube/config --namespace spark-jobs --log-format json",
+        "run the operator (all five controllers, or some)",
+        "sparkop run --kubeconfig ~/.kube/config --namespace spark-jobs --log-format json",
+        about="Run the operator against the cluster in --kubeconfig (or in-cluster config).",
     )
     run.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     run.add_argument("--context", help="kubeconfig context")
@@ -83,6 +88,7 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-tracked-executor-per-app",
+        dest="max_tracked_executors",
         type=_tracked,
         default=MAX_TRACKED_CHILDREN,
         metavar="N",
@@ -116,6 +122,7 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     run.add_argument("--ingress-class-name", help="ingressClassName for those Ingresses")
     run.add_argument(
         "--unschedulable-timeout",
+        dest="unschedulable_timeout_seconds",
         type=float,
         default=300.0,
         metavar="SECONDS",
@@ -149,7 +156,8 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
         ("executors-start-timeout", "timeouts.executorsStartSeconds: the run's executors running after the driver"),
         ("active-deadline", "activeDeadlineSeconds: a run still going after its creation is stopped"),
     ):
-        timeouts.add_argument(f"--{flag}", type=int, default=None, metavar="SECONDS", help=field)
+        dest = f"{flag.replace('-', '_')}_seconds"
+        timeouts.add_argument(f"--{flag}", dest=dest, type=int, default=None, metavar="SECONDS", help=field)
     timeouts.add_argument(
         "--max-executor-failures",
         type=int,
@@ -159,6 +167,7 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     )
     timeouts.add_argument(
         "--executor-failures-window",
+        dest="executor_failures_window_seconds",
         type=int,
         default=600,
         metavar="SECONDS",
@@ -202,6 +211,7 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--metrics-labels",
+        type=_names,
         default="",
         metavar="LABELS",
         help="comma-separated object labels that label the application metrics, as kubeflow's (e.g. app_type)",
@@ -243,35 +253,36 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
         help="the least severe messages logged (default info; debug adds each watch's and reconcile's detail)",
     )
 
-    crds = sub.add_parser(
+    crds = _command(
+        sub,
         "crds",
-        help="write the CRD YAML generated from the API models",
-        formatter_class=_Formatter,
-        epilog="Example:\n  sparkop crds --out crds/ && kubectl apply --server-side -f crds/",
+        "write the CRD YAML generated from the API models",
+        "sparkop crds --out crds/ && kubectl apply --server-side -f crds/",
     )
     crds.add_argument("--out", default="crds", help="directory to write into (default: crds)")
     crds.add_argument("--check", action="store_true", help="exit 1 if the files there are stale")
 
-    validate = sub.add_parser(
+    validate = _command(
+        sub,
         "validate",
-        help="check manifests offline with the same rules as the API server",
-        formatter_class=_Formatter,
-        description="One line per problem, naming the file, the document (file#2 is the second) and the\n"
+        "check manifests offline with the same rules as the API server",
+        "sparkop validate examples/*.yaml",
+        "kubectl get sparkapp -o yaml | sparkop validate -",
+        about="One line per problem, naming the file, the document (file#2 is the second) and the\n"
         "field. Documents of other kinds (ConfigMap, Secret, ...) are passed over with a note on stderr.\n"
         "Exit 0: all valid, 1: some invalid, 2: a file or document could not be read.",
-        epilog="Examples:\n  sparkop validate examples/*.yaml\n  kubectl get sparkapp -o yaml | sparkop validate -",
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="YAML files ('-' for stdin)")
     _complete_files(validate)
 
-    render = sub.add_parser(
+    render = _command(
+        sub,
         "render",
-        help="print what sparkop would create for a SparkApplication or SparkDriver",
-        formatter_class=_Formatter,
-        description="Offline: the SparkDriver, driver pod, ConfigMaps and Service, as YAML, for review\n"
+        "print what sparkop would create for a SparkApplication or SparkDriver",
+        "sparkop render examples/spark-pi.yaml | less",
+        about="Offline: the SparkDriver, driver pod, ConfigMaps and Service, as YAML, for review\n"
         "and GitOps diffs. Each document is validated first; a bad one is one line on stderr (exit 1)\n"
         "and the others are still rendered. Documents of other kinds are passed over with a note.",
-        epilog="Example:\n  sparkop render examples/spark-pi.yaml | less",
     )
     render.add_argument("file", metavar="FILE", help="a manifest ('-' for stdin)")
     render.add_argument(
@@ -279,25 +290,25 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     )
     _complete_files(render)
 
-    status = sub.add_parser(
+    status = _command(
+        sub,
         "status",
-        parents=[_connection_flags()],
-        help="a human summary of one SparkApplication",
-        formatter_class=_Formatter,
-        epilog="Example:\n  sparkop status spark-pi -n spark-jobs",
+        "a human summary of one SparkApplication",
+        "sparkop status spark-pi -n spark-jobs",
+        connect=True,
     )
     status.add_argument("name", metavar="APP", help="SparkApplication name")
 
     _daily_commands(sub)
 
-    demo = sub.add_parser(
+    demo = _command(
+        sub,
         "demo",
-        help="bring up a local cluster and watch sparkop run three apps",
-        formatter_class=_Formatter,
-        description="Builds (first time) and starts the local control plane, installs the CRDs, starts the "
+        "bring up a local cluster and watch sparkop run three apps",
+        "sparkop demo --keep   # leave the cluster up afterwards",
+        about="Builds (first time) and starts the local control plane, installs the CRDs, starts the "
         "operator and applies three apps: one succeeds, one fails and is retried, one loses its "
         "driver pod and recovers. Ctrl-C cleans up.",
-        epilog="Example:\n  sparkop demo --keep   # leave the cluster up afterwards",
     )
     demo.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
     demo.add_argument(
@@ -305,15 +316,15 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
     )
     demo.add_argument("--name", default="sparkop-demo", help="devcluster name")
 
-    completion = sub.add_parser(
+    completion = _command(
+        sub,
         "completion",
-        help="print a shell completion script (bash, zsh or tcsh)",
-        formatter_class=_Formatter,
-        description="The script completes every command and flag of this sparkop, generated from its parser\n"
+        "print a shell completion script (bash, zsh or tcsh)",
+        "source <(sparkop completion bash)                  # this shell",
+        "sparkop completion bash > /etc/bash_completion.d/sparkop",
+        'sparkop completion zsh > "${fpath[1]}/_sparkop"',
+        about="The script completes every command and flag of this sparkop, generated from its parser\n"
         "(by shtab), so it never lags behind a new flag.",
-        epilog="Examples:\n  source <(sparkop completion bash)                  # this shell\n"
-        "  sparkop completion bash > /etc/bash_completion.d/sparkop\n"
-        '  sparkop completion zsh > "${fpath[1]}/_sparkop"',
     )
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     return parser
@@ -324,6 +335,27 @@ def _complete_files(command: argparse.ArgumentParser) -> None:
     for action in command._actions:
         if action.metavar == "FILE":
             action.complete = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}  # type: ignore[attr-defined]
+
+
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    *examples: str,
+    about: str | None = None,
+    connect: bool = False,
+) -> argparse.ArgumentParser:
+    """A command of ``sparkop``: ``summary`` is its line in ``sparkop --help``, ``about`` its description,
+    each of ``examples`` a line under its Example(s) heading; ``connect``: it takes kubectl's connection flags."""
+    heading = "Example:" if len(examples) == 1 else "Examples:"
+    return sub.add_parser(
+        name,
+        parents=[_connection_flags()] if connect else [],
+        help=summary,
+        formatter_class=_Formatter,
+        description=about,
+        epilog="\n  ".join((heading, *examples)) if examples else None,
+    )
 
 
 def _connection_flags() -> argparse.ArgumentParser:
@@ -337,16 +369,17 @@ def _connection_flags() -> argparse.ArgumentParser:
 
 
 def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    flags = [_connection_flags()]
-    listing = sub.add_parser(
+    listing = _command(
+        sub,
         "list",
-        parents=flags,
-        help="a table of SparkApplications: state, attempts, run duration, last error",
-        formatter_class=_Formatter,
-        description="Like kubectl get sparkapplications, plus DURATION (of the current or last run) and\n"
+        "a table of SparkApplications: state, attempts, run duration, last error",
+        "sparkop list -n spark-jobs",
+        "sparkop list -A -o wide",
+        "sparkop list -l team=analytics -w",
+        "sparkop list -o json | jq '.items[].status.applicationState'",
+        about="Like kubectl get sparkapplications, plus DURATION (of the current or last run) and\n"
         "LAST ERROR (status.lastError, cut to one line).",
-        epilog="Examples:\n  sparkop list -n spark-jobs\n  sparkop list -A -o wide\n"
-        "  sparkop list -l team=analytics -w\n  sparkop list -o json | jq '.items[].status.applicationState'",
+        connect=True,
     )
     listing.add_argument("--all-namespaces", "-A", action="store_true", help="list the apps of every namespace")
     listing.add_argument(
@@ -362,15 +395,16 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--watch", "-w", action="store_true", help="after the list, print each change as it happens, until Ctrl-C"
     )
 
-    logs_cmd = sub.add_parser(
+    logs_cmd = _command(
+        sub,
         "logs",
-        parents=flags,
-        help="print the log of an app's driver (or an executor) pod",
-        formatter_class=_Formatter,
-        description="The driver pod of the app's current run and driver-pod incarnation, found by its\n"
+        "print the log of an app's driver (or an executor) pod",
+        "sparkop logs spark-pi -f",
+        "sparkop logs spark-pi --executor 2",
+        "sparkop logs spark-pi --attempt 1 --incarnation 1   # the first pod of the first run",
+        about="The driver pod of the app's current run and driver-pod incarnation, found by its\n"
         "labels; --executor reads the executor pod with that Spark executor id instead.",
-        epilog="Examples:\n  sparkop logs spark-pi -f\n  sparkop logs spark-pi --executor 2\n"
-        "  sparkop logs spark-pi --attempt 1 --incarnation 1   # the first pod of the first run",
+        connect=True,
     )
     logs_cmd.add_argument("app", metavar="APP", help="SparkApplication name")
     logs_cmd.add_argument("--executor", metavar="ID", help="Spark executor id (1, 2, ...) instead of the driver")
@@ -396,12 +430,12 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     logs_cmd.add_argument("--timestamps", action="store_true", help="start each line with its RFC3339 timestamp")
 
-    events = sub.add_parser(
+    events = _command(
+        sub,
         "events",
-        parents=flags,
-        help="the events of an app and its SparkDrivers, oldest first",
-        formatter_class=_Formatter,
-        epilog="Example:\n  sparkop events spark-pi -n spark-jobs",
+        "the events of an app and its SparkDrivers, oldest first",
+        "sparkop events spark-pi -n spark-jobs",
+        connect=True,
     )
     events.add_argument("app", metavar="APP", help="SparkApplication name")
 
@@ -409,21 +443,19 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("suspend", "stop an app's run and start none until resumed (sets spec.suspend: true)"),
         ("resume", "let a suspended app start a new run (sets spec.suspend: false)"),
     ):
-        command = sub.add_parser(
-            verb, parents=flags, help=meaning, formatter_class=_Formatter, epilog=f"Example:\n  sparkop {verb} spark-pi"
-        )
+        command = _command(sub, verb, meaning, f"sparkop {verb} spark-pi", connect=True)
         command.add_argument("app", metavar="APP", help="SparkApplication name")
 
-    connect = sub.add_parser(
+    connect = _command(
+        sub,
         "connect",
-        parents=flags,
-        help="where a SparkConnect serves; --port-forward reaches it from this machine",
-        formatter_class=_Formatter,
-        description="Without --port-forward: the SparkConnect's state, in-cluster endpoint, server pod and\n"
+        "where a SparkConnect serves; --port-forward reaches it from this machine",
+        "sparkop connect analytics -n spark-jobs",
+        'sparkop connect analytics --port-forward   # then: SparkSession.builder.remote("sc://127.0.0.1:15002")',
+        about="Without --port-forward: the SparkConnect's state, in-cluster endpoint, server pod and\n"
         "executors (exit 0 when Ready, 1 otherwise). With it: a local port forwarded through the API\n"
         "server to the gRPC port of the server pod serving when each connection arrives, until Ctrl-C.",
-        epilog="Examples:\n  sparkop connect analytics -n spark-jobs\n"
-        '  sparkop connect analytics --port-forward   # then: SparkSession.builder.remote("sc://127.0.0.1:15002")',
+        connect=True,
     )
     connect.add_argument("name", metavar="NAME", help="SparkConnect name")
     connect.add_argument(
@@ -436,16 +468,16 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     connect.add_argument("--address", metavar="ADDR", help="address --port-forward listens on (default 127.0.0.1)")
 
-    ui = sub.add_parser(
+    ui = _command(
+        sub,
         "ui",
-        parents=flags,
-        help="open a SparkApplication's Spark UI: live while it runs, its history page after",
-        formatter_class=_Formatter,
-        description="While a run is active: the driver's live UI; once it has ended: the run's page in the\n"
+        "open a SparkApplication's Spark UI: live while it runs, its history page after",
+        "sparkop ui spark-pi            # then open the printed http://127.0.0.1:PORT/ URL",
+        "sparkop ui spark-pi --open --port 4040",
+        about="While a run is active: the driver's live UI; once it has ended: the run's page in the\n"
         "history server it logged to (spec.historyServer). An address inside the cluster is reached through\n"
         "a local port forwarded through the API server, until Ctrl-C; one outside it is printed.",
-        epilog="Examples:\n  sparkop ui spark-pi            # then open the printed http://127.0.0.1:PORT/ URL\n"
-        "  sparkop ui spark-pi --open --port 4040",
+        connect=True,
     )
     ui.add_argument("app", metavar="APP", help="SparkApplication name")
     ui.add_argument("--port", type=_port, default=0, metavar="LOCAL_PORT", help="local port (default 0: any free port)")
@@ -505,18 +537,12 @@ def _daily(args: argparse.Namespace) -> int:
         options = daily_cli.ListOptions(args.all_namespaces, args.output, args.selector, args.watch)
         return daily_cli.list_main(target, options)
     if args.command == "logs":
-        return daily_cli.logs_main(
-            target,
-            args.app,
-            executor=args.executor,
-            follow=args.follow,
-            incarnation=args.incarnation,
-            run=args.attempt,
-            container=args.container,
-            reading=daily_cli.LogOptions(
-                tail=None if args.tail < 0 else args.tail, since_seconds=args.since, timestamps=args.timestamps
-            ),
-        )
+        from sparkop.core.kube import LogReading
+
+        tail = None if args.tail < 0 else args.tail
+        reading = LogReading(args.container, args.follow, tail, args.since, args.timestamps)
+        pod = daily_cli.PodChoice(args.attempt, args.incarnation, args.executor)
+        return daily_cli.logs_main(target, args.app, pod, reading)
     if args.command == "events":
         return daily_cli.events_main(target, args.app)
     if args.command == "connect":
@@ -616,6 +642,19 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of names (blanks dropped)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def run_options(args: argparse.Namespace) -> Options:
+    """The operator's options from ``sparkop run``'s flags: each such flag's dest is the field it sets."""
+    from sparkop.core.runtime import Options
+
+    given = vars(args)
+    return Options(**{field.name: given[field.name] for field in dataclasses.fields(Options) if field.name in given})
+
+
 def _stop_quietly(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
@@ -624,7 +663,6 @@ def _run(args: argparse.Namespace) -> int:
     # A stop that arrives while the operator is still importing is a clean stop too.
     signal.signal(signal.SIGTERM, _stop_quietly)
     from sparkop.core.leader import ElectionConfig, default_identity, default_namespace
-    from sparkop.core.runtime import Options
     from sparkop.operator import LeadershipLost, Serving, run_blocking
 
     logs.configure(args.log_format, LOG_LEVELS[args.log_level])
@@ -648,28 +686,7 @@ def _run(args: argparse.Namespace) -> int:
             context=args.context,
             namespaces=args.namespace,
             controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
-            options=Options(
-                ingress_url_format=args.ingress_url_format,
-                ingress_class_name=args.ingress_class_name,
-                unschedulable_timeout_seconds=args.unschedulable_timeout,
-                driver_pod_disruption_budget=args.driver_pod_disruption_budget,
-                node_loss_toleration_seconds=args.node_loss_toleration_seconds,
-                driver_start_timeout_seconds=args.driver_start_timeout,
-                driver_ready_timeout_seconds=args.driver_ready_timeout,
-                executors_start_timeout_seconds=args.executors_start_timeout,
-                active_deadline_seconds=args.active_deadline,
-                max_executor_failures=args.max_executor_failures,
-                executor_failures_window_seconds=args.executor_failures_window,
-                pod_security=args.pod_security,
-                workers=args.workers,
-                kube_api_qps=args.kube_api_qps,
-                kube_api_burst=args.kube_api_burst,
-                metrics_labels=tuple(name.strip() for name in args.metrics_labels.split(",") if name.strip()),
-                ui_service=args.ui_service,
-                kubeflow_api=args.kubeflow_api,
-                max_tracked_executors=args.max_tracked_executor_per_app,
-                namespace_selector=args.namespace_selector,
-            ),
+            options=run_options(args),
             election=election,
             serving=(
                 Serving(

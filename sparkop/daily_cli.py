@@ -15,7 +15,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -52,12 +52,13 @@ class Target:
 
 
 @dataclass(frozen=True)
-class LogOptions:
-    """kubectl logs' --tail, --since and --timestamps: what part of the log the API server sends."""
+class PodChoice:
+    """Which pod of an app: the driver pod of run ``run`` (None: the current), its incarnation
+    ``incarnation`` (None: the current), or that run's executor of Spark executor id ``executor``."""
 
-    tail: int | None = None  # the last N lines; None (kubectl's -1): all
-    since_seconds: int | None = None
-    timestamps: bool = False
+    run: int | None = None
+    incarnation: int | None = None
+    executor: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -572,38 +573,19 @@ async def _watch(
                 printer.print(obj)
 
 
-async def _logs(
-    kube: k8s.Kube,
-    target: Target,
-    name: str,
-    *,
-    executor: str | None,
-    follow: bool,
-    incarnation: int | None,
-    run: int | None,
-    container: str | None,
-    reading: LogOptions,
-) -> int:
+async def _logs(kube: k8s.Kube, target: Target, name: str, choice: PodChoice, reading: k8s.LogReading) -> int:
     namespace = target.namespace or kube.namespace
     app = await find_app(kube, namespace, name)
-    driver = choose_driver(app, await app_drivers(kube, app), run)
+    driver = choose_driver(app, await app_drivers(kube, app), choice.run)
     selector = f"{labels.DRIVER}={naming.label_value(driver['metadata']['name'])}"
     pods = await kube.list(k8s.PODS, namespace, selector=selector)
-    pod = choose_pod(driver, pods, incarnation=incarnation, executor=executor)
+    pod = choose_pod(driver, pods, incarnation=choice.incarnation, executor=choice.executor)
     pod_name = pod["metadata"]["name"]
-    chosen = container or log_container(pod)
+    chosen = reading.container or log_container(pod)
     print(f"sparkop logs: pod {namespace}/{pod_name}" + (f", container {chosen}" if chosen else ""), file=sys.stderr)
     out = sys.stdout.buffer
     try:
-        async for chunk in kube.pod_log(
-            namespace,
-            pod_name,
-            container=chosen,
-            follow=follow,
-            tail_lines=reading.tail,
-            since_seconds=reading.since_seconds,
-            timestamps=reading.timestamps,
-        ):
+        async for chunk in kube.pod_log(namespace, pod_name, replace(reading, container=chosen)):
             out.write(chunk)
             out.flush()
     except ApiException as exc:
@@ -681,32 +663,9 @@ def list_main(target: Target, options: ListOptions) -> int:
     return run_command("list", target, lambda kube: _list(kube, target, options))
 
 
-def logs_main(
-    target: Target,
-    name: str,
-    *,
-    executor: str | None = None,
-    follow: bool = False,
-    incarnation: int | None = None,
-    run: int | None = None,
-    container: str | None = None,
-    reading: LogOptions | None = None,
-) -> int:
-    return run_command(
-        "logs",
-        target,
-        lambda kube: _logs(
-            kube,
-            target,
-            name,
-            executor=executor,
-            follow=follow,
-            incarnation=incarnation,
-            run=run,
-            container=container,
-            reading=reading or LogOptions(),
-        ),
-    )
+def logs_main(target: Target, name: str, pod: PodChoice, reading: k8s.LogReading) -> int:
+    """The log of ``pod`` of app ``name``; ``reading``: which container (None: the Spark one) and what of it."""
+    return run_command("logs", target, lambda kube: _logs(kube, target, name, pod, reading))
 
 
 def events_main(target: Target, name: str) -> int:

@@ -38,7 +38,7 @@ def test_the_readme_states_the_defaults_of_sparkop_run() -> None:
         run.get_default("kube_api_burst"),
     )
     timeout = re.search(r"\(default (\d+)\)", readme_row("--unschedulable-timeout"))
-    assert timeout and float(timeout.group(1)) == run.get_default("unschedulable_timeout")
+    assert timeout and float(timeout.group(1)) == run.get_default("unschedulable_timeout_seconds")
     log_format = re.search(r"`(\w+)` \(default\)", readme_row("--log-format"))
     assert log_format and log_format.group(1) == run.get_default("log_format")
 
@@ -58,3 +58,23 @@ def test_sparkop_version_prints_the_installed_version(capsys: pytest.CaptureFixt
         cli.main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"sparkop {version('sparkop')}\n"
+
+
+def test_every_operator_option_is_set_by_a_flag_of_sparkop_run() -> None:
+    """Each option is one flag whose dest is its name, with the option's own default, and a flag given
+    reaches its option (listed_namespaces is the manager's, from --namespace)."""
+    from dataclasses import fields
+
+    from sparkop.core.runtime import Options
+
+    defaults = vars(cli._parser().parse_args(["run"]))
+    assert {f.name for f in fields(Options)} - set(defaults) == {"listed_namespaces"}
+    assert cli.run_options(cli._parser().parse_args(["run"])) == Options()
+    given = cli._parser().parse_args(
+        ["run", "--driver-start-timeout", "60", "--executor-failures-window", "30", "--unschedulable-timeout", "9"]
+        + ["--max-tracked-executor-per-app", "7", "--metrics-labels", "app_type, team,", "--no-ui-service"]
+    )
+    options = cli.run_options(given)
+    assert (options.driver_start_timeout_seconds, options.executor_failures_window_seconds) == (60, 30)
+    assert (options.unschedulable_timeout_seconds, options.max_tracked_executors) == (9.0, 7)
+    assert (options.metrics_labels, options.ui_service) == (("app_type", "team"), False)
