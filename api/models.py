@@ -150,6 +150,8 @@ class SparkApplicationType(enum.StrEnum):
 
 
 class RestartPolicyType(enum.StrEnum):
+    """Whether an application that ended runs again: never, after a failure, or always."""
+
     NEVER = "Never"
     ON_FAILURE = "OnFailure"
     ALWAYS = "Always"

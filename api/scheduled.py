@@ -67,12 +67,16 @@ _WILDCARD_HOURS: Final = re.compile(r"^\*(/[0-9]+)?$")
 
 
 class ConcurrencyPolicy(enum.StrEnum):
+    """What a scheduled time does while an earlier run is still going: start beside it, skip, or replace it."""
+
     ALLOW = "Allow"
     FORBID = "Forbid"
     REPLACE = "Replace"
 
 
 class ScheduleState(enum.StrEnum):
+    """State of a ScheduledSparkApplication (kubeflow spark-operator's values)."""
+
     SCHEDULED = "Scheduled"
     SUSPENDED = "Suspended"
     FAILED_VALIDATION = "FailedValidation"
