@@ -70,10 +70,9 @@ def test_every_operator_option_is_set_by_a_flag_of_sparkop_run() -> None:
     defaults = vars(cli._parser().parse_args(["run"]))
     assert {f.name for f in fields(Options)} - set(defaults) == {"listed_namespaces"}
     assert cli.run_options(cli._parser().parse_args(["run"])) == Options()
-    given = cli._parser().parse_args(
-        ["run", "--driver-start-timeout", "60", "--executor-failures-window", "30", "--unschedulable-timeout", "9"]
-        + ["--max-tracked-executor-per-app", "7", "--metrics-labels", "app_type, team,", "--no-ui-service"]
-    )
+    flags = ["--driver-start-timeout", "60", "--executor-failures-window", "30", "--unschedulable-timeout", "9"]
+    flags += ["--max-tracked-executor-per-app", "7", "--metrics-labels", "app_type, team,", "--no-ui-service"]
+    given = cli._parser().parse_args(["run", *flags])
     options = cli.run_options(given)
     assert (options.driver_start_timeout_seconds, options.executor_failures_window_seconds) == (60, 30)
     assert (options.unschedulable_timeout_seconds, options.max_tracked_executors) == (9.0, 7)
