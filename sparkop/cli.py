@@ -685,7 +685,7 @@ def _run(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             context=args.context,
             namespaces=args.namespace,
-            controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
+            controllers=list(_names(args.controllers)),
             options=run_options(args),
             election=election,
             serving=(
