@@ -213,7 +213,6 @@ ExecutorStates = Annotated[dict[str, ExecutorState], Field(max_length=MAX_TRACKE
 
 # How much of the end of a driver pod's log its incarnation's record keeps (the pod itself goes).
 LOG_TAIL_CHARS: Final = 4096
-LOG_TAIL_LINES: Final = 50
 
 
 class IncarnationOutcome(enum.StrEnum):

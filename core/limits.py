@@ -22,3 +22,6 @@ DEFAULT_WORKERS: Final = 32
 # How many of an owner's children a status may name one by one (a map that every status write of the
 # owner carries): kubeflow's --max-tracked-executor-per-app default, and the most its CRD field takes.
 MAX_TRACKED_CHILDREN: Final = 1000
+# How many lines of an ended driver container's log its incarnation's record keeps (one read through the
+# API server's pods/log, which asks the pod's kubelet). 0: none read, and no pods/log right needed.
+DEFAULT_LOG_TAIL_LINES: Final = 50

@@ -18,7 +18,13 @@ from sparkop.core.caches import CacheIndex, Caches, IndexKey, NotCurrent
 from sparkop.core.informer import Informer, Transform
 from sparkop.core.jsontypes import JSON
 from sparkop.core.kube import Kube
-from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS, MAX_TRACKED_CHILDREN
+from sparkop.core.limits import (
+    DEFAULT_KUBE_API_BURST,
+    DEFAULT_KUBE_API_QPS,
+    DEFAULT_LOG_TAIL_LINES,
+    DEFAULT_WORKERS,
+    MAX_TRACKED_CHILDREN,
+)
 from sparkop.core.queue import Reconcile, WorkQueue
 from sparkop.core.resources import NAMESPACES, Resource
 from sparkop.core.selectors import LabelSelector
@@ -74,6 +80,8 @@ class Options:
     kubeflow_api: bool = False
     # --max-tracked-executor-per-app: how many executors a status names one by one (kubeflow's flag).
     max_tracked_executors: int = MAX_TRACKED_CHILDREN
+    # --driver-log-tail-lines: how many lines of an ended driver's log its record keeps; 0: none read.
+    driver_log_tail_lines: int = DEFAULT_LOG_TAIL_LINES
     # --namespace-selector (kubeflow's jobNamespaceSelector): the served kinds' objects are acted on only in
     # the namespaces whose labels it selects, and in ``listed_namespaces`` (the --namespace ones: with a
     # selector, the caches watch every namespace).

@@ -255,6 +255,7 @@ def settings_of(options: Options) -> Settings:
         render=render,
         timeouts=limits,
         max_tracked_executors=options.max_tracked_executors,
+        log_tail_lines=options.driver_log_tail_lines,
     )
 
 

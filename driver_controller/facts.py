@@ -21,7 +21,6 @@ from typing import Any, Final, Literal, TypeVar
 
 from sparkop.api.models import (
     LOG_TAIL_CHARS,
-    LOG_TAIL_LINES,
     DriverPhase,
     IncarnationOutcome,
     SparkDriver,
@@ -121,7 +120,11 @@ class Facts:
 
     def log_tail(self, pod: PodSummary | None) -> tuple[Facts, str | None]:
         """The end of ``pod``'s log for its incarnation's record, or why it could not be read; None while
-        it is being read (a ReadLog is planned: the decision follows at once, with it)."""
+        it is being read (a ReadLog is planned: the decision follows at once, with it); "" when the operator
+        keeps none (--driver-log-tail-lines 0: nothing is read)."""
+        lines = self.observed.settings.log_tail_lines
+        if lines == 0:
+            return self, ""
         if pod is None:
             return self, "(unavailable: the pod was gone before its log was read)"
         if pod.node_name in self.observed.lost_nodes:
@@ -132,7 +135,7 @@ class Facts:
         if tail is not None:
             return self, tail.text if tail.text is not None else f"(unavailable: {tail.error})"
         container = spark_container_name(self.driver.spec.sparkConf, "driver")
-        read = ReadLog(pod.name, pod.uid, container, LOG_TAIL_LINES, LOG_TAIL_CHARS, "RecordOutcome")
+        read = ReadLog(pod.name, pod.uid, container, lines, LOG_TAIL_CHARS, "RecordOutcome")
         return (self if read in self.plan.reads else self.before(read)), None
 
     def owned(self, items: Iterable[T]) -> tuple[T, ...]:

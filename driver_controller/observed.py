@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from sparkop.api.models import MAX_TRACKED_EXECUTORS, SparkDriver, SparkDriverStatus
 from sparkop.core.expectations import LogTail
+from sparkop.core.limits import DEFAULT_LOG_TAIL_LINES
 from sparkop.core.owners import controller_keys, reference_keys
 from sparkop.core.plan import Refusal
 from sparkop.core.specs import SpecError, lenient, unknown_fields
@@ -102,6 +103,8 @@ class Settings:
     timeouts: Limits = field(default_factory=Limits)  # the operator's defaults
     # How many executors status.executorState names (--max-tracked-executor-per-app).
     max_tracked_executors: int = MAX_TRACKED_EXECUTORS
+    # How many lines of an ended driver container's log its record keeps (--driver-log-tail-lines); 0: none.
+    log_tail_lines: int = DEFAULT_LOG_TAIL_LINES
 
 
 @dataclass(frozen=True)

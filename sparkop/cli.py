@@ -9,11 +9,17 @@ import math
 import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sparkop.core import logs, selectors
-from sparkop.core.limits import DEFAULT_KUBE_API_BURST, DEFAULT_KUBE_API_QPS, DEFAULT_WORKERS, MAX_TRACKED_CHILDREN
+from sparkop.core.limits import (
+    DEFAULT_KUBE_API_BURST,
+    DEFAULT_KUBE_API_QPS,
+    DEFAULT_LOG_TAIL_LINES,
+    DEFAULT_WORKERS,
+    MAX_TRACKED_CHILDREN,
+)
 from sparkop.core.selectors import LabelSelector
 
 if TYPE_CHECKING:
@@ -94,6 +100,15 @@ def _parser(prog: str = "sparkop") -> argparse.ArgumentParser:
         metavar="N",
         help="how many executors status.executorState names, those with the lowest Spark executor ids "
         f"(kubeflow's flag; default and most {MAX_TRACKED_CHILDREN}; 0: none)",
+    )
+    run.add_argument(
+        "--driver-log-tail-lines",
+        type=_log_tail_lines,
+        default=DEFAULT_LOG_TAIL_LINES,
+        metavar="N",
+        help="how many lines of an ended driver container's log its SparkDriver's status keeps "
+        f"(status.incarnations[].logTail, read once through the API server's pods/log; default "
+        f"{DEFAULT_LOG_TAIL_LINES}; 0: none read, and the operator needs no pods/log right)",
     )
     run.add_argument(
         "--workers",
@@ -490,18 +505,6 @@ def _daily_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 _SERVER_PORT = -1
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a port number; write 15002, or 0 for any free port"
-        ) from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r}: a port is 0-65535 (0: any free port)")
-    return value
-
-
 def _namespace_selector(text: str) -> LabelSelector:
     try:
         return selectors.parse(text)
@@ -509,24 +512,26 @@ def _namespace_selector(text: str) -> LabelSelector:
         raise argparse.ArgumentTypeError(f"not a label selector: {exc}") from None
 
 
-def _tracked(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; write e.g. 100") from None
-    if not 0 <= value <= MAX_TRACKED_CHILDREN:
-        raise argparse.ArgumentTypeError(f"{text!r}: between 0 (none) and {MAX_TRACKED_CHILDREN}")
-    return value
+def _bounded(low: int, high: int | None, example: str, bounds: str) -> Callable[[str], int]:
+    """The parser of a whole number from ``low`` to ``high`` (None: no bound above): a text that is no
+    number is told what to write (``example``), one out of bounds what the bounds are."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {example}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r}: {bounds}")
+        return value
+
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; write 1, 2, ...") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: numbering starts at 1")
-    return value
+_port = _bounded(0, 65535, "a port number; write 15002, or 0 for any free port", "a port is 0-65535 (0: any free port)")
+_tracked = _bounded(0, MAX_TRACKED_CHILDREN, "a number; write e.g. 100", f"between 0 (none) and {MAX_TRACKED_CHILDREN}")
+_positive = _bounded(1, None, "a number; write 1, 2, ...", "numbering starts at 1")
+_log_tail_lines = _bounded(0, None, "a number; write e.g. 50", "0 (none read) or more")
 
 
 def _daily(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,6 +138,28 @@ def test_runs_to_success_and_is_never_recreated(
     events = crds.kubectl_json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=pi")
     reasons = {e["reason"] for e in events["items"]}
     assert {"DriverPodCreated", "DriverSucceeded"} <= reasons
+
+
+def test_an_operator_that_keeps_no_log_tails_records_the_outcome_without_reading_a_log(
+    crds: ClusterHandle, namespace: str, tmp_path: Path
+) -> None:
+    """``--driver-log-tail-lines 0`` (a platform that grants no pods/log): the outcome is recorded, with no
+    log tail, and the operator's own log shows no read; the pod is let go as with a tail."""
+    proc = OperatorProcess(
+        crds.kubeconfig,
+        controllers=["driver"],
+        namespaces=[namespace],
+        log_dir=tmp_path,
+        extra_args=["--driver-log-tail-lines", "0"],
+    )
+    with proc:
+        crds.apply(driver_manifest("quiet", run_seconds=1, outcome="Failed", instances=1), namespace)
+        done = wait_phase(crds, namespace, "quiet", "Failed", timeout=30)
+        (record,) = done["incarnations"]
+        assert record["outcome"] == "Failed" and "logTail" not in record, record
+        wait_for(lambda: not (get(crds, namespace, "pod", "quiet-driver") or {}).get("metadata", {}).get("finalizers"),
+                 timeout=10, message="finalizer released")  # fmt: skip
+        assert "quiet-driver" in proc.logs() and "read the log tail" not in proc.logs()
 
 
 def test_a_deleted_driver_pod_is_replaced_by_the_next_incarnation_under_its_name_once_it_is_gone(

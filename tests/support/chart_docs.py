@@ -165,6 +165,7 @@ RULES: dict[str, dict[str, Any]] = {
     "controller.kubeApi.burst": {"type": "integer", "minimum": 1},
     "controller.unschedulableTimeout": {"type": "number", "exclusiveMinimum": 0},
     "controller.nodeLossTolerationSeconds": {"type": ["integer", "null"], "minimum": 0},
+    "controller.driverLogTailLines": {"type": "integer", "minimum": 0},
     **{
         f"controller.timeouts.{name}": {"type": ["integer", "null"], "minimum": 0}
         for name in (

@@ -424,6 +424,8 @@ def test_each_features_rights_are_granted_only_when_it_is_enabled(helm: Path, tm
     assert not FEATURE_RESOURCES["gatewayAPI"] & base
     assert granted({"gatewayAPI": {"enable": True}}) - base == FEATURE_RESOURCES["gatewayAPI"]
     assert base - granted({"controllers": ["apps", "driver", "scheduled", "connect"]}) == {"deployments"}
+    # An operator that keeps no driver log tails (--driver-log-tail-lines=0) reads no pod's log.
+    assert base - granted({"driverLogTailLines": 0}) == {"pods/log"}
     objects = render(
         helm, tmp_path, {"spark": {"jobNamespaces": scope}, "controller": {"batchScheduler": {"enable": True}}}
     )
@@ -511,6 +513,7 @@ FLAG_VALUES: dict[str, tuple[dict[str, Any], str]] = {
         {"controller": {"maxTrackedExecutorPerApp": 50}},
         "--max-tracked-executor-per-app=50",
     ),
+    "--driver-log-tail-lines": ({"controller": {"driverLogTailLines": 20}}, "--driver-log-tail-lines=20"),
 }
 # Flags a value sets apart from FLAG_VALUES' combination (it turns the metrics off).
 SEPARATE_FLAGS: dict[str, tuple[dict[str, Any], str]] = {

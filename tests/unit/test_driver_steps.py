@@ -18,7 +18,7 @@ from sparkop.domain import labels
 from sparkop.driver_controller import facts as facts_module
 from sparkop.driver_controller.decide import CLOSING, STEPS, decide
 from sparkop.driver_controller.facts import Facts, Stop, Why, run
-from sparkop.driver_controller.observed import Observed
+from sparkop.driver_controller.observed import Observed, Settings
 from sparkop.driver_controller.summaries import summarize_pod
 from tests.support.driver_objects import NOW, deleting, driver, executor, objects, running, terminated
 
@@ -73,6 +73,21 @@ def test_a_driver_pod_that_finished_stops_the_decision_where_it_is_followed() ->
     assert [read.pod for read in decide(reading, NOW).reads] == ["pi-driver"]
     observed = Observed.of(driver(status), pods, cms, svcs, logs={"pod-1": LogTail("Pi is roughly 3.14\n")})
     assert stop_of(observed) == ("follow_driver_pod", Why.FINISHED)
+
+
+def test_an_operator_that_keeps_no_log_tails_records_an_outcome_without_reading_the_log() -> None:
+    """--driver-log-tail-lines 0: the outcome is recorded in the pass that sees it, nothing is read (the
+    operator may have no pods/log right), and the record keeps no log tail."""
+    pod, cms, svcs = objects()
+    status = {"phase": "Running", "incarnation": 1, "driverPod": {"name": "pi-driver", "uid": "pod-1"}}
+    settings = Settings(log_tail_lines=0)
+    observed = Observed.of(driver(status), [summarize_pod(terminated(pod, 1))], cms, svcs, settings)
+    assert stop_of(observed) == ("follow_driver_pod", Why.FINISHED)
+    plan = decide(observed, NOW)
+    assert plan.reads == () and plan.status is not None
+    (record,) = plan.status.incarnations or []
+    assert (record.outcome, record.logTail) == ("Failed", None)
+    assert plan.status.phase is DriverPhase.FAILED
 
 
 def test_a_refused_create_is_a_visible_stop() -> None:

@@ -124,10 +124,12 @@ in a Role per namespace.
 - apiGroups: [""]
   resources: ["pods", "configmaps", "services"]
   verbs: ["get", "list", "watch", "create", "delete", "patch"]
+{{- if gt (int .Values.controller.driverLogTailLines) 0 }}
 # The end of a driver pod's log, kept in its SparkDriver's status before the pod may go.
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
+{{- end }}
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
