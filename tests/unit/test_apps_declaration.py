@@ -188,7 +188,7 @@ async def test_nothing_is_written_when_nothing_changed() -> None:
     observed = Observed(AppView.from_body(body), apps_status.read_status(body["status"]))
     plan = reconcile(observed, EPOCH)
     suspended = app_body(plan.status.to_json())
-    suspended["status"]["applicationState"]["state"] = "SUSPENDED"
+    suspended["status"]["applicationState"] = {"state": "SUSPENDED"}  # NEW was written as no state
     suspended["spec"] = {**SPEC, "suspend": True}
     observed = Observed(AppView.from_body(suspended), apps_status.read_status(suspended["status"]))
     settled = app_body(reconcile(observed, EPOCH).status.to_json())  # its conditions now say so
