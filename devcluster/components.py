@@ -408,6 +408,13 @@ def coscheduling_scheduler_argv(
         f"--bind-address={LOCALHOST}",
         f"--secure-port={ports.scheduler}",
         f"--cert-dir={cert_dir}",
+        # Coscheduling asks to retry a pod it rejected only when a pod is added or a PodGroup changes. A
+        # gang refused for want of room is woken by the running gang's PodGroup turning Finished, which
+        # can come before that gang's executor pods are gone (they go as its driver ends): the refused
+        # driver is then retried only when the scheduler retries every unschedulable pod, by default
+        # 5 min later. The flag (deprecated, still served) makes that wait 30 s here, as docs/api.md
+        # suggests to a platform running Coscheduling.
+        "--pod-max-in-unschedulable-pods-duration=30s",
         # Level 3 logs each Coscheduling decision (a group rejected, a pod permitted): what a failing
         # test needs to see.
         "-v=3",

@@ -114,6 +114,7 @@ def _needed_builds(item: pytest.Item) -> tuple[str, ...]:
 # the short test summary. They travel in the report (a section).
 DIAGNOSIS_SECTION = "cluster diagnosis"
 DIAGNOSIS_LINES = 8
+COSCHEDULING_LOG = "scheduler-plugins-scheduler.log"  # devcluster's name for scheduler-plugins' scheduler
 
 
 @pytest.hookimpl(wrapper=True)
@@ -161,14 +162,31 @@ def _diagnose(item: pytest.Item) -> str:
                 timeout=20,
             )
             parts.append(f"Kueue's Workloads in {namespace}:\n{_tail(workloads.stdout or workloads.stderr)}")
+        if (directory / COSCHEDULING_LOG).exists() and isinstance(namespace, str):
+            # Why Coscheduling holds a gang: its PodGroups, with when each manager last wrote them (a
+            # gang it rejected is retried on a pod added or a PodGroup changed, else only by the
+            # scheduler's periodic retry), and below the scheduler's lines naming the namespace.
+            groups = handle.kubectl(
+                "get",
+                "podgroups.scheduling.x-k8s.io",
+                "-n",
+                namespace,
+                "-o",
+                "custom-columns=NAME:.metadata.name,PHASE:.status.phase,SCHEDULED:.status.scheduled,"
+                "RUNNING:.status.running,SUCCEEDED:.status.succeeded,WRITTEN:.metadata.managedFields[*].time",
+                check=False,
+                timeout=20,
+            )
+            parts.append(f"PodGroups in {namespace}:\n{_tail(groups.stdout or groups.stderr)}")
         for log in ("sparksim.log", "kueue-manager.log"):
             if (directory / log).exists():
                 parts.append(f"{log}:\n{_tail((directory / log).read_text(errors='replace'))}")
         if isinstance(namespace, str):
-            # Why a real node did not start a pod is often only in its kubelet's log.
-            for kubelet_log in sorted(directory.glob("kubelet-*.log")):
-                lines = [line for line in kubelet_log.read_text(errors="replace").splitlines() if namespace in line]
-                parts.append(f"{kubelet_log.name}, lines naming {namespace}:\n{_tail(chr(10).join(lines))}")
+            # Why a real node did not start a pod is often only in its kubelet's log; why a gang was not
+            # bound, in Coscheduling's scheduler's.
+            for log_file in [*sorted(directory.glob("kubelet-*.log")), *directory.glob(COSCHEDULING_LOG)]:
+                lines = [line for line in log_file.read_text(errors="replace").splitlines() if namespace in line]
+                parts.append(f"{log_file.name}, lines naming {namespace}:\n{_tail(chr(10).join(lines))}")
     for value in funcargs.values():
         if isinstance(value, OperatorProcess):
             parts.append(f"operator log:\n{_tail(value.logs())}")
