@@ -1294,8 +1294,16 @@ class SparkApplicationStatus(Model):
     def to_json(self) -> dict[str, Any]:
         """The JSON written to the API server: no None, no empty string, map or list (``kubectl get -o
         yaml`` stays short), timestamps by core.times; ``executors`` as the current driver reported
-        them, absent when nothing runs."""
+        them, absent when nothing runs; NEW as no state, as kubeflow's ``ApplicationStateNew`` is ``""``
+        (a NEW with an errorMessage keeps both: the CRD requires a state in applicationState). kubeflow's
+        clients read an absent state as "not started yet": Airflow's ``SparkKubernetesOperator`` waits
+        while it is absent or SUBMITTED and reads the pod ``<app>-driver`` on any other, so a NEW
+        written while the run's pod does not exist yet (a queued run, or the moment before the pod is
+        created) would fail its task. Read back, an absent state is NEW
+        (``apps_controller.status.as_read``)."""
         data = self.model_dump(mode="json", exclude_none=True)
+        if data.get("applicationState") == {"state": ApplicationState.NEW.value}:
+            del data["applicationState"]
         executors = self.executors.model_dump(mode="json", exclude_unset=True)
         if executors:
             data["executors"] = executors

@@ -30,7 +30,7 @@ from sparkop.apps_controller.observed import (
     left_driver_keys,
     owner_keys,
 )
-from sparkop.apps_controller.status import WrittenStatus, as_read
+from sparkop.apps_controller.status import as_read
 from sparkop.apps_controller.transitions import TRANSITIONS
 from sparkop.apps_controller.ui import UI_SELECTOR
 from sparkop.core import resources
@@ -105,7 +105,7 @@ def apps_controller(
         ),
         observe=observe,
         decide=decide,
-        status=WrittenStatus,
+        status=SparkApplicationStatus,
         log=api.log(log),
         record=TRANSITIONS.record,
         unchanged=_unchanged,

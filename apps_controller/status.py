@@ -55,22 +55,6 @@ CONDITION_COMPLETED: Final = "Completed"
 CONDITION_FAILED: Final = "Failed"
 
 
-class WrittenStatus(SparkApplicationStatus):
-    """A SparkApplication's status as the apps controller writes it, in either group: NEW is the empty
-    state, as kubeflow's ``ApplicationStateNew`` is ``""``, so a NEW app's applicationState is left out
-    while it says nothing else (the CRD requires a state in it). kubeflow's clients read an absent
-    state as "not started yet": Airflow's ``SparkKubernetesOperator`` waits while it is absent or
-    SUBMITTED and reads the pod ``<app>-driver`` on any other, so a NEW written while the run's pod
-    does not exist yet (a queued run, or the moment before the pod is created) would fail its task.
-    Read back, an absent applicationState is NEW (:func:`as_read`)."""
-
-    def to_json(self) -> dict[str, Any]:
-        data = super().to_json()
-        if data.get("applicationState") == {"state": ApplicationState.NEW.value}:
-            del data["applicationState"]
-        return data
-
-
 def clip(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
     return text[:limit] if text else text
 
@@ -81,7 +65,7 @@ def clip(text: str | None, limit: int = MAX_MESSAGE) -> str | None:
 
 def read_status(data: Any) -> Status:
     """``data`` (a stored status) as a pass reads it: ``core.specs.lenient``, then :func:`as_read`."""
-    return as_read(lenient(WrittenStatus, data), data)
+    return as_read(lenient(Status, data), data)
 
 
 def as_read(status: Status, stored: Any) -> Status:

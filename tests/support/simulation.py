@@ -293,7 +293,9 @@ class SimCluster:
         self.held = False
         try:
             applied = _run(
-                self.applier.apply((self.namespace, self.name), body, plan, _status_json, namespace=self.namespace)
+                self.applier.apply(
+                    (self.namespace, self.name), body, plan, SparkApplicationStatus.to_json, namespace=self.namespace
+                )
             )
         except _Crash:
             self._applier = None  # the process died: what it learned is gone
@@ -500,7 +502,3 @@ class SimCluster:
     @property
     def app_status(self) -> SparkApplicationStatus:
         return read_status(self.status)
-
-
-def _status_json(status: SparkApplicationStatus) -> JSON:
-    return status.to_json()  # as the apps controller writes it: read_status reads a WrittenStatus

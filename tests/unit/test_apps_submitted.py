@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sparkop.api.models import ApplicationState, AttemptOutcome, DriverPhase
+from sparkop.api.models import ApplicationState, AttemptOutcome, DriverPhase, SparkApplicationStatus
 from sparkop.apps_controller import events
 from sparkop.apps_controller import status as apps_status
 from sparkop.apps_controller.controller import apps_controller
@@ -151,7 +151,7 @@ def test_new_is_written_as_kubeflows_empty_state_in_both_groups(group: str) -> N
     runtime: Any = object()  # the declaration reads nothing of it
     apis = dict(zip(("sparkop", "kubeflow"), kinds.served_apis(kubeflow=True), strict=True))
     declared = apps_controller(runtime, api=apis[group])
-    assert declared.status is apps_status.WrittenStatus
+    assert declared.status is SparkApplicationStatus
     c = SimCluster(spec={**BASE_SPEC, "restartPolicy": POLICIES["Never"]})
     planned = c.reconcile()
     assert planned is not None and planned.status is not None
